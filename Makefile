@@ -1,0 +1,32 @@
+# The README's two commands are `make run` and `make test`; both start from a
+# fresh clone as root and install what they need from this repository's files.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: run test install deps engine bench clean
+
+run: install
+	$(VENV)/bin/oslens scale --quick
+
+test: install
+	$(PY) -m pytest -q
+
+install: deps $(PY)
+	$(PY) -m pip install -q --disable-pip-version-check '.[test]'
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+engine:
+	$(MAKE) -C engine
+
+bench: install
+	$(PY) bench/instrument.py
+
+clean:
+	$(MAKE) -C engine clean
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,39 @@
+/* What `oslens-engine run` was asked to do, and the harness that does it. */
+#ifndef OSLENS_ENGINE_H
+#define OSLENS_ENGINE_H
+
+#include <stdint.h>
+
+#include "clock.h"
+#include "probe.h"
+#include "topology.h"
+
+#define ENGINE_VERSION "0.1.0"
+#define EXIT_MEASURE_FAILED 1
+#define EXIT_USAGE 2
+
+struct run_config {
+	const struct probe *probe;
+	int variant;
+	long opt[PROBE_MAX_OPTS];
+	int nworkers;
+	int threaded;
+	const char *placement;
+	struct cpu_topo *cpus;      /* nworkers entries, the plan */
+	double duration_s;          /* fixed time, or 0 */
+	uint64_t ops;               /* fixed work, or 0 */
+	double warmup_s;
+	double interval_s;
+	int reps;
+	double time_limit_s;        /* 0: none */
+	const char *tmpdir_base;
+	int argc;
+	char **argv;
+};
+
+/* Runs every repetition and returns the process exit status. */
+int run_probe(const struct run_config *cfg, const struct topology *topo);
+
+void die_usage(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,24 @@
+/* A JSON-lines writer: each record is built in memory and written with one
+ * write(2), so records never interleave and a reader sees whole lines. */
+#ifndef OSLENS_JSON_H
+#define OSLENS_JSON_H
+
+#include <stdint.h>
+
+struct json;
+
+extern int json_output_lost; /* stdout is gone (EPIPE): stop measuring */
+
+struct json *json_record(const char *type); /* starts {"type": ...} */
+void json_str(struct json *j, const char *key, const char *val);
+void json_int(struct json *j, const char *key, long long val);
+void json_uint(struct json *j, const char *key, uint64_t val);
+void json_num(struct json *j, const char *key, double val);
+void json_bool(struct json *j, const char *key, int val);
+void json_null(struct json *j, const char *key);
+void json_obj(struct json *j, const char *key);   /* key NULL inside arrays */
+void json_arr(struct json *j, const char *key);
+void json_end(struct json *j);                     /* closes the last obj/arr */
+void json_emit(struct json *j);                    /* closes, writes, frees */
+
+#endif

@@ -1,0 +1,716 @@
+/* The harness: spawns pinned workers, releases them together, samples or
+ * times them, and tears everything down whatever happens.
+ *
+ * Only the master prints. Workers talk to it through one shared anonymous
+ * mapping: a control block and one slot per worker, the hot op counter of
+ * each slot alone on its cache lines. */
+#include "engine.h"
+#include "json.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LINE 128 /* two cache lines: the adjacent-line prefetcher pairs them */
+#define STOP_GRACE_NS 10000000000ull
+
+enum wstate { W_INIT, W_READY, W_RUNNING, W_DONE, W_FAILED };
+
+struct slot {
+	volatile uint64_t ops __attribute__((aligned(LINE)));
+	struct {
+		volatile int state;
+		int pid, tid, cpu_start, cpu_end;
+		uint64_t t_release, t_start, t_end, done_ops;
+		struct rusage ru0, ru1;
+		char msg[200];
+	} c __attribute__((aligned(LINE)));
+};
+
+struct control {
+	volatile int go __attribute__((aligned(LINE)));
+	volatile int stop;
+	uint64_t t_go, warm_deadline;
+	volatile int ready __attribute__((aligned(LINE)));
+};
+
+struct shm {
+	struct control ctl;
+	struct slot slot[];
+};
+
+struct master {
+	const struct run_config *cfg;
+	struct shm *shm;
+	size_t shm_len;
+	struct probe_env env;
+	pid_t pids[4096];
+	int npids;
+	pid_t pgid;
+	uint64_t deadline;
+	char failure[300];
+	int failed_worker;
+};
+
+static volatile sig_atomic_t got_signal;
+static const char *run_tmpdir;
+
+static void on_signal(int sig) { if (!got_signal) got_signal = sig; }
+static void on_child(int sig) { (void)sig; }
+
+static long futex(volatile int *addr, int op, int val)
+{
+	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- worker */
+
+static void worker_fail(struct slot *s, const char *what, int err)
+{
+	snprintf(s->c.msg, sizeof s->c.msg, "%s: %s", what, strerror(err));
+	__atomic_store_n(&s->c.state, W_FAILED, __ATOMIC_RELEASE);
+}
+
+static int pin_self(int cpu)
+{
+	cpu_set_t *set = CPU_ALLOC(cpu + 1);
+	size_t size = CPU_ALLOC_SIZE(cpu + 1);
+	CPU_ZERO_S(size, set);
+	CPU_SET_S(cpu, size, set);
+	int rc = sched_setaffinity(0, size, set);
+	CPU_FREE(set);
+	return rc;
+}
+
+static void worker_main(struct shm *shm, const struct run_config *cfg,
+			const struct probe_env *env, int idx)
+{
+	struct slot *s = &shm->slot[idx];
+	const struct probe *p = env->probe;
+	struct worker w = {.index = idx, .cpu = cfg->cpus[idx].cpu, .env = env};
+
+	s->c.pid = getpid();
+	s->c.tid = (int)syscall(SYS_gettid);
+	if (pin_self(w.cpu) != 0) {
+		worker_fail(s, "sched_setaffinity", errno);
+		return;
+	}
+	s->c.cpu_start = sched_getcpu();
+	if (p->setup && p->setup(&w) != 0) {
+		worker_fail(s, "set-up", errno);
+		return;
+	}
+	__atomic_store_n(&s->c.state, W_READY, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&shm->ctl.ready, 1, __ATOMIC_RELEASE);
+
+	while (!__atomic_load_n(&shm->ctl.go, __ATOMIC_ACQUIRE))
+		futex(&shm->ctl.go, FUTEX_WAIT, 0);
+	s->c.t_release = clock_ns();
+	__atomic_store_n(&s->c.state, W_RUNNING, __ATOMIC_RELEASE);
+
+	getrusage(RUSAGE_THREAD, &s->c.ru0);
+	int err = 0;
+	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
+	if (cfg->ops) {
+		/* Fixed work: warm up together until the shared deadline, then
+		 * time exactly cfg->ops operations with this worker's own clock. */
+		while (!shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
+			if (p->op(&w) != 0) {
+				err = errno;
+				break;
+			}
+		l.limit = cfg->ops;
+	}
+	uint64_t n = 0;
+	if (!err) {
+		s->c.t_start = clock_ns();
+		n = p->loop(&w, &l, &err);
+		s->c.t_end = clock_ns();
+	}
+	getrusage(RUSAGE_THREAD, &s->c.ru1);
+	s->c.done_ops = n;
+	s->c.cpu_end = sched_getcpu();
+	if (p->teardown)
+		p->teardown(&w);
+	if (err) {
+		char what[64];
+		snprintf(what, sizeof what, "%s operation", p->name);
+		worker_fail(s, what, err);
+		return;
+	}
+	__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
+}
+
+/* Every task the master forks: in the workers' group, dies with the master,
+ * and leaves Ctrl-C to the master so that it can stop the run in order. */
+static void child_init(pid_t master, pid_t pgid)
+{
+	setpgid(0, pgid);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != master)
+		_exit(1);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+}
+
+struct thread_arg {
+	struct shm *shm;
+	const struct run_config *cfg;
+	const struct probe_env *env;
+	int idx;
+};
+
+static void *worker_thread(void *a)
+{
+	struct thread_arg *t = a;
+	worker_main(t->shm, t->cfg, t->env, t->idx);
+	return NULL;
+}
+
+static void thread_host(struct shm *shm, const struct run_config *cfg, const struct probe_env *env)
+{
+	pthread_t *th = calloc(cfg->nworkers, sizeof *th);
+	struct thread_arg *args = calloc(cfg->nworkers, sizeof *args);
+	if (!th || !args)
+		_exit(1);
+	for (int i = 0; i < cfg->nworkers; i++) {
+		args[i] = (struct thread_arg){shm, cfg, env, i};
+		int rc = pthread_create(&th[i], NULL, worker_thread, &args[i]);
+		if (rc) {
+			worker_fail(&shm->slot[i], "pthread_create", rc);
+			_exit(1);
+		}
+	}
+	for (int i = 0; i < cfg->nworkers; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+/* ---------------------------------------------------------------- master */
+
+static int spawn(struct master *m)
+{
+	const struct run_config *cfg = m->cfg;
+	pid_t self = getpid();
+	int ntasks = cfg->threaded ? 1 : cfg->nworkers;
+	m->pgid = 0;
+	for (int i = 0; i < ntasks; i++) {
+		pid_t pid = fork();
+		if (pid < 0) {
+			snprintf(m->failure, sizeof m->failure, "fork of worker %d: %s", i, strerror(errno));
+			return -1;
+		}
+		if (pid == 0) {
+			child_init(self, m->pgid);
+			if (cfg->threaded)
+				thread_host(m->shm, cfg, &m->env);
+			worker_main(m->shm, cfg, &m->env, i);
+			_exit(0);
+		}
+		if (!m->pgid)
+			m->pgid = pid;
+		setpgid(pid, m->pgid); /* both sides set it: no race with the first killpg */
+		m->pids[m->npids++] = pid;
+	}
+	return 0;
+}
+
+static int is_worker_pid(const struct master *m, pid_t pid)
+{
+	for (int i = 0; i < m->npids; i++)
+		if (m->pids[i] == pid)
+			return 1;
+	return 0;
+}
+
+static const char *describe_status(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	return buf;
+}
+
+/* Why the run must stop now, or NULL. Reaps exited children on the way:
+ * workers, and orphans handed to us as child subreaper. */
+static const char *check(struct master *m, int expect_exit)
+{
+	static char why[300];
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (!is_worker_pid(m, pid))
+			continue;
+		for (int i = 0; i < m->npids; i++)
+			if (m->pids[i] == pid)
+				m->pids[i] = -pid; /* reaped: never signal a recycled pid */
+		int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		if (!clean || !expect_exit) {
+			char st[96];
+			int idx = -1;
+			for (int i = 0; i < m->cfg->nworkers; i++)
+				if (m->shm->slot[i].c.pid == pid)
+					idx = i;
+			if (m->cfg->threaded)
+				snprintf(why, sizeof why, "worker process %d %s", pid, describe_status(status, st, sizeof st));
+			else
+				snprintf(why, sizeof why, "worker %d (pid %d, cpu %d) %s", idx, pid,
+					 idx >= 0 ? m->cfg->cpus[idx].cpu : -1, describe_status(status, st, sizeof st));
+			m->failed_worker = idx;
+			return why;
+		}
+	}
+	for (int i = 0; i < m->cfg->nworkers; i++)
+		if (__atomic_load_n(&m->shm->slot[i].c.state, __ATOMIC_ACQUIRE) == W_FAILED) {
+			snprintf(why, sizeof why, "worker %d (cpu %d): %s", i, m->cfg->cpus[i].cpu,
+				 m->shm->slot[i].c.msg);
+			m->failed_worker = i;
+			return why;
+		}
+	if (got_signal)
+		return "interrupted";
+	if (json_output_lost)
+		return "output closed";
+	if (m->deadline && clock_ns() > m->deadline)
+		return "time limit exceeded";
+	return NULL;
+}
+
+/* Sleeps until `until` (clock_ns), waking early for signals and child exits. */
+static void sleep_until(uint64_t until)
+{
+	uint64_t now = clock_ns();
+	if (now >= until)
+		return;
+	uint64_t d = until - now;
+	if (d > 10000000ull) /* re-check at least every 10 ms */
+		d = 10000000ull;
+	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+	nanosleep(&ts, NULL);
+}
+
+static int count_state(const struct master *m, int state)
+{
+	int n = 0;
+	for (int i = 0; i < m->cfg->nworkers; i++)
+		n += __atomic_load_n(&m->shm->slot[i].c.state, __ATOMIC_ACQUIRE) == state;
+	return n;
+}
+
+static int live_pids(const struct master *m)
+{
+	int n = 0;
+	for (int i = 0; i < m->npids; i++)
+		n += m->pids[i] > 0;
+	return n;
+}
+
+/* Stops every worker and every descendant, politely first. */
+static void stop_all(struct master *m, int polite)
+{
+	m->shm->ctl.stop = 1;
+	if (!m->shm->ctl.go) { /* release sleepers so that they see stop */
+		m->shm->ctl.go = 1;
+		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
+	}
+	uint64_t until = clock_ns() + (polite ? STOP_GRACE_NS : 0);
+	while (live_pids(m) && clock_ns() < until) {
+		check(m, 1);
+		sleep_until(clock_ns() + 1000000ull);
+	}
+	if (m->pgid > 0)
+		killpg(m->pgid, SIGKILL);
+	for (int i = 0; i < m->npids; i++)
+		if (m->pids[i] > 0)
+			kill(m->pids[i], SIGKILL);
+	/* Reap workers and every orphan reparented to us; bounded, never hangs. */
+	uint64_t give_up = clock_ns() + 5000000000ull;
+	int status;
+	for (;;) {
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid < 0 && errno == ECHILD)
+			break;
+		if (pid > 0) {
+			for (int i = 0; i < m->npids; i++)
+				if (m->pids[i] == pid)
+					m->pids[i] = -pid;
+			continue;
+		}
+		if (clock_ns() > give_up)
+			break;
+		sleep_until(clock_ns() + 1000000ull);
+	}
+}
+
+static void emit_rusage(struct json *j, const struct slot *s)
+{
+	const struct rusage *a = &s->c.ru0, *b = &s->c.ru1;
+	json_obj(j, "rusage");
+	json_num(j, "user_s", (double)(b->ru_utime.tv_sec - a->ru_utime.tv_sec) +
+				      (double)(b->ru_utime.tv_usec - a->ru_utime.tv_usec) / 1e6);
+	json_num(j, "sys_s", (double)(b->ru_stime.tv_sec - a->ru_stime.tv_sec) +
+				     (double)(b->ru_stime.tv_usec - a->ru_stime.tv_usec) / 1e6);
+	json_int(j, "nvcsw", b->ru_nvcsw - a->ru_nvcsw);
+	json_int(j, "nivcsw", b->ru_nivcsw - a->ru_nivcsw);
+	json_int(j, "minflt", b->ru_minflt - a->ru_minflt);
+	json_int(j, "majflt", b->ru_majflt - a->ru_majflt);
+	json_end(j);
+}
+
+static void emit_worker_common(struct json *j, const struct master *m, int rep, int i)
+{
+	const struct slot *s = &m->shm->slot[i];
+	json_int(j, "rep", rep);
+	json_int(j, "worker", i);
+	json_int(j, "cpu", m->cfg->cpus[i].cpu);
+	json_int(j, "cpu_seen", s->c.cpu_end);
+	json_int(j, "pid", s->c.pid);
+	json_int(j, "tid", s->c.tid);
+}
+
+static void emit_error(const char *msg, int worker)
+{
+	struct json *j = json_record("error");
+	json_str(j, "message", msg);
+	if (worker >= 0)
+		json_int(j, "worker", worker);
+	json_emit(j);
+	fprintf(stderr, "oslens-engine: %s\n", msg);
+}
+
+/* Fixed time: the master samples every counter each interval after warm-up. */
+static const char *measure_fixed_time(struct master *m, int rep)
+{
+	const struct run_config *cfg = m->cfg;
+	int nw = cfg->nworkers;
+	uint64_t dur = (uint64_t)(cfg->duration_s * 1e9), step = (uint64_t)(cfg->interval_s * 1e9);
+	int k = (int)((dur + step - 1) / step);
+	uint64_t *ts = calloc(k + 1, sizeof *ts), *samples = calloc((size_t)(k + 1) * nw, sizeof *samples);
+	if (!ts || !samples)
+		return "out of memory for samples";
+	uint64_t t0 = m->shm->ctl.t_go + (uint64_t)(cfg->warmup_s * 1e9);
+	const char *why = NULL;
+	for (int s = 0; s <= k && !why; s++) {
+		uint64_t at = t0 + (s == k ? dur : (uint64_t)s * step);
+		while (!(why = check(m, 0)) && clock_ns() < at)
+			sleep_until(at);
+		if (why)
+			break;
+		ts[s] = clock_ns();
+		for (int i = 0; i < nw; i++)
+			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
+	}
+	m->shm->ctl.stop = 1;
+	if (!why) {
+		uint64_t until = clock_ns() + STOP_GRACE_NS;
+		while (!(why = check(m, 1)) && count_state(m, W_DONE) < nw && clock_ns() < until)
+			sleep_until(clock_ns() + 1000000ull);
+		if (!why && count_state(m, W_DONE) < nw)
+			why = "workers did not stop within 10 s of the stop flag";
+	}
+	if (!why) {
+		double secs = (double)(ts[k] - ts[0]) / 1e9;
+		for (int i = 0; i < nw; i++) {
+			uint64_t ops = samples[(size_t)k * nw + i] - samples[i];
+			struct json *j = json_record("worker");
+			emit_worker_common(j, m, rep, i);
+			json_uint(j, "ops", ops);
+			json_num(j, "seconds", secs);
+			json_num(j, "ops_per_sec", (double)ops / secs);
+			json_arr(j, "interval_ops");
+			for (int s = 1; s <= k; s++)
+				json_uint(j, NULL, samples[(size_t)s * nw + i] - samples[(size_t)(s - 1) * nw + i]);
+			json_end(j);
+			json_arr(j, "interval_s");
+			for (int s = 1; s <= k; s++)
+				json_num(j, NULL, (double)(ts[s] - ts[s - 1]) / 1e9);
+			json_end(j);
+			emit_rusage(j, &m->shm->slot[i]);
+			json_emit(j);
+		}
+	}
+	free(ts);
+	free(samples);
+	return why;
+}
+
+/* Fixed work: every worker times its own cfg->ops operations. */
+static const char *measure_fixed_work(struct master *m, int rep)
+{
+	int nw = m->cfg->nworkers;
+	const char *why;
+	while (!(why = check(m, 1)) && count_state(m, W_DONE) < nw)
+		sleep_until(clock_ns() + 2000000ull);
+	if (why)
+		return why;
+	uint64_t first = UINT64_MAX;
+	for (int i = 0; i < nw; i++)
+		if (m->shm->slot[i].c.t_start < first)
+			first = m->shm->slot[i].c.t_start;
+	for (int i = 0; i < nw; i++) {
+		const struct slot *s = &m->shm->slot[i];
+		double secs = (double)(s->c.t_end - s->c.t_start) / 1e9;
+		struct json *j = json_record("worker");
+		emit_worker_common(j, m, rep, i);
+		json_uint(j, "ops", s->c.done_ops);
+		json_num(j, "seconds", secs);
+		json_num(j, "ops_per_sec", (double)s->c.done_ops / secs);
+		json_uint(j, "start_offset_ns", s->c.t_start - first);
+		emit_rusage(j, s);
+		json_emit(j);
+	}
+	return NULL;
+}
+
+static void emit_resources(const struct master *m, int rep)
+{
+	struct json *j = json_record("resources");
+	json_int(j, "rep", rep);
+	json_str(j, "tmpdir", run_tmpdir);
+	json_arr(j, "sysv_sem");
+	for (int i = 0; i < m->env.nsems; i++)
+		json_int(j, NULL, m->env.sem_ids[i]);
+	json_end(j);
+	json_emit(j);
+}
+
+static void emit_started(const struct master *m, int rep)
+{
+	struct json *j = json_record("started");
+	json_int(j, "rep", rep);
+	json_arr(j, "workers");
+	for (int i = 0; i < m->cfg->nworkers; i++) {
+		const struct slot *s = &m->shm->slot[i];
+		json_obj(j, NULL);
+		json_int(j, "worker", i);
+		json_int(j, "cpu", m->cfg->cpus[i].cpu);
+		json_int(j, "pid", s->c.pid);
+		json_int(j, "tid", s->c.tid);
+		json_end(j);
+	}
+	json_end(j);
+	json_emit(j);
+}
+
+static void release_sems(struct probe_env *env)
+{
+	for (int i = 0; i < env->nsems; i++)
+		semctl(env->sem_ids[i], 0, IPC_RMID);
+	env->nsems = 0;
+}
+
+/* One repetition; returns NULL or why it failed. */
+static const char *run_rep(struct master *m, int rep)
+{
+	const struct run_config *cfg = m->cfg;
+	const struct probe *p = cfg->probe;
+	const char *why = NULL;
+
+	memset(m->shm, 0, m->shm_len);
+	m->npids = 0;
+	m->failed_worker = -1;
+	memset(&m->env, 0, sizeof m->env);
+	m->env.probe = p;
+	m->env.variant = cfg->variant;
+	memcpy(m->env.opt, cfg->opt, sizeof m->env.opt);
+	m->env.nworkers = cfg->nworkers;
+	m->env.threaded = cfg->threaded;
+	m->env.tmpdir = run_tmpdir;
+
+	static char setup_err[256];
+	if (p->global_setup && p->global_setup(&m->env) != 0) {
+		snprintf(setup_err, sizeof setup_err, "%s set-up: %s", p->name, strerror(errno));
+		why = setup_err;
+	}
+	emit_resources(m, rep);
+	if (!why && !(why = check(m, 0)) && spawn(m) != 0)
+		why = m->failure;
+	while (!why && !(why = check(m, 0)) &&
+	       __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
+		sleep_until(clock_ns() + 1000000ull);
+
+	uint64_t t_go = 0;
+	if (!why) {
+		emit_started(m, rep);
+		t_go = clock_ns();
+		m->shm->ctl.t_go = t_go;
+		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
+		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
+		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
+		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep);
+	}
+	uint64_t t_end = clock_ns();
+	stop_all(m, !why || strcmp(why, "interrupted") != 0);
+	if (p->global_teardown)
+		p->global_teardown(&m->env);
+	release_sems(&m->env);
+
+	struct json *j = json_record("rep");
+	json_int(j, "rep", rep);
+	json_str(j, "status", !why ? "ok" : got_signal ? "interrupted" : "failed");
+	if (!why) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (int i = 0; i < cfg->nworkers; i++) {
+			uint64_t t = m->shm->slot[i].c.t_release;
+			lo = t < lo ? t : lo;
+			hi = t > hi ? t : hi;
+		}
+		json_num(j, "wall_s", (double)(t_end - t_go) / 1e9);
+		json_uint(j, "release_skew_ns", hi - lo);
+		json_uint(j, "release_latency_ns", hi - t_go);
+	}
+	json_emit(j);
+	return why;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void emit_header(const struct run_config *cfg, const struct topology *topo)
+{
+	const struct probe *p = cfg->probe;
+	struct json *j = json_record("header");
+	json_obj(j, "engine");
+	json_str(j, "version", ENGINE_VERSION);
+	json_str(j, "compiler", __VERSION__);
+#ifdef OSLENS_STATIC
+	json_bool(j, "static", 1);
+#else
+	json_bool(j, "static", 0);
+#endif
+	json_end(j);
+	json_arr(j, "argv");
+	for (int i = 0; i < cfg->argc; i++)
+		json_str(j, NULL, cfg->argv[i]);
+	json_end(j);
+	json_obj(j, "probe");
+	json_str(j, "name", p->name);
+	json_str(j, "subsystem", p->subsystem);
+	json_str(j, "syscalls", p->syscalls);
+	json_end(j);
+	json_str(j, "variant", p->variants[cfg->variant].name);
+	json_obj(j, "options");
+	for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name; i++)
+		json_int(j, p->opts[i].name, cfg->opt[i]);
+	json_end(j);
+	json_str(j, "mode", cfg->threaded ? "thread" : "process");
+	json_int(j, "workers", cfg->nworkers);
+	json_obj(j, "placement");
+	json_str(j, "policy", cfg->placement);
+	json_int(j, "cpus_available", topo->n);
+	json_int(j, "packages", topo->npackages);
+	json_arr(j, "workers");
+	for (int i = 0; i < cfg->nworkers; i++) {
+		const struct cpu_topo *c = &cfg->cpus[i];
+		json_obj(j, NULL);
+		json_int(j, "cpu", c->cpu);
+		json_int(j, "package", c->package);
+		json_int(j, "die", c->die);
+		json_int(j, "core", c->core);
+		if (c->node >= 0)
+			json_int(j, "node", c->node);
+		else
+			json_null(j, "node");
+		json_int(j, "smt", c->smt);
+		json_end(j);
+	}
+	json_end(j);
+	json_end(j);
+	json_obj(j, "clock");
+	json_str(j, "source", clock_info.source);
+	json_num(j, "tsc_hz", clock_info.tsc_hz);
+	json_num(j, "calibration_ppm", clock_info.calib_ppm);
+	json_str(j, "reason", clock_info.reason);
+	json_end(j);
+	json_str(j, "fixed", cfg->ops ? "ops" : "time");
+	if (cfg->ops)
+		json_uint(j, "ops", cfg->ops);
+	else
+		json_num(j, "duration_s", cfg->duration_s);
+	json_num(j, "warmup_s", cfg->warmup_s);
+	json_num(j, "interval_s", cfg->interval_s);
+	json_int(j, "reps", cfg->reps);
+	json_str(j, "tmpdir", run_tmpdir);
+	json_int(j, "pid", getpid());
+	json_emit(j);
+}
+
+int run_probe(const struct run_config *cfg, const struct topology *topo)
+{
+	struct master m = {.cfg = cfg};
+	static char tmpl[4096];
+	snprintf(tmpl, sizeof tmpl, "%s/oslens.XXXXXX", cfg->tmpdir_base);
+	if (!mkdtemp(tmpl))
+		die_usage("cannot create a temporary directory in %s: %s", cfg->tmpdir_base, strerror(errno));
+	run_tmpdir = tmpl;
+
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_child;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	prctl(PR_SET_TIMERSLACK, 1);
+
+	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
+	m.shm = mmap(NULL, m.shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m.shm == MAP_FAILED) {
+		nftw(run_tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		die_usage("cannot map shared memory for %d workers: %s", cfg->nworkers, strerror(errno));
+	}
+	if (cfg->time_limit_s > 0)
+		m.deadline = clock_ns() + (uint64_t)(cfg->time_limit_s * 1e9);
+
+	emit_header(cfg, topo);
+	const char *why = NULL;
+	for (int rep = 0; rep < cfg->reps && !why; rep++)
+		why = run_rep(&m, rep);
+
+	nftw(run_tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	munmap(m.shm, m.shm_len);
+
+	const char *status = "ok";
+	int code = 0;
+	if (why && got_signal) {
+		status = "interrupted";
+		code = 128 + got_signal;
+	} else if (why && !strcmp(why, "time limit exceeded")) {
+		status = "timeout";
+		code = EXIT_MEASURE_FAILED;
+	} else if (why) {
+		status = "failed";
+		code = EXIT_MEASURE_FAILED;
+	}
+	if (why && !got_signal)
+		emit_error(why, m.failed_worker);
+	struct json *j = json_record("end");
+	json_str(j, "status", status);
+	if (got_signal)
+		json_int(j, "signal", got_signal);
+	json_emit(j);
+	return code;
+}

@@ -1,0 +1,29 @@
+/* CPU topology from sysfs and the placement policies that map workers to CPUs. */
+#ifndef OSLENS_TOPOLOGY_H
+#define OSLENS_TOPOLOGY_H
+
+struct cpu_topo {
+	int cpu;
+	int package;
+	int die;
+	int core;
+	int node;   /* -1 where the kernel exposes no NUMA node */
+	int smt;    /* 0 for the first hardware thread of its core, 1 for the next... */
+};
+
+struct topology {
+	int n;                  /* CPUs online and in our affinity mask */
+	struct cpu_topo *cpus;  /* ascending cpu number */
+	int nonline;            /* CPUs online in all */
+	int npackages;
+};
+
+int topology_read(struct topology *t);
+const struct cpu_topo *topology_cpu(const struct topology *t, int cpu);
+/* Fills out[0..n) with the CPUs for n workers; -1 and a message on error. */
+int placement_plan(const struct topology *t, const char *policy, int n,
+		   struct cpu_topo *out, char *err, int errlen);
+/* Parses "0-3,8"; returns the count or -1. */
+int cpulist_parse(const char *s, int *out, int max);
+
+#endif
