@@ -1,0 +1,297 @@
+"""The results store: one SQLite file holding every run, its engine records and its analysis summary.
+
+Runs are written as they happen (begin, records batch by batch, finish), each step its own
+transaction, so a process killed at any point leaves a readable store and a run marked as
+running, which readers then report as incomplete.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import json
+import os
+import socket
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, TextIO
+
+import platformdirs
+
+SCHEMA_VERSION = 1
+# Marks the file as ours, so another program's SQLite database is refused instead of altered.
+APPLICATION_ID = 0x4F534C4E  # "OSLN"
+BUSY_TIMEOUT_S = 10.0
+FINAL_STATUSES = ("complete", "incomplete", "failed")
+DEAD_REASON = "process ended without finishing the run"
+CSV_COLUMNS = ("run_id", "probe", "variant", "mode", "workers", "rep", "worker", "cpu",
+               "ops", "seconds", "ops_per_sec")
+
+_SCHEMA = """
+CREATE TABLE run (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids are never reused, even if runs are deleted
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running'
+        CHECK (status IN ('running', 'complete', 'incomplete', 'failed')),
+    reason TEXT,
+    started TEXT NOT NULL,
+    finished TEXT,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    proc_start INTEGER,  -- start time of pid (clock ticks since boot): tells a reused pid apart
+    argv TEXT NOT NULL,
+    params TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    summary TEXT
+);
+CREATE TABLE record (
+    run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX record_type ON record(run_id, type, seq);
+"""
+
+_RUN_COLUMNS = ("id, kind, status, reason, started, finished, host, pid, proc_start, argv, params,"
+                " machine, summary, (SELECT COUNT(*) FROM record WHERE run_id = run.id)")
+
+
+class StoreError(Exception):
+    """A problem with the store itself, in one printable line naming the store's path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    id: int
+    kind: str
+    status: str
+    started: str
+    finished: str | None
+    host: str
+    pid: int
+    argv: list
+    params: dict
+    machine: dict
+    summary: dict | None
+    reason: str | None
+    n_records: int
+
+
+def default_path() -> Path:
+    env = os.environ.get("OSLENS_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("oslens")) / "oslens.db"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of a process, or None if /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # comm (field 2) may hold spaces and parentheses: split after its closing one.
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(host: str, pid: int, proc_start: int | None) -> bool:
+    if host != socket.gethostname():
+        return True  # another machine's process: nothing here can prove it dead
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by another user
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    state, start = stat
+    # A killed but unreaped process is a zombie; a different start time means the pid was reused.
+    return state != "Z" and (proc_start is None or start == proc_start)
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the directory of results store {self.path}: "
+                             f"{e.strerror or e}") from None
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._open()
+        except sqlite3.Error as e:
+            self.close()
+            raise StoreError(f"cannot open results store {self.path}: {e}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        # isolation_level=None: transactions are ours to begin, so each one is exactly one step.
+        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self._db.execute("PRAGMA foreign_keys = ON")
+        with self._write() as db:
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if app_id == 0 and version == 0 and not db.execute(
+                    "SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+                # Statement by statement: executescript() would commit our transaction first.
+                for stmt in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(stmt)
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            elif app_id != APPLICATION_ID:
+                raise StoreError(f"{self.path} is not an oslens results store")
+            elif version > SCHEMA_VERSION:
+                raise StoreError(f"results store {self.path} has schema {version}, newer than "
+                                 f"this oslens understands ({SCHEMA_VERSION})")
+            # Always written, so a store we cannot write to is refused now, before measuring.
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        # WAL lets readers run alongside the one writer of the moment.
+        self._db.execute("PRAGMA journal_mode = WAL")
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise StoreError(f"{what} {self.path}: {e}") from None
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so concurrent writers wait (busy timeout)
+        # instead of failing when a read lock cannot be upgraded.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            if self._db.in_transaction:  # SQLite itself rolls back after some errors
+                self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _missing(self, run_id) -> StoreError:
+        return StoreError(f"no run {run_id} in {self.path}")
+
+    def begin_run(self, kind: str, argv: list[str], params: dict, machine: dict) -> int:
+        stat = _proc_stat(os.getpid())
+        with self._guard("cannot write to results store"), self._write() as db:
+            cur = db.execute(
+                "INSERT INTO run (kind, status, started, host, pid, proc_start, argv, params, machine)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (kind, _now(), socket.gethostname(), os.getpid(), stat and stat[1],
+                 json.dumps(list(argv)), json.dumps(params), json.dumps(machine)))
+            return cur.lastrowid
+
+    def add_records(self, run_id: int, records: Iterable[dict]) -> None:
+        with self._guard("cannot write to results store"), self._write() as db:
+            if not db.execute("SELECT 1 FROM run WHERE id = ?", (run_id,)).fetchone():
+                raise self._missing(run_id)
+            first = db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM record WHERE run_id = ?",
+                               (run_id,)).fetchone()[0]
+            rows = []
+            for seq, rec in enumerate(records, first):
+                if not isinstance(rec.get("type"), str):
+                    raise ValueError(f"record {seq} of run {run_id} has no string 'type'")
+                rows.append((run_id, seq, rec["type"], json.dumps(rec, separators=(",", ":"))))
+            db.executemany("INSERT INTO record (run_id, seq, type, data) VALUES (?, ?, ?, ?)", rows)
+
+    def finish_run(self, run_id: int, status: str, reason: str | None = None) -> None:
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"run status must be one of {', '.join(FINAL_STATUSES)}, not {status!r}")
+        self._update(run_id, "status = ?, reason = ?, finished = ?", (status, reason, _now()))
+
+    def set_summary(self, run_id: int, summary: dict) -> None:
+        self._update(run_id, "summary = ?", (json.dumps(summary),))
+
+    def _update(self, run_id: int, assignments: str, values: tuple) -> None:
+        with self._guard("cannot write to results store"), self._write() as db:
+            if db.execute(f"UPDATE run SET {assignments} WHERE id = ?", (*values, run_id)).rowcount == 0:
+                raise self._missing(run_id)
+
+    def runs(self) -> list[Run]:
+        with self._guard("cannot read results store"):
+            rows = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC").fetchall()
+        return [self._run(row) for row in rows]
+
+    def run(self, ref: int | str) -> Run:
+        text = str(ref).strip()
+        with self._guard("cannot read results store"):
+            if text in ("last", "latest"):
+                row = self._db.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
+                if row is None:
+                    raise StoreError(f"no runs yet in {self.path}")
+            elif text.isdigit():
+                row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?",
+                                       (int(text),)).fetchone()
+                if row is None:
+                    raise self._missing(int(text))
+            else:
+                raise StoreError(f"bad run reference {text!r} (expected a run id or 'last') "
+                                 f"for {self.path}")
+        return self._run(row)
+
+    def records(self, run_id: int, type: str | None = None) -> list[dict]:
+        run_id = self.run(run_id).id
+        query, args = "SELECT data FROM record WHERE run_id = ?", [run_id]
+        if type is not None:
+            query, args = query + " AND type = ?", args + [type]
+        with self._guard("cannot read results store"):
+            return [json.loads(data) for (data,) in self._db.execute(query + " ORDER BY seq", args)]
+
+    @staticmethod
+    def _run(row: tuple) -> Run:
+        (id_, kind, status, reason, started, finished, host, pid, proc_start, argv, params,
+         machine, summary, n_records) = row
+        if status == "running" and not _alive(host, pid, proc_start):
+            status, reason = "incomplete", DEAD_REASON
+        return Run(id=id_, kind=kind, status=status, started=started, finished=finished,
+                   host=host, pid=pid, argv=json.loads(argv), params=json.loads(params),
+                   machine=json.loads(machine), summary=summary and json.loads(summary),
+                   reason=reason, n_records=n_records)
+
+
+def export_run(store: Store, run_id: int | str, fmt: str, out: TextIO) -> None:
+    if fmt not in ("json", "csv"):
+        raise ValueError(f"unknown export format {fmt!r} (expected json or csv)")
+    run = store.run(run_id)
+    records = store.records(run.id)
+    if fmt == "json":
+        json.dump({"run": dataclasses.asdict(run), "records": records}, out, indent=1)
+        out.write("\n")
+        return
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    context = {"probe": "", "variant": "", "mode": "", "workers": ""}
+    for rec in records:
+        if rec["type"] == "header":
+            probe = rec.get("probe")
+            context = {"probe": probe.get("name", "") if isinstance(probe, dict) else probe or "",
+                       "variant": rec.get("variant") or "", "mode": rec.get("mode", ""),
+                       "workers": rec.get("workers", "")}
+        elif rec["type"] == "worker":
+            writer.writerow([run.id, context["probe"], context["variant"], context["mode"],
+                             context["workers"]] +
+                            [rec.get(k, "") for k in CSV_COLUMNS[5:]])
