@@ -1,0 +1,2 @@
+"""Statistics and models over measured results: confidence intervals, trust
+warnings, scalability fits."""

@@ -1,0 +1,51 @@
+"""Machine and kernel metadata that every result carries.
+
+Each collector is one module in this package exposing `NAME: str` and
+`collect() -> dict`; adding a collector means adding a module, nothing else.
+Modules whose name starts with an underscore are helpers, not collectors.
+
+A collector that fails is recorded as {"unavailable": "<ExceptionType>: <msg>"}
+so one unreadable corner of a machine never costs the whole run its metadata.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+
+def _failure(exc: BaseException) -> dict:
+    return {"unavailable": f"{type(exc).__name__}: {exc}"}
+
+
+def _module_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def collector_modules() -> list[ModuleType]:
+    """The collector modules of this package, in module-name order."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in _module_names()]
+
+
+def collect_machine() -> dict:
+    """Runs every collector: {collector NAME: its dict or {"unavailable": ...}}."""
+    result: dict[str, dict] = {}
+    for module_name in _module_names():
+        try:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+        except Exception as e:  # a broken module still leaves a trace under its file name
+            result[module_name] = _failure(e)
+            continue
+        name = getattr(module, "NAME", module_name)
+        if name in result:
+            # Two collectors writing one key would silently lose data: a bug in
+            # this package, not a property of the machine, so fail loudly.
+            raise RuntimeError(f"collector name {name!r} used by more than one module")
+        try:
+            data = module.collect()
+            if not isinstance(data, dict):
+                raise TypeError(f"collect() returned {type(data).__name__}, not dict")
+        except Exception as e:
+            data = _failure(e)
+        result[name] = data
+    return result
