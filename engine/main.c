@@ -26,7 +26,7 @@ void die_usage(const char *fmt, ...)
 
 static void usage(void)
 {
-	fputs("usage: oslens-engine list | topology | run --probe NAME[:VARIANT] [--workers N|max | --cpus LIST]\n"
+	fputs("usage: oslens-engine list | topology | plan N POLICY | run --probe NAME[:VARIANT] [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
 	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR]\n", stderr);
@@ -93,6 +93,28 @@ static int cmd_topology(void)
 		json_int(j, "smt", c->smt);
 		json_end(j);
 	}
+	json_emit(j);
+	return 0;
+}
+
+/* Where `run` would place N workers, without running anything. */
+static int cmd_plan(int argc, char **argv)
+{
+	if (argc != 4)
+		die_usage("usage: oslens-engine plan N compact|spread");
+	struct topology t;
+	if (topology_read(&t) != 0)
+		die_usage("cannot read the CPU topology");
+	int n = !strcmp(argv[2], "max") ? t.n : atoi(argv[2]);
+	struct cpu_topo *cpus = calloc(n > 0 ? n : 1, sizeof *cpus);
+	char err[256];
+	if (placement_plan(&t, argv[3], n, cpus, err, sizeof err) != 0)
+		die_usage("%s", err);
+	struct json *j = json_record("plan");
+	json_str(j, "policy", argv[3]);
+	json_arr(j, "cpus");
+	for (int i = 0; i < n; i++)
+		json_int(j, NULL, cpus[i].cpu);
 	json_emit(j);
 	return 0;
 }
@@ -316,9 +338,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "topology"))
 		return cmd_topology();
+	if (!strcmp(argv[1], "plan"))
+		return cmd_plan(argc, argv);
 	if (!strcmp(argv[1], "run"))
 		return cmd_run(argc, argv);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		usage();
-	die_usage("unknown command '%s' (list, topology, run)", argv[1]);
+	die_usage("unknown command '%s' (list, topology, plan, run)", argv[1]);
 }

@@ -35,11 +35,26 @@ int cpulist_parse(const char *s, int *out, int max)
 	return n;
 }
 
+/* OSLENS_SYSFS points the engine at a copy of /sys, so that placement can
+ * be tested on topologies (sockets, SMT) the test machine does not have. */
+static const char *sysfs_root(void)
+{
+	const char *r = getenv("OSLENS_SYSFS");
+	return r && *r ? r : "/sys";
+}
+
+static FILE *sys_open(const char *fmt, int cpu)
+{
+	char rel[128], path[512];
+	snprintf(rel, sizeof rel, fmt, cpu);
+	snprintf(path, sizeof path, "%s/%s", sysfs_root(), rel);
+	return fopen(path, "r");
+}
+
 static int read_int(const char *fmt, int cpu, int def)
 {
-	char path[128], buf[64];
-	snprintf(path, sizeof path, fmt, cpu);
-	FILE *f = fopen(path, "r");
+	char buf[64];
+	FILE *f = sys_open(fmt, cpu);
 	if (!f)
 		return def;
 	int v = def;
@@ -51,9 +66,8 @@ static int read_int(const char *fmt, int cpu, int def)
 
 static int read_list(const char *fmt, int cpu, int *out, int max)
 {
-	char path[128], buf[4096];
-	snprintf(path, sizeof path, fmt, cpu);
-	FILE *f = fopen(path, "r");
+	char buf[4096];
+	FILE *f = sys_open(fmt, cpu);
 	if (!f)
 		return -1;
 	int n = -1;
@@ -65,8 +79,8 @@ static int read_list(const char *fmt, int cpu, int *out, int max)
 
 static int cpu_node(int cpu)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d", cpu);
+	char path[512];
+	snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", sysfs_root(), cpu);
 	DIR *d = opendir(path);
 	if (!d)
 		return -1;
@@ -94,7 +108,7 @@ int topology_read(struct topology *t)
 	if (!online || !sib || !mask || !t->cpus)
 		return -1;
 
-	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	FILE *f = sys_open("devices/system/cpu/online", 0);
 	char buf[4096];
 	int nonline = -1;
 	if (f) {
@@ -108,8 +122,12 @@ int topology_read(struct topology *t)
 			online[nonline++] = c;
 	}
 	CPU_ZERO_S(msize, mask);
-	if (sched_getaffinity(0, msize, mask) != 0)
+	if (getenv("OSLENS_SYSFS") && *getenv("OSLENS_SYSFS")) {
+		for (int i = 0; i < nonline; i++)  /* a model machine: all its CPUs */
+			CPU_SET_S(online[i], msize, mask);
+	} else if (sched_getaffinity(0, msize, mask) != 0) {
 		return -1;
+	}
 
 	t->n = 0;
 	t->nonline = 0;
@@ -120,12 +138,12 @@ int topology_read(struct topology *t)
 			continue;
 		struct cpu_topo *ct = &t->cpus[t->n++];
 		ct->cpu = c;
-		ct->package = read_int("/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c, 0);
-		ct->die = read_int("/sys/devices/system/cpu/cpu%d/topology/die_id", c, 0);
-		ct->core = read_int("/sys/devices/system/cpu/cpu%d/topology/core_id", c, c);
+		ct->package = read_int("devices/system/cpu/cpu%d/topology/physical_package_id", c, 0);
+		ct->die = read_int("devices/system/cpu/cpu%d/topology/die_id", c, 0);
+		ct->core = read_int("devices/system/cpu/cpu%d/topology/core_id", c, c);
 		ct->node = cpu_node(c);
 		ct->smt = 0;
-		int ns = read_list("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c, sib, max);
+		int ns = read_list("devices/system/cpu/cpu%d/topology/thread_siblings_list", c, sib, max);
 		for (int k = 0; k < ns; k++)
 			if (sib[k] < c)
 				ct->smt++;

@@ -1,0 +1,161 @@
+"""What a `scale` run found, computed from its stored engine records alone,
+so that `oslens show` and the live command print the same thing."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .scaling import UslFit, fit_usl, usl_unfit_reason
+from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
+
+CONFIDENCE = 0.95
+
+# Workers released further apart than this share of a fixed-work run did not
+# really run concurrently for all of it.
+SKEW_LIMIT = 0.01
+
+
+@dataclass
+class PointStats:
+    workers: int
+    reps: int
+    total: Interval                 # ops/s of all workers together
+    per_worker: Interval            # ops/s of one worker (total / workers)
+    imbalance: float                # fastest worker's rate / slowest's, median over reps
+    sys_share: float | None         # kernel share of the workers' CPU time
+    nivcsw_per_s: float | None      # involuntary switches per worker-second
+    efficiency: float | None = None  # per-worker rate relative to the baseline count
+    fastest_s: Interval | None = None  # fixed work: time of the fastest worker (OSMark)
+    slowest_s: Interval | None = None
+    mean_s: Interval | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Series:
+    probe: str
+    variant: str
+    mode: str
+    placement: str
+    fixed: str                      # "time" or "ops"
+    points: list[PointStats]
+    baseline_workers: int | None = None
+    usl: UslFit | None = None
+    usl_note: str | None = None
+
+    @property
+    def title(self) -> str:
+        mode = "processes" if self.mode == "process" else "threads"
+        return f"{self.probe}:{self.variant} ({mode}, {self.placement})"
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("points", "usl")}
+        d["points"] = [_point_dict(p) for p in self.points]
+        d["usl"] = self.usl.to_dict() if self.usl else None
+        return d
+
+
+def _point_dict(p: PointStats) -> dict:
+    return {k: (asdict(v) if isinstance(v, Interval) else v) for k, v in vars(p).items()}
+
+
+def _group(records: list[dict]) -> dict:
+    """(series key) -> workers -> (header, {rep: [worker records]}, ok reps)."""
+    groups: dict = defaultdict(dict)
+    header = None
+    for r in records:
+        t = r.get("type")
+        if t == "header":
+            header = r
+            key = (r["probe"]["name"], r["variant"], r["mode"], r["placement"]["policy"], r["fixed"])
+            groups[key][r["workers"]] = (r, defaultdict(list), set())
+        elif header is None:
+            continue
+        elif t == "worker":
+            groups[key][header["workers"]][1][r["rep"]].append(r)
+        elif t == "rep" and r.get("status") == "ok":
+            groups[key][header["workers"]][2].add(r["rep"])
+    return groups
+
+
+def _point(header: dict, reps: dict[int, list[dict]], ok: set[int]) -> PointStats | None:
+    n = header["workers"]
+    complete = [reps[k] for k in sorted(ok) if len(reps[k]) == n]
+    if not complete:
+        return None
+    rates = [np.array([w["ops_per_sec"] for w in ws]) for ws in complete]
+    totals = [float(r.sum()) for r in rates]
+    per_worker = [t / n for t in totals]
+    imbalance = [float(r.max() / r.min()) if r.min() > 0 else float("inf") for r in rates]
+    cpu_user = sum(w["rusage"]["user_s"] for ws in complete for w in ws)
+    cpu_sys = sum(w["rusage"]["sys_s"] for ws in complete for w in ws)
+    worker_secs = sum(w["seconds"] for ws in complete for w in ws)
+    nivcsw = sum(w["rusage"]["nivcsw"] for ws in complete for w in ws)
+    p = PointStats(
+        workers=n, reps=len(complete), total=median_ci(totals), per_worker=median_ci(per_worker),
+        imbalance=float(np.median(imbalance)),
+        sys_share=cpu_sys / (cpu_user + cpu_sys) if cpu_user + cpu_sys > 0 else None,
+        nivcsw_per_s=nivcsw / worker_secs if worker_secs > 0 else None)
+    if header["fixed"] == "ops":
+        secs = [np.array([w["seconds"] for w in ws]) for ws in complete]
+        p.fastest_s = median_ci([float(s.min()) for s in secs])
+        p.slowest_s = median_ci([float(s.max()) for s in secs])
+        p.mean_s = median_ci([float(s.mean()) for s in secs])
+        worst_skew = max(max(w["start_offset_ns"] for w in ws) / 1e9 / float(s.mean())
+                         for ws, s in zip(complete, secs))
+        if worst_skew > SKEW_LIMIT:
+            p.warnings.append(f"workers started up to {worst_skew:.0%} of the run apart; "
+                              "use more --ops so they overlap")
+    if any(r.min() == 0 for r in rates):
+        p.warnings.append("a worker completed no operation in the measured window")
+    spread = relative_spread(per_worker)
+    if spread > SPREAD_LIMIT:
+        p.warnings.append(f"spread {spread:.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}")
+    if len(complete) < len(reps) or len(ok) < len(reps):
+        p.warnings.append(f"{len(reps) - len(complete)} repetition(s) incomplete and left out")
+    smt = [w["cpu"] for w in header["placement"]["workers"] if w["smt"] > 0]
+    if smt:
+        p.warnings.append(f"{len(smt)} worker(s) on SMT siblings of busy cores (CPUs {_cpus(smt)})")
+    strays = sorted({(w["cpu"], w["cpu_seen"]) for ws in complete for w in ws if w["cpu_seen"] != w["cpu"]})
+    if strays:
+        p.warnings.append("workers ran off their CPU: " + ", ".join(f"{a}->{b}" for a, b in strays))
+    return p
+
+
+def _cpus(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus[:8])) + ("…" if len(cpus) > 8 else "")
+
+
+def run_notes(series: list[Series]) -> list[str]:
+    """Caveats that hold for the whole run rather than one point."""
+    coverages = [p.per_worker for s in series for p in s.points]
+    if not coverages:
+        return []
+    worst = min(coverages, key=lambda iv: iv.coverage)
+    if worst.coverage >= CONFIDENCE:
+        return []
+    return [f"{worst.n} repetition(s) per point: the intervals cover the median with "
+            f"{worst.coverage:.0%} confidence, not {CONFIDENCE:.0%}; "
+            f"use --reps {repetitions_needed(CONFIDENCE)} or more"]
+
+
+def summarize(records: list[dict]) -> list[Series]:
+    out = []
+    for (probe, variant, mode, placement, fixed), by_n in _group(records).items():
+        points = [p for n in sorted(by_n) if (p := _point(*by_n[n])) is not None]
+        s = Series(probe, variant, mode, placement, fixed, points)
+        if points:
+            base = points[0]
+            s.baseline_workers = base.workers
+            for p in points:
+                p.efficiency = p.per_worker.median / base.per_worker.median if base.per_worker.median else None
+            ns = [p.workers for p in points]
+            s.usl_note = usl_unfit_reason(ns)
+            if s.usl_note is None:
+                s.usl = fit_usl(ns, [p.total.median for p in points])
+                if s.usl is None:
+                    s.usl_note = "the USL fit did not converge"
+        out.append(s)
+    return out

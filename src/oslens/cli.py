@@ -1,0 +1,218 @@
+"""The `oslens` command line.
+
+Results go to stdout (a table, or one JSON document with --json), progress
+and messages to stderr. Exit status: 0 success, 1 a measurement failed,
+2 bad usage, 128+N interrupted by signal N."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from . import __version__, engine
+from .analysis import scale as scale_analysis
+from .errors import MeasurementError, UsageError
+from .plan import OSMARK_PROBES, default_worker_counts, scale_plan
+from .report import scale as scale_report
+from .runner import Interrupted, execute
+from .store import Store, StoreError, default_path, export_run
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
+class Context:
+    def __init__(self, db: str | None, as_json: bool, quiet: bool, verbose: int):
+        self.db_path = Path(db) if db else default_path()
+        self.as_json = as_json
+        self.quiet = quiet
+        self.verbose = verbose
+        # Wide enough for the tables when stdout is a file or a pipe.
+        self.out = Console(width=None if sys.stdout.isatty() else 160)
+        self.err = Console(stderr=True)
+
+    def store(self) -> Store:
+        return Store(self.db_path)
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            self.err.print(msg, highlight=False)
+
+
+def common_options(fn):
+    """--db, --json, -q, -v on every subcommand, where users type them."""
+    @click.option("--db", envvar="OSLENS_DB", metavar="PATH",
+                  help="Results store (default: OSLENS_DB or the user data directory).")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+    @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
+    @click.option("-v", "--verbose", count=True, help="More detail.")
+    @functools.wraps(fn)
+    def wrapper(db, as_json, quiet, verbose, **kw):
+        return fn(Context(db, as_json, quiet, verbose), **kw)
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oslens")
+def cli():
+    """Measure how this Linux kernel behaves and scales, and explain it."""
+
+
+# ------------------------------------------------------------------- scale
+
+@cli.command()
+@click.option("--probe", "probe", metavar="P[:VARIANT][,…]",
+              help=f"Probes to run, or 'all' (default: the OSMark five, {','.join(OSMARK_PROBES)}).")
+@click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
+@click.option("--mode", type=click.Choice(["process", "thread", "both"]), default="process", show_default=True,
+              help="Workers as processes or as threads of one process.")
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True,
+              help="compact fills a socket first; spread deals workers round-robin over sockets.")
+@click.option("--duration", type=float, metavar="S", help="Fixed time: seconds measured per repetition (default 1).")
+@click.option("--ops", type=int, metavar="N", help="Fixed work: operations per worker, timed (OSMark's method).")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")
+@click.option("--warmup", type=float, default=0.3, show_default=True, metavar="S", help="Warm-up seconds, discarded.")
+@click.option("--interval", type=float, default=0.1, show_default=True, metavar="S",
+              help="Sampling interval of the workers' counters (fixed time).")
+@click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
+@click.option("--quick", is_flag=True, help="The quick suite: the OSMark five, short durations.")
+@common_options
+def scale(ctx: Context, quick: bool, **kw):
+    """Does each OS primitive scale with cores? (OSMark-style)"""
+    if quick:
+        kw.update(duration=kw["duration"] or 0.5, warmup=min(kw["warmup"], 0.2))
+    plan = scale_plan(**kw)
+    with ctx.store() as store:
+        ctx.say(f"oslens scale: {len(plan.points)} points × {plan.reps} repetitions, "
+                f"workers {','.join(map(str, plan.params['workers']))}, store {store.path}")
+        run_id = execute(store, "scale", sys.argv, plan.params, plan.points, plan.reps,
+                         plan.total_reps, ctx.err, ctx.quiet)
+        _print_scale(ctx, store, run_id)
+
+
+def _print_scale(ctx: Context, store: Store, run_id: int) -> None:
+    run = store.run(run_id)
+    series = scale_analysis.summarize(store.records(run.id))
+    store.set_summary(run.id, {"series": [s.to_dict() for s in series]})
+    if ctx.as_json:
+        doc = {"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
+               "params": run.params, "machine": run.machine, "series": [s.to_dict() for s in series]}
+        click.echo(json.dumps(doc, indent=1, default=str))
+        return
+    summaries = {name: p.summary for name, p in engine.probes().items()}
+    _print_run_line(ctx, run)
+    scale_report.render(ctx.out, series, summaries)
+
+
+def _print_run_line(ctx: Context, run) -> None:
+    m = run.machine
+    kernel = m.get("kernel", {}).get("release", "?")
+    cpu = m.get("cpu", {}).get("model_name", "?")
+    ctx.out.print(f"[bold]run {run.id}[/] {run.kind} {run.status} · {run.started} · {run.host} · "
+                  f"Linux {kernel} · {cpu} · {m.get('topology', {}).get('available', '?')} CPUs",
+                  highlight=False)
+
+
+# --------------------------------------------------------- store commands
+
+@cli.command()
+@common_options
+def runs(ctx: Context):
+    """List the stored runs."""
+    with ctx.store() as store:
+        rows = store.runs()
+    if ctx.as_json:
+        click.echo(json.dumps([{"id": r.id, "kind": r.kind, "status": r.status, "started": r.started,
+                                "finished": r.finished, "host": r.host, "reason": r.reason,
+                                "params": r.params} for r in rows], indent=1))
+        return
+    from rich.table import Table
+    t = Table("run", "kind", "status", "started", "host", "what", box=None)
+    for r in rows:
+        what = ",".join(r.params.get("probes", [])) if r.params else ""
+        status = r.status + (f" ({r.reason})" if r.reason and r.status != "complete" else "")
+        t.add_row(str(r.id), r.kind, status, r.started, r.host, what)
+    ctx.out.print(t)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@common_options
+def show(ctx: Context, run_ref: str):
+    """Print a stored run as the command that made it did (RUN: id or 'last')."""
+    with ctx.store() as store:
+        run = store.run(run_ref)
+        if run.kind != "scale":
+            raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
+        _print_scale(ctx, store, run.id)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File (default stdout).")
+@common_options
+def export(ctx: Context, run_ref: str, fmt: str, output: str | None):
+    """Export a stored run with every record."""
+    with ctx.store() as store:
+        run = store.run(run_ref)
+        if output:
+            with open(output, "w", newline="") as f:
+                export_run(store, run.id, fmt, f)
+            ctx.say(f"run {run.id} written to {output}")
+        else:
+            export_run(store, run.id, fmt, sys.stdout)
+
+
+@cli.command()
+@common_options
+def probes(ctx: Context):
+    """List the probes, their variants and options."""
+    ps = engine.probes()
+    if ctx.as_json:
+        click.echo(json.dumps({n: vars(p) for n, p in ps.items()}, indent=1, default=list))
+        return
+    from rich.table import Table
+    t = Table("probe", "variants", "options", "system calls", "what it measures", box=None)
+    for p in ps.values():
+        variants = ", ".join(p.variants) if len(p.variants) > 1 else ""
+        opts = ", ".join(f"{k}={o['default']}" for k, o in p.options.items())
+        t.add_row(p.name, variants, opts, ",".join(p.syscalls), p.summary)
+    ctx.out.print(t)
+    ncpu = engine.topology()["available"]
+    ctx.out.print(f"default worker counts here: {','.join(map(str, default_worker_counts(ncpu)))}",
+                  style="dim")
+
+
+# -------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> None:
+    err = Console(stderr=True)
+    try:
+        rc = cli.main(args=argv, prog_name="oslens", standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        _one_line(err, e.format_message())
+        sys.exit(EXIT_USAGE)
+    except (UsageError, StoreError) as e:
+        _one_line(err, str(e))
+        sys.exit(EXIT_USAGE)
+    except MeasurementError as e:
+        _one_line(err, f"measurement failed: {e}")
+        sys.exit(EXIT_FAILED)
+    except Interrupted as e:
+        _one_line(err, f"{e}; the run is kept as incomplete")
+        sys.exit(128 + e.signum)
+    except (KeyboardInterrupt, click.Abort):
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+def _one_line(console: Console, msg: str) -> None:
+    console.print(f"oslens: {' '.join(msg.split())}", highlight=False, markup=False, soft_wrap=True)

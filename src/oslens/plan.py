@@ -1,0 +1,160 @@
+"""From command-line choices to the list of engine invocations of a run.
+
+Everything a user can get wrong is checked here, against what the engine
+and the machine actually offer, before anything is measured or stored."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import engine
+from .errors import UsageError
+
+OSMARK_PROBES = ("fork", "mmap", "dup", "socket", "sem")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One engine invocation: a probe at a worker count, all repetitions."""
+    probe: str
+    variant: str
+    mode: str
+    workers: int
+    args: tuple[str, ...] = field(compare=False)
+
+    @property
+    def series(self) -> tuple[str, str, str]:
+        return (self.probe, self.variant, self.mode)
+
+    @property
+    def label(self) -> str:
+        return f"{self.probe}:{self.variant} {self.mode} ×{self.workers}"
+
+
+def default_worker_counts(ncpus: int) -> list[int]:
+    """1, 2, 4, … below the CPU count, then the CPU count itself."""
+    counts, n = [], 1
+    while n < ncpus:
+        counts.append(n)
+        n *= 2
+    counts.append(ncpus)
+    return counts
+
+
+def parse_worker_counts(text: str | None, ncpus: int) -> list[int]:
+    if not text:
+        return default_worker_counts(ncpus)
+    counts = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "max":
+            n = ncpus
+        elif part.isdigit() and int(part) > 0:
+            n = int(part)
+        else:
+            raise UsageError(f"--workers: '{part}' is not a positive whole number or 'max'")
+        if n > ncpus:
+            raise UsageError(f"--workers: {n} workers but this machine gives us {ncpus} CPUs")
+        if n not in counts:
+            counts.append(n)
+    return sorted(counts)
+
+
+def parse_probes(text: str | None) -> list[tuple[str, str]]:
+    """'mmap,mmap:private,all' -> [(probe, variant)], checked against the engine."""
+    known = engine.probes()
+    specs = [s.strip() for s in (text.split(",") if text else OSMARK_PROBES) if s.strip()]
+    if not specs:
+        raise UsageError("--probe: no probe named")
+    out: list[tuple[str, str]] = []
+    for spec in specs:
+        if spec == "all":
+            out += [(p.name, v) for p in known.values() for v in p.variants]
+            continue
+        name, _, variant = spec.partition(":")
+        info = known.get(name)
+        if info is None:
+            raise UsageError(f"unknown probe '{name}' (known: {', '.join(sorted(known))})")
+        if variant and variant not in info.variants:
+            raise UsageError(f"probe {name} has no variant '{variant}' (has: {', '.join(info.variants)})")
+        out.append((name, variant or info.variants[0]))
+    return list(dict.fromkeys(out))
+
+
+def parse_opts(pairs: tuple[str, ...], probes: list[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """--opt KEY=VALUE pairs, per probe that has the option; a key no chosen
+    probe understands is an error rather than silently ignored."""
+    known = engine.probes()
+    per_probe: dict[str, dict[str, int]] = {name: {} for name, _ in probes}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise UsageError(f"--opt: '{pair}' is not KEY=VALUE")
+        takers = [n for n in per_probe if key in known[n].options]
+        if not takers:
+            raise UsageError(f"--opt: no chosen probe has an option '{key}'")
+        try:
+            num = int(value)
+        except ValueError:
+            raise UsageError(f"--opt {key}: '{value}' is not a whole number") from None
+        for n in takers:
+            o = known[n].options[key]
+            if not o["min"] <= num <= o["max"]:
+                raise UsageError(f"--opt {key}: {num} is outside {o['min']}..{o['max']} for probe {n}")
+            per_probe[n][key] = num
+    return per_probe
+
+
+@dataclass
+class ScalePlan:
+    points: list[Point]
+    reps: int
+    params: dict
+
+    @property
+    def total_reps(self) -> int:
+        return len(self.points) * self.reps
+
+
+def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: str,
+               duration: float | None, ops: int | None, reps: int, warmup: float,
+               interval: float, opts: tuple[str, ...]) -> ScalePlan:
+    if duration is not None and ops is not None:
+        raise UsageError("--duration and --ops are exclusive: fixed time or fixed work")
+    if duration is None and ops is None:
+        duration = 1.0
+    if duration is not None and duration <= 0:
+        raise UsageError(f"--duration: {duration} is not a positive number of seconds")
+    if ops is not None and ops <= 0:
+        raise UsageError(f"--ops: {ops} is not a positive number of operations")
+    if reps < 1:
+        raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
+    if warmup < 0:
+        raise UsageError(f"--warmup: {warmup} is negative")
+    if interval <= 0:
+        raise UsageError(f"--interval: {interval} is not a positive number of seconds")
+
+    ncpus = engine.topology()["available"]
+    counts = parse_worker_counts(workers, ncpus)
+    probes = parse_probes(probe)
+    probe_opts = parse_opts(opts, probes)
+    modes = ["process", "thread"] if mode == "both" else [mode]
+
+    budget = (duration or 0) + warmup
+    # A generous wall-clock limit per invocation: a hung worker must end the
+    # run, a slow machine must not.
+    limit = 120.0 + reps * (budget * 3 + 30.0)
+    points = []
+    for name, variant in probes:
+        for m in modes:
+            for n in counts:
+                args = ["run", "--probe", f"{name}:{variant}", "--workers", str(n), "--mode", m,
+                        "--placement", placement, "--reps", str(reps), "--warmup", f"{warmup:g}",
+                        "--interval", f"{interval:g}", "--time-limit", f"{limit:g}"]
+                args += ["--duration", f"{duration:g}"] if duration is not None else ["--ops", str(ops)]
+                for k, v in probe_opts[name].items():
+                    args += ["--opt", f"{k}={v}"]
+                points.append(Point(name, variant, m, n, tuple(args)))
+    params = {"probes": [f"{n}:{v}" for n, v in probes], "workers": counts, "modes": modes,
+              "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
+              "warmup_s": warmup, "interval_s": interval, "opts": probe_opts}
+    return ScalePlan(points, reps, params)

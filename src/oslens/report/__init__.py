@@ -1,0 +1,1 @@
+"""Report sections: one module per kind of run, each rendering a summary."""

@@ -1,0 +1,93 @@
+"""Runs a plan's engine invocations into the store, with a progress bar.
+
+Every completed repetition is committed as soon as the engine reports it, so
+a run cut short keeps what it measured and is marked incomplete."""
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+from typing import Iterable, Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from . import collectors, engine
+from .errors import MeasurementError
+from .store import Store
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class Invocation(Protocol):
+    label: str
+    args: tuple[str, ...]
+
+
+@contextmanager
+def _sigterm_raises():
+    """SIGTERM (a scheduler, a timeout) ends the run like Ctrl-C does."""
+    def handler(signum, frame):
+        raise Interrupted(signum)
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def machine_metadata() -> dict:
+    meta = collectors.collect_machine()
+    meta["topology"] = engine.topology()
+    meta["engine"] = str(engine.engine_path())
+    return meta
+
+
+def execute(store: Store, kind: str, argv: list[str], params: dict,
+            invocations: Iterable[Invocation], reps_each: int, total: int,
+            console: Console, quiet: bool) -> int:
+    """Measures every invocation; returns the run id. Raises Interrupted or
+    MeasurementError after marking the run incomplete or failed."""
+    run_id = store.begin_run(kind, argv, params, machine_metadata())
+    progress = Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                        disable=quiet, transient=True)
+    try:
+        with _sigterm_raises(), progress:
+            task = progress.add_task("", total=total)
+            for inv in invocations:
+                progress.update(task, description=inv.label)
+                _run_one(store, run_id, inv, progress, task)
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "incomplete", "interrupted by SIGINT")
+        raise Interrupted(signal.SIGINT) from None
+    except Interrupted as e:
+        store.finish_run(run_id, "incomplete", str(e))
+        raise
+    except MeasurementError as e:
+        store.finish_run(run_id, "failed", str(e))
+        raise
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
+    er = engine.EngineRun(list(inv.args))
+    try:
+        batch: list[dict] = []
+        for rec in er:
+            batch.append(rec)
+            if rec["type"] == "rep":
+                store.add_records(run_id, batch)
+                batch = []
+                progress.advance(task)
+        store.add_records(run_id, batch)
+    finally:
+        rc = er.close()
+    if er.end and er.end.get("status") == "interrupted":
+        raise Interrupted(er.end.get("signal", signal.SIGINT))
+    if rc != 0:
+        raise MeasurementError(f"{inv.label}: {er.failure()}")

@@ -1,0 +1,129 @@
+"""Shared helpers: the real engine, the real CLI, and a way to see leaks."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from oslens import engine
+
+NCPU = engine.topology()["available"]
+TWO = min(2, NCPU)  # "2 workers" on a machine that has them
+
+
+def engine_bin() -> str:
+    return str(engine.engine_path())
+
+
+@dataclass
+class EngineResult:
+    rc: int
+    records: list[dict]
+    stderr: str
+
+    def of(self, kind: str) -> list[dict]:
+        return [r for r in self.records if r["type"] == kind]
+
+    @property
+    def end(self) -> dict:
+        return self.of("end")[-1]
+
+
+def run_engine(*args: str, timeout: float = 120, env: dict | None = None) -> EngineResult:
+    p = subprocess.run([engine_bin(), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    recs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return EngineResult(p.returncode, recs, p.stderr)
+
+
+def oslens(*args: str, db: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OSLENS_DB": str(db)}
+    return subprocess.run([sys.executable, "-m", "oslens", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+class StreamingEngine:
+    """An engine run read line by line, to act on it while it measures."""
+
+    def __init__(self, *args: str, cmd: list[str] | None = None, env: dict | None = None):
+        self.proc = subprocess.Popen(cmd or [engine_bin(), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.records: list[dict] = []
+
+    def wait_for(self, kind: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        for line in self.proc.stdout:
+            rec = json.loads(line)
+            self.records.append(rec)
+            if rec["type"] == kind:
+                return rec
+            assert time.monotonic() < deadline, f"no '{kind}' record within {timeout}s"
+        raise AssertionError(f"engine ended before a '{kind}' record: {self.proc.stderr.read()}")
+
+    def finish(self, timeout: float = 60) -> int:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.records += [json.loads(line) for line in out.splitlines() if line.strip()]
+        self.stderr = err
+        return self.proc.returncode
+
+
+def sem_ids() -> set[int]:
+    out = subprocess.run(["ipcs", "-s"], capture_output=True, text=True).stdout
+    return {int(f[1]) for f in (line.split() for line in out.splitlines()) if len(f) > 2 and f[1].isdigit()}
+
+
+def engine_processes() -> list[int]:
+    """Every live process running an oslens engine binary."""
+    found = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            exe = os.readlink(f"{d}/exe")
+            state = Path(f"{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if os.path.basename(exe).startswith("oslens-engine") and state != "Z":
+            found.append(int(d.rsplit("/", 1)[1]))
+    return found
+
+
+def oslens_tmp() -> set[str]:
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return set(glob.glob(f"{tmp}/oslens.*"))
+
+
+@dataclass
+class Snapshot:
+    sems: set[int]
+    tmp: set[str]
+
+
+@pytest.fixture
+def no_leaks():
+    """Fails the test if it leaves an engine process, a SysV semaphore set
+    or a temporary directory behind."""
+    before = Snapshot(sem_ids(), oslens_tmp())
+    yield
+    deadline = time.monotonic() + 10
+    while engine_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine_processes() == [], "engine processes left running"
+    assert sem_ids() - before.sems == set(), "SysV semaphore sets left behind"
+    assert oslens_tmp() - before.tmp == set(), "temporary directories left behind"
+
+
+def one_line_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got: {stderr!r}"
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def send(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    os.kill(proc.pid, sig)

@@ -1,0 +1,225 @@
+"""The engine against the real kernel: counts, placement, clean-up."""
+from __future__ import annotations
+
+import math
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from oslens import engine
+from oslens.engine import EngineRun
+
+from conftest import NCPU, TWO, StreamingEngine, engine_processes, one_line_error, run_engine, sem_ids
+
+SHORT = ("--duration", "0.2", "--warmup", "0.05", "--interval", "0.05")
+PROBE_VARIANTS = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants]
+
+
+@pytest.mark.parametrize("workers", sorted({1, TWO}))
+@pytest.mark.parametrize("mode", ["process", "thread"])
+@pytest.mark.parametrize("probe", PROBE_VARIANTS)
+def test_every_probe_measures(probe, mode, workers, no_leaks):
+    r = run_engine("run", "--probe", probe, "--mode", mode, "--workers", str(workers), *SHORT)
+    assert r.rc == 0, r.stderr
+    assert r.end["status"] == "ok"
+    header = r.of("header")[0]
+    assert [w["cpu"] for w in header["placement"]["workers"]] == [w["cpu"] for w in r.of("worker")]
+    ws = r.of("worker")
+    assert len(ws) == workers
+    for w in ws:
+        assert w["ops"] > 0 and w["ops_per_sec"] > 0
+        assert w["cpu_seen"] == w["cpu"], "a pinned worker ran elsewhere"
+        # The sampled intervals partition the measured window exactly.
+        assert sum(w["interval_ops"]) == w["ops"]
+        assert math.isclose(sum(w["interval_s"]), w["seconds"], rel_tol=1e-6)
+        assert w["rusage"]["user_s"] >= 0 and w["rusage"]["sys_s"] >= 0
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+@pytest.mark.parametrize("probe", PROBE_VARIANTS)
+def test_fixed_work_reports_exactly_n_ops(probe, mode, no_leaks):
+    r = run_engine("run", "--probe", probe, "--mode", mode, "--workers", str(TWO), "--ops", "50",
+                   "--warmup", "0", "--reps", "2")
+    assert r.rc == 0, r.stderr
+    ws = r.of("worker")
+    assert len(ws) == 2 * TWO
+    assert all(w["ops"] == 50 and w["seconds"] > 0 for w in ws)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_fixed_work_issues_exactly_n_syscalls(mode, no_leaks):
+    """Counted by the kernel's side (strace), not by the engine's own counter."""
+    ops = 3000
+    p = subprocess.run(["strace", "-f", "-qq", "-c", "-e", "trace=dup", engine.engine_path(), "run",
+                        "--probe", "dup", "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
+                        "--warmup", "0"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    calls = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?dup$", p.stderr, re.M)
+    assert calls, p.stderr
+    assert int(calls.group(1)) == ops * TWO
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_workers_run_on_the_planned_cpus(mode, no_leaks):
+    run = StreamingEngine("run", "--probe", "getppid", "--mode", mode, "--workers", "max",
+                          "--duration", "5", "--warmup", "0")
+    try:
+        header = run.wait_for("header")
+        started = run.wait_for("started")
+        planned = [w["cpu"] for w in header["placement"]["workers"]]
+        assert len(set(planned)) == NCPU == len(planned)
+        time.sleep(0.3)
+        for w in started["workers"]:
+            task = Path(f"/proc/{w['pid']}/task/{w['tid']}")
+            allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", (task / "status").read_text()).group(1)
+            assert allowed == str(w["cpu"])
+            last_cpu = int((task / "stat").read_text().rsplit(")", 1)[1].split()[36])
+            assert last_cpu == w["cpu"]
+    finally:
+        run.proc.send_signal(signal.SIGINT)
+        assert run.finish() == 128 + signal.SIGINT
+
+
+def _run_until_started(*args: str) -> tuple[StreamingEngine, dict, dict]:
+    run = StreamingEngine("run", *args)
+    resources = run.wait_for("resources")
+    started = run.wait_for("started")
+    return run, resources, started
+
+
+def _assert_cleaned(resources: dict, started: dict) -> None:
+    assert not Path(resources["tmpdir"]).exists()
+    assert not set(resources["sysv_sem"]) & sem_ids()
+    for w in started["workers"]:
+        assert not Path(f"/proc/{w['pid']}").exists() or \
+            Path(f"/proc/{w['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("probe,mode", [("sem", "process"), ("sem", "thread"), ("fork", "process"),
+                                        ("mmap", "thread"), ("open:shared", "process")])
+def test_signal_mid_run_leaves_nothing(probe, mode, sig, no_leaks):
+    run, resources, started = _run_until_started("--probe", probe, "--mode", mode, "--workers", str(TWO),
+                                                 "--duration", "30")
+    if probe == "sem":
+        assert len(resources["sysv_sem"]) == TWO and set(resources["sysv_sem"]) <= sem_ids()
+    time.sleep(0.3)
+    run.proc.send_signal(sig)
+    assert run.finish(timeout=30) == 128 + sig
+    assert run.records[-1] == {"type": "end", "status": "interrupted", "signal": int(sig)}
+    _assert_cleaned(resources, started)
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_killed_worker_fails_the_run_and_leaves_nothing(mode, no_leaks):
+    run, resources, started = _run_until_started("--probe", "sem", "--mode", mode, "--workers", str(TWO),
+                                                 "--duration", "30")
+    victim = started["workers"][-1]
+    os.kill(victim["pid"], signal.SIGKILL)
+    assert run.finish(timeout=30) == 1
+    err = [r for r in run.records if r["type"] == "error"]
+    assert err and "signal 9" in err[0]["message"]
+    assert run.records[-1]["status"] == "failed"
+    _assert_cleaned(resources, started)
+
+
+def test_time_limit_stops_the_run(no_leaks):
+    t0 = time.monotonic()
+    r = run_engine("run", "--probe", "sem", "--workers", str(TWO), "--duration", "30", "--time-limit", "1")
+    assert time.monotonic() - t0 < 20
+    assert r.rc == 1 and r.end["status"] == "timeout"
+    assert "time limit" in one_line_error(r.stderr)
+
+
+def test_sigkilled_engine_is_cleaned_up_by_its_caller(no_leaks):
+    """SIGKILL leaves the engine no chance: its workers die with it
+    (PR_SET_PDEATHSIG) and the Python side removes what the engine announced."""
+    er = EngineRun(["run", "--probe", "sem", "--workers", str(TWO), "--duration", "30"])
+    it = iter(er)
+    rec = next(it)
+    while rec["type"] != "started":
+        rec = next(it)
+    assert set(er.resources["sysv_sem"]) <= sem_ids()
+    os.kill(er.proc.pid, signal.SIGKILL)
+    er.close()
+    _assert_cleaned(er.resources, rec)
+
+
+def test_fork_static_runs_in_the_static_engine(no_leaks):
+    r = run_engine("run", "--probe", "fork-static", *SHORT)
+    assert r.rc == 0, r.stderr
+    assert r.of("header")[0]["engine"]["static"] is True
+    dyn = run_engine("run", "--probe", "fork", *SHORT)
+    assert dyn.of("header")[0]["engine"]["static"] is False
+
+
+def test_clock_is_recorded():
+    r = run_engine("run", "--probe", "getppid", *SHORT)
+    clock = r.of("header")[0]["clock"]
+    assert clock["source"] in ("tsc", "monotonic") and clock["reason"]
+    if clock["source"] == "tsc":
+        assert clock["tsc_hz"] > 1e8
+    mono = run_engine("run", "--probe", "getppid", "--clock", "monotonic", *SHORT)
+    assert mono.of("header")[0]["clock"]["source"] == "monotonic"
+
+
+def test_fixed_work_workers_start_together():
+    r = run_engine("run", "--probe", "dup", "--workers", str(TWO), "--ops", "20000", "--warmup", "0.05")
+    rep = r.of("rep")[0]
+    assert rep["status"] == "ok" and rep["release_skew_ns"] >= 0
+    assert min(w["start_offset_ns"] for w in r.of("worker")) == 0
+
+
+@pytest.mark.parametrize("args,word", [
+    (["run", "--probe", "nope"], "unknown probe"),
+    (["run", "--probe", "dup:nope"], "variant"),
+    (["run", "--probe", "dup", "--workers", str(NCPU + 1)], "CPUs"),
+    (["run", "--probe", "dup", "--cpus", str(NCPU + 7)], "CPU"),
+    (["run", "--probe", "dup", "--cpus", "0,0"], "twice"),
+    (["run", "--probe", "dup", "--duration", "-1"], "--duration"),
+    (["run", "--probe", "dup", "--duration", "0"], "--duration"),
+    (["run", "--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
+    (["run", "--probe", "mmap", "--opt", "pages=0"], "pages"),
+    (["run", "--probe", "dup", "--opt", "pages=3"], "no option"),
+    (["run", "--probe", "dup", "--bogus"], "--bogus"),
+    (["run", "--probe", "dup", "--tmpdir", "/proc/nonexistent"], "temporary"),
+    (["frobnicate"], "unknown command"),
+])
+def test_bad_usage_is_one_line_and_status_2(args, word, no_leaks):
+    r = run_engine(*args)
+    assert r.rc == 2
+    assert word in one_line_error(r.stderr)
+
+
+def _as_nobody() -> list[str] | None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.mark.skipif(_as_nobody() is None, reason="needs root, setpriv and a 'nobody' user")
+def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
+    exe = str(engine.engine_path())
+    if not os.access(exe, os.X_OK, effective_ids=False) or any(
+            not (os.stat(p).st_mode & 0o001) for p in Path(exe).parents if str(p) != "/"):
+        pytest.skip("the installed engine is not reachable by 'nobody'")
+    nobody = _as_nobody()
+    ok = subprocess.run([*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    limited = subprocess.run(["prlimit", "--nproc=2", *nobody, exe, "run", "--probe", "fork", *SHORT],
+                             capture_output=True, text=True)
+    assert limited.returncode == 2
+    assert "RLIMIT_NPROC" in one_line_error(limited.stderr)
+    assert engine_processes() == []
