@@ -80,18 +80,7 @@ static int cmd_topology(void)
 	json_int(j, "packages", t.npackages);
 	json_arr(j, "cpus");
 	for (int i = 0; i < t.n; i++) {
-		const struct cpu_topo *c = &t.cpus[i];
-		json_obj(j, NULL);
-		json_int(j, "cpu", c->cpu);
-		json_int(j, "package", c->package);
-		json_int(j, "die", c->die);
-		json_int(j, "core", c->core);
-		if (c->node >= 0)
-			json_int(j, "node", c->node);
-		else
-			json_null(j, "node");
-		json_int(j, "smt", c->smt);
-		json_end(j);
+		topology_emit_cpu(j, &t.cpus[i]);
 	}
 	json_emit(j);
 	return 0;

@@ -622,18 +622,7 @@ static void emit_header(const struct run_config *cfg, const struct topology *top
 	json_int(j, "packages", topo->npackages);
 	json_arr(j, "workers");
 	for (int i = 0; i < cfg->nworkers; i++) {
-		const struct cpu_topo *c = &cfg->cpus[i];
-		json_obj(j, NULL);
-		json_int(j, "cpu", c->cpu);
-		json_int(j, "package", c->package);
-		json_int(j, "die", c->die);
-		json_int(j, "core", c->core);
-		if (c->node >= 0)
-			json_int(j, "node", c->node);
-		else
-			json_null(j, "node");
-		json_int(j, "smt", c->smt);
-		json_end(j);
+		topology_emit_cpu(j, &cfg->cpus[i]);
 	}
 	json_end(j);
 	json_end(j);

@@ -1,4 +1,5 @@
 #include "topology.h"
+#include "json.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -232,4 +233,19 @@ int placement_plan(const struct topology *t, const char *policy, int n,
 	free(all);
 	free(r);
 	return 0;
+}
+
+void topology_emit_cpu(struct json *j, const struct cpu_topo *c)
+{
+	json_obj(j, NULL);
+	json_int(j, "cpu", c->cpu);
+	json_int(j, "package", c->package);
+	json_int(j, "die", c->die);
+	json_int(j, "core", c->core);
+	if (c->node >= 0)
+		json_int(j, "node", c->node);
+	else
+		json_null(j, "node");
+	json_int(j, "smt", c->smt);
+	json_end(j);
 }

@@ -23,6 +23,9 @@ const struct cpu_topo *topology_cpu(const struct topology *t, int cpu);
 /* Fills out[0..n) with the CPUs for n workers; -1 and a message on error. */
 int placement_plan(const struct topology *t, const char *policy, int n,
 		   struct cpu_topo *out, char *err, int errlen);
+struct json;
+/* One CPU's place in the topology, as an element of a JSON array. */
+void topology_emit_cpu(struct json *j, const struct cpu_topo *c);
 /* Parses "0-3,8"; returns the count or -1. */
 int cpulist_parse(const char *s, int *out, int max);
 
