@@ -80,7 +80,9 @@ def sem_ids() -> set[int]:
 
 
 def engine_processes() -> list[int]:
-    """Every live process running an oslens engine binary."""
+    """Every live process running this checkout's engine (dynamic or static);
+    engines of another checkout running tests alongside are not ours."""
+    ours = {engine_bin(), engine_bin() + "-static"}
     found = []
     for d in glob.glob("/proc/[0-9]*"):
         try:
@@ -88,7 +90,7 @@ def engine_processes() -> list[int]:
             state = Path(f"{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if os.path.basename(exe).startswith("oslens-engine") and state != "Z":
+        if exe in ours and state != "Z":
             found.append(int(d.rsplit("/", 1)[1]))
     return found
 

@@ -14,10 +14,8 @@ import click
 from rich.console import Console
 
 from . import __version__, engine
-from .analysis import scale as scale_analysis
 from .errors import MeasurementError, UsageError
 from .plan import OSMARK_PROBES, default_worker_counts, scale_plan
-from .report import scale as scale_report
 from .runner import Interrupted, execute
 from .store import Store, StoreError, default_path, export_run
 
@@ -34,7 +32,10 @@ class Context:
         self.out = Console(width=None if sys.stdout.isatty() else 160)
         self.err = Console(stderr=True)
 
-    def store(self) -> Store:
+    def store(self, create: bool = True) -> Store:
+        """Commands that only read never create a store at a mistyped path."""
+        if not create and not self.db_path.exists():
+            raise UsageError(f"no results store at {self.db_path} (nothing measured there yet)")
         return Store(self.db_path)
 
     def say(self, msg: str) -> None:
@@ -94,6 +95,10 @@ def scale(ctx: Context, quick: bool, **kw):
 
 
 def _print_scale(ctx: Context, store: Store, run_id: int) -> None:
+    # numpy and scipy load here, not at start-up: most commands never need them.
+    from .analysis import scale as scale_analysis
+    from .report import scale as scale_report
+
     run = store.run(run_id)
     series = scale_analysis.summarize(store.records(run.id))
     store.set_summary(run.id, {"series": [s.to_dict() for s in series]})
@@ -122,12 +127,18 @@ def _print_run_line(ctx: Context, run) -> None:
 @common_options
 def runs(ctx: Context):
     """List the stored runs."""
-    with ctx.store() as store:
-        rows = store.runs()
+    if not ctx.db_path.exists():
+        rows = []
+    else:
+        with ctx.store() as store:
+            rows = store.runs()
     if ctx.as_json:
         click.echo(json.dumps([{"id": r.id, "kind": r.kind, "status": r.status, "started": r.started,
                                 "finished": r.finished, "host": r.host, "reason": r.reason,
                                 "params": r.params} for r in rows], indent=1))
+        return
+    if not rows:
+        ctx.say(f"no runs in {ctx.db_path}")
         return
     from rich.table import Table
     t = Table("run", "kind", "status", "started", "host", "what", box=None)
@@ -143,7 +154,7 @@ def runs(ctx: Context):
 @common_options
 def show(ctx: Context, run_ref: str):
     """Print a stored run as the command that made it did (RUN: id or 'last')."""
-    with ctx.store() as store:
+    with ctx.store(create=False) as store:
         run = store.run(run_ref)
         if run.kind != "scale":
             raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
@@ -157,10 +168,14 @@ def show(ctx: Context, run_ref: str):
 @common_options
 def export(ctx: Context, run_ref: str, fmt: str, output: str | None):
     """Export a stored run with every record."""
-    with ctx.store() as store:
+    with ctx.store(create=False) as store:
         run = store.run(run_ref)
         if output:
-            with open(output, "w", newline="") as f:
+            try:
+                f = open(output, "w", newline="")
+            except OSError as e:
+                raise UsageError(f"cannot write {output}: {e.strerror}") from None
+            with f:
                 export_run(store, run.id, fmt, f)
             ctx.say(f"run {run.id} written to {output}")
         else:

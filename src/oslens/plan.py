@@ -4,12 +4,15 @@ Everything a user can get wrong is checked here, against what the engine
 and the machine actually offer, before anything is measured or stored."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from . import engine
 from .errors import UsageError
 
 OSMARK_PROBES = ("fork", "mmap", "dup", "socket", "sem")
+MAX_SECONDS = 86400.0   # the engine's own bounds, checked here to fail before storing
+MAX_OPS = 2**62
 
 
 @dataclass(frozen=True)
@@ -122,15 +125,18 @@ def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: 
         raise UsageError("--duration and --ops are exclusive: fixed time or fixed work")
     if duration is None and ops is None:
         duration = 1.0
-    if duration is not None and duration <= 0:
-        raise UsageError(f"--duration: {duration} is not a positive number of seconds")
-    if ops is not None and ops <= 0:
-        raise UsageError(f"--ops: {ops} is not a positive number of operations")
+    for name, value in (("--duration", duration), ("--warmup", warmup), ("--interval", interval)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name}: {value} is not a finite number of seconds")
+    if duration is not None and not 0 < duration <= MAX_SECONDS:
+        raise UsageError(f"--duration: {duration} is not a number of seconds in (0, {MAX_SECONDS}]")
+    if ops is not None and not 0 < ops <= MAX_OPS:
+        raise UsageError(f"--ops: {ops} is not a number of operations from 1 to {MAX_OPS}")
     if reps < 1:
         raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
-    if warmup < 0:
-        raise UsageError(f"--warmup: {warmup} is negative")
-    if interval <= 0:
+    if not 0 <= warmup <= MAX_SECONDS:
+        raise UsageError(f"--warmup: {warmup} is not a number of seconds in [0, {MAX_SECONDS}]")
+    if not 0 < interval <= MAX_SECONDS:
         raise UsageError(f"--interval: {interval} is not a positive number of seconds")
 
     ncpus = engine.topology()["available"]

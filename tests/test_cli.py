@@ -1,0 +1,297 @@
+"""The `oslens` command line against the real engine: usage errors, a run's
+round trip through the store, fixed work, modes, interruption and a crash."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import NCPU, TWO, engine_processes, oslens, one_line_error, run_engine
+
+from oslens.store import Store
+
+SHORT = ("--duration", "0.2", "--warmup", "0.05", "--reps", "2")
+# A measurement that would succeed: each bad-input case overrides one thing
+# in it (click keeps an option's last value), so that case is the only fault.
+# No --duration in it, since --ops cases need it absent; its default 1 s only
+# runs if a bad case is wrongly accepted.
+VALID = ("--probe", "dup", "--workers", "1", "--warmup", "0.05", "--reps", "1")
+
+
+def ok(*args: str, db: Path) -> str:
+    p = oslens(*args, db=db)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def scale_json(db: Path, *args: str) -> dict:
+    return json.loads(ok("scale", "-q", "--json", *args, db=db))
+
+
+def export_json(db: Path, run: int) -> dict:
+    return json.loads(ok("export", str(run), "--format", "json", db=db))
+
+
+def worker_records(doc: dict) -> list[dict]:
+    return [r for r in doc["records"] if r["type"] == "worker"]
+
+
+def status_of(db: Path, run: int) -> str:
+    return {r["id"]: r["status"] for r in json.loads(ok("runs", "--json", db=db))}[run]
+
+
+def store_contents(db: Path) -> list:
+    with Store(db) as s:
+        return [(r.id, r.status, r.n_records, r.summary, s.records(r.id)) for r in s.runs()]
+
+
+# ------------------------------------------------------------- bad input
+
+BAD_SCALE = [
+    pytest.param(["--probe", "nope"], "unknown probe 'nope'", id="unknown-probe"),
+    pytest.param(["--probe", "dup:nope"], "variant 'nope'", id="unknown-variant"),
+    pytest.param(["--workers", str(NCPU + 1)], f"{NCPU + 1} workers", id="workers-above-ncpu"),
+    pytest.param(["--workers", "0"], "'0'", id="workers-0"),
+    pytest.param(["--workers", "abc"], "'abc'", id="workers-abc"),
+    pytest.param(["--duration", "-1"], "--duration", id="duration-negative"),
+    pytest.param(["--duration", "0"], "--duration", id="duration-0"),
+    pytest.param(["--duration", "1", "--ops", "100"], "exclusive", id="duration-and-ops"),
+    pytest.param(["--reps", "0"], "--reps", id="reps-0"),
+    pytest.param(["--opt", "pages=8"], "option 'pages'", id="opt-no-taker"),
+    pytest.param(["--probe", "mmap", "--opt", "pages=0"], "outside", id="opt-pages-0"),
+    pytest.param(["--mode", "bogus"], "bogus", id="mode-bogus"),
+    pytest.param(["--placement", "bogus"], "bogus", id="placement-bogus"),
+] + [
+    # Non-finite and oversized numbers must be refused before a run is stored.
+    pytest.param(args, word, id=name)
+    for name, args, word in [
+        ("duration-nan", ["--duration", "nan"], "--duration"),
+        ("duration-inf", ["--duration", "inf"], "--duration"),
+        ("warmup-nan", ["--warmup", "nan"], "--warmup"),
+        ("ops-above-int64", ["--ops", str(2**64)], "--ops"),
+    ]
+]
+
+
+@pytest.mark.parametrize("args, word", BAD_SCALE)
+def test_bad_scale_input_is_one_line_and_stores_nothing(tmp_path, no_leaks, args, word):
+    db = tmp_path / "store.db"
+    p = oslens("scale", *VALID, *args, db=db)
+    line = one_line_error(p.stderr)
+    assert p.returncode == 2, line
+    assert word.lower() in line.lower()
+    assert p.stdout == ""
+    assert not db.exists()
+
+
+def test_unwritable_store_is_refused_before_measuring(tmp_path, no_leaks):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory\n")
+    p = oslens("scale", *VALID, "--db", str(blocker / "db"), db=tmp_path / "unused.db")
+    line = one_line_error(p.stderr)
+    assert p.returncode == 2, line
+    assert "store" in line and str(blocker / "db") in line
+    assert blocker.read_text() == "not a directory\n"
+    assert not (tmp_path / "unused.db").exists()
+
+
+@pytest.fixture
+def store_with_a_run(tmp_path) -> Path:
+    """A store holding run 1, made without the engine: the store commands only read it."""
+    db = tmp_path / "store.db"
+    with Store(db) as s:
+        run = s.begin_run("scale", ["oslens", "scale"], {"probes": ["dup:default"]}, {})
+        s.finish_run(run, "complete")
+    return db
+
+
+@pytest.mark.parametrize("args, word", [
+    pytest.param(["show", "999"], "999", id="show-unknown-run"),
+    pytest.param(["show", "first"], "'first'", id="show-first"),
+    pytest.param(["export", "1", "--format", "xml"], "xml", id="export-xml"),
+])
+def test_bad_store_command_is_one_line_and_changes_nothing(store_with_a_run, args, word):
+    before = store_contents(store_with_a_run)
+    p = oslens(*args, db=store_with_a_run)
+    line = one_line_error(p.stderr)
+    assert p.returncode == 2, line
+    assert word in line
+    assert p.stdout == ""
+    assert store_contents(store_with_a_run) == before
+
+
+def test_export_to_a_missing_directory_is_one_line(store_with_a_run, tmp_path):
+    p = oslens("export", "1", "--format", "csv", "-o", str(tmp_path / "nodir" / "x.csv"), db=store_with_a_run)
+    line = one_line_error(p.stderr)
+    assert p.returncode == 2 and "nodir" in line
+
+
+def test_show_on_a_missing_store_does_not_create_it(tmp_path):
+    db = tmp_path / "typo.db"
+    p = oslens("show", "999", db=db)
+    one_line_error(p.stderr)
+    assert p.returncode == 2
+    assert not db.exists()
+
+
+# ------------------------------------------------------------ round trip
+
+def test_scale_round_trip_through_the_store(tmp_path, no_leaks):
+    db = tmp_path / "store.db"
+    counts = sorted({1, TWO})
+    doc = scale_json(db, "--probe", "dup,getppid", "--workers", f"1,{TWO}", *SHORT)
+    run = doc["run"]
+    assert doc["status"] == "complete"
+    assert doc["machine"]["kernel"]["release"] == os.uname().release
+    assert doc["machine"]["topology"]["available"] == NCPU
+    assert sorted(s["probe"] for s in doc["series"]) == ["dup", "getppid"]
+    for s in doc["series"]:
+        assert [p["workers"] for p in s["points"]] == counts
+        assert all(p["per_worker"]["median"] > 0 for p in s["points"])
+        assert all(p["reps"] == 2 for p in s["points"])
+        assert s["baseline_workers"] == 1 and s["points"][0]["efficiency"] == 1
+
+    assert status_of(db, run) == "complete"
+    assert json.loads(ok("show", str(run), "--json", db=db))["series"] == doc["series"]
+    table = ok("show", "last", db=db)
+    assert f"run {run}" in table and "dup:default" in table and "getppid:default" in table
+
+    rows = list(csv.DictReader(io.StringIO(ok("export", str(run), "--format", "csv", db=db))))
+    assert len(rows) == 2 * 2 * sum(counts)  # probes × reps × workers of every point
+    assert all(int(r["ops"]) > 0 and r["mode"] == "process" and r["run_id"] == str(run) for r in rows)
+    # Each (probe, worker count, rep) must hold exactly as many rows as workers.
+    groups = Counter((r["probe"], int(r["workers"]), r["rep"]) for r in rows)
+    assert set(groups) == {(p, n, rep) for p in ("dup", "getppid") for n in counts for rep in ("0", "1")}
+    assert all(size == n for (_, n, _), size in groups.items())
+
+    assert len(worker_records(export_json(db, run))) == len(rows)
+
+
+def test_fixed_work_times_exactly_n_operations(tmp_path, no_leaks):
+    db = tmp_path / "store.db"
+    doc = scale_json(db, "--probe", "dup", "--workers", str(TWO), "--ops", "500",
+                     "--warmup", "0.05", "--reps", "2")
+    workers = worker_records(export_json(db, doc["run"]))
+    assert len(workers) == 2 * TWO
+    assert all(w["ops"] == 500 for w in workers)
+    [series] = doc["series"]
+    assert series["fixed"] == "ops"
+    [point] = series["points"]
+    assert 0 < point["fastest_s"]["median"] <= point["slowest_s"]["median"]
+
+
+@pytest.mark.parametrize("mode, expected", [("thread", {"thread"}), ("both", {"process", "thread"})])
+def test_modes_give_a_series_each(tmp_path, no_leaks, mode, expected):
+    doc = scale_json(tmp_path / "store.db", "--probe", "sem", "--workers", str(TWO), "--mode", mode, *SHORT)
+    assert {s["mode"] for s in doc["series"]} == expected
+    assert len(doc["series"]) == len(expected)
+    assert all(s["points"] and s["points"][0]["per_worker"]["median"] > 0 for s in doc["series"])
+
+
+# ------------------------------------------------- interruption and crash
+
+def _sigint_default() -> None:
+    # A shell without job control starts background jobs with SIGINT ignored,
+    # and Python then never installs its Ctrl-C handler: undo that here.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start_scale(db: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "oslens", "scale", "-q", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OSLENS_DB": str(db)}, preexec_fn=_sigint_default)
+
+
+def wait_for_first_rep(db: Path, proc: subprocess.Popen, timeout: float = 60) -> int:
+    """The run's id, once its first repetition is in the store."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"oslens ended early: {proc.communicate()}"
+        if db.exists():
+            with Store(db) as s:
+                runs = s.runs()
+            if runs and runs[0].n_records:
+                return runs[0].id
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("no repetition stored in time")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_run_is_kept_incomplete(tmp_path, no_leaks, sig):
+    db = tmp_path / "store.db"
+    proc = start_scale(db, "--probe", "sem,dup", "--duration", "3", "--reps", "3", "--warmup", "0.05")
+    run = wait_for_first_rep(db, proc)
+    os.kill(proc.pid, sig)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    # Two more 3 s repetitions of this point remain: an engine left to run
+    # them (the signal not forwarded) would keep oslens alive for over 6 s.
+    assert time.monotonic() - sent < 6  # without forwarding the engine would run on for 6+ s
+    line = one_line_error(err)
+    assert proc.returncode == 128 + sig, line
+    assert "incomplete" in line and sig.name in line
+    assert status_of(db, run) == "incomplete"
+    with Store(db) as s:
+        assert s.records(run, "worker"), "the repetition measured before the signal was lost"
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def engine_workers(cli_pid: int, n: int, timeout: float = 30) -> list[int]:
+    """The worker processes of the engine master that the CLI started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        parents = {pid: _ppid(pid) for pid in engine_processes()}
+        masters = {pid for pid, pp in parents.items() if pp == cli_pid}
+        workers = [pid for pid, pp in parents.items() if pp in masters]
+        if len(workers) == n:
+            return workers
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} engine workers under oslens pid {cli_pid}")
+
+
+def test_crashed_worker_fails_the_run(tmp_path, no_leaks):
+    db = tmp_path / "store.db"
+    proc = start_scale(db, "--probe", "sem", "--workers", str(TWO), "--duration", "5", "--reps", "1",
+                       "--warmup", "0.05", "--json")
+    victim = engine_workers(proc.pid, TWO)[0]
+    time.sleep(0.5)  # into the timed phase
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    line = one_line_error(err)
+    assert proc.returncode == 1, line
+    assert re.search(rf"\b{victim}\b", line) and "signal 9" in line
+    with Store(db) as s:
+        [run] = s.runs()
+    assert status_of(db, run.id) == "failed"
+
+
+# ------------------------------------------------------------- the rest
+
+def test_probes_lists_every_engine_probe(tmp_path):
+    listed = {r["name"] for r in run_engine("list").of("probe")}
+    assert listed
+    table = ok("probes", db=tmp_path / "store.db")
+    first_column = {line.split()[0] for line in table.splitlines() if line.strip()}
+    assert listed <= first_column
+    assert set(json.loads(ok("probes", "--json", db=tmp_path / "store.db"))) == listed
+
+
+def test_version(tmp_path):
+    from oslens import __version__
+    assert __version__ in ok("--version", db=tmp_path / "store.db")
