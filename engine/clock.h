@@ -39,6 +39,39 @@ static inline uint64_t rdtscp(void)
 }
 #endif
 
+/* Raw clock units around one timed operation: TSC ticks (lfence keeps the
+ * operation from starting before the first read; rdtscp then lfence keep
+ * it from finishing after the second), or ns from CLOCK_MONOTONIC. */
+static inline uint64_t ticks_begin(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (clock_use_tsc) {
+		uint32_t lo, hi;
+		__asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi)::"memory");
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	return mono_ns();
+}
+
+static inline uint64_t ticks_end(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (clock_use_tsc) {
+		uint32_t lo, hi, aux;
+		__asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	return mono_ns();
+}
+
+/* How many ns one unit of ticks_begin/ticks_end is. */
+static inline double ticks_unit_ns(void)
+{
+	return clock_use_tsc ? clock_ns_per_tick : 1.0;
+}
+
 /* Nanoseconds since clock_init on the chosen clock. */
 static inline uint64_t clock_ns(void)
 {

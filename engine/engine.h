@@ -20,6 +20,8 @@ struct run_config {
 	int threaded;
 	const char *placement;
 	struct cpu_topo *cpus;      /* nworkers entries, the plan */
+	int *partner_cpus;          /* per worker: a CPU for its partner task, or -1 */
+	int latency;                /* time every operation into a histogram */
 	double duration_s;          /* fixed time, or 0 */
 	uint64_t ops;               /* fixed work, or 0 */
 	double warmup_s;

@@ -149,23 +149,34 @@ void json_end(struct json *j)
 	j->depth--;
 }
 
-void json_emit(struct json *j)
+int write_all(int fd, const char *buf, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, buf + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+int json_emit_fd(struct json *j, int fd)
 {
 	while (j->depth > 0)
 		json_end(j);
 	put(j, "}\n", 2);
-	size_t off = 0;
-	while (off < j->len) {
-		ssize_t n = write(STDOUT_FILENO, j->buf + off, j->len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			/* The reader went away: the master stops the run and cleans up. */
-			json_output_lost = 1;
-			break;
-		}
-		off += (size_t)n;
-	}
+	int rc = write_all(fd, j->buf, j->len);
 	free(j->buf);
 	free(j);
+	return rc;
+}
+
+void json_emit(struct json *j)
+{
+	/* The reader went away: the master stops the run and cleans up. */
+	if (json_emit_fd(j, STDOUT_FILENO) != 0)
+		json_output_lost = 1;
 }

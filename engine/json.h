@@ -3,6 +3,7 @@
 #ifndef OSLENS_JSON_H
 #define OSLENS_JSON_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct json;
@@ -19,6 +20,8 @@ void json_null(struct json *j, const char *key);
 void json_obj(struct json *j, const char *key);   /* key NULL inside arrays */
 void json_arr(struct json *j, const char *key);
 void json_end(struct json *j);                     /* closes the last obj/arr */
-void json_emit(struct json *j);                    /* closes, writes, frees */
+void json_emit(struct json *j);                    /* closes, writes to stdout, frees */
+int json_emit_fd(struct json *j, int fd);          /* the same to fd; -1 on error */
+int write_all(int fd, const char *buf, size_t len);
 
 #endif

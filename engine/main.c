@@ -29,7 +29,7 @@ static void usage(void)
 	fputs("usage: oslens-engine list | topology | plan N POLICY | run --probe NAME[:VARIANT] [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
-	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR]\n", stderr);
+	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency]\n", stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -197,6 +197,7 @@ static int cmd_run(int argc, char **argv)
 		{"reps", required_argument, 0, 'r'},    {"interval", required_argument, 0, 'i'},
 		{"opt", required_argument, 0, 'o'},     {"time-limit", required_argument, 0, 't'},
 		{"clock", required_argument, 0, 'C'},   {"tmpdir", required_argument, 0, 'T'},
+		{"latency", no_argument, 0, 'L'},
 		{0, 0, 0, 0}};
 	struct run_config cfg = {.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1,
 				 .reps = 1, .argc = argc, .argv = argv};
@@ -238,6 +239,7 @@ static int cmd_run(int argc, char **argv)
 			else die_usage("--clock: '%s' is not auto, tsc or monotonic", optarg);
 			break;
 		case 'T': cfg.tmpdir_base = optarg; break;
+		case 'L': cfg.latency = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
@@ -311,6 +313,16 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (cfg.nworkers > 4096)
 		die_usage("at most 4096 workers per run");
+	/* A partner task goes to the next available CPU, wrapping around. */
+	cfg.partner_cpus = calloc(cfg.nworkers, sizeof *cfg.partner_cpus);
+	for (int i = 0; i < cfg.nworkers; i++) {
+		int k = 0;
+		while (topo.cpus[k].cpu != cfg.cpus[i].cpu)
+			k++;
+		cfg.partner_cpus[i] = topo.n > 1 ? topo.cpus[(k + 1) % topo.n].cpu : -1;
+	}
+	if (cfg.probe->needs_partner_cpu && topo.n < 2)
+		die_usage("probe %s needs a second CPU for its partner task; this process has one", cfg.probe->name);
 	check_task_budget(&cfg);
 	if (clock_init(clock_want) != 0)
 		die_usage("--clock tsc: %s", clock_info.reason);

@@ -8,6 +8,7 @@
 #include "json.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -43,6 +44,7 @@ struct slot {
 struct control {
 	volatile int go __attribute__((aligned(LINE)));
 	volatile int stop;
+	int rep;
 	uint64_t t_go, warm_deadline;
 	volatile int ready __attribute__((aligned(LINE)));
 };
@@ -95,12 +97,39 @@ static int pin_self(int cpu)
 	return rc;
 }
 
+static void hist_path(char *buf, size_t len, int rep, int idx)
+{
+	snprintf(buf, len, "%s/hist.%d.%d", run_tmpdir, rep, idx);
+}
+
+/* Workers write their own histograms (tens of KB each) to files that the
+ * master copies to stdout in order: no worker ever blocks on the pipe. */
+static int save_hist(const struct shm *shm, const struct run_config *cfg, int idx, const struct hist *h)
+{
+	char path[4200];
+	hist_path(path, sizeof path, shm->ctl.rep, idx);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	struct json *j = json_record("hist");
+	json_int(j, "rep", shm->ctl.rep);
+	json_int(j, "worker", idx);
+	json_int(j, "cpu", cfg->cpus[idx].cpu);
+	json_str(j, "probe", cfg->probe->name);
+	json_str(j, "variant", cfg->probe->variants[cfg->variant].name);
+	hist_emit(j, "hist", h, ticks_unit_ns());
+	int rc = json_emit_fd(j, fd);
+	return close(fd) || rc ? -1 : 0;
+}
+
 static void worker_main(struct shm *shm, const struct run_config *cfg,
 			const struct probe_env *env, int idx)
 {
 	struct slot *s = &shm->slot[idx];
 	const struct probe *p = env->probe;
-	struct worker w = {.index = idx, .cpu = cfg->cpus[idx].cpu, .env = env};
+	struct worker w = {.index = idx, .cpu = cfg->cpus[idx].cpu,
+			   .partner_cpu = cfg->partner_cpus[idx], .env = env};
+	struct hist *h = NULL;
 
 	s->c.pid = getpid();
 	s->c.tid = (int)syscall(SYS_gettid);
@@ -109,6 +138,10 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 		return;
 	}
 	s->c.cpu_start = sched_getcpu();
+	if (cfg->latency && !(h = hist_new())) {
+		worker_fail(s, "histogram", errno);
+		return;
+	}
 	if (p->setup && p->setup(&w) != 0) {
 		worker_fail(s, "set-up", errno);
 		return;
@@ -124,20 +157,22 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 	getrusage(RUSAGE_THREAD, &s->c.ru0);
 	int err = 0;
 	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
-	if (cfg->ops) {
-		/* Fixed work: warm up together until the shared deadline, then
-		 * time exactly cfg->ops operations with this worker's own clock. */
+	if (cfg->ops || h) {
+		/* Fixed work and latency: warm up together until the shared
+		 * deadline, so that neither the count nor the histogram holds a
+		 * cold operation. (Fixed time discards warm-up samples instead.) */
 		while (!shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
 			if (p->op(&w) != 0) {
 				err = errno;
 				break;
 			}
-		l.limit = cfg->ops;
+		if (cfg->ops)
+			l.limit = cfg->ops;
 	}
 	uint64_t n = 0;
 	if (!err) {
 		s->c.t_start = clock_ns();
-		n = p->loop(&w, &l, &err);
+		n = h ? p->timed(&w, &l, h, &err) : p->loop(&w, &l, &err);
 		s->c.t_end = clock_ns();
 	}
 	getrusage(RUSAGE_THREAD, &s->c.ru1);
@@ -150,6 +185,13 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 		snprintf(what, sizeof what, "%s operation", p->name);
 		worker_fail(s, what, err);
 		return;
+	}
+	if (h) {
+		if (save_hist(shm, cfg, idx, h) != 0) {
+			worker_fail(s, "saving the histogram", errno);
+			return;
+		}
+		free(h);
 	}
 	__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
 }
@@ -479,6 +521,27 @@ static const char *measure_fixed_work(struct master *m, int rep)
 	return NULL;
 }
 
+static const char *emit_hists(const struct master *m, int rep)
+{
+	static char why[300];
+	for (int i = 0; i < m->cfg->nworkers; i++) {
+		char path[4200], buf[65536];
+		hist_path(path, sizeof path, rep, i);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			snprintf(why, sizeof why, "worker %d left no histogram: %s", i, strerror(errno));
+			return why;
+		}
+		ssize_t n;
+		while ((n = read(fd, buf, sizeof buf)) > 0)
+			if (write_all(STDOUT_FILENO, buf, (size_t)n) != 0)
+				json_output_lost = 1;
+		close(fd);
+		unlink(path);
+	}
+	return NULL;
+}
+
 static void emit_resources(const struct master *m, int rep)
 {
 	struct json *j = json_record("resources");
@@ -524,6 +587,7 @@ static const char *run_rep(struct master *m, int rep)
 	const char *why = NULL;
 
 	memset(m->shm, 0, m->shm_len);
+	m->shm->ctl.rep = rep;
 	m->npids = 0;
 	m->failed_worker = -1;
 	memset(&m->env, 0, sizeof m->env);
@@ -555,6 +619,8 @@ static const char *run_rep(struct master *m, int rep)
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep);
+		if (!why && cfg->latency)
+			why = emit_hists(m, rep);
 	}
 	uint64_t t_end = clock_ns();
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);
@@ -633,6 +699,7 @@ static void emit_header(const struct run_config *cfg, const struct topology *top
 	json_str(j, "reason", clock_info.reason);
 	json_end(j);
 	json_str(j, "fixed", cfg->ops ? "ops" : "time");
+	json_bool(j, "latency", cfg->latency);
 	if (cfg->ops)
 		json_uint(j, "ops", cfg->ops);
 	else

@@ -36,6 +36,5 @@ OSLENS_PROBE(dup) = {
 	.variants = {{"default", "each worker duplicates its own descriptor"}},
 	.setup = dup_setup,
 	.teardown = dup_teardown,
-	.op = dup_op,
-	.loop = dup_op_loop,
+	PROBE_OPS(dup_op),
 };

@@ -27,7 +27,7 @@ PROBE_LOOP(fork_op)
 #define FORK_COMMON                                                            \
 	.subsystem = "process/mm", .syscalls = "clone,exit_group,wait4",       \
 	.variants = {{"default", "the parent is the whole engine worker"}},    \
-	.processes_per_worker = 1, .op = fork_op, .loop = fork_op_loop
+	.processes_per_worker = 1, PROBE_OPS(fork_op)
 
 OSLENS_PROBE(fork) = {
 	.name = "fork",

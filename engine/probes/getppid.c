@@ -18,6 +18,5 @@ OSLENS_PROBE(getppid) = {
 	.subsystem = "syscall",
 	.syscalls = "getppid",
 	.variants = {{"default", "one call per operation"}},
-	.op = getppid_op,
-	.loop = getppid_op_loop,
+	PROBE_OPS(getppid_op),
 };

@@ -87,6 +87,5 @@ OSLENS_PROBE(mmap) = {
 	.global_setup = mmap_global_setup,
 	.setup = mmap_setup,
 	.teardown = mmap_teardown,
-	.op = mmap_op,
-	.loop = mmap_op_loop,
+	PROBE_OPS(mmap_op),
 };

@@ -57,6 +57,5 @@ OSLENS_PROBE(open) = {
 	.global_setup = open_global_setup,
 	.global_teardown = open_global_teardown,
 	.setup = open_setup,
-	.op = open_op,
-	.loop = open_op_loop,
+	PROBE_OPS(open_op),
 };

@@ -129,6 +129,5 @@ OSLENS_PROBE(sem) = {
 	.global_teardown = sem_global_teardown,
 	.setup = sem_setup,
 	.teardown = sem_teardown,
-	.op = sem_op,
-	.loop = sem_op_loop,
+	PROBE_OPS(sem_op),
 };

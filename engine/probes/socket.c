@@ -29,6 +29,5 @@ OSLENS_PROBE(socket) = {
 	.syscalls = "socket,close",
 	.variants = {{"inet", "AF_INET stream (TCP) socket"}, {"unix", "AF_UNIX stream socket"}},
 	.global_setup = socket_global_setup,
-	.op = socket_op,
-	.loop = socket_op_loop,
+	PROBE_OPS(socket_op),
 };
