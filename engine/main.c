@@ -86,6 +86,22 @@ static int cmd_topology(void)
 	return 0;
 }
 
+/* Records the whole numbers read from stdin into a histogram and prints it,
+ * so that tests can check the histogram against exact statistics. */
+static int cmd_histtest(void)
+{
+	struct hist *h = hist_new();
+	unsigned long long v;
+	while (h && scanf("%llu", &v) == 1)
+		hist_record(h, v);
+	if (!h || !feof(stdin))
+		die_usage("histtest: stdin must hold whole non-negative numbers");
+	struct json *j = json_record("hist");
+	hist_emit(j, "hist", h, 1.0);
+	json_emit(j);
+	return 0;
+}
+
 /* Where `run` would place N workers, without running anything. */
 static int cmd_plan(int argc, char **argv)
 {
@@ -342,6 +358,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "topology"))
 		return cmd_topology();
+	if (!strcmp(argv[1], "histtest"))
+		return cmd_histtest();
 	if (!strcmp(argv[1], "plan"))
 		return cmd_plan(argc, argv);
 	if (!strcmp(argv[1], "run"))

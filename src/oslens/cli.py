@@ -15,7 +15,7 @@ from rich.console import Console
 
 from . import __version__, engine
 from .errors import MeasurementError, UsageError
-from .plan import OSMARK_PROBES, default_worker_counts, scale_plan
+from .plan import OSMARK_PROBES, default_worker_counts, latency_plan, scale_plan
 from .runner import Interrupted, execute
 from .store import Store, StoreError, default_path, export_run
 
@@ -121,6 +121,50 @@ def _print_run_line(ctx: Context, run) -> None:
                   highlight=False)
 
 
+# ----------------------------------------------------------------- latency
+
+@cli.command()
+@click.option("--probe", "probe", metavar="P[:VARIANT][,…]",
+              help="Operations to time (default: the whole catalogue; see 'oslens probes').")
+@click.option("--workers", default="1", show_default=True, metavar="N|max",
+              help="Workers timing the same operation at once, each on its own CPU.")
+@click.option("--mode", type=click.Choice(["process", "thread"]), default="process", show_default=True)
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True)
+@click.option("--duration", type=float, metavar="S", help="Seconds per operation and repetition (default 0.3).")
+@click.option("--ops", type=int, metavar="N", help="Operations per worker instead of a duration.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions.")
+@click.option("--warmup", type=float, default=0.1, show_default=True, metavar="S", help="Untimed warm-up seconds.")
+@click.option("--mix", is_flag=True, help="Every worker runs the whole catalogue, one operation after another.")
+@click.option("--compete", metavar="P[:VARIANT][:CPUS]",
+              help="Also measure with this probe running on other CPUs (default: every CPU left free).")
+@common_options
+def latency(ctx: Context, **kw):
+    """What does each operation cost, and how variable is it?"""
+    plan = latency_plan(**kw)
+    with ctx.store() as store:
+        ctx.say(f"oslens latency: {len(plan.points)} measurements × {plan.reps} repetitions on CPUs "
+                f"{','.join(map(str, plan.params['cpus']))}, store {store.path}")
+        run_id = execute(store, "latency", sys.argv, plan.params, plan.points, plan.reps,
+                         plan.total_reps, ctx.err, ctx.quiet)
+        _print_latency(ctx, store, run_id)
+
+
+def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
+    from .analysis import latency as latency_analysis
+    from .report import latency as latency_report
+
+    run = store.run(run_id)
+    summary = latency_analysis.summarize(store.records(run.id))
+    store.set_summary(run.id, summary.to_dict())
+    if ctx.as_json:
+        click.echo(json.dumps({"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
+                               "params": run.params, "machine": run.machine, **summary.to_dict()},
+                              indent=1, default=str))
+        return
+    _print_run_line(ctx, run)
+    latency_report.render(ctx.out, summary)
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()
@@ -156,9 +200,10 @@ def show(ctx: Context, run_ref: str):
     """Print a stored run as the command that made it did (RUN: id or 'last')."""
     with ctx.store(create=False) as store:
         run = store.run(run_ref)
-        if run.kind != "scale":
+        printers = {"scale": _print_scale, "latency": _print_latency}
+        if run.kind not in printers:
             raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
-        _print_scale(ctx, store, run.id)
+        printers[run.kind](ctx, store, run.id)
 
 
 @cli.command()

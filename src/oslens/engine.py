@@ -72,6 +72,11 @@ def topology() -> dict:
     return _query("topology")[0]
 
 
+def placement(n: int, policy: str) -> list[int]:
+    """The CPUs the engine would give n workers under `policy`."""
+    return _query("plan", str(n), policy)[0]["cpus"]
+
+
 class EngineRun:
     """One engine process; iterate it for its records.
 
@@ -87,6 +92,7 @@ class EngineRun:
                                      text=True, bufsize=1)
         self.resources: dict = {}
         self.end: dict | None = None
+        self._closed = False
         self.errors: list[str] = []
         self.stderr = ""
 
@@ -108,6 +114,9 @@ class EngineRun:
     def close(self) -> int:
         """Waits for the engine (stopping it if still running) and removes
         anything it could not; returns its exit status."""
+        if self._closed:
+            return self.proc.returncode
+        self._closed = True
         if self.proc.poll() is None:
             self._stop()
         rc = self.proc.wait()

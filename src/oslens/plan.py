@@ -118,13 +118,14 @@ class ScalePlan:
         return len(self.points) * self.reps
 
 
-def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: str,
-               duration: float | None, ops: int | None, reps: int, warmup: float,
-               interval: float, opts: tuple[str, ...]) -> ScalePlan:
+def _check_amounts(duration: float | None, ops: int | None, reps: int, warmup: float,
+                   interval: float, default_duration: float) -> float | None:
+    """The numbers every measuring command takes; returns the duration
+    (None for fixed work)."""
     if duration is not None and ops is not None:
         raise UsageError("--duration and --ops are exclusive: fixed time or fixed work")
     if duration is None and ops is None:
-        duration = 1.0
+        duration = default_duration
     for name, value in (("--duration", duration), ("--warmup", warmup), ("--interval", interval)):
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name}: {value} is not a finite number of seconds")
@@ -138,6 +139,14 @@ def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: 
         raise UsageError(f"--warmup: {warmup} is not a number of seconds in [0, {MAX_SECONDS}]")
     if not 0 < interval <= MAX_SECONDS:
         raise UsageError(f"--interval: {interval} is not a positive number of seconds")
+
+    return duration
+
+
+def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: str,
+               duration: float | None, ops: int | None, reps: int, warmup: float,
+               interval: float, opts: tuple[str, ...]) -> ScalePlan:
+    duration = _check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
 
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus)
@@ -164,3 +173,82 @@ def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: 
               "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
               "warmup_s": warmup, "interval_s": interval, "opts": probe_opts}
     return ScalePlan(points, reps, params)
+
+
+# ----------------------------------------------------------------- latency
+
+# Not in the default catalogue: the floor (always measured separately), the
+# OSMark variants of mmap/fork whose point is scaling, and the sem ping-pong
+# that pingpong and semop cover.
+LATENCY_NOT_DEFAULT = ("null", "fork-static", "mmap", "sem")
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    probe: str
+    variant: str
+    mode: str
+    cpus: tuple[int, ...]
+    args: tuple[str, ...] = field(compare=False)
+    compete: object = field(default=None, compare=False)  # CompeteSpec or None
+
+    @property
+    def label(self) -> str:
+        where = f" vs {self.compete.label}" if self.compete else ""
+        return f"{self.probe}:{self.variant}{where}"
+
+    def surroundings(self):
+        from .compete import competing  # import cycle: compete uses parse_probes
+        return competing(self.compete, list(self.cpus)) if self.compete else None
+
+
+@dataclass
+class LatencyPlan:
+    points: list
+    reps: int
+    params: dict
+
+    @property
+    def total_reps(self) -> int:
+        return len(self.points) * self.reps
+
+
+def latency_plan(*, probe: str | None, workers: str, mode: str, placement: str, duration: float | None,
+                 ops: int | None, reps: int, warmup: float, compete: str | None, mix: bool) -> LatencyPlan:
+    from .compete import parse_compete
+    duration = _check_amounts(duration, ops, reps, warmup, 0.1, default_duration=0.3)
+    ncpus = engine.topology()["available"]
+    counts = parse_worker_counts(workers, ncpus)
+    if len(counts) != 1:
+        raise UsageError("--workers: latency takes one worker count (a number or 'max')")
+    cpus = tuple(engine.placement(counts[0], placement))
+    if probe:
+        probes = parse_probes(probe)
+    else:
+        probes = [(p.name, v) for p in engine.probes().values() if p.name not in LATENCY_NOT_DEFAULT
+                  for v in p.variants]
+    spec = parse_compete(compete) if compete else None
+    if spec:
+        from .compete import competitor_cpus
+        competitor_cpus(spec, list(cpus))  # refuse now, not after the first point
+    limit = 120.0 + reps * ((duration or 0) + warmup) * 3 + reps * 30.0
+    amount = ["--duration", f"{duration:g}"] if duration is not None else ["--ops", str(ops)]
+    base = ["run", "--cpus", ",".join(map(str, cpus)), "--mode", mode, "--latency", "--reps", str(reps),
+            "--warmup", f"{warmup:g}", "--time-limit", f"{limit:g}", *amount]
+    measured = [("null", "default")] + [pv for pv in probes if pv[0] != "null"]
+    points = []
+    if mix:
+        names = ",".join(f"{n}:{v}" for n, v in measured)
+        for c in ([None, spec] if spec else [None]):
+            points.append(LatencyPoint("mix", f"{len(measured)} operations", mode, cpus,
+                                       tuple(base + ["--probe", names, "--mix"]), c))
+    else:
+        for name, variant in measured:
+            for c in ([None, spec] if spec else [None]):
+                points.append(LatencyPoint(name, variant, mode, cpus,
+                                           tuple(base + ["--probe", f"{name}:{variant}"]), c))
+    params = {"probes": [f"{n}:{v}" for n, v in measured], "workers": counts[0], "cpus": list(cpus),
+              "mode": mode, "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
+              "warmup_s": warmup, "mix": mix, "compete": spec.label if spec else None,
+              "compete_cpus": list(spec.cpus) if spec and spec.cpus else None}
+    return LatencyPlan(points, reps, params)

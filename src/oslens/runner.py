@@ -5,7 +5,7 @@ a run cut short keeps what it measured and is marked incomplete."""
 from __future__ import annotations
 
 import signal
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterable, Protocol
 
 from rich.console import Console
@@ -23,6 +23,9 @@ class Interrupted(Exception):
 
 
 class Invocation(Protocol):
+    """One engine run. It may also set up surroundings for the measurement
+    (`surroundings()`, e.g. a competing workload), whose record is stored
+    just before the engine's."""
     label: str
     args: tuple[str, ...]
 
@@ -75,6 +78,13 @@ def execute(store: Store, kind: str, argv: list[str], params: dict,
 
 
 def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
+    surroundings = getattr(inv, "surroundings", None)
+    with (surroundings() if surroundings else None) or nullcontext(None) as context:
+        store.add_records(run_id, [context or {"type": "context", "competition": None}])
+        _run_engine(store, run_id, inv, progress, task)
+
+
+def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
     er = engine.EngineRun(list(inv.args))
     try:
         batch: list[dict] = []

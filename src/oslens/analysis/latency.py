@@ -1,0 +1,118 @@
+"""What a `latency` run found, from its stored records alone: per operation
+the merged histogram over workers and repetitions, its percentiles, the
+cost of timing itself (the null probe), and the variability buckets of the
+kernel-variability study."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .histogram import Histogram, merge_all
+from .stats import SPREAD_LIMIT, relative_spread
+
+QUANTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9, "p99.99": 99.99}
+# Upper bounds of the variability buckets, in ns, and their labels.
+BUCKETS = ((1e3, "≤1µs"), (1e4, "≤10µs"), (1e5, "≤100µs"), (1e6, "≤1ms"), (1e7, "≤10ms"))
+ALONE = "alone"
+
+
+@dataclass
+class OpLatency:
+    probe: str
+    variant: str
+    phase: str                      # "alone" or "with <competitor>"
+    hist: Histogram
+    reps: int
+    workers: int
+    cycles_per_ns: float | None     # TSC ticks per ns, where the TSC was the clock
+    rep_p50_ns: list[float]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.probe if self.variant == "default" else f"{self.probe}:{self.variant}"
+
+    def q(self, label: str) -> float:
+        return self.hist.percentile(QUANTILES[label])
+
+    def to_dict(self) -> dict:
+        d = {"probe": self.probe, "variant": self.variant, "phase": self.phase, "count": self.hist.count,
+             "reps": self.reps, "workers": self.workers, "min_ns": self.hist.min_ns,
+             "max_ns": self.hist.max_ns, "mean_ns": self.hist.mean_ns, "std_ns": self.hist.std_ns,
+             "rep_p50_ns": self.rep_p50_ns, "warnings": self.warnings}
+        d.update({f"{k}_ns": self.q(k) for k in QUANTILES})
+        if self.cycles_per_ns:
+            d["p50_cycles"] = self.q("p50") * self.cycles_per_ns
+        return d
+
+
+@dataclass
+class LatencySummary:
+    ops: list[OpLatency]            # the catalogue, in run order
+    floor: dict[str, OpLatency]     # phase -> the null probe: timing overhead
+    phases: list[str]
+
+    def variability(self, phase: str) -> dict[str, dict[str, float]]:
+        """Share of operations whose p50 (p99) falls in each cumulative bucket."""
+        ops = [o for o in self.ops if o.phase == phase]
+        out = {}
+        for q in ("p50", "p99"):
+            vals = np.array([o.q(q) for o in ops])
+            row = {label: float(np.mean(vals <= bound)) if len(vals) else float("nan") for bound, label in BUCKETS}
+            row[">10ms"] = float(np.mean(vals > BUCKETS[-1][0])) if len(vals) else float("nan")
+            out[q] = row
+        return out
+
+    def to_dict(self) -> dict:
+        return {"phases": self.phases, "operations": [o.to_dict() for o in self.ops],
+                "timing_overhead": {p: o.to_dict() for p, o in self.floor.items()},
+                "variability": {p: self.variability(p) for p in self.phases}}
+
+
+def _phase(context: dict | None) -> str:
+    c = (context or {}).get("competition")
+    if not c:
+        return ALONE
+    return f"with {c['probe']}:{c['variant']} on CPUs {','.join(map(str, c['cpus']))}"
+
+
+def summarize(records: list[dict]) -> LatencySummary:
+    groups: dict = defaultdict(lambda: defaultdict(list))   # key -> rep -> [Histogram]
+    meta: dict = {}
+    context, header, phases = None, None, []
+    for r in records:
+        t = r.get("type")
+        if t == "context":
+            context = r
+        elif t == "header":
+            header = r
+        elif t == "hist" and header is not None:
+            phase = _phase(context)
+            if phase not in phases:
+                phases.append(phase)
+            key = (r["probe"], r["variant"], phase)
+            groups[key][r["rep"]].append(Histogram.from_record(r["hist"]))
+            tsc_hz = header["clock"].get("tsc_hz") or 0
+            meta[key] = (header["workers"], tsc_hz / 1e9 if header["clock"]["source"] == "tsc" else None)
+    ops, floor = [], {}
+    for key, by_rep in groups.items():
+        probe, variant, phase = key
+        per_rep = [merge_all(hs) for _, hs in sorted(by_rep.items())]
+        workers, cpn = meta[key]
+        timed = [h for h in per_rep if h.count]
+        op = OpLatency(probe, variant, phase, merge_all(per_rep), len(per_rep), workers, cpn,
+                       [h.percentile(50) for h in timed])
+        empty = sum(1 for hs in by_rep.values() for h in hs if h.count == 0)
+        if empty:
+            op.warnings.append(f"{empty} worker-repetition(s) timed no operation (the worker did not "
+                               "run during the measured window: an overloaded machine?)")
+        if len(timed) > 1 and relative_spread(op.rep_p50_ns) > SPREAD_LIMIT:
+            op.warnings.append(f"p50 spread {relative_spread(op.rep_p50_ns):.1%} across repetitions "
+                               f"exceeds {SPREAD_LIMIT:.0%}")
+        if probe == "null":
+            floor[phase] = op
+        else:
+            ops.append(op)
+    return LatencySummary(ops, floor, phases)
