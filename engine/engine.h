@@ -12,10 +12,17 @@
 #define EXIT_MEASURE_FAILED 1
 #define EXIT_USAGE 2
 
-struct run_config {
+/* A probe, its variant and its option values, as chosen on the command line. */
+struct choice {
 	const struct probe *probe;
 	int variant;
 	long opt[PROBE_MAX_OPTS];
+};
+
+struct run_config {
+	struct choice *choices;     /* one, or the whole catalogue with --mix */
+	int nchoices;
+	int mix;                    /* every worker runs every choice in turn */
 	int nworkers;
 	int threaded;
 	const char *placement;

@@ -26,10 +26,11 @@ void die_usage(const char *fmt, ...)
 
 static void usage(void)
 {
-	fputs("usage: oslens-engine list | topology | plan N POLICY | run --probe NAME[:VARIANT] [--workers N|max | --cpus LIST]\n"
+	fputs("usage: oslens-engine list | topology | plan N POLICY | histtest | run --probe NAME[:VARIANT][,...]\n"
+	      "         [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
-	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency]\n", stderr);
+	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]]\n", stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -163,7 +164,10 @@ static void exec_static(char **argv)
  * task limit, rather than discovering it as fork failures mid-measurement. */
 static void check_task_budget(const struct run_config *cfg)
 {
-	long need = (long)cfg->nworkers * (1 + cfg->probe->processes_per_worker) + 2;
+	long extra = 0;
+	for (int k = 0; k < cfg->nchoices; k++)
+		extra += cfg->choices[k].probe->processes_per_worker;
+	long need = (long)cfg->nworkers * (1 + extra) + 2;
 	long tasks = 0, threads_max = 0;
 	FILE *f = fopen("/proc/loadavg", "r");
 	if (f) {
@@ -187,20 +191,50 @@ static void check_task_budget(const struct run_config *cfg)
 			  cfg->nworkers, need, (unsigned long)rl.rlim_cur);
 }
 
+/* --opt KEY=VALUE sets the option in every chosen probe that has it. */
 static void set_opt(struct run_config *cfg, const char *kv)
 {
-	const struct probe *p = cfg->probe;
 	const char *eq = strchr(kv, '=');
 	if (!eq)
 		die_usage("--opt: '%s' is not KEY=VALUE", kv);
-	for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name; i++)
-		if (strlen(p->opts[i].name) == (size_t)(eq - kv) && !strncmp(p->opts[i].name, kv, eq - kv)) {
-			char what[80];
-			snprintf(what, sizeof what, "--opt %s", p->opts[i].name);
-			cfg->opt[i] = parse_long(what, eq + 1, p->opts[i].min, p->opts[i].max);
-			return;
-		}
-	die_usage("probe %s has no option '%.*s'", p->name, (int)(eq - kv), kv);
+	int takers = 0;
+	for (int k = 0; k < cfg->nchoices; k++) {
+		const struct probe *p = cfg->choices[k].probe;
+		for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name; i++)
+			if (strlen(p->opts[i].name) == (size_t)(eq - kv) && !strncmp(p->opts[i].name, kv, eq - kv)) {
+				char what[80];
+				snprintf(what, sizeof what, "--opt %s", p->opts[i].name);
+				cfg->choices[k].opt[i] = parse_long(what, eq + 1, p->opts[i].min, p->opts[i].max);
+				takers++;
+			}
+	}
+	if (!takers)
+		die_usage("no chosen probe has an option '%.*s'", (int)(eq - kv), kv);
+}
+
+/* NAME[:VARIANT] -> a choice with default options. */
+static void parse_choice(const char *spec, struct choice *c)
+{
+	char name[64];
+	snprintf(name, sizeof name, "%s", spec);
+	char *colon = strchr(name, ':');
+	const char *variant = colon ? colon + 1 : NULL;
+	if (colon)
+		*colon = 0;
+	c->probe = probe_find(name);
+	if (!c->probe)
+		die_usage("unknown probe '%s' (see 'oslens-engine list')", name);
+	c->variant = 0;
+	if (variant) {
+		c->variant = -1;
+		for (int i = 0; i < PROBE_MAX_VARIANTS && c->probe->variants[i].name; i++)
+			if (!strcmp(c->probe->variants[i].name, variant))
+				c->variant = i;
+		if (c->variant < 0)
+			die_usage("probe %s has no variant '%s'", name, variant);
+	}
+	for (int i = 0; i < PROBE_MAX_OPTS && c->probe->opts[i].name; i++)
+		c->opt[i] = c->probe->opts[i].def;
 }
 
 static int cmd_run(int argc, char **argv)
@@ -213,7 +247,7 @@ static int cmd_run(int argc, char **argv)
 		{"reps", required_argument, 0, 'r'},    {"interval", required_argument, 0, 'i'},
 		{"opt", required_argument, 0, 'o'},     {"time-limit", required_argument, 0, 't'},
 		{"clock", required_argument, 0, 'C'},   {"tmpdir", required_argument, 0, 'T'},
-		{"latency", no_argument, 0, 'L'},
+		{"latency", no_argument, 0, 'L'},      {"mix", no_argument, 0, 'M'},
 		{0, 0, 0, 0}};
 	struct run_config cfg = {.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1,
 				 .reps = 1, .argc = argc, .argv = argv};
@@ -256,6 +290,7 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case 'T': cfg.tmpdir_base = optarg; break;
 		case 'L': cfg.latency = 1; break;
+		case 'M': cfg.mix = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
@@ -272,29 +307,29 @@ static int cmd_run(int argc, char **argv)
 	if (cfg.duration_s && cfg.duration_s / cfg.interval_s > 1e6)
 		die_usage("--interval %g s gives more than a million samples over %g s", cfg.interval_s, cfg.duration_s);
 
-	char name[64];
-	snprintf(name, sizeof name, "%s", probe_arg);
-	char *colon = strchr(name, ':');
-	const char *variant = colon ? colon + 1 : NULL;
-	if (colon)
-		*colon = 0;
-	cfg.probe = probe_find(name);
-	if (!cfg.probe)
-		die_usage("unknown probe '%s' (see 'oslens-engine list')", name);
-#ifndef OSLENS_STATIC
-	if (cfg.probe->needs_static)
-		exec_static(argv);
-#endif
-	if (variant) {
-		cfg.variant = -1;
-		for (int i = 0; i < PROBE_MAX_VARIANTS && cfg.probe->variants[i].name; i++)
-			if (!strcmp(cfg.probe->variants[i].name, variant))
-				cfg.variant = i;
-		if (cfg.variant < 0)
-			die_usage("probe %s has no variant '%s'", name, variant);
+	char specs[8192];
+	snprintf(specs, sizeof specs, "%s", probe_arg);
+	for (char *save, *t = strtok_r(specs, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		struct choice *more = realloc(cfg.choices, (cfg.nchoices + 1) * sizeof *more);
+		if (!more)
+			die_usage("out of memory");
+		cfg.choices = more;
+		parse_choice(t, &cfg.choices[cfg.nchoices++]);
 	}
-	for (int i = 0; i < PROBE_MAX_OPTS && cfg.probe->opts[i].name; i++)
-		cfg.opt[i] = cfg.probe->opts[i].def;
+	if (!cfg.nchoices)
+		die_usage("--probe names no probe");
+	if (cfg.nchoices > 1 && !cfg.mix)
+		die_usage("several probes in one run need --mix (each worker runs them in turn)");
+	if (cfg.mix && !cfg.latency)
+		die_usage("--mix times every operation of a mixed stream: it needs --latency");
+#ifndef OSLENS_STATIC
+	for (int k = 0; k < cfg.nchoices; k++)
+		if (cfg.choices[k].probe->needs_static) {
+			if (cfg.mix)
+				die_usage("probe %s needs the static engine and cannot be mixed", cfg.choices[k].probe->name);
+			exec_static(argv);
+		}
+#endif
 	for (int i = 0; i < nopts; i++)
 		set_opt(&cfg, opts[i]);
 
@@ -337,8 +372,10 @@ static int cmd_run(int argc, char **argv)
 			k++;
 		cfg.partner_cpus[i] = topo.n > 1 ? topo.cpus[(k + 1) % topo.n].cpu : -1;
 	}
-	if (cfg.probe->needs_partner_cpu && topo.n < 2)
-		die_usage("probe %s needs a second CPU for its partner task; this process has one", cfg.probe->name);
+	for (int k = 0; k < cfg.nchoices; k++)
+		if (cfg.choices[k].probe->needs_partner_cpu && topo.n < 2)
+			die_usage("probe %s needs a second CPU for its partner task; this process has one",
+				  cfg.choices[k].probe->name);
 	check_task_budget(&cfg);
 	if (clock_init(clock_want) != 0)
 		die_usage("--clock tsc: %s", clock_info.reason);

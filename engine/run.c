@@ -58,7 +58,7 @@ struct master {
 	const struct run_config *cfg;
 	struct shm *shm;
 	size_t shm_len;
-	struct probe_env env;
+	struct probe_env *envs;      /* one per choice */
 	pid_t pids[4096];
 	int npids;
 	pid_t pgid;
@@ -104,47 +104,87 @@ static void hist_path(char *buf, size_t len, int rep, int idx)
 
 /* Workers write their own histograms (tens of KB each) to files that the
  * master copies to stdout in order: no worker ever blocks on the pipe. */
-static int save_hist(const struct shm *shm, const struct run_config *cfg, int idx, const struct hist *h)
+static int save_hists(const struct shm *shm, const struct run_config *cfg, int idx, struct hist **h)
 {
 	char path[4200];
 	hist_path(path, sizeof path, shm->ctl.rep, idx);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	struct json *j = json_record("hist");
-	json_int(j, "rep", shm->ctl.rep);
-	json_int(j, "worker", idx);
-	json_int(j, "cpu", cfg->cpus[idx].cpu);
-	json_str(j, "probe", cfg->probe->name);
-	json_str(j, "variant", cfg->probe->variants[cfg->variant].name);
-	hist_emit(j, "hist", h, ticks_unit_ns());
-	int rc = json_emit_fd(j, fd);
+	int rc = 0;
+	for (int k = 0; k < cfg->nchoices && !rc; k++) {
+		const struct choice *c = &cfg->choices[k];
+		struct json *j = json_record("hist");
+		json_int(j, "rep", shm->ctl.rep);
+		json_int(j, "worker", idx);
+		json_int(j, "cpu", cfg->cpus[idx].cpu);
+		json_str(j, "probe", c->probe->name);
+		json_str(j, "variant", c->probe->variants[c->variant].name);
+		hist_emit(j, "hist", h[k], ticks_unit_ns());
+		rc = json_emit_fd(j, fd);
+	}
 	return close(fd) || rc ? -1 : 0;
 }
 
+/* --mix: one operation of every probe per round, each into its own
+ * histogram, until the limit or the stop flag. */
+static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const struct loop *l,
+			   int *err, int *failed)
+{
+	uint64_t round = 0, one;
+	const struct loop step = {.limit = 1, .stop = l->stop, .ops = &one};
+	while (round < l->limit && !*l->stop) {
+		for (int k = 0; k < nc; k++) {
+			uint64_t n = w[k].env->probe->timed(&w[k], &step, h[k], err);
+			if (*err) {
+				*failed = k;
+				return round;
+			}
+			if (!n) /* stopped */
+				return round;
+		}
+		*l->ops = ++round;
+	}
+	return round;
+}
+
 static void worker_main(struct shm *shm, const struct run_config *cfg,
-			const struct probe_env *env, int idx)
+			const struct probe_env *envs, int idx)
 {
 	struct slot *s = &shm->slot[idx];
-	const struct probe *p = env->probe;
-	struct worker w = {.index = idx, .cpu = cfg->cpus[idx].cpu,
-			   .partner_cpu = cfg->partner_cpus[idx], .env = env};
-	struct hist *h = NULL;
+	const int nc = cfg->nchoices;
+	struct worker *w = calloc(nc, sizeof *w);
+	struct hist **h = calloc(nc, sizeof *h);
+	int set_up = 0, err = 0, failed = 0;
+	char what[96];
 
 	s->c.pid = getpid();
 	s->c.tid = (int)syscall(SYS_gettid);
-	if (pin_self(w.cpu) != 0) {
+	if (!w || !h) {
+		worker_fail(s, "worker state", ENOMEM);
+		return;
+	}
+	if (pin_self(cfg->cpus[idx].cpu) != 0) {
 		worker_fail(s, "sched_setaffinity", errno);
 		return;
 	}
 	s->c.cpu_start = sched_getcpu();
-	if (cfg->latency && !(h = hist_new())) {
-		worker_fail(s, "histogram", errno);
-		return;
+	for (; set_up < nc; set_up++) {
+		const struct probe *p = envs[set_up].probe;
+		w[set_up] = (struct worker){.index = idx, .cpu = cfg->cpus[idx].cpu,
+					    .partner_cpu = cfg->partner_cpus[idx], .env = &envs[set_up]};
+		if (cfg->latency && !(h[set_up] = hist_new())) {
+			snprintf(what, sizeof what, "histogram for %s", p->name);
+			break;
+		}
+		if (p->setup && p->setup(&w[set_up]) != 0) {
+			snprintf(what, sizeof what, "set-up of %s", p->name);
+			break;
+		}
 	}
-	if (p->setup && p->setup(&w) != 0) {
-		worker_fail(s, "set-up", errno);
-		return;
+	if (set_up < nc) {
+		err = errno;
+		goto teardown;
 	}
 	__atomic_store_n(&s->c.state, W_READY, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&shm->ctl.ready, 1, __ATOMIC_RELEASE);
@@ -155,45 +195,51 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 	__atomic_store_n(&s->c.state, W_RUNNING, __ATOMIC_RELEASE);
 
 	getrusage(RUSAGE_THREAD, &s->c.ru0);
-	int err = 0;
 	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
-	if (cfg->ops || h) {
+	if (cfg->ops || cfg->latency) {
 		/* Fixed work and latency: warm up together until the shared
 		 * deadline, so that neither the count nor the histogram holds a
 		 * cold operation. (Fixed time discards warm-up samples instead.) */
-		while (!shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
-			if (p->op(&w) != 0) {
-				err = errno;
-				break;
-			}
+		while (!err && !shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
+			for (int k = 0; k < nc && !err; k++)
+				if (envs[k].probe->op(&w[k]) != 0) {
+					err = errno;
+					failed = k;
+				}
 		if (cfg->ops)
 			l.limit = cfg->ops;
 	}
 	uint64_t n = 0;
 	if (!err) {
+		const struct probe *p = envs[0].probe;
 		s->c.t_start = clock_ns();
-		n = h ? p->timed(&w, &l, h, &err) : p->loop(&w, &l, &err);
+		if (nc > 1)
+			n = mix_rounds(w, h, nc, &l, &err, &failed);
+		else
+			n = h[0] ? p->timed(&w[0], &l, h[0], &err) : p->loop(&w[0], &l, &err);
 		s->c.t_end = clock_ns();
 	}
 	getrusage(RUSAGE_THREAD, &s->c.ru1);
 	s->c.done_ops = n;
 	s->c.cpu_end = sched_getcpu();
-	if (p->teardown)
-		p->teardown(&w);
-	if (err) {
-		char what[64];
-		snprintf(what, sizeof what, "%s operation", p->name);
+	if (err)
+		snprintf(what, sizeof what, "%s operation", envs[failed].probe->name);
+	else if (cfg->latency && save_hists(shm, cfg, idx, h) != 0) {
+		err = errno;
+		snprintf(what, sizeof what, "saving the histograms");
+	}
+teardown:
+	while (set_up-- > 0)
+		if (envs[set_up].probe->teardown)
+			envs[set_up].probe->teardown(&w[set_up]);
+	for (int k = 0; k < nc; k++)
+		free(h[k]);
+	free(h);
+	free(w);
+	if (err)
 		worker_fail(s, what, err);
-		return;
-	}
-	if (h) {
-		if (save_hist(shm, cfg, idx, h) != 0) {
-			worker_fail(s, "saving the histogram", errno);
-			return;
-		}
-		free(h);
-	}
-	__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
 }
 
 /* Every task the master forks: in the workers' group, dies with the master,
@@ -214,25 +260,25 @@ static void child_init(pid_t master, pid_t pgid)
 struct thread_arg {
 	struct shm *shm;
 	const struct run_config *cfg;
-	const struct probe_env *env;
+	const struct probe_env *envs;
 	int idx;
 };
 
 static void *worker_thread(void *a)
 {
 	struct thread_arg *t = a;
-	worker_main(t->shm, t->cfg, t->env, t->idx);
+	worker_main(t->shm, t->cfg, t->envs, t->idx);
 	return NULL;
 }
 
-static void thread_host(struct shm *shm, const struct run_config *cfg, const struct probe_env *env)
+static void thread_host(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs)
 {
 	pthread_t *th = calloc(cfg->nworkers, sizeof *th);
 	struct thread_arg *args = calloc(cfg->nworkers, sizeof *args);
 	if (!th || !args)
 		_exit(1);
 	for (int i = 0; i < cfg->nworkers; i++) {
-		args[i] = (struct thread_arg){shm, cfg, env, i};
+		args[i] = (struct thread_arg){shm, cfg, envs, i};
 		int rc = pthread_create(&th[i], NULL, worker_thread, &args[i]);
 		if (rc) {
 			worker_fail(&shm->slot[i], "pthread_create", rc);
@@ -261,8 +307,8 @@ static int spawn(struct master *m)
 		if (pid == 0) {
 			child_init(self, m->pgid);
 			if (cfg->threaded)
-				thread_host(m->shm, cfg, &m->env);
-			worker_main(m->shm, cfg, &m->env, i);
+				thread_host(m->shm, cfg, m->envs);
+			worker_main(m->shm, cfg, m->envs, i);
 			_exit(0);
 		}
 		if (!m->pgid)
@@ -548,8 +594,9 @@ static void emit_resources(const struct master *m, int rep)
 	json_int(j, "rep", rep);
 	json_str(j, "tmpdir", run_tmpdir);
 	json_arr(j, "sysv_sem");
-	for (int i = 0; i < m->env.nsems; i++)
-		json_int(j, NULL, m->env.sem_ids[i]);
+	for (int k = 0; k < m->cfg->nchoices; k++)
+		for (int i = 0; i < m->envs[k].nsems; i++)
+			json_int(j, NULL, m->envs[k].sem_ids[i]);
 	json_end(j);
 	json_emit(j);
 }
@@ -583,25 +630,30 @@ static void release_sems(struct probe_env *env)
 static const char *run_rep(struct master *m, int rep)
 {
 	const struct run_config *cfg = m->cfg;
-	const struct probe *p = cfg->probe;
 	const char *why = NULL;
+	static char setup_err[256];
+	int set_up = 0;
 
 	memset(m->shm, 0, m->shm_len);
 	m->shm->ctl.rep = rep;
 	m->npids = 0;
 	m->failed_worker = -1;
-	memset(&m->env, 0, sizeof m->env);
-	m->env.probe = p;
-	m->env.variant = cfg->variant;
-	memcpy(m->env.opt, cfg->opt, sizeof m->env.opt);
-	m->env.nworkers = cfg->nworkers;
-	m->env.threaded = cfg->threaded;
-	m->env.tmpdir = run_tmpdir;
-
-	static char setup_err[256];
-	if (p->global_setup && p->global_setup(&m->env) != 0) {
-		snprintf(setup_err, sizeof setup_err, "%s set-up: %s", p->name, strerror(errno));
-		why = setup_err;
+	for (; set_up < cfg->nchoices; set_up++) {
+		struct probe_env *env = &m->envs[set_up];
+		const struct choice *c = &cfg->choices[set_up];
+		memset(env, 0, sizeof *env);
+		env->probe = c->probe;
+		env->variant = c->variant;
+		memcpy(env->opt, c->opt, sizeof env->opt);
+		env->nworkers = cfg->nworkers;
+		env->threaded = cfg->threaded;
+		env->tmpdir = run_tmpdir;
+		if (c->probe->global_setup && c->probe->global_setup(env) != 0) {
+			snprintf(setup_err, sizeof setup_err, "%s set-up: %s", c->probe->name, strerror(errno));
+			why = setup_err;
+			set_up++; /* its teardown frees what its set-up made before failing */
+			break;
+		}
 	}
 	emit_resources(m, rep);
 	if (!why && !(why = check(m, 0)) && spawn(m) != 0)
@@ -624,9 +676,11 @@ static const char *run_rep(struct master *m, int rep)
 	}
 	uint64_t t_end = clock_ns();
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);
-	if (p->global_teardown)
-		p->global_teardown(&m->env);
-	release_sems(&m->env);
+	while (set_up-- > 0) {
+		if (m->envs[set_up].probe->global_teardown)
+			m->envs[set_up].probe->global_teardown(&m->envs[set_up]);
+		release_sems(&m->envs[set_up]);
+	}
 
 	struct json *j = json_record("rep");
 	json_int(j, "rep", rep);
@@ -655,7 +709,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 static void emit_header(const struct run_config *cfg, const struct topology *topo)
 {
-	const struct probe *p = cfg->probe;
+	const struct choice *c = &cfg->choices[0];
+	const struct probe *p = c->probe;
 	struct json *j = json_record("header");
 	json_obj(j, "engine");
 	json_str(j, "version", ENGINE_VERSION);
@@ -671,14 +726,22 @@ static void emit_header(const struct run_config *cfg, const struct topology *top
 		json_str(j, NULL, cfg->argv[i]);
 	json_end(j);
 	json_obj(j, "probe");
-	json_str(j, "name", p->name);
-	json_str(j, "subsystem", p->subsystem);
-	json_str(j, "syscalls", p->syscalls);
+	json_str(j, "name", cfg->mix ? "mix" : p->name);
+	json_str(j, "subsystem", cfg->mix ? "mixed" : p->subsystem);
+	json_str(j, "syscalls", cfg->mix ? "" : p->syscalls);
 	json_end(j);
-	json_str(j, "variant", p->variants[cfg->variant].name);
+	json_str(j, "variant", cfg->mix ? "default" : p->variants[c->variant].name);
 	json_obj(j, "options");
-	for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name; i++)
-		json_int(j, p->opts[i].name, cfg->opt[i]);
+	for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name && !cfg->mix; i++)
+		json_int(j, p->opts[i].name, c->opt[i]);
+	json_end(j);
+	json_arr(j, "mix");
+	for (int k = 0; k < cfg->nchoices && cfg->mix; k++) {
+		json_obj(j, NULL);
+		json_str(j, "probe", cfg->choices[k].probe->name);
+		json_str(j, "variant", cfg->choices[k].probe->variants[cfg->choices[k].variant].name);
+		json_end(j);
+	}
 	json_end(j);
 	json_str(j, "mode", cfg->threaded ? "thread" : "process");
 	json_int(j, "workers", cfg->nworkers);
@@ -732,6 +795,9 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	prctl(PR_SET_TIMERSLACK, 1);
 
+	m.envs = calloc(cfg->nchoices, sizeof *m.envs);
+	if (!m.envs)
+		die_usage("out of memory");
 	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
 	m.shm = mmap(NULL, m.shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m.shm == MAP_FAILED) {

@@ -5,8 +5,10 @@ import glob
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,11 @@ from pathlib import Path
 import pytest
 
 from oslens import engine
+
+# Every engine the tests start makes its temporary directory here, so that a
+# leak check sees this session's directories only, and the rest is removed.
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="tests-tmp-"))
+os.environ["TMPDIR"] = str(SESSION_TMP)
 
 NCPU = engine.topology()["available"]
 TWO = min(2, NCPU)  # "2 workers" on a machine that has them
@@ -96,8 +103,13 @@ def engine_processes() -> list[int]:
 
 
 def oslens_tmp() -> set[str]:
-    tmp = os.environ.get("TMPDIR") or "/tmp"
-    return set(glob.glob(f"{tmp}/oslens.*"))
+    return set(glob.glob(f"{SESSION_TMP}/oslens.*"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_session_tmp():
+    yield
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
 @dataclass

@@ -189,7 +189,9 @@ def test_fixed_work_workers_start_together():
     (["run", "--probe", "dup", "--duration", "0"], "--duration"),
     (["run", "--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
     (["run", "--probe", "mmap", "--opt", "pages=0"], "pages"),
-    (["run", "--probe", "dup", "--opt", "pages=3"], "no option"),
+    (["run", "--probe", "dup", "--opt", "pages=3"], "option 'pages'"),
+    (["run", "--probe", "dup,getppid"], "--mix"),
+    (["run", "--probe", "dup,getppid", "--mix"], "--latency"),
     (["run", "--probe", "dup", "--bogus"], "--bogus"),
     (["run", "--probe", "dup", "--tmpdir", "/proc/nonexistent"], "temporary"),
     (["frobnicate"], "unknown command"),
@@ -218,11 +220,16 @@ def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
         place.chmod(0o755)
         exe = str(place / "oslens-engine")
         shutil.copy2(engine.engine_path(), exe)
+        scratch = place / "tmp"
+        scratch.mkdir(mode=0o1777)
+        scratch.chmod(0o1777)
+        env = {**os.environ, "TMPDIR": str(scratch)}
         nobody = _as_nobody()
-        ok = subprocess.run([*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True)
+        ok = subprocess.run([*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True,
+                            env=env)
         assert ok.returncode == 0, ok.stderr
         limited = subprocess.run(["prlimit", "--nproc=2", *nobody, exe, "run", "--probe", "fork", *SHORT],
-                                 capture_output=True, text=True)
+                                 capture_output=True, text=True, env=env)
         assert limited.returncode == 2
         assert "RLIMIT_NPROC" in one_line_error(limited.stderr)
     finally:
