@@ -1,0 +1,113 @@
+"""`latency`: every catalogue operation timed, counted exactly, with sane
+percentiles, its timing floor, competition and the mixed stream."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oslens import engine
+from oslens.analysis.histogram import Histogram
+from oslens.compete import competing, parse_compete
+
+from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, run_engine
+
+CATALOGUE = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants if p.name != "fork-static"]
+QS = [0, 50, 90, 99, 99.9, 99.99, 100]
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+@pytest.mark.parametrize("probe", CATALOGUE)
+def test_every_operation_is_timed_exactly_n_times(probe, mode, no_leaks):
+    ops = 20
+    r = run_engine("run", "--probe", probe, "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
+                   "--warmup", "0.02", "--latency")
+    assert r.rc == 0, r.stderr
+    hists = r.of("hist")
+    assert len(hists) == TWO
+    for rec in hists:
+        h = Histogram.from_record(rec["hist"])
+        assert h.count == ops == sum(h.counts)
+        q = h.percentiles(QS)
+        assert np.all(np.diff(q) >= 0) and q[0] >= 0
+        assert h.min_ns <= q[1] <= h.max_ns
+
+
+def test_mixed_stream_times_every_operation_every_round(no_leaks):
+    ops = 50
+    r = run_engine("run", "--probe", "getppid,dup,open:shared,null", "--mix", "--latency", "--workers", str(TWO),
+                   "--ops", str(ops), "--warmup", "0", "--mode", "thread")
+    assert r.rc == 0, r.stderr
+    assert r.of("header")[0]["probe"]["name"] == "mix"
+    counts = {(h["worker"], h["probe"]): h["hist"]["count"] for h in r.of("hist")}
+    assert len(counts) == 4 * TWO and set(counts.values()) == {ops}
+
+
+def _cli_json(tmp_path: Path, *args: str) -> dict:
+    p = oslens("latency", "-q", "--json", "--reps", "2", "--warmup", "0.02", *args, db=tmp_path / "s.db")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_latency_report_through_the_cli(tmp_path, no_leaks):
+    doc = _cli_json(tmp_path, "--probe", "getppid,dup", "--ops", "200")
+    ops = {o["probe"]: o for o in doc["operations"]}
+    assert set(ops) == {"getppid", "dup"}
+    for o in ops.values():
+        assert o["count"] == 200 * 2  # ops × reps × one worker
+        chain = [o["min_ns"], o["p50_ns"], o["p90_ns"], o["p99_ns"], o["p99.9_ns"], o["max_ns"]]
+        assert chain == sorted(chain) and chain[0] >= 0
+    floor = doc["timing_overhead"]["alone"]
+    assert floor["p50_ns"] > 0 and floor["count"] == 400
+    for q in ("p50", "p99"):
+        shares = list(doc["variability"]["alone"][q].values())
+        assert shares[:-1] == sorted(shares[:-1]) and 0 <= shares[-1] <= 1
+        assert shares[-2] + shares[-1] == pytest.approx(1)  # ≤10ms and >10ms cover everything
+    shown = oslens("show", str(doc["run"]), "--json", db=tmp_path / "s.db")
+    assert json.loads(shown.stdout)["operations"] == doc["operations"]
+
+
+@pytest.mark.skipif(NCPU < 2, reason="competition needs a CPU the measurement does not use")
+def test_competitor_runs_on_the_other_cpus_and_is_gone_after(no_leaks):
+    measured = engine.placement(1, "compact")
+    with competing(parse_compete("fork"), measured) as context:
+        comp = context["competition"]
+        assert comp["cpus"] and not set(comp["cpus"]) & set(measured)
+        time.sleep(0.2)
+        for w in comp["workers"]:
+            status = Path(f"/proc/{w['pid']}/task/{w['tid']}/status").read_text()
+            assert re.search(r"Cpus_allowed_list:\s*(\S+)", status).group(1) == str(w["cpu"])
+            assert w["cpu"] in comp["cpus"]
+        pids = [w["pid"] for w in comp["workers"]]
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{p}").exists() for p in pids)
+    assert engine_processes() == []
+
+
+@pytest.mark.skipif(NCPU < 2, reason="competition needs a CPU the measurement does not use")
+def test_cli_measures_alone_and_with_competition(tmp_path, no_leaks):
+    doc = _cli_json(tmp_path, "--probe", "getppid", "--duration", "0.1", "--compete", "fork")
+    assert len(doc["phases"]) == 2 and doc["phases"][0] == "alone"
+    assert doc["phases"][1].startswith("with fork:default on CPUs")
+    assert {o["phase"] for o in doc["operations"]} == set(doc["phases"])
+    assert set(doc["timing_overhead"]) == set(doc["phases"])
+
+
+@pytest.mark.parametrize("args,word", [
+    (["--workers", "1,2"], "one worker count"),
+    (["--compete", "nope"], "unknown probe"),
+    (["--workers", "max", "--compete", "fork"], "every CPU"),
+    (["--compete", f"fork:{NCPU + 3}"], "not available"),
+    (["--probe", "getppid", "--ops", "0"], "--ops"),
+])
+def test_bad_latency_input(tmp_path, args, word):
+    p = oslens("latency", "--probe", "getppid", "--duration", "0.1", *args, db=tmp_path / "s.db")
+    assert p.returncode == 2
+    assert word in one_line_error(p.stderr)
+    assert not (tmp_path / "s.db").exists()
