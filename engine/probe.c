@@ -73,3 +73,19 @@ int probe_make_file(const struct probe_env *env, const char *name, size_t bytes,
 	}
 	return close(fd);
 }
+
+void probe_file_path(const struct probe_env *env, const char *prefix, int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s.%d", env->tmpdir, prefix, i);
+}
+
+int probe_make_files(const struct probe_env *env, const char *prefix, int count, size_t bytes)
+{
+	for (int i = 0; i < count; i++) {
+		char name[64], path[4096];
+		snprintf(name, sizeof name, "%s.%d", prefix, i);
+		if (probe_make_file(env, name, bytes, path, sizeof path) != 0)
+			return -1;
+	}
+	return 0;
+}

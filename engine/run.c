@@ -65,6 +65,8 @@ struct master {
 	uint64_t deadline;
 	char failure[300];
 	int failed_worker;
+	int late_samples;            /* samples taken over half an interval late */
+	double window_s;             /* the measured window as sampled */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -343,6 +345,14 @@ static const char *check(struct master *m, int expect_exit)
 	static char why[300];
 	int status;
 	pid_t pid;
+	/* A worker's own account of its failure first: it exits right after. */
+	for (int i = 0; i < m->cfg->nworkers; i++)
+		if (__atomic_load_n(&m->shm->slot[i].c.state, __ATOMIC_ACQUIRE) == W_FAILED) {
+			snprintf(why, sizeof why, "worker %d (cpu %d): %s", i, m->cfg->cpus[i].cpu,
+				 m->shm->slot[i].c.msg);
+			m->failed_worker = i;
+			return why;
+		}
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (!is_worker_pid(m, pid))
 			continue;
@@ -365,13 +375,6 @@ static const char *check(struct master *m, int expect_exit)
 			return why;
 		}
 	}
-	for (int i = 0; i < m->cfg->nworkers; i++)
-		if (__atomic_load_n(&m->shm->slot[i].c.state, __ATOMIC_ACQUIRE) == W_FAILED) {
-			snprintf(why, sizeof why, "worker %d (cpu %d): %s", i, m->cfg->cpus[i].cpu,
-				 m->shm->slot[i].c.msg);
-			m->failed_worker = i;
-			return why;
-		}
 	if (got_signal)
 		return "interrupted";
 	if (json_output_lost)
@@ -504,7 +507,9 @@ static const char *measure_fixed_time(struct master *m, int rep)
 		ts[s] = clock_ns();
 		for (int i = 0; i < nw; i++)
 			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
+		m->late_samples += ts[s] - at > step / 2;
 	}
+	m->window_s = why ? 0 : (double)(ts[k] - ts[0]) / 1e9;
 	m->shm->ctl.stop = 1;
 	if (!why) {
 		uint64_t until = clock_ns() + STOP_GRACE_NS;
@@ -638,6 +643,8 @@ static const char *run_rep(struct master *m, int rep)
 	m->shm->ctl.rep = rep;
 	m->npids = 0;
 	m->failed_worker = -1;
+	m->late_samples = 0;
+	m->window_s = 0;
 	for (; set_up < cfg->nchoices; set_up++) {
 		struct probe_env *env = &m->envs[set_up];
 		const struct choice *c = &cfg->choices[set_up];
@@ -682,9 +689,16 @@ static const char *run_rep(struct master *m, int rep)
 		release_sems(&m->envs[set_up]);
 	}
 
+	/* A master starved of CPU samples late, and a window sampled late is not
+	 * the window asked for: say so rather than report its numbers as good. */
+	int late = !why && !cfg->ops && (m->window_s < 0.9 * cfg->duration_s || m->late_samples > 1);
 	struct json *j = json_record("rep");
 	json_int(j, "rep", rep);
-	json_str(j, "status", !why ? "ok" : got_signal ? "interrupted" : "failed");
+	json_str(j, "status", why ? (got_signal ? "interrupted" : "failed") : late ? "late" : "ok");
+	if (!cfg->ops && !why) {
+		json_num(j, "window_s", m->window_s);
+		json_int(j, "late_samples", m->late_samples);
+	}
 	if (!why) {
 		uint64_t lo = UINT64_MAX, hi = 0;
 		for (int i = 0; i < cfg->nworkers; i++) {

@@ -26,6 +26,21 @@ NCPU = engine.topology()["available"]
 TWO = min(2, NCPU)  # "2 workers" on a machine that has them
 
 
+# Test-sized options for probes whose defaults are sized for real runs (the
+# 1 GiB parent of fork:mapped takes ~100 ms a fork).
+TEST_OPTS = {"mapped_mb": "64"}
+
+
+def probe_args(probe_variant: str) -> list[str]:
+    """--probe P:V plus test-sized values for whichever options P has."""
+    info = engine.probes()[probe_variant.split(":")[0]]
+    args = ["--probe", probe_variant]
+    for key, value in TEST_OPTS.items():
+        if key in info.options:
+            args += ["--opt", f"{key}={value}"]
+    return args
+
+
 def engine_bin() -> str:
     return str(engine.engine_path())
 

@@ -219,8 +219,8 @@ def wait_for_first_rep(db: Path, proc: subprocess.Popen, timeout: float = 60) ->
         if db.exists():
             with Store(db) as s:
                 runs = s.runs()
-            if runs and runs[0].n_records:
-                return runs[0].id
+                if runs and s.records(runs[0].id, "rep"):
+                    return runs[0].id
         time.sleep(0.1)
     proc.kill()
     raise AssertionError("no repetition stored in time")

@@ -14,7 +14,7 @@ from oslens import engine
 from oslens.analysis.histogram import Histogram
 from oslens.compete import competing, parse_compete
 
-from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, run_engine
+from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, probe_args, run_engine
 
 CATALOGUE = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants if p.name != "fork-static"]
 QS = [0, 50, 90, 99, 99.9, 99.99, 100]
@@ -24,7 +24,7 @@ QS = [0, 50, 90, 99, 99.9, 99.99, 100]
 @pytest.mark.parametrize("probe", CATALOGUE)
 def test_every_operation_is_timed_exactly_n_times(probe, mode, no_leaks):
     ops = 20
-    r = run_engine("run", "--probe", probe, "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
+    r = run_engine("run", *probe_args(probe), "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
                    "--warmup", "0.02", "--latency")
     assert r.rc == 0, r.stderr
     hists = r.of("hist")

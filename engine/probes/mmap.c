@@ -22,13 +22,7 @@ static int mmap_global_setup(struct probe_env *env)
 {
 	size_t bytes = (size_t)probe_opt(env, "pages") * (size_t)sysconf(_SC_PAGESIZE);
 	int files = probe_variant_is(env, "shared") ? 1 : env->nworkers;
-	for (int i = 0; i < files; i++) {
-		char name[32], path[PATH_MAX];
-		snprintf(name, sizeof name, "mmap.%d", i);
-		if (probe_make_file(env, name, bytes, path, sizeof path) != 0)
-			return -1;
-	}
-	return 0;
+	return probe_make_files(env, "mmap", files, bytes);
 }
 
 static int mmap_setup(struct worker *w)
@@ -37,8 +31,7 @@ static int mmap_setup(struct worker *w)
 	if (!m)
 		return -1;
 	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/mmap.%d", w->env->tmpdir,
-		 probe_variant_is(w->env, "shared") ? 0 : w->index);
+	probe_file_path(w->env, "mmap", probe_variant_is(w->env, "shared") ? 0 : w->index, path, sizeof path);
 	m->write = probe_opt(w->env, "write") != 0;
 	m->fd = open(path, m->write ? O_RDWR : O_RDONLY);
 	if (m->fd < 0) {

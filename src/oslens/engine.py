@@ -43,6 +43,7 @@ class ProbeInfo:
     syscalls: tuple[str, ...]
     variants: tuple[str, ...]
     variant_help: dict
+    variant_syscalls: dict
     options: dict  # name -> {"default", "min", "max", "help"}
     static: bool
 
@@ -63,6 +64,7 @@ def probes() -> dict[str, ProbeInfo]:
             syscalls=tuple(r["syscalls"]),
             variants=tuple(v["name"] for v in r["variants"]),
             variant_help={v["name"]: v["help"] for v in r["variants"]},
+            variant_syscalls={v["name"]: tuple(v["syscalls"]) for v in r["variants"]},
             options={o["name"]: o for o in r["options"]}, static=r["static"])
     return out
 

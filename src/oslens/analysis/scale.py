@@ -70,17 +70,19 @@ def _group(records: list[dict]) -> dict:
         if t == "header":
             header = r
             key = (r["probe"]["name"], r["variant"], r["mode"], r["placement"]["policy"], r["fixed"])
-            groups[key][r["workers"]] = (r, defaultdict(list), set())
+            groups[key][r["workers"]] = (r, defaultdict(list), set(), set())
         elif header is None:
             continue
         elif t == "worker":
             groups[key][header["workers"]][1][r["rep"]].append(r)
         elif t == "rep" and r.get("status") == "ok":
             groups[key][header["workers"]][2].add(r["rep"])
+        elif t == "rep" and r.get("status") == "late":
+            groups[key][header["workers"]][3].add(r["rep"])
     return groups
 
 
-def _point(header: dict, reps: dict[int, list[dict]], ok: set[int]) -> PointStats | None:
+def _point(header: dict, reps: dict[int, list[dict]], ok: set[int], late: set[int]) -> PointStats | None:
     n = header["workers"]
     complete = [reps[k] for k in sorted(ok) if len(reps[k]) == n]
     if not complete:
@@ -113,8 +115,10 @@ def _point(header: dict, reps: dict[int, list[dict]], ok: set[int]) -> PointStat
     spread = relative_spread(per_worker)
     if spread > SPREAD_LIMIT:
         p.warnings.append(f"spread {spread:.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}")
-    if len(complete) < len(reps) or len(ok) < len(reps):
-        p.warnings.append(f"{len(reps) - len(complete)} repetition(s) incomplete and left out")
+    if late:
+        p.warnings.append(f"{len(late)} repetition(s) left out: the sampler ran late (an overloaded machine)")
+    if len(complete) + len(late) < len(reps):
+        p.warnings.append(f"{len(reps) - len(complete) - len(late)} repetition(s) incomplete and left out")
     smt = [w["cpu"] for w in header["placement"]["workers"] if w["smt"] > 0]
     if smt:
         p.warnings.append(f"{len(smt)} worker(s) on SMT siblings of busy cores (CPUs {_cpus(smt)})")
