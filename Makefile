@@ -26,6 +26,7 @@ engine:
 
 bench: install
 	$(PY) bench/instrument.py
+	$(PY) bench/latency.py
 
 clean:
 	$(MAKE) -C engine clean

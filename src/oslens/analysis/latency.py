@@ -44,7 +44,8 @@ class OpLatency:
              "rep_p50_ns": self.rep_p50_ns, "warnings": self.warnings}
         d.update({f"{k}_ns": self.q(k) for k in QUANTILES})
         if self.cycles_per_ns:
-            d["p50_cycles"] = self.q("p50") * self.cycles_per_ns
+            d.update({f"{k}_cycles": self.q(k) * self.cycles_per_ns for k in QUANTILES})
+            d["mean_cycles"] = self.hist.mean_ns * self.cycles_per_ns
         return d
 
 
