@@ -15,7 +15,7 @@ from rich.console import Console
 
 from . import __version__, engine
 from .errors import MeasurementError, UsageError
-from .plan import OSMARK_PROBES, default_worker_counts, latency_plan, scale_plan
+from .plan import OSMARK_PROBES, default_worker_counts, latency_plan, noise_plan, scale_plan
 from .runner import Interrupted, execute
 from .store import Store, StoreError, default_path, export_run
 
@@ -165,6 +165,55 @@ def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
     latency_report.render(ctx.out, summary)
 
 
+# ------------------------------------------------------------------- noise
+
+@cli.command()
+@click.option("--cpus", metavar="LIST", help="CPUs to probe, e.g. 0-3,8 (default: every available CPU).")
+@click.option("--duration", type=float, default=5.0, show_default=True, metavar="S", help="Seconds per repetition.")
+@click.option("--threshold", type=int, metavar="NS", help="Shortest gap counted (default: 20 loop times, ≥ 500 ns).")
+@click.option("--reps", type=int, default=1, show_default=True)
+@click.option("--warmup", type=float, default=0.2, show_default=True, metavar="S")
+@click.option("--mode", type=click.Choice(["process", "thread"]), default="thread", show_default=True)
+@click.option("--compete", metavar="P[:VARIANT][:CPUS]", help="Also measure with this probe running on other CPUs.")
+@click.option("--no-attribution", "no_attribution", is_flag=True, help="Do not trace the kernel (no BPF).")
+@click.option("--step-us", type=float, default=1000.0, show_default=True,
+              help="Tail at scale: the length of one synchronised step.")
+@common_options
+def noise(ctx: Context, no_attribution: bool, step_us: float, **kw):
+    """How much does the OS interrupt a thread that only computes, and why?"""
+    if not step_us > 0:
+        raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
+    plan = noise_plan(attribution=not no_attribution, **kw)
+    with ctx.store() as store:
+        ctx.say(f"oslens noise: CPUs {','.join(map(str, plan.params['cpus']))}, {plan.params['duration_s']:g} s "
+                f"× {plan.reps}, store {store.path}")
+        plan.params["step_ns"] = step_us * 1000
+        run_id = execute(store, "noise", sys.argv, plan.params, plan.points, plan.reps, plan.total_reps,
+                         ctx.err, ctx.quiet)
+        _print_noise(ctx, store, run_id)
+
+
+def _print_noise(ctx: Context, store: Store, run_id: int) -> None:
+    from .analysis import noise as noise_analysis
+    from .report import noise as noise_report
+
+    run = store.run(run_id)
+    phases = noise_analysis.summarize_phases(store.records(run.id))
+    step = run.params.get("step_ns", 1e6)
+    tails = {p: noise_analysis.tail_at_scale(s, step) for p, s in phases.items()}
+    doc = {p: s.to_dict(tails[p]) for p, s in phases.items()}
+    store.set_summary(run.id, {"phases": doc})
+    if ctx.as_json:
+        detours = {p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours] for p, s in phases.items()}
+        click.echo(json.dumps({"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
+                               "params": run.params, "machine": run.machine, "phases": doc, "detours": detours},
+                              indent=1, default=str))
+        return
+    _print_run_line(ctx, run)
+    for p, s in phases.items():
+        noise_report.render(ctx.out, p, s, tails[p])
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()
@@ -200,7 +249,7 @@ def show(ctx: Context, run_ref: str):
     """Print a stored run as the command that made it did (RUN: id or 'last')."""
     with ctx.store(create=False) as store:
         run = store.run(run_ref)
-        printers = {"scale": _print_scale, "latency": _print_latency}
+        printers = {"scale": _print_scale, "latency": _print_latency, "noise": _print_noise}
         if run.kind not in printers:
             raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
         printers[run.kind](ctx, store, run.id)

@@ -184,7 +184,9 @@ LATENCY_NOT_DEFAULT = ("null", "fork-static", "mmap", "sem")
 
 
 @dataclass(frozen=True)
-class LatencyPoint:
+class MeasuredPoint:
+    """One engine invocation on a fixed set of CPUs, optionally with a
+    competing workload on others around it (latency, noise)."""
     probe: str
     variant: str
     mode: str
@@ -203,7 +205,7 @@ class LatencyPoint:
 
 
 @dataclass
-class LatencyPlan:
+class MeasuredPlan:
     points: list
     reps: int
     params: dict
@@ -214,7 +216,7 @@ class LatencyPlan:
 
 
 def latency_plan(*, probe: str | None, workers: str, mode: str, placement: str, duration: float | None,
-                 ops: int | None, reps: int, warmup: float, compete: str | None, mix: bool) -> LatencyPlan:
+                 ops: int | None, reps: int, warmup: float, compete: str | None, mix: bool) -> MeasuredPlan:
     from .compete import parse_compete
     duration = _check_amounts(duration, ops, reps, warmup, 0.1, default_duration=0.3)
     ncpus = engine.topology()["available"]
@@ -240,15 +242,60 @@ def latency_plan(*, probe: str | None, workers: str, mode: str, placement: str, 
     if mix:
         names = ",".join(f"{n}:{v}" for n, v in measured)
         for c in ([None, spec] if spec else [None]):
-            points.append(LatencyPoint("mix", f"{len(measured)} operations", mode, cpus,
+            points.append(MeasuredPoint("mix", f"{len(measured)} operations", mode, cpus,
                                        tuple(base + ["--probe", names, "--mix"]), c))
     else:
         for name, variant in measured:
             for c in ([None, spec] if spec else [None]):
-                points.append(LatencyPoint(name, variant, mode, cpus,
+                points.append(MeasuredPoint(name, variant, mode, cpus,
                                            tuple(base + ["--probe", f"{name}:{variant}"]), c))
     params = {"probes": [f"{n}:{v}" for n, v in measured], "workers": counts[0], "cpus": list(cpus),
               "mode": mode, "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
               "warmup_s": warmup, "mix": mix, "compete": spec.label if spec else None,
               "compete_cpus": list(spec.cpus) if spec and spec.cpus else None}
-    return LatencyPlan(points, reps, params)
+    return MeasuredPlan(points, reps, params)
+
+
+# ------------------------------------------------------------------- noise
+
+def parse_cpus(text: str | None) -> tuple[int, ...]:
+    """A CPU list (0-3,8) checked against the CPUs this process may use; all of them by default."""
+    available = [c["cpu"] for c in engine.topology()["cpus"]]
+    if not text:
+        return tuple(available)
+    cpus: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        if not a.isdigit() or (b and not b.isdigit()) or (b and int(b) < int(a)):
+            raise UsageError(f"--cpus: '{part}' is not a CPU or a range like 0-3")
+        cpus += range(int(a), int(b or a) + 1)
+    for c in cpus:
+        if c not in available:
+            raise UsageError(f"--cpus: CPU {c} is not online or not available to this process")
+    if len(set(cpus)) != len(cpus):
+        raise UsageError("--cpus: a CPU is listed twice")
+    return tuple(cpus)
+
+
+def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps: int, warmup: float,
+               mode: str, compete: str | None, attribution: bool) -> MeasuredPlan:
+    from .compete import competitor_cpus, parse_compete
+    duration = _check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
+    if threshold is not None and not 0 < threshold <= 10**9:
+        raise UsageError(f"--threshold: {threshold} is not a number of ns from 1 to 1e9")
+    chosen = parse_cpus(cpus)
+    spec = parse_compete(compete) if compete else None
+    if spec:
+        competitor_cpus(spec, list(chosen))
+    limit = 120.0 + reps * (duration + warmup) * 3
+    args = ["run", "--probe", "detour", "--cpus", ",".join(map(str, chosen)), "--mode", mode,
+            "--duration", f"{duration:g}", "--warmup", f"{warmup:g}", "--reps", str(reps),
+            "--interval", f"{min(duration, 0.5):g}", "--time-limit", f"{limit:g}"]
+    if threshold:
+        args += ["--opt", f"threshold_ns={threshold}"]
+    if attribution:
+        args.append("--trace")
+    points = [MeasuredPoint("detour", "default", mode, chosen, tuple(args), c) for c in ([None, spec] if spec else [None])]
+    params = {"cpus": list(chosen), "duration_s": duration, "threshold_ns": threshold, "reps": reps,
+              "warmup_s": warmup, "mode": mode, "compete": spec.label if spec else None, "attribution": attribution}
+    return MeasuredPlan(points, reps, params)

@@ -72,7 +72,8 @@ class LatencySummary:
                 "variability": {p: self.variability(p) for p in self.phases}}
 
 
-def _phase(context: dict | None) -> str:
+def phase_of(context: dict | None) -> str:
+    """'alone', or 'with P:V on CPUs …' for records after a competition context."""
     c = (context or {}).get("competition")
     if not c:
         return ALONE
@@ -90,7 +91,7 @@ def summarize(records: list[dict]) -> LatencySummary:
         elif t == "header":
             header = r
         elif t == "hist" and header is not None:
-            phase = _phase(context)
+            phase = phase_of(context)
             if phase not in phases:
                 phases.append(phase)
             key = (r["probe"], r["variant"], phase)

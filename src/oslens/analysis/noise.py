@@ -1,0 +1,206 @@
+"""What a `noise` run found: per-CPU detours, the cause of each (matched to
+the kernel events recorded meanwhile), and what that noise does to a
+synchronised computation across many nodes.
+
+Attribution: within each detour, every instant is charged to the innermost
+event active then (the latest to start: a hard IRQ inside a softirq is the
+IRQ's), so nested events are never counted twice; instants no event covers
+are "unexplained (hardware, hypervisor or SMI)"."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
+KIND_IRQ, KIND_SOFTIRQ, KIND_NMI, KIND_VECTOR, KIND_TASK, KIND_FAULT = 1, 2, 3, 4, 5, 6
+F_KTHREAD = 1
+SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
+VECTOR_NAMES = {"local_timer": "timer interrupt", "reschedule": "IPI reschedule",
+                "call_function": "IPI call-function", "call_function_single": "IPI call-function-single",
+                "irq_work": "irq_work interrupt"}
+DEFAULT_NODES = (1, 100, 10000)
+
+
+def cause_of(kind: int, ident: int, flags: int, name: str) -> str:
+    if kind == KIND_IRQ:
+        return f"irq {ident} {name}".strip()
+    if kind == KIND_SOFTIRQ:
+        vec = name or (SOFTIRQ_NAMES[ident] if 0 <= ident < len(SOFTIRQ_NAMES) else str(ident))
+        return f"{vec} softirq"
+    if kind == KIND_NMI:
+        return "NMI"
+    if kind == KIND_VECTOR:
+        return VECTOR_NAMES.get(name, f"{name} interrupt")
+    if kind == KIND_TASK:
+        return f"{name} ({'kernel thread' if flags & F_KTHREAD else 'task'})"
+    if kind == KIND_FAULT:
+        return "page fault"
+    return f"event {kind}"
+
+
+@dataclass
+class Detour:
+    cpu: int
+    start_ns: int
+    duration_ns: int
+    causes: dict[str, float]          # cause -> ns of this detour
+
+    @property
+    def cause(self) -> str:
+        return max(self.causes, key=self.causes.get) if self.causes else UNEXPLAINED
+
+
+@dataclass
+class CpuNoise:
+    cpu: int
+    runtime_ns: float
+    count: int                        # all detours (also those beyond the kept list)
+    total_ns: float
+    max_ns: float
+    loop_ns: float
+    threshold_ns: float
+    kept: int                         # detours kept individually
+    percentiles_ns: dict[str, float]
+    steal_ns: float | None = None
+
+    @property
+    def lost_share(self) -> float:
+        return self.total_ns / self.runtime_ns if self.runtime_ns else float("nan")
+
+    @property
+    def rate_per_s(self) -> float:
+        return self.count / (self.runtime_ns / 1e9) if self.runtime_ns else float("nan")
+
+
+@dataclass
+class NoiseSummary:
+    cpus: list[CpuNoise]
+    detours: list[Detour]
+    attribution: str                  # "bpf", or why not
+    windows: list[tuple[int, float, int]]  # (cpu, start_ns, runtime_ns) of each probe run
+    lost_events: int = 0
+    causes: dict[str, dict] = field(default_factory=dict)
+
+    def to_dict(self, tail: dict | None = None) -> dict:
+        return {"attribution": self.attribution, "lost_events": self.lost_events,
+                "cpus": [{**vars(c), "lost_share": c.lost_share, "rate_per_s": c.rate_per_s} for c in self.cpus],
+                "causes": self.causes, "tail": tail}
+
+
+def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
+    """ns of [start, end) per innermost cause; events are (s, e, cause)."""
+    inside = [(max(s, start), min(e, end), s, c) for s, e, c in events if s < end and e > start]
+    if not inside:
+        return {UNEXPLAINED: float(end - start)}
+    edges = sorted({start, end, *(x[0] for x in inside), *(x[1] for x in inside)})
+    out: dict[str, float] = defaultdict(float)
+    for a, b in zip(edges, edges[1:]):
+        active = [x for x in inside if x[0] <= a and x[1] >= b]
+        cause = max(active, key=lambda x: x[2])[3] if active else UNEXPLAINED
+        out[cause] += b - a
+    return dict(out)
+
+
+def summarize(records: list[dict]) -> NoiseSummary:
+    detour_recs = [r for r in records if r["type"] == "detours"]
+    trace = next((r for r in records if r["type"] == "trace"), None)
+    attribution = "bpf" if trace and trace.get("available") else (
+        trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-attribution)")
+    events_by_cpu: dict[int, list[tuple]] = defaultdict(list)
+    for r in records:
+        if r["type"] == "events":
+            for cpu, s, e, kind, ident, flags, name in r["events"]:
+                events_by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name)))
+    steal: dict[int, float] = defaultdict(float)
+    for r in records:
+        if r["type"] == "cpustat":
+            for c in r["cpus"]:
+                steal[c["cpu"]] += c["steal"]
+
+    by_cpu: dict[int, list[dict]] = defaultdict(list)
+    for r in detour_recs:
+        by_cpu[r["cpu"]].append(r)
+    cpus, detours = [], []
+    for cpu, recs in sorted(by_cpu.items()):
+        durations = np.array([d[1] for r in recs for d in r["detours"]], dtype=float)
+        pct = {f"p{q:g}": float(np.percentile(durations, q, method="inverted_cdf")) if durations.size else float("nan")
+               for q in (50, 99, 99.9)}
+        cpus.append(CpuNoise(cpu, sum(r["runtime_ns"] for r in recs), sum(r["count"] for r in recs),
+                             sum(r["total_ns"] for r in recs), max(r["max_ns"] for r in recs),
+                             float(np.median([r["loop_ns"] for r in recs])), recs[0]["threshold_ns"],
+                             int(durations.size), pct, steal.get(cpu) if steal else None))
+        evs = sorted(events_by_cpu.get(cpu, []))
+        starts = np.array([e[0] for e in evs], dtype=np.int64)
+        longest = max((e[1] - e[0] for e in evs), default=0)
+        for r in recs:
+            for end, dur in r["detours"]:
+                start = end - dur
+                # Only events starting in [start - longest event, end) can overlap.
+                lo = int(np.searchsorted(starts, start - longest, side="left"))
+                hi = int(np.searchsorted(starts, end, side="left"))
+                nearby = [e for e in evs[lo:hi] if e[1] > start]
+                causes = _attribute(start, end, nearby) if attribution == "bpf" else {}
+                detours.append(Detour(cpu, start, dur, causes))
+    windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]
+    summary = NoiseSummary(cpus, detours, attribution, windows, trace.get("lost", 0) if trace else 0)
+    if attribution == "bpf":
+        summary.causes = _cause_table(detours)
+    return summary
+
+
+def _cause_table(detours: list[Detour]) -> dict[str, dict]:
+    total = sum(d.duration_ns for d in detours) or 1
+    table: dict[str, dict] = {}
+    for d in detours:
+        for cause, ns in d.causes.items():
+            row = table.setdefault(cause, {"count": 0, "total_ns": 0.0, "max_ns": 0.0})
+            row["count"] += 1
+            row["total_ns"] += ns
+            row["max_ns"] = max(row["max_ns"], ns)
+    for row in table.values():
+        row["share"] = row["total_ns"] / total
+    return dict(sorted(table.items(), key=lambda kv: -kv[1]["total_ns"]))
+
+
+def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_ns=(1e4, 1e5, 1e6)) -> dict:
+    """For a bulk-synchronous step of `step_ns` on every node: the chance it
+    is delayed by more than X on one node (measured: the noise falling into
+    each step-long window of the timeline), on N independent nodes
+    (1 - (1 - p)^N), and the expected slowdown E[max of N delays] / step."""
+    per_window: list[float] = []
+    for cpu, t0, runtime in s.windows:
+        n = int(runtime // step_ns)
+        if n == 0:
+            continue
+        acc = np.zeros(n)
+        for d in s.detours:
+            k = int((d.start_ns - t0) // step_ns)
+            if d.cpu == cpu and 0 <= k < n:
+                acc[k] += d.duration_ns
+        per_window += acc.tolist()
+    if not per_window:
+        return {"step_ns": step_ns, "windows": 0, "note": "no window of this length was measured"}
+    w = np.sort(np.array(per_window))
+    out = {"step_ns": step_ns, "windows": int(w.size), "nodes": {}}
+    for n in nodes:
+        p_delay = {f">{x / 1e3:g}us": float(1 - (1 - np.mean(w > x)) ** n) for x in delays_ns}
+        # E[max of n iid draws] from the empirical distribution: sum over
+        # order statistics of P(max = w_i).
+        cdf = np.arange(1, w.size + 1) / w.size
+        pmax = np.diff(np.concatenate([[0.0], cdf ** n]))
+        out["nodes"][str(n)] = {"p_delayed": p_delay, "expected_slowdown": float(1 + np.sum(pmax * w) / step_ns)}
+    return out
+
+
+def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
+    """One summary per phase: alone, and with each competitor."""
+    from .latency import phase_of
+    phases: dict[str, list[dict]] = {}
+    current = phase_of(None)
+    for r in records:
+        if r["type"] == "context":
+            current = phase_of(r)
+        phases.setdefault(current, []).append(r)
+    return {p: summarize(rs) for p, rs in phases.items() if any(r["type"] == "detours" for r in rs)}
