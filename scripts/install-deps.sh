@@ -16,17 +16,41 @@ need "python3 -c 'import venv, ensurepip'"             python3-venv
 need "command -v strace"                               strace
 need "command -v ipcs"                                 util-linux
 
-[ -z "$missing" ] && exit 0
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
+# The engine's BPF attribution (engine/trace/) is built only if these are
+# there; without them the engine builds and says it has no BPF. So they are
+# installed where the distribution has them, and their absence is no error.
+optional=""
+want() {  # want CHECK-COMMAND PACKAGE
+    sh -c "$1" >/dev/null 2>&1 || optional="$optional $2"
+}
+want "command -v clang"                                 clang
+want "command -v bpftool || test -x /usr/sbin/bpftool"  bpftool
+want "test -e /usr/include/bpf/libbpf.h"                libbpf-dev
+want "gcc -print-file-name=libbpf.a | grep -q /"        libbpf-dev
+want "gcc -print-file-name=libelf.a | grep -q /"        libelf-dev
+want "gcc -print-file-name=libz.a | grep -q /"          zlib1g-dev
+
+[ -z "$missing$optional" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
+    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution" >&2
+    [ -z "$missing" ] && exit 0
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
+    else
+        echo "oslens: missing system packages:$missing (run as root to install them)" >&2
+    fi
     exit 1
 fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "oslens: missing system packages:$missing (run as root to install them)" >&2
-    exit 1
-fi
-echo "oslens: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
+    if apt-cache show "$p" >/dev/null 2>&1; then
+        missing="$missing $p"
+    else
+        echo "oslens: no package $p here: the engine will have no BPF attribution" >&2
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "oslens: installing$missing" >&2
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Noise attribution, kernel side: on the probed CPUs only, one record per
+ * interval during which something other than the probed threads ran there —
+ * hard IRQs, softirqs, x86 system vectors, NMIs, other tasks while a probed
+ * thread was switched out, page faults of the probed threads. Timestamps are
+ * bpf_ktime_get_ns() (CLOCK_MONOTONIC). Nesting is not resolved here: every
+ * interval is reported as it happened and user space sorts it out.
+ *
+ * Interrupt-like events use raw tracepoints (no tracefs, no trace record to
+ * fill), tasks use the raw sched_switch with CO-RE reads of task_struct, and
+ * faults are timed as described below. Every program is named oslens_* so
+ * that a leak shows in `bpftool prog show`. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "noise.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PF_KTHREAD 0x00200000
+#define RINGBUF_BYTES (4u << 20)
+
+/* CPU -> 1 for the probed CPUs; sized to the possible CPUs by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u8);
+} cpus SEC(".maps");
+
+/* The probed threads; the value holds the fault in progress, if any. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tid_state);
+} tids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} events SEC(".maps");
+
+/* One open interval of some kind on this CPU. */
+struct level {
+	__u64 ns;
+	__s64 id;
+	__u16 sub;
+	char name[NOISE_NAME];
+};
+
+/* Interrupts of one kind nest only through odd paths, but a depth counter
+ * keeps a stray exit (attached in the middle of a handler) harmless. */
+struct stack {
+	__u32 depth;
+	struct level lv[NOISE_NEST];
+};
+
+struct cpu_state {
+	struct stack irq, softirq, vec;
+	__u64 task_ns;      /* start of the current task's interval */
+	__u32 out;          /* a probed thread is switched out of this CPU */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} state SEC(".maps");
+
+__u64 lost = 0;   /* records the ring buffer had no room for */
+
+static __always_inline int probed_cpu(__u32 cpu)
+{
+	__u8 *on = bpf_map_lookup_elem(&cpus, &cpu);
+	return on && *on;
+}
+
+static __always_inline struct cpu_state *cpu_state(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&state, &zero);
+}
+
+/* The consumer polls on a timer: waking it from here would raise an
+ * irq_work on the probed CPU, which is noise of our own making. Only a
+ * filling ring (a stalled consumer) is worth that, and then at most every
+ * 10 ms: each wakeup is itself an interrupt. */
+__u64 last_wakeup_ns = 0;
+
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) <= RINGBUF_BYTES / 2)
+		return BPF_RB_NO_WAKEUP;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - last_wakeup_ns < 10000000)
+		return BPF_RB_NO_WAKEUP;
+	last_wakeup_ns = now;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+static __always_inline struct noise_event *reserve(void)
+{
+	struct noise_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e)
+		__sync_fetch_and_add(&lost, 1);
+	return e;
+}
+
+static __always_inline void emit_level(__u32 cpu, __u16 kind, const struct level *l, __u64 end)
+{
+	struct noise_event *e = reserve();
+	if (!e)
+		return;
+	e->start_ns = l->ns;
+	e->end_ns = end;
+	e->id = l->id;
+	e->aux = 0;
+	e->cpu = cpu;
+	e->kind = kind;
+	e->sub = l->sub;
+	e->flags = 0;
+	__builtin_memcpy(e->name, l->name, NOISE_NAME);
+	bpf_ringbuf_submit(e, wakeup_flags());
+}
+
+/* Opens an interval: returns the level to fill in, or NULL (too deep). */
+static __always_inline struct level *push(struct stack *s, __u64 now)
+{
+	__u32 d = s->depth;
+	s->depth = d + 1;
+	if (d >= NOISE_NEST)
+		return NULL;
+	s->lv[d].ns = now;
+	return &s->lv[d];
+}
+
+/* Closes the innermost interval: returns it, or NULL if its start was not
+ * seen (attached mid-way) or was too deep to keep. */
+static __always_inline struct level *pop(struct stack *s)
+{
+	__u32 d = s->depth;
+	if (d == 0)
+		return NULL;
+	s->depth = --d;
+	if (d >= NOISE_NEST)
+		return NULL;
+	return &s->lv[d];
+}
+
+/* ---- hard IRQs ---- */
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(oslens_irq_entry, int irq, struct irqaction *action)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = push(&s->irq, bpf_ktime_get_ns());
+	if (!l)
+		return 0;
+	l->id = irq;
+	l->sub = 0;
+	if (bpf_probe_read_kernel_str(l->name, sizeof(l->name), BPF_CORE_READ(action, name)) < 0)
+		l->name[0] = 0;
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_exit")
+int BPF_PROG(oslens_irq_exit, int irq)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = pop(&s->irq);
+	if (l)
+		emit_level(cpu, NOISE_IRQ, l, now);
+	return 0;
+}
+
+/* ---- softirqs (named in user space from the vector) ---- */
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(oslens_softirq_entry, unsigned int vec)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = push(&s->softirq, bpf_ktime_get_ns());
+	if (!l)
+		return 0;
+	l->id = vec;
+	l->sub = 0;
+	l->name[0] = 0;
+	return 0;
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(oslens_softirq_exit, unsigned int vec)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = pop(&s->softirq);
+	if (l)
+		emit_level(cpu, NOISE_SOFTIRQ, l, now);
+	return 0;
+}
+
+/* ---- x86 system vectors (irq_vectors:*), named in user space ---- */
+
+static __always_inline int vec_entry(__u16 which, int vector)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = push(&s->vec, bpf_ktime_get_ns());
+	if (!l)
+		return 0;
+	l->id = vector;
+	l->sub = which;
+	l->name[0] = 0;
+	return 0;
+}
+
+static __always_inline int vec_exit(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	struct level *l = pop(&s->vec);
+	if (l)
+		emit_level(cpu, NOISE_VECTOR, l, now);
+	return 0;
+}
+
+#define VECTOR(tp, which)                                              \
+	SEC("raw_tp/" #tp "_entry")                                    \
+	int BPF_PROG(oslens_##tp##_entry, int vector)                  \
+	{                                                              \
+		return vec_entry(which, vector);                       \
+	}                                                              \
+	SEC("raw_tp/" #tp "_exit")                                     \
+	int BPF_PROG(oslens_##tp##_exit, int vector)                   \
+	{                                                              \
+		return vec_exit();                                     \
+	}
+
+VECTOR(local_timer, NV_LOCAL_TIMER)
+VECTOR(reschedule, NV_RESCHEDULE)
+VECTOR(call_function, NV_CALL_FUNCTION)
+VECTOR(call_function_single, NV_CALL_FUNCTION_SINGLE)
+VECTOR(irq_work, NV_IRQ_WORK)
+VECTOR(thermal_apic, NV_THERMAL_APIC)
+VECTOR(threshold_apic, NV_THRESHOLD_APIC)
+VECTOR(deferred_error, NV_DEFERRED_ERROR)
+VECTOR(error_apic, NV_ERROR_APIC)
+VECTOR(spurious_apic, NV_SPURIOUS_APIC)
+VECTOR(x86_platform_ipi, NV_X86_PLATFORM_IPI)
+
+/* ---- NMIs: the tracepoint fires after each handler with its duration ---- */
+
+SEC("raw_tp/nmi_handler")
+int BPF_PROG(oslens_nmi, void *handler, s64 delta_ns)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct noise_event *e = reserve();
+	if (!e)
+		return 0;
+	e->start_ns = delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now;
+	e->end_ns = now;
+	e->id = 0;
+	e->aux = (__u64)handler;
+	e->cpu = cpu;
+	e->kind = NOISE_NMI;
+	e->sub = 0;
+	e->flags = 0;
+	__builtin_memset(e->name, 0, NOISE_NAME);
+	bpf_ringbuf_submit(e, wakeup_flags());
+	return 0;
+}
+
+/* ---- other tasks while a probed thread is switched out ---- */
+
+#define TASK_DEAD 0x80
+
+/* task_struct.state became __state in 5.14 */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned int task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+static __always_inline int probed_tid(__u32 tid)
+{
+	return bpf_map_lookup_elem(&tids, &tid) != NULL;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return 0;
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 prev_pid = BPF_CORE_READ(prev, pid);
+	__u32 next_pid = BPF_CORE_READ(next, pid);
+	int prev_probed = probed_tid(prev_pid);
+
+	if (s->out && !prev_probed) {
+		/* prev ran while the probed thread was away: its interval ends now */
+		struct noise_event *e = reserve();
+		if (e) {
+			e->start_ns = s->task_ns;
+			e->end_ns = now;
+			e->id = prev_pid;
+			e->aux = 0;
+			e->cpu = cpu;
+			e->kind = NOISE_TASK;
+			e->sub = 0;
+			e->flags = BPF_CORE_READ(prev, flags) & PF_KTHREAD ? NOISE_F_KTHREAD : 0;
+			if (BPF_CORE_READ_STR_INTO(&e->name, prev, comm) < 0)
+				e->name[0] = 0;
+			bpf_ringbuf_submit(e, wakeup_flags());
+		}
+	}
+	if (probed_tid(next_pid) || (prev_probed && task_state(prev) & TASK_DEAD)) {
+		s->out = 0; /* back, or gone for good: nothing to wait for */
+	} else if (prev_probed || s->out) {
+		s->out = 1;
+		s->task_ns = now;
+	}
+	return 0;
+}
+
+/* ---- page faults of the probed threads ----
+ *
+ * x86: the fault starts at exceptions:page_fault_user/kernel (the exception
+ * handler, before the VMA lookup) and ends where handle_mm_fault accounts it
+ * as a minor or major fault, which is a perf software event: the loader opens
+ * PAGE_FAULTS_MIN and _MAJ events with period 1 on each probed CPU and
+ * attaches oslens_fault_min/maj to them. A fault that fails or is retried
+ * gives no end of its own; the next start replaces it. Elsewhere (no
+ * exceptions tracepoints), fentry/fexit on handle_mm_fault if the kernel
+ * takes them. */
+
+static __always_inline void fault_start(unsigned long address)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu))
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct tid_state *t = bpf_map_lookup_elem(&tids, &tid);
+	if (!t)
+		return;
+	t->fault_ns = bpf_ktime_get_ns();
+	t->fault_addr = address;
+	t->fault_cpu = cpu;
+}
+
+static __always_inline void fault_end(__u32 flags)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct tid_state *t = bpf_map_lookup_elem(&tids, &tid);
+	if (!t || !t->fault_ns)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct noise_event *e = reserve();
+	if (e) {
+		e->start_ns = t->fault_ns;
+		e->end_ns = now;
+		e->id = t->fault_addr;
+		e->aux = 0;
+		e->cpu = t->fault_cpu;
+		e->kind = NOISE_FAULT;
+		e->sub = 0;
+		e->flags = flags;
+		__builtin_memset(e->name, 0, NOISE_NAME);
+		bpf_ringbuf_submit(e, wakeup_flags());
+	}
+	t->fault_ns = 0;
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(oslens_fault_user, unsigned long address)
+{
+	fault_start(address);
+	return 0;
+}
+
+SEC("raw_tp/page_fault_kernel")
+int BPF_PROG(oslens_fault_kernel, unsigned long address)
+{
+	fault_start(address);
+	return 0;
+}
+
+/* Return 0: the perf event itself records nothing. */
+SEC("perf_event")
+int oslens_fault_min(struct bpf_perf_event_data *ctx)
+{
+	fault_end(0);
+	return 0;
+}
+
+SEC("perf_event")
+int oslens_fault_maj(struct bpf_perf_event_data *ctx)
+{
+	fault_end(NOISE_F_MAJOR);
+	return 0;
+}
+
+SEC("fentry/handle_mm_fault")
+int BPF_PROG(oslens_fault_entry, struct vm_area_struct *vma, unsigned long address)
+{
+	fault_start(address);
+	return 0;
+}
+
+SEC("fexit/handle_mm_fault")
+int BPF_PROG(oslens_fault_exit, struct vm_area_struct *vma, unsigned long address, unsigned int flags,
+	     struct pt_regs *regs, vm_fault_t ret)
+{
+	fault_end(ret & VM_FAULT_MAJOR ? NOISE_F_MAJOR : 0);
+	return 0;
+}

@@ -1,0 +1,762 @@
+/* Noise attribution, user side: loads noise.bpf.c (through the skeleton
+ * bpftool generated from it), tells it which CPUs and threads are probed,
+ * and turns its ring-buffer records into struct trace_event. libbpf is
+ * linked in statically, so the engine still needs nothing but libc. */
+#include "trace.h"
+#include "../json.h"
+#include "../topology.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "noise.h"
+#include "noise.skel.h"
+
+_Static_assert(NOISE_IRQ == TRACE_IRQ && NOISE_SOFTIRQ == TRACE_SOFTIRQ && NOISE_NMI == TRACE_NMI &&
+		       NOISE_VECTOR == TRACE_VECTOR && NOISE_TASK == TRACE_TASK && NOISE_FAULT == TRACE_FAULT,
+	       "noise.h kinds must match trace.h");
+_Static_assert(NOISE_F_KTHREAD == TRACE_F_KTHREAD && NOISE_F_MAJOR == TRACE_F_MAJOR, "noise.h flags");
+_Static_assert(NOISE_NAME == sizeof(((struct trace_event *)0)->name), "name sizes");
+
+static struct noise_bpf *skel;
+static struct ring_buffer *rb;
+static void (*poll_cb)(const struct trace_event *, void *);
+static void *poll_arg;
+static int poll_count;
+static char missing[512];      /* what this kernel lacks: "threshold_apic,deferred_error,..." */
+static char libbpf_last[256];  /* libbpf's last warning: the cause of a failure */
+static struct bpf_link **perf_links; /* the fault-end programs on their perf events */
+static int n_perf_links;
+static pid_t owner;            /* the process that called trace_start */
+
+/* How the faults of the probed threads are timed (see noise.bpf.c). */
+enum fault_mode { FAULT_NONE, FAULT_TP, FAULT_FENTRY };
+
+/* ---- names ---- */
+
+static const char *const softirq_names[] = {"HI",      "TIMER", "NET_TX",  "NET_RX", "BLOCK",
+					    "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"};
+
+static const char *const vector_names[NV_MAX] = {
+	[NV_LOCAL_TIMER] = "local_timer",
+	[NV_RESCHEDULE] = "reschedule",
+	[NV_CALL_FUNCTION] = "call_function",
+	[NV_CALL_FUNCTION_SINGLE] = "call_function_single",
+	[NV_IRQ_WORK] = "irq_work",
+	[NV_THERMAL_APIC] = "thermal_apic",
+	[NV_THRESHOLD_APIC] = "threshold_apic",
+	[NV_DEFERRED_ERROR] = "deferred_error",
+	[NV_ERROR_APIC] = "error_apic",
+	[NV_SPURIOUS_APIC] = "spurious_apic",
+	[NV_X86_PLATFORM_IPI] = "x86_platform_ipi",
+};
+
+/* NMI handlers are few: each address is looked up in /proc/kallsyms once. */
+static struct {
+	uint64_t addr;
+	char name[NOISE_NAME];
+} nmi_syms[16];
+static int n_nmi_syms;
+
+static void nmi_name(uint64_t addr, char *out)
+{
+	for (int i = 0; i < n_nmi_syms; i++)
+		if (nmi_syms[i].addr == addr) {
+			memcpy(out, nmi_syms[i].name, NOISE_NAME);
+			return;
+		}
+	snprintf(out, NOISE_NAME, "0x%" PRIx64, addr);
+	FILE *f = fopen("/proc/kallsyms", "r");
+	if (f) {
+		char line[512], sym[256];
+		unsigned long long a;
+		char type;
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "%llx %c %255s", &a, &type, sym) == 3 && a == addr) {
+				snprintf(out, NOISE_NAME, "%.*s", NOISE_NAME - 1, sym);
+				break;
+			}
+		fclose(f);
+	}
+	if (n_nmi_syms < (int)(sizeof nmi_syms / sizeof nmi_syms[0])) {
+		nmi_syms[n_nmi_syms].addr = addr;
+		memcpy(nmi_syms[n_nmi_syms++].name, out, NOISE_NAME);
+	}
+}
+
+/* ---- events ---- */
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	(void)ctx;
+	const struct noise_event *n = data;
+	if (size < sizeof *n)
+		return 0;
+	struct trace_event e = {
+		.start_ns = n->start_ns,
+		.end_ns = n->end_ns,
+		.cpu = n->cpu,
+		.kind = n->kind,
+		.id = n->id,
+		.flags = n->flags,
+	};
+	memcpy(e.name, n->name, sizeof e.name);
+	e.name[sizeof e.name - 1] = 0;
+	switch (n->kind) {
+	case TRACE_SOFTIRQ:
+		if (n->id >= 0 && n->id < (int64_t)(sizeof softirq_names / sizeof softirq_names[0]))
+			snprintf(e.name, sizeof e.name, "%s", softirq_names[n->id]);
+		else
+			snprintf(e.name, sizeof e.name, "softirq%lld", (long long)n->id);
+		break;
+	case TRACE_VECTOR:
+		snprintf(e.name, sizeof e.name, "%s", n->sub < NV_MAX && vector_names[n->sub] ? vector_names[n->sub] : "?");
+		break;
+	case TRACE_NMI:
+		nmi_name(n->aux, e.name);
+		break;
+	}
+	poll_count++;
+	if (poll_cb)
+		poll_cb(&e, poll_arg);
+	return 0;
+}
+
+/* ---- loading ---- */
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	static int verbose = -1;
+	if (verbose < 0)
+		verbose = getenv("OSLENS_TRACE_DEBUG") && *getenv("OSLENS_TRACE_DEBUG");
+	if (verbose)
+		return vfprintf(stderr, fmt, ap);
+	if (level != LIBBPF_WARN)
+		return 0;
+	char buf[sizeof libbpf_last];
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	buf[strcspn(buf, "\n")] = 0;
+	/* the verifier's log comes as many lines between "-- BEGIN/END" markers;
+	 * the line that names the failing program is more telling */
+	if (buf[0] && strncmp(buf, "--", 2) && !strstr(buf, "PROG LOAD LOG"))
+		snprintf(libbpf_last, sizeof libbpf_last, "%s", buf);
+	return 0;
+}
+
+static int whyf(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int whyf(char *why, size_t whylen, const char *fmt, ...)
+{
+	if (why && whylen) {
+		int n = snprintf(why, whylen, "attribution unavailable: ");
+		va_list ap;
+		va_start(ap, fmt);
+		if (n >= 0 && (size_t)n < whylen)
+			vsnprintf(why + n, whylen - n, fmt, ap);
+		va_end(ap);
+	}
+	trace_stop();
+	return -1;
+}
+
+static int have_cap(int cap)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0;
+	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* Kernels before 5.8 know no CAP_BPF: there CAP_SYS_ADMIN is the test. */
+static int privileged(void)
+{
+	return have_cap(CAP_SYS_ADMIN) || (have_cap(CAP_BPF) && have_cap(CAP_PERFMON));
+}
+
+/* EPERM: missing privilege, or a kernel that refuses even the privileged
+ * (lockdown, a security module). */
+static int priv_why(char *why, size_t whylen)
+{
+	if (privileged())
+		return whyf(why, whylen, "the kernel refused to load BPF programs although this process may "
+				"(Operation not permitted: lockdown or a security module?)");
+	return whyf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
+}
+
+/* tracefs's list of events, to leave out the programs whose tracepoint this
+ * kernel lacks (an x86 vector that is not configured, any vector elsewhere).
+ * NULL if tracefs is not mounted: then attaching is the test. */
+static char *read_available_events(void)
+{
+	static const char *const paths[] = {"/sys/kernel/tracing/available_events",
+					    "/sys/kernel/debug/tracing/available_events"};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		FILE *f = fopen(paths[i], "r");
+		if (!f)
+			continue;
+		size_t len = 0, cap = 1 << 16;
+		char *buf = malloc(cap + 1);
+		buf[0] = '\n';
+		len = 1;
+		size_t n;
+		while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+			len += n;
+			if (len == cap) {
+				char *more = realloc(buf, cap * 2 + 1);
+				if (!more) {
+					free(buf);
+					buf = NULL;
+					break;
+				}
+				buf = more;
+				cap *= 2;
+			}
+		}
+		fclose(f);
+		if (buf) {
+			buf[len] = 0;
+			if (len > 1)
+				return buf;
+			free(buf);
+		}
+	}
+	return NULL;
+}
+
+/* "raw_tp/irq_handler_entry" -> "irq_handler_entry"; NULL if not a raw tracepoint */
+static const char *tp_name(const struct bpf_program *p)
+{
+	const char *sec = bpf_program__section_name(p);
+	const char *slash = strchr(sec, '/');
+	return !strncmp(sec, "raw_tp/", 7) && slash ? slash + 1 : NULL;
+}
+
+static int is_fault_fentry(const struct bpf_program *p)
+{
+	return strstr(bpf_program__section_name(p), "handle_mm_fault") != NULL;
+}
+
+static int is_fault_perf(const struct bpf_program *p)
+{
+	return !strcmp(bpf_program__section_name(p), "perf_event");
+}
+
+static int is_fault_tp(const struct bpf_program *p)
+{
+	const char *tp = tp_name(p);
+	return tp && !strncmp(tp, "page_fault_", 11);
+}
+
+/* Without these the intervals are not worth having. */
+static int required(const struct bpf_program *p)
+{
+	const char *tp = tp_name(p);
+	return tp && (!strncmp(tp, "irq_handler_", 12) || !strncmp(tp, "softirq_", 8) || !strcmp(tp, "sched_switch"));
+}
+
+static void note_missing(const char *what)
+{
+	size_t len = strlen(missing);
+	char pat[128];
+	snprintf(pat, sizeof pat, ",%s,", what);
+	char have[sizeof missing + 2];
+	snprintf(have, sizeof have, ",%s,", missing);
+	if (strstr(have, pat))
+		return;
+	snprintf(missing + len, sizeof missing - len, "%s%s", len ? "," : "", what);
+}
+
+/* The x86 vectors come in entry/exit pairs: one name for the pair. */
+static void note_missing_tp(const char *tp)
+{
+	char name[128];
+	snprintf(name, sizeof name, "%s", tp);
+	size_t n = strlen(name);
+	if (n > 6 && !strcmp(name + n - 6, "_entry"))
+		name[n - 6] = 0;
+	else if (n > 5 && !strcmp(name + n - 5, "_exit"))
+		name[n - 5] = 0;
+	note_missing(name);
+}
+
+/* Opens the skeleton with the programs this kernel can take, and loads it. */
+static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, const char *events_list,
+			 char *why, size_t whylen)
+{
+	skel = noise_bpf__open();
+	if (!skel)
+		return whyf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
+	bpf_map__set_max_entries(skel->maps.cpus, ncpus_possible);
+	bpf_map__set_max_entries(skel->maps.tids, ntids > 0 ? ntids : 1);
+
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj) {
+		const char *tp = tp_name(p);
+		int load = 1;
+		if (ntids == 0 && tp && !strcmp(tp, "sched_switch"))
+			load = 0; /* no probed threads: no tasks to attribute */
+		else if (is_fault_tp(p) || is_fault_perf(p))
+			load = faults == FAULT_TP;
+		else if (is_fault_fentry(p))
+			load = faults == FAULT_FENTRY;
+		else if (tp && events_list) {
+			char pat[128];
+			snprintf(pat, sizeof pat, ":%s\n", tp);
+			if (!strstr(events_list, pat)) {
+				if (required(p))
+					return whyf(why, whylen, "this kernel has no tracepoint %s", tp);
+				load = 0;
+				note_missing_tp(tp);
+			}
+		}
+		bpf_program__set_autoload(p, load);
+	}
+	libbpf_last[0] = 0;
+	int err = noise_bpf__load(skel);
+	if (err) {
+		int e = -err;
+		if (e == EPERM)
+			return priv_why(why, whylen);
+		return whyf(why, whylen, "the kernel rejected the BPF programs (%s)%s%s", strerror(e),
+			    libbpf_last[0] ? ": " : "", libbpf_last);
+	}
+	return 0;
+}
+
+static void destroy_perf_links(void)
+{
+	for (int i = 0; i < n_perf_links; i++)
+		bpf_link__destroy(perf_links[i]); /* closes the perf event too */
+	free(perf_links);
+	perf_links = NULL;
+	n_perf_links = 0;
+}
+
+/* One minor-fault and one major-fault software event per probed CPU, each
+ * overflowing at every fault into its oslens_fault_* program. */
+static int attach_fault_ends(const int *cpus, int ncpus)
+{
+	perf_links = calloc(2 * ncpus, sizeof *perf_links);
+	if (!perf_links)
+		return -1;
+	for (int i = 0; i < ncpus; i++)
+		for (int major = 0; major < 2; major++) {
+			struct perf_event_attr attr = {
+				.type = PERF_TYPE_SOFTWARE,
+				.size = sizeof attr,
+				.config = major ? PERF_COUNT_SW_PAGE_FAULTS_MAJ : PERF_COUNT_SW_PAGE_FAULTS_MIN,
+				.sample_period = 1,
+				.disabled = 1,
+			};
+			int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
+			if (fd < 0)
+				goto fail;
+			struct bpf_link *link = bpf_program__attach_perf_event(
+				major ? skel->progs.oslens_fault_maj : skel->progs.oslens_fault_min, fd);
+			if (!link) {
+				close(fd);
+				goto fail;
+			}
+			perf_links[n_perf_links++] = link;
+		}
+	return 0;
+fail:
+	destroy_perf_links();
+	return -1;
+}
+
+int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+{
+	if (why && whylen)
+		why[0] = 0;
+	trace_stop();
+	missing[0] = 0;
+	static int atexit_done;
+	if (!atexit_done) {
+		atexit(trace_stop);
+		atexit_done = 1;
+	}
+	libbpf_set_print(libbpf_print);
+	owner = getpid();
+
+	if (!privileged())
+		return priv_why(why, whylen);
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		return whyf(why, whylen, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
+			    strerror(errno));
+	int possible = libbpf_num_possible_cpus();
+	if (possible <= 0)
+		return whyf(why, whylen, "cannot count the possible CPUs: %s", strerror(-possible));
+	if (ncpus <= 0)
+		return whyf(why, whylen, "no CPU to trace");
+	for (int i = 0; i < ncpus; i++)
+		if (cpus[i] < 0 || cpus[i] >= possible)
+			return whyf(why, whylen, "CPU %d does not exist (%d possible)", cpus[i], possible);
+
+	/* Faults: the exceptions tracepoints (x86) with perf's fault accounting
+	 * as the end, else fentry/fexit on handle_mm_fault if BTF knows it. If
+	 * loading fails with them, the rest is still worth having. */
+	char *events_list = read_available_events();
+	enum fault_mode faults = FAULT_NONE;
+	if (ntids > 0) {
+		if (!events_list || strstr(events_list, ":page_fault_user\n")) {
+			faults = FAULT_TP;
+		} else {
+			struct btf *vmlinux = btf__load_vmlinux_btf();
+			if (vmlinux && btf__find_by_name_kind(vmlinux, "handle_mm_fault", BTF_KIND_FUNC) >= 0)
+				faults = FAULT_FENTRY;
+			btf__free(vmlinux);
+		}
+		if (faults == FAULT_NONE)
+			note_missing("page_faults");
+	}
+	int err = open_and_load(possible, ntids, faults, events_list, why, whylen);
+	if (err && faults != FAULT_NONE) {
+		faults = FAULT_NONE;
+		note_missing("page_faults");
+		err = open_and_load(possible, ntids, faults, events_list, why, whylen);
+	}
+	free(events_list);
+	if (err)
+		return -1;
+
+	__u8 one = 1;
+	for (int i = 0; i < ncpus; i++) {
+		__u32 cpu = (__u32)cpus[i];
+		if (bpf_map__update_elem(skel->maps.cpus, &cpu, sizeof cpu, &one, sizeof one, BPF_ANY))
+			return whyf(why, whylen, "cannot set up the CPU map: %s", strerror(errno));
+	}
+	struct tid_state zero = {0};
+	for (int i = 0; i < ntids; i++) {
+		__u32 tid = (__u32)tids[i];
+		if (bpf_map__update_elem(skel->maps.tids, &tid, sizeof tid, &zero, sizeof zero, BPF_ANY))
+			return whyf(why, whylen, "cannot set up the thread map: %s", strerror(errno));
+	}
+
+	if (faults == FAULT_TP && attach_fault_ends(cpus, ncpus) != 0) {
+		faults = FAULT_NONE;
+		note_missing("page_faults");
+	}
+
+	/* Exits before entries: an exit whose entry was not seen is ignored,
+	 * whereas an entry whose exit is not attached yet would stay open. */
+	for (int pass = 0; pass < 2; pass++) {
+		struct bpf_program *p;
+		bpf_object__for_each_program(p, skel->obj) {
+			if (!bpf_program__autoload(p) || is_fault_perf(p) || (is_fault_tp(p) && faults != FAULT_TP))
+				continue;
+			const char *sec = bpf_program__section_name(p);
+			int is_exit = strstr(sec, "_exit") || !strncmp(sec, "fexit/", 6);
+			if (is_exit != (pass == 0))
+				continue;
+			libbpf_last[0] = 0;
+			struct bpf_link *link = bpf_program__attach(p);
+			if (!link) {
+				int e = errno;
+				if (required(p))
+					return e == EPERM ? priv_why(why, whylen)
+							  : whyf(why, whylen, "cannot attach to %s: %s", sec, strerror(e));
+				const char *tp = tp_name(p);
+				if (is_fault_fentry(p) || is_fault_tp(p))
+					note_missing("page_faults");
+				else if (tp)
+					note_missing_tp(tp);
+				else
+					note_missing(sec);
+				continue;
+			}
+			/* the skeleton's destroy detaches the links it knows */
+			for (int k = 0; k < skel->skeleton->prog_cnt; k++)
+				if (*skel->skeleton->progs[k].prog == p)
+					*skel->skeleton->progs[k].link = link;
+		}
+	}
+
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, NULL, NULL);
+	if (!rb)
+		return whyf(why, whylen, "cannot map the ring buffer: %s", strerror(errno));
+	return 0;
+}
+
+int trace_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, int timeout_ms)
+{
+	if (!rb)
+		return -1;
+	poll_cb = cb;
+	poll_arg = arg;
+	poll_count = 0;
+	/* The BPF side does not wake us (that would be noise on the probed
+	 * CPU): take what is there, else sleep and look again. */
+	int n = ring_buffer__consume(rb);
+	if (n == 0 && timeout_ms > 0) {
+		n = ring_buffer__poll(rb, timeout_ms);
+		if (n == -EINTR)
+			n = 0;
+		if (n >= 0)
+			n = ring_buffer__consume(rb);
+	}
+	poll_cb = NULL;
+	return n < 0 ? -1 : poll_count;
+}
+
+uint64_t trace_lost(void)
+{
+	return skel && skel->bss ? skel->bss->lost : 0;
+}
+
+/* The event sources this kernel could not give (comma-separated). */
+const char *trace_missing(void)
+{
+	return missing;
+}
+
+void trace_stop(void)
+{
+	if (owner && getpid() != owner) {
+		/* A forked child (a worker that exits) holds copies of the fds:
+		 * leave them to its exit. Destroying would PERF_EVENT_IOC_DISABLE
+		 * the perf events the parent still uses. */
+		skel = NULL;
+		rb = NULL;
+		perf_links = NULL;
+		n_perf_links = 0;
+		return;
+	}
+	destroy_perf_links();
+	if (rb) {
+		ring_buffer__free(rb);
+		rb = NULL;
+	}
+	if (skel) {
+		noise_bpf__destroy(skel);
+		skel = NULL;
+	}
+}
+
+/* ---- oslens-engine trace ---- */
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("oslens-engine: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 2;
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+struct batch {
+	struct json *j;
+	int n;
+};
+
+#define BATCH_MAX 1000
+
+static void batch_flush(struct batch *b)
+{
+	if (!b->j)
+		return;
+	json_end(b->j);
+	json_emit(b->j);
+	b->j = NULL;
+	b->n = 0;
+}
+
+static void batch_add(const struct trace_event *e, void *arg)
+{
+	struct batch *b = arg;
+	if (!b->j) {
+		b->j = json_record("events");
+		json_arr(b->j, "events");
+	}
+	json_arr(b->j, NULL);
+	json_uint(b->j, NULL, e->cpu);
+	json_uint(b->j, NULL, e->start_ns);
+	json_uint(b->j, NULL, e->end_ns);
+	json_uint(b->j, NULL, e->kind);
+	json_int(b->j, NULL, e->id);
+	json_uint(b->j, NULL, e->flags);
+	json_str(b->j, NULL, e->name);
+	json_end(b->j);
+	if (++b->n >= BATCH_MAX)
+		batch_flush(b);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void emit_missing(struct json *j)
+{
+	json_arr(j, "missing");
+	char buf[sizeof missing];
+	snprintf(buf, sizeof buf, "%s", missing);
+	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_str(j, NULL, t);
+	json_end(j);
+}
+
+/* Keeps this process off the CPUs it watches, where it would be noise. */
+static void move_off(const int *cpus, int ncpus)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return;
+	for (int i = 0; i < ncpus; i++)
+		if (cpus[i] < CPU_SETSIZE)
+			CPU_CLR(cpus[i], &set);
+	if (CPU_COUNT(&set) > 0)
+		sched_setaffinity(0, sizeof set, &set);
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"cpus", required_argument, 0, 'c'},
+						 {"duration", required_argument, 0, 'd'},
+						 {"tids", required_argument, 0, 't'},
+						 {0, 0, 0, 0}};
+	const char *cpus_arg = NULL, *tids_arg = NULL;
+	double duration = -1;
+	optind = 2;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': cpus_arg = optarg; break;
+		case 't': tids_arg = optarg; break;
+		case 'd': {
+			char *end;
+			errno = 0;
+			duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(duration) || duration <= 0 || duration > 86400 * 7)
+				return usage_error("--duration: '%s' is not a positive number of seconds", optarg);
+			break;
+		}
+		default: return usage_error("trace: unknown option or missing value: '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("trace: unexpected argument '%s'", argv[optind]);
+	if (!cpus_arg || duration < 0)
+		return usage_error("usage: oslens-engine trace --cpus LIST --duration S [--tids LIST]");
+
+	int possible = libbpf_num_possible_cpus();
+	if (possible <= 0)
+		possible = 4096;
+	int *cpus = calloc(possible + 1, sizeof *cpus);
+	int ncpus = cpus ? cpulist_parse(cpus_arg, cpus, possible + 1) : -1;
+	if (ncpus <= 0)
+		return usage_error("--cpus: '%s' is not a CPU list (e.g. 0-3,8)", cpus_arg);
+	for (int i = 0; i < ncpus; i++) {
+		if (cpus[i] >= possible)
+			return usage_error("--cpus: CPU %d does not exist (%d possible)", cpus[i], possible);
+		for (int k = 0; k < i; k++)
+			if (cpus[k] == cpus[i])
+				return usage_error("--cpus: CPU %d is listed twice", cpus[i]);
+	}
+	enum { MAX_TIDS = 4096 };
+	int *tids = calloc(MAX_TIDS, sizeof *tids);
+	int ntids = 0;
+	if (tids_arg) {
+		ntids = tids ? cpulist_parse(tids_arg, tids, MAX_TIDS) : -1;
+		if (ntids <= 0)
+			return usage_error("--tids: '%s' is not a list of at most %d thread ids", tids_arg, MAX_TIDS);
+		for (int i = 0; i < ntids; i++) {
+			char path[64];
+			snprintf(path, sizeof path, "/proc/%d", tids[i]);
+			if (tids[i] <= 0 || access(path, F_OK) != 0)
+				return usage_error("--tids: no thread %d", tids[i]);
+		}
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	move_off(cpus, ncpus);
+
+	char why[512];
+	if (trace_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
+		struct json *j = json_record("trace");
+		json_bool(j, "available", 0);
+		json_str(j, "reason", why);
+		json_emit(j);
+		fprintf(stderr, "oslens-engine: %s\n", why);
+		free(cpus);
+		free(tids);
+		return 1;
+	}
+
+	struct batch b = {0};
+	double end = now_s() + duration;
+	int failed = 0;
+	while (!stop_signal && !json_output_lost) {
+		double left = end - now_s();
+		if (left <= 0)
+			break;
+		int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+		if (trace_poll(batch_add, &b, ms) < 0) {
+			failed = 1;
+			break;
+		}
+		batch_flush(&b);
+	}
+	/* what the kernel recorded up to now */
+	if (!failed)
+		trace_poll(batch_add, &b, 0);
+	batch_flush(&b);
+	uint64_t lost = trace_lost();
+	struct json *j = json_record("trace");
+	json_bool(j, "available", 1);
+	json_uint(j, "lost", lost);
+	emit_missing(j);
+	if (stop_signal)
+		json_int(j, "signal", stop_signal);
+	json_emit(j);
+	trace_stop();
+	free(cpus);
+	free(tids);
+	if (stop_signal)
+		return 128 + stop_signal;
+	return failed || json_output_lost ? 1 : 0;
+}
