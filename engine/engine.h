@@ -29,6 +29,7 @@ struct run_config {
 	struct cpu_topo *cpus;      /* nworkers entries, the plan */
 	int *partner_cpus;          /* per worker: a CPU for its partner task, or -1 */
 	int latency;                /* time every operation into a histogram */
+	int trace;                  /* record kernel events on the workers' CPUs (BPF) */
 	double duration_s;          /* fixed time, or 0 */
 	uint64_t ops;               /* fixed work, or 0 */
 	double warmup_s;
@@ -43,6 +44,7 @@ struct run_config {
 /* Runs every repetition and returns the process exit status. */
 int run_probe(const struct run_config *cfg, const struct topology *topo);
 
+int cmd_inject(int argc, char **argv);
 void die_usage(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 #endif

@@ -1,6 +1,7 @@
 /* oslens-engine: argv in, JSON lines out. See README.md for the records. */
 #include "engine.h"
 #include "json.h"
+#include "trace/trace.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -30,7 +31,7 @@ static void usage(void)
 	      "         [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
-	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]]\n", stderr);
+	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]] [--trace]\n", stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -73,6 +74,7 @@ static void emit_probe(const struct probe *p, void *arg)
 	}
 	json_end(j);
 	json_bool(j, "static", p->needs_static);
+	json_bool(j, "timed", p->timed != NULL);
 	json_emit(j);
 }
 
@@ -254,6 +256,7 @@ static int cmd_run(int argc, char **argv)
 		{"opt", required_argument, 0, 'o'},     {"time-limit", required_argument, 0, 't'},
 		{"clock", required_argument, 0, 'C'},   {"tmpdir", required_argument, 0, 'T'},
 		{"latency", no_argument, 0, 'L'},      {"mix", no_argument, 0, 'M'},
+		{"trace", no_argument, 0, 'R'},
 		{0, 0, 0, 0}};
 	struct run_config cfg = {.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1,
 				 .reps = 1, .argc = argc, .argv = argv};
@@ -297,6 +300,7 @@ static int cmd_run(int argc, char **argv)
 		case 'T': cfg.tmpdir_base = optarg; break;
 		case 'L': cfg.latency = 1; break;
 		case 'M': cfg.mix = 1; break;
+		case 'R': cfg.trace = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
@@ -338,6 +342,10 @@ static int cmd_run(int argc, char **argv)
 #endif
 	for (int i = 0; i < nopts; i++)
 		set_opt(&cfg, opts[i]);
+	for (int k = 0; k < cfg.nchoices && cfg.latency; k++)
+		if (!cfg.choices[k].probe->timed)
+			die_usage("probe %s has no per-operation latency (it is not a repeated operation)",
+				  cfg.choices[k].probe->name);
 
 	struct topology topo;
 	if (topology_read(&topo) != 0)
@@ -401,6 +409,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "topology"))
 		return cmd_topology();
+	if (!strcmp(argv[1], "trace"))
+		return cmd_trace(argc, argv);
+	if (!strcmp(argv[1], "inject"))
+		return cmd_inject(argc, argv);
 	if (!strcmp(argv[1], "histtest"))
 		return cmd_histtest();
 	if (!strcmp(argv[1], "plan"))

@@ -13,6 +13,8 @@
 #include "clock.h"
 #include "hist.h"
 
+struct json;
+
 #define PROBE_MAX_OPTS 8
 #define PROBE_MAX_VARIANTS 8
 #define PROBE_MAX_SEMS 4096
@@ -81,6 +83,10 @@ struct probe {
 	 * latency into h (latency). Set both with PROBE_OPS(op). */
 	uint64_t (*loop)(struct worker *w, const struct loop *l, int *err);
 	uint64_t (*timed)(struct worker *w, const struct loop *l, struct hist *h, int *err);
+	/* Optional: the probe's own results, added to a record of type
+	 * emit_type that the worker writes after its loop, before teardown. */
+	int (*emit)(struct worker *w, struct json *j);
+	const char *emit_type;
 };
 
 /* Register a probe: `OSLENS_PROBE(dup) = { .name = "dup", ... };` */

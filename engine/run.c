@@ -6,6 +6,7 @@
  * each slot alone on its cache lines. */
 #include "engine.h"
 #include "json.h"
+#include "trace/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +72,43 @@ struct master {
 
 static volatile sig_atomic_t got_signal;
 static const char *run_tmpdir;
+static int tracing;                  /* BPF events are being recorded */
+static int master_apart;             /* the master runs on no worker's CPU */
+static struct json *event_batch;     /* events not yet written */
+static int event_batch_n;
+
+enum { EVENT_BATCH = 2000 };
+
+static void flush_events(void)
+{
+	if (event_batch)
+		json_emit(event_batch);
+	event_batch = NULL;
+	event_batch_n = 0;
+}
+
+static void on_event(const struct trace_event *e, void *arg)
+{
+	(void)arg;
+	if (!event_batch) {
+		event_batch = json_record("events");
+		json_arr(event_batch, "events");
+	}
+	json_arr(event_batch, NULL);
+	json_int(event_batch, NULL, e->cpu);
+	json_uint(event_batch, NULL, e->start_ns);
+	json_uint(event_batch, NULL, e->end_ns);
+	json_int(event_batch, NULL, e->kind);
+	json_int(event_batch, NULL, e->id);
+	json_int(event_batch, NULL, e->flags);
+	char name[sizeof e->name + 1];
+	memcpy(name, e->name, sizeof e->name);
+	name[sizeof e->name] = 0;
+	json_str(event_batch, NULL, name);
+	json_end(event_batch);
+	if (++event_batch_n >= EVENT_BATCH)
+		flush_events();
+}
 
 static void on_signal(int sig) { if (!got_signal) got_signal = sig; }
 static void on_child(int sig) { (void)sig; }
@@ -99,31 +137,57 @@ static int pin_self(int cpu)
 	return rc;
 }
 
-static void hist_path(char *buf, size_t len, int rep, int idx)
+static void result_path(char *buf, size_t len, int rep, int idx)
 {
-	snprintf(buf, len, "%s/hist.%d.%d", run_tmpdir, rep, idx);
+	snprintf(buf, len, "%s/result.%d.%d", run_tmpdir, rep, idx);
 }
 
-/* Workers write their own histograms (tens of KB each) to files that the
- * master copies to stdout in order: no worker ever blocks on the pipe. */
-static int save_hists(const struct shm *shm, const struct run_config *cfg, int idx, struct hist **h)
+/* Whether workers leave result records: histograms, or a probe's own. */
+static int has_results(const struct run_config *cfg)
+{
+	int any = cfg->latency;
+	for (int k = 0; k < cfg->nchoices; k++)
+		any |= cfg->choices[k].probe->emit != NULL;
+	return any;
+}
+
+static struct json *result_record(const char *type, const struct shm *shm, const struct run_config *cfg,
+				  int idx, const struct choice *c)
+{
+	struct json *j = json_record(type);
+	json_int(j, "rep", shm->ctl.rep);
+	json_int(j, "worker", idx);
+	json_int(j, "cpu", cfg->cpus[idx].cpu);
+	json_int(j, "tid", shm->slot[idx].c.tid);
+	json_str(j, "probe", c->probe->name);
+	json_str(j, "variant", c->probe->variants[c->variant].name);
+	return j;
+}
+
+/* Workers write their own results (histograms of tens of KB, detour lists)
+ * to files that the master copies to stdout in order: no worker ever blocks
+ * on the pipe, and records never interleave. */
+static int save_results(const struct shm *shm, const struct run_config *cfg, int idx,
+			struct worker *w, struct hist **h)
 {
 	char path[4200];
-	hist_path(path, sizeof path, shm->ctl.rep, idx);
+	result_path(path, sizeof path, shm->ctl.rep, idx);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
 	int rc = 0;
 	for (int k = 0; k < cfg->nchoices && !rc; k++) {
 		const struct choice *c = &cfg->choices[k];
-		struct json *j = json_record("hist");
-		json_int(j, "rep", shm->ctl.rep);
-		json_int(j, "worker", idx);
-		json_int(j, "cpu", cfg->cpus[idx].cpu);
-		json_str(j, "probe", c->probe->name);
-		json_str(j, "variant", c->probe->variants[c->variant].name);
-		hist_emit(j, "hist", h[k], ticks_unit_ns());
-		rc = json_emit_fd(j, fd);
+		if (h[k]) {
+			struct json *j = result_record("hist", shm, cfg, idx, c);
+			hist_emit(j, "hist", h[k], ticks_unit_ns());
+			rc = json_emit_fd(j, fd);
+		}
+		if (!rc && c->probe->emit) {
+			struct json *j = result_record(c->probe->emit_type, shm, cfg, idx, c);
+			rc = c->probe->emit(&w[k], j);
+			rc = json_emit_fd(j, fd) || rc;
+		}
 	}
 	return close(fd) || rc ? -1 : 0;
 }
@@ -226,9 +290,9 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 	s->c.cpu_end = sched_getcpu();
 	if (err)
 		snprintf(what, sizeof what, "%s operation", envs[failed].probe->name);
-	else if (cfg->latency && save_hists(shm, cfg, idx, h) != 0) {
+	else if (has_results(cfg) && save_results(shm, cfg, idx, w, h) != 0) {
 		err = errno;
-		snprintf(what, sizeof what, "saving the histograms");
+		snprintf(what, sizeof what, "saving the results");
 	}
 teardown:
 	while (set_up-- > 0)
@@ -384,7 +448,8 @@ static const char *check(struct master *m, int expect_exit)
 	return NULL;
 }
 
-/* Sleeps until `until` (clock_ns), waking early for signals and child exits. */
+/* Sleeps until `until` (clock_ns), waking early for signals and child
+ * exits; while tracing, the master drains the kernel's events meanwhile. */
 static void sleep_until(uint64_t until)
 {
 	uint64_t now = clock_ns();
@@ -393,8 +458,57 @@ static void sleep_until(uint64_t until)
 	uint64_t d = until - now;
 	if (d > 10000000ull) /* re-check at least every 10 ms */
 		d = 10000000ull;
+	if (tracing && d >= 1000000ull) {
+		trace_poll(on_event, NULL, (int)(d / 1000000ull));
+		return;
+	}
 	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
 	nanosleep(&ts, NULL);
+}
+
+/* Starts recording kernel events on the workers' CPUs, for their threads. */
+static void start_tracing(const struct master *m)
+{
+	int n = m->cfg->nworkers, *cpus = calloc(n, sizeof *cpus), *tids = calloc(n, sizeof *tids);
+	char why[256] = "out of memory";
+	if (cpus && tids) {
+		for (int i = 0; i < n; i++) {
+			cpus[i] = m->cfg->cpus[i].cpu;
+			tids[i] = m->shm->slot[i].c.tid;
+		}
+		tracing = trace_start(cpus, n, tids, n, why, sizeof why) == 0;
+	}
+	free(cpus);
+	free(tids);
+	if (!tracing) {
+		struct json *j = json_record("trace");
+		json_bool(j, "available", 0);
+		json_str(j, "reason", why);
+		json_emit(j);
+	}
+}
+
+/* Drains what is left, unloads everything, and says how complete it was. */
+static void stop_tracing(void)
+{
+	if (!tracing)
+		return;
+	while (trace_poll(on_event, NULL, 0) > 0)
+		;
+	flush_events();
+	uint64_t lost = trace_lost();
+	char missing[256];
+	snprintf(missing, sizeof missing, "%s", trace_missing());
+	trace_stop();
+	tracing = 0;
+	struct json *j = json_record("trace");
+	json_bool(j, "available", 1);
+	json_uint(j, "lost", lost);
+	json_arr(j, "missing");
+	for (char *save, *t = strtok_r(missing, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_str(j, NULL, t);
+	json_end(j);
+	json_emit(j);
 }
 
 static int count_state(const struct master *m, int state)
@@ -572,15 +686,15 @@ static const char *measure_fixed_work(struct master *m, int rep)
 	return NULL;
 }
 
-static const char *emit_hists(const struct master *m, int rep)
+static const char *emit_results(const struct master *m, int rep)
 {
 	static char why[300];
 	for (int i = 0; i < m->cfg->nworkers; i++) {
 		char path[4200], buf[65536];
-		hist_path(path, sizeof path, rep, i);
+		result_path(path, sizeof path, rep, i);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
-			snprintf(why, sizeof why, "worker %d left no histogram: %s", i, strerror(errno));
+			snprintf(why, sizeof why, "worker %d left no results: %s", i, strerror(errno));
 			return why;
 		}
 		ssize_t n;
@@ -591,6 +705,52 @@ static const char *emit_hists(const struct master *m, int rep)
 		unlink(path);
 	}
 	return NULL;
+}
+
+/* The kernel's own accounting of the workers' CPUs (/proc/stat), read
+ * around the measured window: irq, softirq and steal time (the hypervisor
+ * running something else) that no guest-side event can show. */
+struct cpustat {
+	uint64_t v[8]; /* user nice system idle iowait irq softirq steal, in USER_HZ */
+};
+
+static void read_cpustat(const struct run_config *cfg, struct cpustat *out)
+{
+	memset(out, 0, sizeof *out * cfg->nworkers);
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		int cpu;
+		struct cpustat s;
+		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2],
+			   &s.v[3], &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
+			continue;
+		for (int i = 0; i < cfg->nworkers; i++)
+			if (cfg->cpus[i].cpu == cpu)
+				out[i] = s;
+	}
+	fclose(f);
+}
+
+static void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b)
+{
+	static const char *names[8] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
+	double ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
+	struct json *j = json_record("cpustat");
+	json_int(j, "rep", rep);
+	json_num(j, "resolution_ns", ns_per_tick);
+	json_arr(j, "cpus");
+	for (int i = 0; i < cfg->nworkers; i++) {
+		json_obj(j, NULL);
+		json_int(j, "cpu", cfg->cpus[i].cpu);
+		for (int k = 0; k < 8; k++)
+			json_num(j, names[k], (double)(b[i].v[k] - a[i].v[k]) * ns_per_tick);
+		json_end(j);
+	}
+	json_end(j);
+	json_emit(j);
 }
 
 static void emit_resources(const struct master *m, int rep)
@@ -670,18 +830,31 @@ static const char *run_rep(struct master *m, int rep)
 		sleep_until(clock_ns() + 1000000ull);
 
 	uint64_t t_go = 0;
+	struct cpustat *stat0 = calloc(cfg->nworkers, sizeof *stat0), *stat1 = calloc(cfg->nworkers, sizeof *stat1);
+	if (!why && (!stat0 || !stat1))
+		why = "out of memory";
 	if (!why) {
 		emit_started(m, rep);
+		if (cfg->trace)
+			start_tracing(m);
+		read_cpustat(cfg, stat0);
 		t_go = clock_ns();
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep);
-		if (!why && cfg->latency)
-			why = emit_hists(m, rep);
+		read_cpustat(cfg, stat1);
+		stop_tracing();
+		if (!why)
+			emit_cpustat(cfg, rep, stat0, stat1);
+		if (!why && has_results(cfg))
+			why = emit_results(m, rep);
 	}
 	uint64_t t_end = clock_ns();
+	stop_tracing(); /* on every path: nothing stays loaded */
+	free(stat0);
+	free(stat1);
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);
 	while (set_up-- > 0) {
 		if (m->envs[set_up].probe->global_teardown)
@@ -786,7 +959,34 @@ static void emit_header(const struct run_config *cfg, const struct topology *top
 	json_int(j, "reps", cfg->reps);
 	json_str(j, "tmpdir", run_tmpdir);
 	json_int(j, "pid", getpid());
+	json_bool(j, "master_apart", master_apart);
 	json_emit(j);
+}
+
+/* The master wakes to sample (and to drain kernel events): where a CPU no
+ * worker uses exists, it runs there, so its own wake-ups are never noise
+ * on the CPUs it measures. The header says where it ran. */
+static int place_master(const struct run_config *cfg, const struct topology *topo)
+{
+	int max = 0;
+	for (int i = 0; i < topo->n; i++)
+		max = topo->cpus[i].cpu > max ? topo->cpus[i].cpu : max;
+	cpu_set_t *set = CPU_ALLOC(max + 1);
+	size_t size = CPU_ALLOC_SIZE(max + 1);
+	CPU_ZERO_S(size, set);
+	int free_cpus = 0;
+	for (int i = 0; i < topo->n; i++) {
+		int used = 0;
+		for (int w = 0; w < cfg->nworkers && !used; w++)
+			used = cfg->cpus[w].cpu == topo->cpus[i].cpu;
+		if (!used) {
+			CPU_SET_S(topo->cpus[i].cpu, size, set);
+			free_cpus++;
+		}
+	}
+	int placed = free_cpus && sched_setaffinity(0, size, set) == 0;
+	CPU_FREE(set);
+	return placed;
 }
 
 int run_probe(const struct run_config *cfg, const struct topology *topo)
@@ -821,6 +1021,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	if (cfg->time_limit_s > 0)
 		m.deadline = clock_ns() + (uint64_t)(cfg->time_limit_s * 1e9);
 
+	master_apart = place_master(cfg, topo);
 	emit_header(cfg, topo);
 	const char *why = NULL;
 	for (int rep = 0; rep < cfg->reps && !why; rep++)

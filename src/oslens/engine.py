@@ -46,6 +46,7 @@ class ProbeInfo:
     variant_syscalls: dict
     options: dict  # name -> {"default", "min", "max", "help"}
     static: bool
+    timed: bool    # has a per-operation latency (latency can measure it)
 
 
 def _query(*args: str) -> list[dict]:
@@ -65,7 +66,7 @@ def probes() -> dict[str, ProbeInfo]:
             variants=tuple(v["name"] for v in r["variants"]),
             variant_help={v["name"]: v["help"] for v in r["variants"]},
             variant_syscalls={v["name"]: tuple(v["syscalls"]) for v in r["variants"]},
-            options={o["name"]: o for o in r["options"]}, static=r["static"])
+            options={o["name"]: o for o in r["options"]}, static=r["static"], timed=r["timed"])
     return out
 
 

@@ -227,8 +227,11 @@ def latency_plan(*, probe: str | None, workers: str, mode: str, placement: str, 
     if probe:
         probes = parse_probes(probe)
     else:
-        probes = [(p.name, v) for p in engine.probes().values() if p.name not in LATENCY_NOT_DEFAULT
+        probes = [(p.name, v) for p in engine.probes().values() if p.name not in LATENCY_NOT_DEFAULT and p.timed
                   for v in p.variants]
+    untimed = [n for n, _ in probes if not engine.probes()[n].timed]
+    if untimed:
+        raise UsageError(f"probe {untimed[0]} has no per-operation latency (use 'oslens noise' for detours)")
     spec = parse_compete(compete) if compete else None
     if spec:
         from .compete import competitor_cpus
