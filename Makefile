@@ -27,6 +27,7 @@ engine:
 bench: install
 	$(PY) bench/instrument.py
 	$(PY) bench/latency.py
+	$(PY) bench/noise.py
 
 clean:
 	$(MAKE) -C engine clean

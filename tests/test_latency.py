@@ -16,7 +16,8 @@ from oslens.compete import competing, parse_compete
 
 from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, probe_args, run_engine
 
-CATALOGUE = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants if p.name != "fork-static"]
+CATALOGUE = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants
+             if p.name != "fork-static" and p.timed]
 QS = [0, 50, 90, 99, 99.9, 99.99, 100]
 
 
