@@ -50,8 +50,11 @@ def attribution_or_skip(records: list[dict]) -> None:
 
 
 def test_injected_detours_are_found_measured_and_named(no_leaks):
-    busy_us = 1000
-    inject = subprocess.Popen([engine_bin(), "inject", "--cpu", str(CPU), "--period-us", "20000",
+    # A detour is the injected busy time plus the wake-up interrupt and two
+    # context switches around it (up to ~100 µs in a VM): 5 ms keeps that
+    # fixed part within the 10 % the probe must meet.
+    busy_us = 5000
+    inject = subprocess.Popen([engine_bin(), "inject", "--cpu", str(CPU), "--period-us", "25000",
                                "--busy-us", str(busy_us), "--duration", "2.6"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     records = detour_run(duration=3.0)
@@ -61,7 +64,7 @@ def test_injected_detours_are_found_measured_and_named(no_leaks):
     det = next(r for r in records if r["type"] == "detours")
     t0, t1 = det["start_ns"], det["start_ns"] + det["runtime_ns"]
     inside = [(s, e) for s, e in injected if t0 < s and e < t1]
-    assert len(inside) >= 100
+    assert len(inside) >= 80
     spans = [(end - dur, end, dur) for end, dur in det["detours"]]
     found = []
     for s, e in inside:
@@ -136,7 +139,7 @@ def test_nothing_stays_loaded(how, no_leaks):
 
 def test_cli_noise_round_trip(tmp_path, no_leaks):
     p = oslens("noise", "-q", "--json", "--cpus", str(CPU), "--duration", "0.5", "--step-us", "500",
-               db=tmp_path / "s.db")
+               "--ftq-us", "100", db=tmp_path / "s.db")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     alone = doc["phases"]["alone"]
@@ -144,6 +147,10 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
     assert cpu["cpu"] == CPU and cpu["runtime_ns"] > 0.4e9 and 0 <= cpu["lost_share"] < 1
     assert cpu["count"] >= len(doc["detours"]["alone"])
     assert alone["tail"]["windows"] > 0
+    ftq = cpu["ftq"]
+    # One count per 100 µs quantum of the run, the work lost a share.
+    assert ftq["quanta"] == pytest.approx(cpu["runtime_ns"] / 100_000, abs=2)
+    assert 0 <= ftq["min"] <= ftq["median"] <= ftq["full"] and 0 <= ftq["work_lost"] < 1
     shown = oslens("show", str(doc["run"]), "--json", db=tmp_path / "s.db")
     assert json.loads(shown.stdout)["phases"] == doc["phases"]
 
@@ -154,6 +161,7 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
     (["--threshold", "0"], "--threshold"),
     (["--duration", "0"], "--duration"),
     (["--step-us", "0"], "--step-us"),
+    (["--ftq-us", "0"], "--ftq-us"),
     (["--compete", "fork"], "every CPU"),
 ])
 def test_bad_noise_input(tmp_path, args, word):

@@ -20,6 +20,9 @@ struct detour {
 	uint64_t count, total_ticks, max_ticks;
 	uint64_t threshold_ticks, iterations, elapsed_ticks;
 	uint64_t start_mono_ns;      /* when the loop began, on CLOCK_MONOTONIC */
+	uint64_t quantum_ticks;      /* FTQ: 0, or the fixed time quantum */
+	uint32_t *ftq;               /* FTQ: loop iterations completed in each quantum */
+	uint64_t ftq_cap, ftq_n;
 	double loop_ns;              /* minimal loop time, calibrated */
 	timer_t timer;
 	int has_timer;
@@ -106,6 +109,16 @@ static int detour_setup(struct worker *w)
 	 * interrupt takes longer to enter and leave. */
 	double ns = thr > 0 ? (double)thr : 20 * d->loop_ns < 500 ? 500 : 20 * d->loop_ns;
 	d->threshold_ticks = (uint64_t)(ns / ticks_unit_ns());
+	long quantum_us = probe_opt(w->env, "ftq_us");
+	if (quantum_us > 0) {
+		/* Sized for the longest run the harness allows (a week), capped. */
+		d->quantum_ticks = (uint64_t)((double)quantum_us * 1000 / ticks_unit_ns());
+		d->ftq_cap = (uint64_t)probe_opt(w->env, "ftq_max");
+		d->ftq = calloc(d->ftq_cap, sizeof *d->ftq);
+		if (!d->ftq)
+			return -1;
+		memset(d->ftq, 0, d->ftq_cap * sizeof *d->ftq);
+	}
 	long hz = probe_opt(w->env, "signal_hz");
 	signal_busy_ns = (uint64_t)probe_opt(w->env, "signal_busy_us") * 1000;
 	return hz > 0 ? arm_signal(d, hz) : 0;
@@ -119,6 +132,7 @@ static void detour_teardown(struct worker *w)
 	if (d->has_timer)
 		timer_delete(d->timer);
 	free(d->rec);
+	free(d->ftq);
 	free(d);
 }
 
@@ -132,10 +146,21 @@ static uint64_t detour_loop(struct worker *w, const struct loop *l, int *err)
 	const uint64_t thr = d->threshold_ticks, limit = l->limit;
 	d->start_mono_ns = mono_ns();
 	uint64_t n = 0, start = now_ticks(), prev = start;
+	/* FTQ: one compare per iteration; with FTQ off the boundary is never reached. */
+	uint64_t boundary = d->quantum_ticks ? start + d->quantum_ticks : UINT64_MAX, in_quantum = n;
 	(void)err;
 	while (n < limit && !*stop) {
 		uint64_t now = now_ticks();
 		uint64_t gap = now - prev;
+		if (__builtin_expect(now >= boundary, 0)) {
+			/* Quanta the thread never saw (a long detour) count zero work. */
+			while (now >= boundary) {
+				if (d->ftq_n < d->ftq_cap)
+					d->ftq[d->ftq_n++] = (uint32_t)(n - in_quantum);
+				in_quantum = n;
+				boundary += d->quantum_ticks;
+			}
+		}
 		if (__builtin_expect(gap > thr, 0)) {
 			d->count++;
 			d->total_ticks += gap;
@@ -178,6 +203,15 @@ static int detour_emit(struct worker *w, struct json *j)
 	json_num(j, "total_ns", (double)d->total_ticks * u);
 	json_num(j, "max_ns", (double)d->max_ticks * u);
 	json_uint(j, "overflow", d->overflow);
+	if (d->quantum_ticks) {
+		json_obj(j, "ftq");
+		json_num(j, "quantum_ns", (double)d->quantum_ticks * u);
+		json_arr(j, "counts");
+		for (uint64_t i = 0; i < d->ftq_n; i++)
+			json_uint(j, NULL, d->ftq[i]);
+		json_end(j);
+		json_end(j);
+	}
 	json_arr(j, "detours");
 	for (uint64_t i = 0; i < d->n; i++) {
 		json_arr(j, NULL);
@@ -198,7 +232,9 @@ OSLENS_PROBE(detour) = {
 	.opts = {{"threshold_ns", 0, 0, 1000000000, "shortest gap counted as a detour (0: 20 x the loop time, at least 500 ns)"},
 		 {"max_detours", 65536, 16, 1 << 26, "detours kept individually per CPU (totals count all)"},
 		 {"signal_hz", 0, 0, 100000, "self-test: a timer signals each probe thread at this rate"},
-		 {"signal_busy_us", 0, 0, 1000000, "self-test: each signal's handler spins this long"}},
+		 {"signal_busy_us", 0, 0, 1000000, "self-test: each signal's handler spins this long"},
+		 {"ftq_us", 0, 0, 1000000, "FTQ: also count loop iterations per fixed quantum of this many us"},
+		 {"ftq_max", 1 << 20, 16, 1 << 26, "FTQ: quanta kept per CPU"}},
 	.setup = detour_setup,
 	.teardown = detour_teardown,
 	.op = detour_op,

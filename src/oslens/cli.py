@@ -176,6 +176,8 @@ def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
 @click.option("--mode", type=click.Choice(["process", "thread"]), default="thread", show_default=True)
 @click.option("--compete", metavar="P[:VARIANT][:CPUS]", help="Also measure with this probe running on other CPUs.")
 @click.option("--no-attribution", "no_attribution", is_flag=True, help="Do not trace the kernel (no BPF).")
+@click.option("--ftq-us", "ftq_us", type=int, metavar="US",
+              help="Also count work per fixed time quantum of this many µs (FTQ), a regular time series.")
 @click.option("--step-us", type=float, default=1000.0, show_default=True,
               help="Tail at scale: the length of one synchronised step.")
 @common_options

@@ -281,7 +281,7 @@ def parse_cpus(text: str | None) -> tuple[int, ...]:
 
 
 def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps: int, warmup: float,
-               mode: str, compete: str | None, attribution: bool) -> MeasuredPlan:
+               mode: str, compete: str | None, attribution: bool, ftq_us: int | None = None) -> MeasuredPlan:
     from .compete import competitor_cpus, parse_compete
     duration = _check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
     if threshold is not None and not 0 < threshold <= 10**9:
@@ -296,9 +296,14 @@ def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps
             "--interval", f"{min(duration, 0.5):g}", "--time-limit", f"{limit:g}"]
     if threshold:
         args += ["--opt", f"threshold_ns={threshold}"]
+    if ftq_us is not None:
+        if not 0 < ftq_us <= 10**6:
+            raise UsageError(f"--ftq-us: {ftq_us} is not a number of µs from 1 to 1000000")
+        args += ["--opt", f"ftq_us={ftq_us}"]
     if attribution:
         args.append("--trace")
     points = [MeasuredPoint("detour", "default", mode, chosen, tuple(args), c) for c in ([None, spec] if spec else [None])]
     params = {"cpus": list(chosen), "duration_s": duration, "threshold_ns": threshold, "reps": reps,
-              "warmup_s": warmup, "mode": mode, "compete": spec.label if spec else None, "attribution": attribution}
+              "warmup_s": warmup, "mode": mode, "compete": spec.label if spec else None, "attribution": attribution,
+              "ftq_us": ftq_us}
     return MeasuredPlan(points, reps, params)

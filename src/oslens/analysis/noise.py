@@ -64,6 +64,7 @@ class CpuNoise:
     kept: int                         # detours kept individually
     percentiles_ns: dict[str, float]
     steal_ns: float | None = None
+    ftq: dict | None = None           # FTQ: quantum, quanta, work per quantum, work lost
 
     @property
     def lost_share(self) -> float:
@@ -143,11 +144,25 @@ def summarize(records: list[dict]) -> NoiseSummary:
                 nearby = [e for e in evs[lo:hi] if e[1] > start]
                 causes = _attribute(start, end, nearby) if attribution == "bpf" else {}
                 detours.append(Detour(cpu, start, dur, causes))
+    for c in cpus:
+        c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])
     windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]
     summary = NoiseSummary(cpus, detours, attribution, windows, trace.get("lost", 0) if trace else 0)
     if attribution == "bpf":
         summary.causes = _cause_table(detours)
     return summary
+
+
+def _ftq(series: list[dict]) -> dict | None:
+    """Work per quantum against an undisturbed quantum (the 99th percentile:
+    the maximum would be one lucky quantum)."""
+    counts = np.concatenate([np.asarray(f["counts"], dtype=float) for f in series]) if series else np.array([])
+    if counts.size == 0:
+        return None
+    full = float(np.percentile(counts, 99))
+    return {"quantum_ns": series[0]["quantum_ns"], "quanta": int(counts.size), "median": float(np.median(counts)),
+            "min": float(counts.min()), "full": full,
+            "work_lost": float(np.clip(1 - counts / full, 0, None).mean()) if full else float("nan")}
 
 
 def _cause_table(detours: list[Detour]) -> dict[str, dict]:

@@ -24,6 +24,15 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
         console.print(Text(f"  loop {c0.loop_ns:.1f} ns per iteration; a gap over {ns(c0.threshold_ns)} counts as a "
                            "detour; steal = time the hypervisor ran something else (/proc/stat, 10 ms resolution)",
                            style="dim"))
+    for c in s.cpus:
+        if c.ftq:
+            f = c.ftq
+            console.print(Text(f"  FTQ cpu {c.cpu}: {f['quanta']:,} quanta of {ns(f['quantum_ns'])}; work per quantum "
+                               f"median {f['median']:,.0f}, min {f['min']:,.0f}, undisturbed (p99) {f['full']:,.0f}; "
+                               f"work lost {f['work_lost']:.2%}", style="dim"))
+        if c.steal_ns:
+            console.print(Text(f"  cpu {c.cpu}: the hypervisor ran something else for {ns(c.steal_ns)} (steal): "
+                               "detours it caused show as unexplained", style="dim"))
     overflow = [c for c in s.cpus if c.kept < c.count]
     if overflow:
         console.print(Text(f"  note: more detours than kept on CPU {','.join(str(c.cpu) for c in overflow)}: "
