@@ -2,6 +2,7 @@
  * bpftool generated from it), tells it which CPUs and threads are probed,
  * and turns its ring-buffer records into struct trace_event. libbpf is
  * linked in statically, so the engine still needs nothing but libc. */
+#include "../engine.h"
 #include "trace.h"
 #include "../json.h"
 #include "../topology.h"
@@ -562,18 +563,6 @@ void trace_stop(void)
 
 /* ---- oslens-engine trace ---- */
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("oslens-engine: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return 2;
-}
-
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
@@ -667,16 +656,16 @@ int cmd_trace(int argc, char **argv)
 			errno = 0;
 			duration = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !isfinite(duration) || duration <= 0 || duration > 86400 * 7)
-				return usage_error("--duration: '%s' is not a positive number of seconds", optarg);
+				die_usage("--duration: '%s' is not a positive number of seconds", optarg);
 			break;
 		}
-		default: return usage_error("trace: unknown option or missing value: '%s'", argv[optind - 1]);
+		default: die_usage("trace: unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return usage_error("trace: unexpected argument '%s'", argv[optind]);
+		die_usage("trace: unexpected argument '%s'", argv[optind]);
 	if (!cpus_arg || duration < 0)
-		return usage_error("usage: oslens-engine trace --cpus LIST --duration S [--tids LIST]");
+		die_usage("usage: oslens-engine trace --cpus LIST --duration S [--tids LIST]");
 
 	int possible = libbpf_num_possible_cpus();
 	if (possible <= 0)
@@ -684,13 +673,13 @@ int cmd_trace(int argc, char **argv)
 	int *cpus = calloc(possible + 1, sizeof *cpus);
 	int ncpus = cpus ? cpulist_parse(cpus_arg, cpus, possible + 1) : -1;
 	if (ncpus <= 0)
-		return usage_error("--cpus: '%s' is not a CPU list (e.g. 0-3,8)", cpus_arg);
+		die_usage("--cpus: '%s' is not a CPU list (e.g. 0-3,8)", cpus_arg);
 	for (int i = 0; i < ncpus; i++) {
 		if (cpus[i] >= possible)
-			return usage_error("--cpus: CPU %d does not exist (%d possible)", cpus[i], possible);
+			die_usage("--cpus: CPU %d does not exist (%d possible)", cpus[i], possible);
 		for (int k = 0; k < i; k++)
 			if (cpus[k] == cpus[i])
-				return usage_error("--cpus: CPU %d is listed twice", cpus[i]);
+				die_usage("--cpus: CPU %d is listed twice", cpus[i]);
 	}
 	enum { MAX_TIDS = 4096 };
 	int *tids = calloc(MAX_TIDS, sizeof *tids);
@@ -698,12 +687,12 @@ int cmd_trace(int argc, char **argv)
 	if (tids_arg) {
 		ntids = tids ? cpulist_parse(tids_arg, tids, MAX_TIDS) : -1;
 		if (ntids <= 0)
-			return usage_error("--tids: '%s' is not a list of at most %d thread ids", tids_arg, MAX_TIDS);
+			die_usage("--tids: '%s' is not a list of at most %d thread ids", tids_arg, MAX_TIDS);
 		for (int i = 0; i < ntids; i++) {
 			char path[64];
 			snprintf(path, sizeof path, "/proc/%d", tids[i]);
 			if (tids[i] <= 0 || access(path, F_OK) != 0)
-				return usage_error("--tids: no thread %d", tids[i]);
+				die_usage("--tids: no thread %d", tids[i]);
 		}
 	}
 
