@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,3 +157,30 @@ def one_line_error(stderr: str) -> str:
 
 def send(proc: subprocess.Popen, sig: signal.Signals) -> None:
     os.kill(proc.pid, sig)
+
+
+@contextmanager
+def engine_for_nobody():
+    """A copy of the engine and a TMPDIR that the 'nobody' user can reach,
+    wherever this checkout lives (CI clones may sit in 0700 directories);
+    yields (command prefix to run as nobody, engine path, environment)."""
+    place = Path(tempfile.mkdtemp(prefix="nobody-test-"))
+    try:
+        place.chmod(0o1777)
+        exe = place / "oslens-engine"
+        shutil.copy2(engine_bin(), exe)
+        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        yield prefix, str(exe), {**os.environ, "TMPDIR": str(place)}
+    finally:
+        shutil.rmtree(place)
+
+
+def can_run_as_nobody() -> bool:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    try:
+        import pwd
+        pwd.getpwnam("nobody")
+    except KeyError:
+        return False
+    return True

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import math
 import os
-import pwd
 import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import pytest
 from oslens import engine
 from oslens.engine import EngineRun
 
-from conftest import (NCPU, TWO, StreamingEngine, engine_processes, one_line_error, probe_args, run_engine,
-                      sem_ids)
+from conftest import (NCPU, TWO, StreamingEngine, can_run_as_nobody, engine_for_nobody,
+                      one_line_error, probe_args, run_engine, sem_ids)
 
 SHORT = ("--duration", "0.2", "--warmup", "0.05", "--interval", "0.05")
 PROBE_VARIANTS = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants]
@@ -206,29 +204,9 @@ def test_bad_usage_is_one_line_and_status_2(args, word, no_leaks):
     assert word in one_line_error(r.stderr)
 
 
-def _as_nobody() -> list[str] | None:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return None
-    try:
-        pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-
-
-@pytest.mark.skipif(_as_nobody() is None, reason="needs root, setpriv and a 'nobody' user")
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
 def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
-    # A copy 'nobody' can reach wherever the checkout lives (CI clones may sit in 0700 dirs).
-    place = Path(tempfile.mkdtemp(prefix="oslens-test-"))
-    try:
-        place.chmod(0o755)
-        exe = str(place / "oslens-engine")
-        shutil.copy2(engine.engine_path(), exe)
-        scratch = place / "tmp"
-        scratch.mkdir(mode=0o1777)
-        scratch.chmod(0o1777)
-        env = {**os.environ, "TMPDIR": str(scratch)}
-        nobody = _as_nobody()
+    with engine_for_nobody() as (nobody, exe, env):
         ok = subprocess.run([*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True,
                             env=env)
         assert ok.returncode == 0, ok.stderr
@@ -236,5 +214,3 @@ def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
                                  capture_output=True, text=True, env=env)
         assert limited.returncode == 2
         assert "RLIMIT_NPROC" in one_line_error(limited.stderr)
-    finally:
-        shutil.rmtree(place)

@@ -3,13 +3,10 @@ names their causes, and nothing stays loaded in the kernel."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +14,8 @@ import pytest
 from oslens import engine
 from oslens.analysis.noise import NoiseSummary, summarize, tail_at_scale
 
-from conftest import NCPU, StreamingEngine, engine_bin, one_line_error, oslens, run_engine
+from conftest import (NCPU, StreamingEngine, can_run_as_nobody, engine_bin, engine_for_nobody, one_line_error,
+                      oslens, run_engine)
 
 CPU = engine.topology()["cpus"][-1]["cpu"]  # the last CPU: never assume CPU 0
 
@@ -96,29 +94,17 @@ def test_timer_signal_found_at_its_rate_and_attributed(no_leaks):
     assert len(with_timer) >= 0.9 * len(signalled), {c for d in signalled for c in d.causes}
 
 
-def _nobody() -> list[str] | None:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return None
-    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-
-
-@pytest.mark.skipif(_nobody() is None, reason="needs root and setpriv to drop privileges")
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
 def test_without_privileges_detours_are_measured_and_attribution_says_why(no_leaks):
-    place = Path(tempfile.mkdtemp(prefix="noise-test-"))
-    try:
-        place.chmod(0o1777)
-        exe = place / "oslens-engine"
-        shutil.copy2(engine.engine_path(), exe)
-        p = subprocess.run([*_nobody(), str(exe), "run", "--probe", "detour", "--cpus", str(CPU), "--duration", "0.5",
-                            "--trace"], capture_output=True, text=True, env={**os.environ, "TMPDIR": str(place)})
-        assert p.returncode == 0, p.stderr
-        recs = [json.loads(line) for line in p.stdout.splitlines()]
-        trace = next(r for r in recs if r["type"] == "trace")
-        assert trace["available"] is False and trace["reason"]
-        assert next(r for r in recs if r["type"] == "detours")["iterations"] > 0
-        assert summarize(recs).attribution == trace["reason"]
-    finally:
-        shutil.rmtree(place)
+    with engine_for_nobody() as (nobody, exe, env):
+        p = subprocess.run([*nobody, exe, "run", "--probe", "detour", "--cpus", str(CPU), "--duration", "0.5",
+                            "--trace"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    trace = next(r for r in recs if r["type"] == "trace")
+    assert trace["available"] is False and trace["reason"]
+    assert next(r for r in recs if r["type"] == "detours")["iterations"] > 0
+    assert summarize(recs).attribution == trace["reason"]
 
 
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")

@@ -101,15 +101,22 @@ def _print_scale(ctx: Context, store: Store, run_id: int) -> None:
 
     run = store.run(run_id)
     series = scale_analysis.summarize(store.records(run.id))
-    store.set_summary(run.id, {"series": [s.to_dict() for s in series]})
+    summaries = {name: p.summary for name, p in engine.probes().items()}
+    _publish(ctx, store, run, {"series": [s.to_dict() for s in series]},
+             lambda: scale_report.render(ctx.out, series, summaries))
+
+
+def _publish(ctx: Context, store: Store, run, summary: dict, render, extra_json: dict | None = None) -> None:
+    """Stores a run's summary, then prints it: one JSON document with the
+    run's metadata, or the run line and the command's tables."""
+    store.set_summary(run.id, summary)
     if ctx.as_json:
         doc = {"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
-               "params": run.params, "machine": run.machine, "series": [s.to_dict() for s in series]}
+               "params": run.params, "machine": run.machine, **summary, **(extra_json or {})}
         click.echo(json.dumps(doc, indent=1, default=str))
         return
-    summaries = {name: p.summary for name, p in engine.probes().items()}
     _print_run_line(ctx, run)
-    scale_report.render(ctx.out, series, summaries)
+    render()
 
 
 def _print_run_line(ctx: Context, run) -> None:
@@ -155,14 +162,7 @@ def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
 
     run = store.run(run_id)
     summary = latency_analysis.summarize(store.records(run.id))
-    store.set_summary(run.id, summary.to_dict())
-    if ctx.as_json:
-        click.echo(json.dumps({"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
-                               "params": run.params, "machine": run.machine, **summary.to_dict()},
-                              indent=1, default=str))
-        return
-    _print_run_line(ctx, run)
-    latency_report.render(ctx.out, summary)
+    _publish(ctx, store, run, summary.to_dict(), lambda: latency_report.render(ctx.out, summary))
 
 
 # ------------------------------------------------------------------- noise
@@ -203,17 +203,14 @@ def _print_noise(ctx: Context, store: Store, run_id: int) -> None:
     phases = noise_analysis.summarize_phases(store.records(run.id))
     step = run.params.get("step_ns", 1e6)
     tails = {p: noise_analysis.tail_at_scale(s, step) for p, s in phases.items()}
-    doc = {p: s.to_dict(tails[p]) for p, s in phases.items()}
-    store.set_summary(run.id, {"phases": doc})
-    if ctx.as_json:
-        detours = {p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours] for p, s in phases.items()}
-        click.echo(json.dumps({"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
-                               "params": run.params, "machine": run.machine, "phases": doc, "detours": detours},
-                              indent=1, default=str))
-        return
-    _print_run_line(ctx, run)
-    for p, s in phases.items():
-        noise_report.render(ctx.out, p, s, tails[p])
+    detours = {p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours] for p, s in phases.items()}
+
+    def render():
+        for p, s in phases.items():
+            noise_report.render(ctx.out, p, s, tails[p])
+
+    _publish(ctx, store, run, {"phases": {p: s.to_dict(tails[p]) for p, s in phases.items()}}, render,
+             extra_json={"detours": detours})
 
 
 # --------------------------------------------------------- store commands
