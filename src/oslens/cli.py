@@ -235,10 +235,19 @@ def runs(ctx: Context):
     from rich.table import Table
     t = Table("run", "kind", "status", "started", "host", "what", box=None)
     for r in rows:
-        what = ",".join(r.params.get("probes", [])) if r.params else ""
+        what = _what(r)
         status = r.status + (f" ({r.reason})" if r.reason and r.status != "complete" else "")
         t.add_row(str(r.id), r.kind, status, r.started, r.host, what)
     ctx.out.print(t)
+
+
+def _what(run) -> str:
+    """One short line of what a run measured, for the run list."""
+    p = run.params or {}
+    if run.kind == "noise":
+        return f"CPUs {','.join(map(str, p.get('cpus', [])))}, {p.get('duration_s', '?')} s"
+    probes = p.get("probes", [])
+    return ",".join(probes) if len(probes) <= 5 else f"{len(probes)} operations"
 
 
 @cli.command()
