@@ -342,6 +342,10 @@ static int cmd_run(int argc, char **argv)
 #endif
 	for (int i = 0; i < nopts; i++)
 		set_opt(&cfg, opts[i]);
+	for (int k = 0; k < cfg.nchoices && cfg.mix; k++)
+		if (cfg.choices[k].probe->variants[cfg.choices[k].variant].alone)
+			die_usage("%s:%s changes the whole worker (e.g. its address space) and cannot be mixed",
+				  cfg.choices[k].probe->name, cfg.choices[k].probe->variants[cfg.choices[k].variant].name);
 	for (int k = 0; k < cfg.nchoices && cfg.latency; k++)
 		if (!cfg.choices[k].probe->timed)
 			die_usage("probe %s has no per-operation latency (it is not a repeated operation)",
@@ -378,14 +382,21 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (cfg.nworkers > 4096)
 		die_usage("at most 4096 workers per run");
-	/* A partner task goes to the next available CPU, wrapping around. */
+	/* A partner task goes, in order, to a CPU no worker uses (dealt out
+	 * round-robin), else to the next worker's CPU; the header records it. */
 	cfg.partner_cpus = calloc(cfg.nworkers, sizeof *cfg.partner_cpus);
-	for (int i = 0; i < cfg.nworkers; i++) {
-		int k = 0;
-		while (topo.cpus[k].cpu != cfg.cpus[i].cpu)
-			k++;
-		cfg.partner_cpus[i] = topo.n > 1 ? topo.cpus[(k + 1) % topo.n].cpu : -1;
+	int *spare = calloc(topo.n, sizeof *spare), nspare = 0;
+	for (int k = 0; k < topo.n; k++) {
+		int used = 0;
+		for (int i = 0; i < cfg.nworkers && !used; i++)
+			used = cfg.cpus[i].cpu == topo.cpus[k].cpu;
+		if (!used)
+			spare[nspare++] = topo.cpus[k].cpu;
 	}
+	for (int i = 0; i < cfg.nworkers; i++)
+		cfg.partner_cpus[i] = nspare ? spare[i % nspare]
+				  : cfg.nworkers > 1 ? cfg.cpus[(i + 1) % cfg.nworkers].cpu : -1;
+	free(spare);
 	for (int k = 0; k < cfg.nchoices; k++)
 		if (cfg.choices[k].probe->needs_partner_cpu && topo.n < 2)
 			die_usage("probe %s needs a second CPU for its partner task; this process has one",

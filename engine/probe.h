@@ -30,6 +30,7 @@ struct probe_variant {
 	const char *name;
 	const char *help;
 	const char *syscalls;        /* where it differs from the probe's ("" = none) */
+	int alone;                   /* changes the worker for every probe: never in a mix */
 };
 
 /* State shared by every worker of one repetition. The master builds it before

@@ -142,6 +142,16 @@ static void result_path(char *buf, size_t len, int rep, int idx)
 	snprintf(buf, len, "%s/result.%d.%d", run_tmpdir, rep, idx);
 }
 
+/* Probes that keep their own books (the detour probe) warm up on the
+ * worker side, like fixed work, so their books start after warm-up. */
+static int has_own_books(const struct run_config *cfg)
+{
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (cfg->choices[k].probe->emit)
+			return 1;
+	return 0;
+}
+
 /* Whether workers leave result records: histograms, or a probe's own. */
 static int has_results(const struct run_config *cfg)
 {
@@ -260,9 +270,8 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 	s->c.t_release = clock_ns();
 	__atomic_store_n(&s->c.state, W_RUNNING, __ATOMIC_RELEASE);
 
-	getrusage(RUSAGE_THREAD, &s->c.ru0);
 	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
-	if (cfg->ops || cfg->latency) {
+	if (cfg->ops || cfg->latency || has_own_books(cfg)) {
 		/* Fixed work and latency: warm up together until the shared
 		 * deadline, so that neither the count nor the histogram holds a
 		 * cold operation. (Fixed time discards warm-up samples instead.) */
@@ -278,6 +287,7 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 	uint64_t n = 0;
 	if (!err) {
 		const struct probe *p = envs[0].probe;
+		getrusage(RUSAGE_THREAD, &s->c.ru0);
 		s->c.t_start = clock_ns();
 		if (nc > 1)
 			n = mix_rounds(w, h, nc, &l, &err, &failed);
@@ -285,6 +295,8 @@ static void worker_main(struct shm *shm, const struct run_config *cfg,
 			n = h[0] ? p->timed(&w[0], &l, h[0], &err) : p->loop(&w[0], &l, &err);
 		s->c.t_end = clock_ns();
 	}
+	if (!s->c.t_start)
+		getrusage(RUSAGE_THREAD, &s->c.ru0);
 	getrusage(RUSAGE_THREAD, &s->c.ru1);
 	s->c.done_ops = n;
 	s->c.cpu_end = sched_getcpu();
@@ -537,7 +549,12 @@ static void stop_all(struct master *m, int polite)
 	}
 	uint64_t until = clock_ns() + (polite ? STOP_GRACE_NS : 0);
 	while (live_pids(m) && clock_ns() < until) {
-		check(m, 1);
+		int status;
+		pid_t pid;
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+			for (int i = 0; i < m->npids; i++)
+				if (m->pids[i] == pid)
+					m->pids[i] = -pid;
 		sleep_until(clock_ns() + 1000000ull);
 	}
 	if (m->pgid > 0)
@@ -576,6 +593,8 @@ static void emit_rusage(struct json *j, const struct slot *s)
 	json_int(j, "nivcsw", b->ru_nivcsw - a->ru_nivcsw);
 	json_int(j, "minflt", b->ru_minflt - a->ru_minflt);
 	json_int(j, "majflt", b->ru_majflt - a->ru_majflt);
+	/* What the figures above cover: the timed loop, warm-up excluded. */
+	json_num(j, "interval_s", (double)(s->c.t_end - s->c.t_start) / 1e9);
 	json_end(j);
 }
 
@@ -802,6 +821,7 @@ static const char *run_rep(struct master *m, int rep)
 	memset(m->shm, 0, m->shm_len);
 	m->shm->ctl.rep = rep;
 	m->npids = 0;
+	m->pgid = 0; /* never signal the group of a previous repetition */
 	m->failed_worker = -1;
 	m->late_samples = 0;
 	m->window_s = 0;
@@ -960,6 +980,10 @@ static void emit_header(const struct run_config *cfg, const struct topology *top
 	json_str(j, "tmpdir", run_tmpdir);
 	json_int(j, "pid", getpid());
 	json_bool(j, "master_apart", master_apart);
+	json_arr(j, "partner_cpus"); /* where two-task probes put each worker's partner */
+	for (int i = 0; i < cfg->nworkers; i++)
+		json_int(j, NULL, cfg->partner_cpus[i]);
+	json_end(j);
 	json_emit(j);
 }
 

@@ -96,6 +96,14 @@ static int cpu_node(int cpu)
 	return node;
 }
 
+static int is_online(const int *online, int n, int cpu)
+{
+	for (int i = 0; i < n; i++)
+		if (online[i] == cpu)
+			return 1;
+	return 0;
+}
+
 int topology_read(struct topology *t)
 {
 	long nconf = sysconf(_SC_NPROCESSORS_CONF);
@@ -144,9 +152,11 @@ int topology_read(struct topology *t)
 		ct->core = read_int("devices/system/cpu/cpu%d/topology/core_id", c, c);
 		ct->node = cpu_node(c);
 		ct->smt = 0;
+		/* Rank among the siblings we may use: under a cpuset holding only
+		 * second hyperthreads, each is the first of its core for us. */
 		int ns = read_list("devices/system/cpu/cpu%d/topology/thread_siblings_list", c, sib, max);
 		for (int k = 0; k < ns; k++)
-			if (sib[k] < c)
+			if (sib[k] < c && CPU_ISSET_S(sib[k], msize, mask) && is_online(online, nonline, sib[k]))
 				ct->smt++;
 	}
 	t->nonline = nonline;

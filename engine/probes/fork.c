@@ -105,7 +105,7 @@ OSLENS_PROBE(fork) = {
 	.summary = "fork(), child _exit(), parent waits (OSMark forkbench, dynamically linked)",
 	.variants = {{"default", "the parent is the whole engine worker"},
 		     {"mapped", "the parent process also has mapped_mb MiB of private anonymous memory, "
-				"every page touched (in thread mode one region for all workers)"}},
+				"every page touched (in thread mode one region for all workers)", NULL, 1}},
 	.opts = {{"mapped_mb", 1024, 1, 1 << 20, "MiB the parent maps and touches (variant mapped)"}},
 	.global_setup = fork_global_setup,
 	.setup = fork_setup,

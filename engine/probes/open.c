@@ -51,7 +51,7 @@ OSLENS_PROBE(open) = {
 	.name = "open",
 	.summary = "open() and close() of a file by path",
 	.subsystem = "vfs/namei",
-	.syscalls = "open,close",
+	.syscalls = "openat,close",
 	.variants = {{"private", "each worker opens its own file"},
 		     {"shared", "every worker opens the same file"}},
 	.global_setup = open_global_setup,

@@ -6,6 +6,7 @@
  * than open 256,000. In thread mode every call takes a reference on each
  * shared file, so the workers also contend on those files' reference counts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,12 @@ static int poll_global_setup(struct probe_env *env)
 		return -1;
 	env->data = s;
 	getrlimit(RLIMIT_NOFILE, &s->old);
+	/* poll and epoll keep their descriptors above FD_SETSIZE where the limit
+	 * allows, leaving the low numbers to select when the probes are mixed. */
+	int high = strcmp(env->probe->name, "select") != 0 &&
+		   (s->old.rlim_max == RLIM_INFINITY || s->old.rlim_max >= (rlim_t)(FD_SETSIZE + n + env->nworkers + 64));
 	/* Thread-mode epoll workers each add an epoll descriptor to the same table. */
-	rlim_t need = (rlim_t)n + (rlim_t)env->nworkers + 64;
+	rlim_t need = (rlim_t)n + (rlim_t)env->nworkers + 64 + (high ? FD_SETSIZE : 0);
 	if (s->old.rlim_cur != RLIM_INFINITY && s->old.rlim_cur < need) {
 		if (s->old.rlim_max != RLIM_INFINITY && s->old.rlim_max < need) {
 			errno = EMFILE;
@@ -56,6 +61,13 @@ static int poll_global_setup(struct probe_env *env)
 		int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (fd < 0)
 			return -1;
+		if (high) {
+			int moved = fcntl(fd, F_DUPFD_CLOEXEC, FD_SETSIZE);
+			close(fd);
+			if (moved < 0)
+				return -1;
+			fd = moved;
+		}
 		s->fds[s->n] = fd;
 		s->maxfd = fd > s->maxfd ? fd : s->maxfd;
 	}

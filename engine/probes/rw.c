@@ -32,7 +32,7 @@ static int rw_make_files(struct probe_env *env, size_t bytes)
 {
 	if (rw_is_pipe(env))
 		return 0;
-	return probe_make_files(env, "rw", env->nworkers, bytes);
+	return probe_make_files(env, env->probe->name, env->nworkers, bytes);
 }
 
 static int rw_global_setup(struct probe_env *env)
@@ -88,7 +88,7 @@ static int rw_setup(struct worker *w, int writing)
 			r->step = -r->size;
 	} else {
 		char path[PATH_MAX];
-		probe_file_path(env, "rw", w->index, path, sizeof path);
+		probe_file_path(env, env->probe->name, w->index, path, sizeof path);
 		if ((r->fd = open(path, (writing ? O_WRONLY : O_RDONLY) | O_CLOEXEC)) < 0)
 			goto fail;
 		r->bound = probe_opt(env, "file_kb") ? (size_t)probe_opt(env, "file_kb") << 10 : 4096;

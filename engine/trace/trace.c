@@ -8,6 +8,7 @@
 #include "../topology.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -399,6 +400,13 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 		why[0] = 0;
 	trace_stop();
 	missing[0] = 0;
+	/* Fault attribution holds 4 descriptors per probed CPU: on hundreds of
+	 * CPUs the default soft limit would silently drop it. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	static int atexit_done;
 	if (!atexit_done) {
 		atexit(trace_stop);

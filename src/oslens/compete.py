@@ -66,7 +66,7 @@ def competing(spec: CompeteSpec, measured: list[int]) -> Iterator[dict]:
     cpus = competitor_cpus(spec, measured)
     run = engine.EngineRun(["run", "--probe", spec.label, "--cpus", ",".join(map(str, cpus)),
                             "--duration", str(COMPETITOR_LIMIT_S), "--warmup", "0",
-                            "--time-limit", str(COMPETITOR_LIMIT_S + 60)])
+                            "--time-limit", str(COMPETITOR_LIMIT_S + 60)], confine_to=cpus)
     try:
         started = None
         for rec in run:

@@ -89,10 +89,13 @@ class EngineRun:
     clean-up. Only if the engine cannot clean up (SIGKILL) do we remove what
     its `resources` records announced."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], confine_to: list[int] | None = None):
+        """confine_to: CPUs the whole engine, its master included, must stay on
+        (a competitor's master must never wake on the CPUs being measured)."""
         self.argv = [str(engine_path()), *args]
+        confine = (lambda: os.sched_setaffinity(0, confine_to)) if confine_to else None
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, preexec_fn=confine)
         self.resources: dict = {}
         self.end: dict | None = None
         self._closed = False

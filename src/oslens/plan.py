@@ -180,7 +180,7 @@ def scale_plan(*, probe: str | None, workers: str | None, mode: str, placement: 
 # Not in the default catalogue: the floor (always measured separately), the
 # OSMark variants of mmap/fork whose point is scaling, and the sem ping-pong
 # that pingpong and semop cover.
-LATENCY_NOT_DEFAULT = ("null", "fork-static", "mmap", "sem")
+LATENCY_NOT_DEFAULT = ("null", "fork-static", "mmap", "sem", "fork:mapped")
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,9 @@ def latency_plan(*, probe: str | None, workers: str, mode: str, placement: str, 
     if probe:
         probes = parse_probes(probe)
     else:
+        # fork:mapped needs 1 GiB per worker: asked for by name only.
         probes = [(p.name, v) for p in engine.probes().values() if p.name not in LATENCY_NOT_DEFAULT and p.timed
-                  for v in p.variants]
+                  for v in p.variants if f"{p.name}:{v}" not in LATENCY_NOT_DEFAULT]
     untimed = [n for n, _ in probes if not engine.probes()[n].timed]
     if untimed:
         raise UsageError(f"probe {untimed[0]} has no per-operation latency (use 'oslens noise' for detours)")

@@ -82,6 +82,7 @@ class NoiseSummary:
     attribution: str                  # "bpf", or why not
     windows: list[tuple[int, float, int]]  # (cpu, start_ns, runtime_ns) of each probe run
     lost_events: int = 0
+    master_shared: bool = False       # the engine's master had to run on probed CPUs
     causes: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self, tail: dict | None = None) -> dict:
@@ -106,9 +107,12 @@ def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
 
 def summarize(records: list[dict]) -> NoiseSummary:
     detour_recs = [r for r in records if r["type"] == "detours"]
-    trace = next((r for r in records if r["type"] == "trace"), None)
+    traces = [r for r in records if r["type"] == "trace"]
+    trace = traces[0] if traces else None
     attribution = "bpf" if trace and trace.get("available") else (
         trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-attribution)")
+    lost = sum(t.get("lost", 0) for t in traces)
+    shared = [h for h in records if h["type"] == "header" and not h.get("master_apart", True)]
     events_by_cpu: dict[int, list[tuple]] = defaultdict(list)
     for r in records:
         if r["type"] == "events":
@@ -147,7 +151,7 @@ def summarize(records: list[dict]) -> NoiseSummary:
     for c in cpus:
         c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])
     windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]
-    summary = NoiseSummary(cpus, detours, attribution, windows, trace.get("lost", 0) if trace else 0)
+    summary = NoiseSummary(cpus, detours, attribution, windows, lost, master_shared=bool(shared))
     if attribution == "bpf":
         summary.causes = _cause_table(detours)
     return summary
@@ -185,16 +189,19 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
     each step-long window of the timeline), on N independent nodes
     (1 - (1 - p)^N), and the expected slowdown E[max of N delays] / step."""
     per_window: list[float] = []
+    by_cpu: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for cpu in {w[0] for w in s.windows}:
+        mine = [d for d in s.detours if d.cpu == cpu]
+        by_cpu[cpu] = (np.array([d.start_ns for d in mine], dtype=np.int64),
+                       np.array([d.duration_ns for d in mine], dtype=float))
     for cpu, t0, runtime in s.windows:
         n = int(runtime // step_ns)
         if n == 0:
             continue
-        acc = np.zeros(n)
-        for d in s.detours:
-            k = int((d.start_ns - t0) // step_ns)
-            if d.cpu == cpu and 0 <= k < n:
-                acc[k] += d.duration_ns
-        per_window += acc.tolist()
+        starts, durations = by_cpu[cpu]
+        k = ((starts - t0) // step_ns).astype(np.int64)
+        inside = (k >= 0) & (k < n)
+        per_window += np.bincount(k[inside], weights=durations[inside], minlength=n).tolist()
     if not per_window:
         return {"step_ns": step_ns, "windows": 0, "note": "no window of this length was measured"}
     w = np.sort(np.array(per_window))

@@ -93,7 +93,8 @@ def _point(header: dict, reps: dict[int, list[dict]], ok: set[int], late: set[in
     imbalance = [float(r.max() / r.min()) if r.min() > 0 else float("inf") for r in rates]
     cpu_user = sum(w["rusage"]["user_s"] for ws in complete for w in ws)
     cpu_sys = sum(w["rusage"]["sys_s"] for ws in complete for w in ws)
-    worker_secs = sum(w["seconds"] for ws in complete for w in ws)
+    # rusage covers the timed loop (its own interval), not the sampled window.
+    worker_secs = sum(w["rusage"].get("interval_s", w["seconds"]) for ws in complete for w in ws)
     nivcsw = sum(w["rusage"]["nivcsw"] for ws in complete for w in ws)
     p = PointStats(
         workers=n, reps=len(complete), total=median_ci(totals), per_worker=median_ci(per_worker),

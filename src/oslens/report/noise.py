@@ -38,6 +38,10 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
         console.print(Text(f"  note: more detours than kept on CPU {','.join(str(c.cpu) for c in overflow)}: "
                            "percentiles and causes come from the kept ones, totals count all (raise --opt max_detours)",
                            style="yellow"))
+    if s.master_shared:
+        console.print(Text("  note: every CPU was probed, so the engine's own master ran on probed CPUs; its "
+                           "wake-ups are counted (as oslens-engine); leave one CPU unprobed to avoid that",
+                           style="yellow"))
     if s.attribution != "bpf":
         console.print(Text(f"  causes: {s.attribution}", style="yellow"))
     else:
