@@ -105,7 +105,7 @@ struct probe {
  * consumes (refills a pipe, remaps exhausted memory) so that only the
  * operation itself is timed. */
 #define PROBE_LOOP_PREP(op, prep)                                              \
-	static int op##_step(struct worker *w)                                 \
+	static inline int op##_step(struct worker *w)                          \
 	{                                                                      \
 		return prep(w) != 0 ? -1 : op(w);                              \
 	}                                                                      \
@@ -117,7 +117,7 @@ struct probe {
 		volatile uint64_t *ops = l->ops;                               \
 		uint64_t n = 0;                                                \
 		while (n < limit && !*stop) {                                  \
-			if (__builtin_expect(prep(w) != 0 || op(w) != 0, 0)) { \
+			if (__builtin_expect(op##_step(w) != 0, 0)) {          \
 				*err = errno;                                  \
 				break;                                         \
 			}                                                      \

@@ -151,23 +151,48 @@ static __always_inline struct level *pop(struct stack *s)
 	return &s->lv[d];
 }
 
+/* The interval stack of one kind on this CPU, or NULL where the CPU is not probed. */
+static __always_inline struct stack *stack_of(__u16 kind)
+{
+	if (!probed_cpu(bpf_get_smp_processor_id()))
+		return NULL;
+	struct cpu_state *s = cpu_state();
+	if (!s)
+		return NULL;
+	return kind == NOISE_IRQ ? &s->irq : kind == NOISE_SOFTIRQ ? &s->softirq : &s->vec;
+}
+
+/* Opens an interval of `kind`: the level to name further, or NULL. */
+static __always_inline struct level *enter(__u16 kind, __s64 id, __u16 sub)
+{
+	struct stack *st = stack_of(kind);
+	struct level *l = st ? push(st, bpf_ktime_get_ns()) : NULL;
+	if (l) {
+		l->id = id;
+		l->sub = sub;
+		l->name[0] = 0;
+	}
+	return l;
+}
+
+/* Closes the innermost interval of `kind` and sends it. */
+static __always_inline int leave(__u16 kind)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct stack *st = stack_of(kind);
+	struct level *l = st ? pop(st) : NULL;
+	if (l)
+		emit_level(bpf_get_smp_processor_id(), kind, l, now);
+	return 0;
+}
+
 /* ---- hard IRQs ---- */
 
 SEC("raw_tp/irq_handler_entry")
 int BPF_PROG(oslens_irq_entry, int irq, struct irqaction *action)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = push(&s->irq, bpf_ktime_get_ns());
-	if (!l)
-		return 0;
-	l->id = irq;
-	l->sub = 0;
-	if (bpf_probe_read_kernel_str(l->name, sizeof(l->name), BPF_CORE_READ(action, name)) < 0)
+	struct level *l = enter(NOISE_IRQ, irq, 0);
+	if (l && bpf_probe_read_kernel_str(l->name, sizeof(l->name), BPF_CORE_READ(action, name)) < 0)
 		l->name[0] = 0;
 	return 0;
 }
@@ -175,17 +200,7 @@ int BPF_PROG(oslens_irq_entry, int irq, struct irqaction *action)
 SEC("raw_tp/irq_handler_exit")
 int BPF_PROG(oslens_irq_exit, int irq)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = pop(&s->irq);
-	if (l)
-		emit_level(cpu, NOISE_IRQ, l, now);
-	return 0;
+	return leave(NOISE_IRQ);
 }
 
 /* ---- softirqs (named in user space from the vector) ---- */
@@ -193,81 +208,29 @@ int BPF_PROG(oslens_irq_exit, int irq)
 SEC("raw_tp/softirq_entry")
 int BPF_PROG(oslens_softirq_entry, unsigned int vec)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = push(&s->softirq, bpf_ktime_get_ns());
-	if (!l)
-		return 0;
-	l->id = vec;
-	l->sub = 0;
-	l->name[0] = 0;
+	enter(NOISE_SOFTIRQ, vec, 0);
 	return 0;
 }
 
 SEC("raw_tp/softirq_exit")
 int BPF_PROG(oslens_softirq_exit, unsigned int vec)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = pop(&s->softirq);
-	if (l)
-		emit_level(cpu, NOISE_SOFTIRQ, l, now);
-	return 0;
+	return leave(NOISE_SOFTIRQ);
 }
 
 /* ---- x86 system vectors (irq_vectors:*), named in user space ---- */
-
-static __always_inline int vec_entry(__u16 which, int vector)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = push(&s->vec, bpf_ktime_get_ns());
-	if (!l)
-		return 0;
-	l->id = vector;
-	l->sub = which;
-	l->name[0] = 0;
-	return 0;
-}
-
-static __always_inline int vec_exit(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	struct cpu_state *s = cpu_state();
-	if (!s)
-		return 0;
-	struct level *l = pop(&s->vec);
-	if (l)
-		emit_level(cpu, NOISE_VECTOR, l, now);
-	return 0;
-}
 
 #define VECTOR(tp, which)                                              \
 	SEC("raw_tp/" #tp "_entry")                                    \
 	int BPF_PROG(oslens_##tp##_entry, int vector)                  \
 	{                                                              \
-		return vec_entry(which, vector);                       \
+		enter(NOISE_VECTOR, vector, which);                    \
+		return 0;                                              \
 	}                                                              \
 	SEC("raw_tp/" #tp "_exit")                                     \
 	int BPF_PROG(oslens_##tp##_exit, int vector)                   \
 	{                                                              \
-		return vec_exit();                                     \
+		return leave(NOISE_VECTOR);                            \
 	}
 
 VECTOR(local_timer, NV_LOCAL_TIMER)

@@ -86,12 +86,17 @@ def scale(ctx: Context, quick: bool, **kw):
     if quick:
         kw.update(duration=kw["duration"] or 0.5, warmup=min(kw["warmup"], 0.2))
     plan = scale_plan(**kw)
+    _measure(ctx, "scale", plan, f"{len(plan.points)} points × {plan.reps} repetitions, "
+             f"workers {','.join(map(str, plan.params['workers']))}", _print_scale)
+
+
+def _measure(ctx: Context, kind: str, plan, headline: str, printer) -> None:
+    """Runs a checked plan into the store, then prints the run as `show` would."""
     with ctx.store() as store:
-        ctx.say(f"oslens scale: {len(plan.points)} points × {plan.reps} repetitions, "
-                f"workers {','.join(map(str, plan.params['workers']))}, store {store.path}")
-        run_id = execute(store, "scale", sys.argv, plan.params, plan.points, plan.reps,
-                         plan.total_reps, ctx.err, ctx.quiet)
-        _print_scale(ctx, store, run_id)
+        ctx.say(f"oslens {kind}: {headline}, store {store.path}")
+        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.reps, plan.total_reps,
+                         ctx.err, ctx.quiet)
+        printer(ctx, store, run_id)
 
 
 def _print_scale(ctx: Context, store: Store, run_id: int) -> None:
@@ -148,12 +153,8 @@ def _print_run_line(ctx: Context, run) -> None:
 def latency(ctx: Context, **kw):
     """What does each operation cost, and how variable is it?"""
     plan = latency_plan(**kw)
-    with ctx.store() as store:
-        ctx.say(f"oslens latency: {len(plan.points)} measurements × {plan.reps} repetitions on CPUs "
-                f"{','.join(map(str, plan.params['cpus']))}, store {store.path}")
-        run_id = execute(store, "latency", sys.argv, plan.params, plan.points, plan.reps,
-                         plan.total_reps, ctx.err, ctx.quiet)
-        _print_latency(ctx, store, run_id)
+    _measure(ctx, "latency", plan, f"{len(plan.points)} measurements × {plan.reps} repetitions on CPUs "
+             f"{','.join(map(str, plan.params['cpus']))}", _print_latency)
 
 
 def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
@@ -183,16 +184,9 @@ def _print_latency(ctx: Context, store: Store, run_id: int) -> None:
 @common_options
 def noise(ctx: Context, no_attribution: bool, step_us: float, **kw):
     """How much does the OS interrupt a thread that only computes, and why?"""
-    if not step_us > 0:
-        raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
-    plan = noise_plan(attribution=not no_attribution, **kw)
-    with ctx.store() as store:
-        ctx.say(f"oslens noise: CPUs {','.join(map(str, plan.params['cpus']))}, {plan.params['duration_s']:g} s "
-                f"× {plan.reps}, store {store.path}")
-        plan.params["step_ns"] = step_us * 1000
-        run_id = execute(store, "noise", sys.argv, plan.params, plan.points, plan.reps, plan.total_reps,
-                         ctx.err, ctx.quiet)
-        _print_noise(ctx, store, run_id)
+    plan = noise_plan(attribution=not no_attribution, step_us=step_us, **kw)
+    _measure(ctx, "noise", plan, f"CPUs {','.join(map(str, plan.params['cpus']))}, "
+             f"{plan.params['duration_s']:g} s × {plan.reps}", _print_noise)
 
 
 def _print_noise(ctx: Context, store: Store, run_id: int) -> None:

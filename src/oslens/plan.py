@@ -282,9 +282,12 @@ def parse_cpus(text: str | None) -> tuple[int, ...]:
 
 
 def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps: int, warmup: float,
-               mode: str, compete: str | None, attribution: bool, ftq_us: int | None = None) -> MeasuredPlan:
+               mode: str, compete: str | None, attribution: bool, ftq_us: int | None = None,
+               step_us: float = 1000.0) -> MeasuredPlan:
     from .compete import competitor_cpus, parse_compete
     duration = _check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
+    if not (math.isfinite(step_us) and step_us > 0):
+        raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
     if threshold is not None and not 0 < threshold <= 10**9:
         raise UsageError(f"--threshold: {threshold} is not a number of ns from 1 to 1e9")
     chosen = parse_cpus(cpus)
@@ -306,5 +309,5 @@ def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps
     points = [MeasuredPoint("detour", "default", mode, chosen, tuple(args), c) for c in ([None, spec] if spec else [None])]
     params = {"cpus": list(chosen), "duration_s": duration, "threshold_ns": threshold, "reps": reps,
               "warmup_s": warmup, "mode": mode, "compete": spec.label if spec else None, "attribution": attribution,
-              "ftq_us": ftq_us}
+              "ftq_us": ftq_us, "step_ns": step_us * 1000}
     return MeasuredPlan(points, reps, params)
