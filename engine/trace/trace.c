@@ -6,6 +6,7 @@
 #include "trace.h"
 #include "../json.h"
 #include "../topology.h"
+#include "bpf_util.h"
 
 #include <errno.h>
 #include <sys/resource.h>
@@ -44,8 +45,7 @@ static struct ring_buffer *rb;
 static void (*poll_cb)(const struct trace_event *, void *);
 static void *poll_arg;
 static int poll_count;
-static char missing[512];      /* what this kernel lacks: "threshold_apic,deferred_error,..." */
-static char libbpf_last[256];  /* libbpf's last warning: the cause of a failure */
+static struct bpfu_missing missing; /* what this kernel lacks: "threshold_apic,deferred_error,..." */
 static struct bpf_link **perf_links; /* the fault-end programs on their perf events */
 static int n_perf_links;
 static pid_t owner;            /* the process that called trace_start */
@@ -145,25 +145,6 @@ static int on_record(void *ctx, void *data, size_t size)
 
 /* ---- loading ---- */
 
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	static int verbose = -1;
-	if (verbose < 0)
-		verbose = getenv("OSLENS_TRACE_DEBUG") && *getenv("OSLENS_TRACE_DEBUG");
-	if (verbose)
-		return vfprintf(stderr, fmt, ap);
-	if (level != LIBBPF_WARN)
-		return 0;
-	char buf[sizeof libbpf_last];
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	buf[strcspn(buf, "\n")] = 0;
-	/* the verifier's log comes as many lines between "-- BEGIN/END" markers;
-	 * the line that names the failing program is more telling */
-	if (buf[0] && strncmp(buf, "--", 2) && !strstr(buf, "PROG LOAD LOG"))
-		snprintf(libbpf_last, sizeof libbpf_last, "%s", buf);
-	return 0;
-}
-
 static int whyf(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int whyf(char *why, size_t whylen, const char *fmt, ...)
 {
@@ -179,85 +160,11 @@ static int whyf(char *why, size_t whylen, const char *fmt, ...)
 	return -1;
 }
 
-static int have_cap(int cap)
-{
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2];
-	memset(d, 0, sizeof d);
-	if (syscall(SYS_capget, &h, d) != 0)
-		return 0;
-	return (d[cap / 32].effective >> (cap % 32)) & 1;
-}
-
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
-
-/* Kernels before 5.8 know no CAP_BPF: there CAP_SYS_ADMIN is the test. */
-static int privileged(void)
-{
-	return have_cap(CAP_SYS_ADMIN) || (have_cap(CAP_BPF) && have_cap(CAP_PERFMON));
-}
-
-/* EPERM: missing privilege, or a kernel that refuses even the privileged
- * (lockdown, a security module). */
 static int priv_why(char *why, size_t whylen)
 {
-	if (privileged())
-		return whyf(why, whylen, "the kernel refused to load BPF programs although this process may "
-				"(Operation not permitted: lockdown or a security module?)");
-	return whyf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
-}
-
-/* tracefs's list of events, to leave out the programs whose tracepoint this
- * kernel lacks (an x86 vector that is not configured, any vector elsewhere).
- * NULL if tracefs is not mounted: then attaching is the test. */
-static char *read_available_events(void)
-{
-	static const char *const paths[] = {"/sys/kernel/tracing/available_events",
-					    "/sys/kernel/debug/tracing/available_events"};
-	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-		FILE *f = fopen(paths[i], "r");
-		if (!f)
-			continue;
-		size_t len = 0, cap = 1 << 16;
-		char *buf = malloc(cap + 1);
-		buf[0] = '\n';
-		len = 1;
-		size_t n;
-		while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-			len += n;
-			if (len == cap) {
-				char *more = realloc(buf, cap * 2 + 1);
-				if (!more) {
-					free(buf);
-					buf = NULL;
-					break;
-				}
-				buf = more;
-				cap *= 2;
-			}
-		}
-		fclose(f);
-		if (buf) {
-			buf[len] = 0;
-			if (len > 1)
-				return buf;
-			free(buf);
-		}
-	}
-	return NULL;
-}
-
-/* "raw_tp/irq_handler_entry" -> "irq_handler_entry"; NULL if not a raw tracepoint */
-static const char *tp_name(const struct bpf_program *p)
-{
-	const char *sec = bpf_program__section_name(p);
-	const char *slash = strchr(sec, '/');
-	return !strncmp(sec, "raw_tp/", 7) && slash ? slash + 1 : NULL;
+	char reason[256];
+	bpfu_eperm_reason(reason, sizeof reason);
+	return whyf(why, whylen, "%s", reason);
 }
 
 static int is_fault_fentry(const struct bpf_program *p)
@@ -272,40 +179,25 @@ static int is_fault_perf(const struct bpf_program *p)
 
 static int is_fault_tp(const struct bpf_program *p)
 {
-	const char *tp = tp_name(p);
+	const char *tp = bpfu_tp_name(p);
 	return tp && !strncmp(tp, "page_fault_", 11);
 }
 
 /* Without these the intervals are not worth having. */
 static int required(const struct bpf_program *p)
 {
-	const char *tp = tp_name(p);
+	const char *tp = bpfu_tp_name(p);
 	return tp && (!strncmp(tp, "irq_handler_", 12) || !strncmp(tp, "softirq_", 8) || !strcmp(tp, "sched_switch"));
 }
 
 static void note_missing(const char *what)
 {
-	size_t len = strlen(missing);
-	char pat[128];
-	snprintf(pat, sizeof pat, ",%s,", what);
-	char have[sizeof missing + 2];
-	snprintf(have, sizeof have, ",%s,", missing);
-	if (strstr(have, pat))
-		return;
-	snprintf(missing + len, sizeof missing - len, "%s%s", len ? "," : "", what);
+	bpfu_missing_add(&missing, what);
 }
 
-/* The x86 vectors come in entry/exit pairs: one name for the pair. */
 static void note_missing_tp(const char *tp)
 {
-	char name[128];
-	snprintf(name, sizeof name, "%s", tp);
-	size_t n = strlen(name);
-	if (n > 6 && !strcmp(name + n - 6, "_entry"))
-		name[n - 6] = 0;
-	else if (n > 5 && !strcmp(name + n - 5, "_exit"))
-		name[n - 5] = 0;
-	note_missing(name);
+	bpfu_missing_add_tp(&missing, tp);
 }
 
 /* Opens the skeleton with the programs this kernel can take, and loads it. */
@@ -320,7 +212,7 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, skel->obj) {
-		const char *tp = tp_name(p);
+		const char *tp = bpfu_tp_name(p);
 		int load = 1;
 		if (ntids == 0 && tp && !strcmp(tp, "sched_switch"))
 			load = 0; /* no probed threads: no tasks to attribute */
@@ -328,10 +220,8 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 			load = faults == FAULT_TP;
 		else if (is_fault_fentry(p))
 			load = faults == FAULT_FENTRY;
-		else if (tp && events_list) {
-			char pat[128];
-			snprintf(pat, sizeof pat, ":%s\n", tp);
-			if (!strstr(events_list, pat)) {
+		else if (tp) {
+			if (!bpfu_has_tracepoint(events_list, tp)) {
 				if (required(p))
 					return whyf(why, whylen, "this kernel has no tracepoint %s", tp);
 				load = 0;
@@ -340,56 +230,32 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 		}
 		bpf_program__set_autoload(p, load);
 	}
-	libbpf_last[0] = 0;
+	bpfu_clear_warning();
 	int err = noise_bpf__load(skel);
 	if (err) {
 		int e = -err;
 		if (e == EPERM)
 			return priv_why(why, whylen);
 		return whyf(why, whylen, "the kernel rejected the BPF programs (%s)%s%s", strerror(e),
-			    libbpf_last[0] ? ": " : "", libbpf_last);
+			    *bpfu_last_warning() ? ": " : "", bpfu_last_warning());
 	}
 	return 0;
 }
 
 static void destroy_perf_links(void)
 {
-	for (int i = 0; i < n_perf_links; i++)
-		bpf_link__destroy(perf_links[i]); /* closes the perf event too */
-	free(perf_links);
-	perf_links = NULL;
-	n_perf_links = 0;
+	bpfu_destroy_links(&perf_links, &n_perf_links);
 }
 
 /* One minor-fault and one major-fault software event per probed CPU, each
  * overflowing at every fault into its oslens_fault_* program. */
 static int attach_fault_ends(const int *cpus, int ncpus)
 {
-	perf_links = calloc(2 * ncpus, sizeof *perf_links);
-	if (!perf_links)
-		return -1;
-	for (int i = 0; i < ncpus; i++)
-		for (int major = 0; major < 2; major++) {
-			struct perf_event_attr attr = {
-				.type = PERF_TYPE_SOFTWARE,
-				.size = sizeof attr,
-				.config = major ? PERF_COUNT_SW_PAGE_FAULTS_MAJ : PERF_COUNT_SW_PAGE_FAULTS_MIN,
-				.sample_period = 1,
-				.disabled = 1,
-			};
-			int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
-			if (fd < 0)
-				goto fail;
-			struct bpf_link *link = bpf_program__attach_perf_event(
-				major ? skel->progs.oslens_fault_maj : skel->progs.oslens_fault_min, fd);
-			if (!link) {
-				close(fd);
-				goto fail;
-			}
-			perf_links[n_perf_links++] = link;
-		}
-	return 0;
-fail:
+	if (bpfu_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus,
+				  &perf_links, &n_perf_links) == 0 &&
+	    bpfu_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus,
+				  &perf_links, &n_perf_links) == 0)
+		return 0;
 	destroy_perf_links();
 	return -1;
 }
@@ -399,27 +265,18 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	if (why && whylen)
 		why[0] = 0;
 	trace_stop();
-	missing[0] = 0;
-	/* Fault attribution holds 4 descriptors per probed CPU: on hundreds of
-	 * CPUs the default soft limit would silently drop it. */
-	struct rlimit nofile;
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-		nofile.rlim_cur = nofile.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &nofile);
-	}
+	missing.list[0] = 0;
+	bpfu_init();
 	static int atexit_done;
 	if (!atexit_done) {
 		atexit(trace_stop);
 		atexit_done = 1;
 	}
-	libbpf_set_print(libbpf_print);
 	owner = getpid();
 
-	if (!privileged())
-		return priv_why(why, whylen);
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		return whyf(why, whylen, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
-			    strerror(errno));
+	char reason[256];
+	if (bpfu_check_usable(reason, sizeof reason) != 0)
+		return whyf(why, whylen, "%s", reason);
 	int possible = libbpf_num_possible_cpus();
 	if (possible <= 0)
 		return whyf(why, whylen, "cannot count the possible CPUs: %s", strerror(-possible));
@@ -432,7 +289,7 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	/* Faults: the exceptions tracepoints (x86) with perf's fault accounting
 	 * as the end, else fentry/fexit on handle_mm_fault if BTF knows it. If
 	 * loading fails with them, the rest is still worth having. */
-	char *events_list = read_available_events();
+	char *events_list = bpfu_available_events();
 	enum fault_mode faults = FAULT_NONE;
 	if (ntids > 0) {
 		if (!events_list || strstr(events_list, ":page_fault_user\n")) {
@@ -485,14 +342,14 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 			int is_exit = strstr(sec, "_exit") || !strncmp(sec, "fexit/", 6);
 			if (is_exit != (pass == 0))
 				continue;
-			libbpf_last[0] = 0;
+			bpfu_clear_warning();
 			struct bpf_link *link = bpf_program__attach(p);
 			if (!link) {
 				int e = errno;
 				if (required(p))
 					return e == EPERM ? priv_why(why, whylen)
 							  : whyf(why, whylen, "cannot attach to %s: %s", sec, strerror(e));
-				const char *tp = tp_name(p);
+				const char *tp = bpfu_tp_name(p);
 				if (is_fault_fentry(p) || is_fault_tp(p))
 					note_missing("page_faults");
 				else if (tp)
@@ -502,9 +359,7 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 				continue;
 			}
 			/* the skeleton's destroy detaches the links it knows */
-			for (int k = 0; k < skel->skeleton->prog_cnt; k++)
-				if (*skel->skeleton->progs[k].prog == p)
-					*skel->skeleton->progs[k].link = link;
+			bpfu_skel_own_link(skel->skeleton, p, link);
 		}
 	}
 
@@ -543,7 +398,7 @@ uint64_t trace_lost(void)
 /* The event sources this kernel could not give (comma-separated). */
 const char *trace_missing(void)
 {
-	return missing;
+	return missing.list;
 }
 
 void trace_stop(void)
@@ -624,8 +479,8 @@ static double now_s(void)
 static void emit_missing(struct json *j)
 {
 	json_arr(j, "missing");
-	char buf[sizeof missing];
-	snprintf(buf, sizeof buf, "%s", missing);
+	char buf[sizeof missing.list];
+	snprintf(buf, sizeof buf, "%s", missing.list);
 	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
 		json_str(j, NULL, t);
 	json_end(j);

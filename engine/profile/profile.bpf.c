@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The profiler, kernel side: everything is aggregated here, in maps (per-CPU
+ * where hot), for the threads of one process tree; nothing is streamed to
+ * user space while the workload runs, so the cost per event is a few map
+ * operations whatever the event rate.
+ *
+ * The tree: `tgids` holds the processes followed; the loader seeds it with
+ * the target, sched_process_fork adds every child of a followed process (a
+ * new thread has its process's tgid already). Raw tracepoints throughout
+ * (no tracefs record to fill); page faults are timed from the exceptions
+ * tracepoint to the perf software fault event, as in trace/noise.bpf.c.
+ * Every program is named oslens_* so that a leak shows in `bpftool prog`. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "profile.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PF_KTHREAD 0x00200000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct prof_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct prof_cpu);
+} cpus SEC(".maps");
+
+/* Created on first use, so that only the calls made cost memory, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct prof_syscall);
+} syscalls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct prof_irq);
+} irqs SEC(".maps");
+
+/* A zeroed value to create entries from: too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct prof_syscall);
+} zero_syscall SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct prof_exit);
+} exits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct prof_preempt_key);
+	__type(value, __u64);
+} preempted_by SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct prof_lock_key);
+	__type(value, struct prof_lock);
+} locks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PROF_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* ---- helpers ---- */
+
+static __always_inline struct prof_cpu *this_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpus, &zero);
+}
+
+static __always_inline void count_lost(void)
+{
+	struct prof_cpu *c = this_cpu();
+	if (c)
+		c->lost++;
+}
+
+static __always_inline int followed_tgid(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+}
+
+static __always_inline int current_followed(void)
+{
+	return followed_tgid(bpf_get_current_pid_tgid() >> 32);
+}
+
+/* The per-thread state of a followed thread, created on first sight. */
+static __always_inline struct prof_task *task_state(__u32 tid)
+{
+	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (t)
+		return t;
+	struct prof_task fresh = {};
+	bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
+	t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		count_lost();
+	return t;
+}
+
+/* floor(log2(v)) for v > 0, without loops */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+/* hist.h's index: exact below 2^(b+1), then 2^b buckets per power of two */
+static __always_inline __u32 hist_index(__u64 v)
+{
+	const __u32 sub = 1u << PROF_HIST_SUB_BITS;
+	if (v < 2 * sub)
+		return (__u32)v;
+	__u32 shift = log2_u64(v) - PROF_HIST_SUB_BITS;
+	__u64 idx = (__u64)shift * sub + (v >> shift);
+	return idx < PROF_HIST_BUCKETS ? (__u32)idx : PROF_HIST_BUCKETS - 1;
+}
+
+static __always_inline void hist_add(struct prof_hist *h, __u64 v)
+{
+	__u32 i = hist_index(v);
+	if (i < PROF_HIST_BUCKETS)
+		h->bucket[i]++;
+	h->count++;
+	h->sum += v;
+	if (h->min_plus1 == 0 || v + 1 < h->min_plus1)
+		h->min_plus1 = v + 1;
+	if (v > h->max)
+		h->max = v;
+}
+
+static __always_inline void intr_add(struct prof_intr *s, __u64 ns, int on_workload)
+{
+	s->count++;
+	s->ns += ns;
+	if (on_workload) {
+		s->workload_count++;
+		s->workload_ns += ns;
+	}
+}
+
+/* ---- the process tree ---- */
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(oslens_prof_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	if (!followed_tgid(ptgid))
+		return 0;
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+	if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
+		count_lost();
+	return 0;
+}
+
+/* Raw times from task_struct: user space scales utime/stime to the precise
+ * runtime as the kernel does for /proc. */
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(oslens_prof_exit)
+{
+	struct task_struct *p = (struct task_struct *)bpf_get_current_task_btf();
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	if (!followed_tgid(tgid))
+		return 0;
+	struct prof_exit e = {};
+	e.tid = BPF_CORE_READ(p, pid);
+	e.tgid = tgid;
+	e.utime_ns = BPF_CORE_READ(p, utime);
+	e.stime_ns = BPF_CORE_READ(p, stime);
+	e.runtime_ns = BPF_CORE_READ(p, se.sum_exec_runtime);
+	e.nvcsw = BPF_CORE_READ(p, nvcsw);
+	e.nivcsw = BPF_CORE_READ(p, nivcsw);
+	e.min_flt = BPF_CORE_READ(p, min_flt);
+	e.maj_flt = BPF_CORE_READ(p, maj_flt);
+	e.cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(e.comm, sizeof e.comm);
+	if (bpf_map_update_elem(&exits, &e.tid, &e, BPF_ANY))
+		count_lost();
+	return 0;
+}
+
+/* The last moment a task is seen: forget its state (its tgid too once the
+ * whole process is gone, so that a recycled pid is not followed). */
+SEC("raw_tp/sched_process_free")
+int BPF_PROG(oslens_prof_free, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	bpf_map_delete_elem(&tasks, &tid);
+	if (tid == tgid)
+		bpf_map_delete_elem(&tgids, &tgid);
+	return 0;
+}
+
+/* ---- system calls ---- */
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(oslens_prof_sys_enter, struct pt_regs *regs, long id)
+{
+	if (!current_followed())
+		return 0;
+	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
+	if (!t)
+		return 0;
+	t->sys_nr = id;
+	t->sys_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(oslens_prof_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t || !t->sys_ns)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - t->sys_ns;
+	__u32 nr = (__u32)t->sys_nr;
+	t->sys_ns = 0;
+	struct prof_syscall *s = bpf_map_lookup_elem(&syscalls, &nr);
+	if (!s) {
+		__u32 zero = 0;
+		struct prof_syscall *z = bpf_map_lookup_elem(&zero_syscall, &zero);
+		if (!z)
+			return 0;
+		bpf_map_update_elem(&syscalls, &nr, z, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&syscalls, &nr);
+		if (!s) {
+			count_lost();
+			return 0;
+		}
+	}
+	hist_add(&s->h, ns);
+	if (ret < 0 && ret >= -4095)
+		s->errors++;
+	return 0;
+}
+
+/* ---- scheduling ---- */
+
+static __always_inline unsigned int task_state_of(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->__state))
+		return BPF_CORE_READ(p, __state);
+	struct task_struct___old {
+		long state;
+	} *old = (void *)p;
+	return (unsigned int)BPF_CORE_READ(old, state);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct prof_cpu *c = this_cpu();
+	if (!c)
+		return 0;
+
+	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
+		struct prof_task *t = task_state(BPF_CORE_READ(prev, pid));
+		if (t) {
+			if (t->on_ns)
+				c->ran_ns += now - t->on_ns;
+			t->on_ns = 0;
+			t->off_ns = now;
+			/* the kernel's own rule for nvcsw/nivcsw */
+			int involuntary = preempt || task_state_of(prev) == 0;
+			t->off_involuntary = involuntary;
+			t->ready_ns = involuntary ? now : 0;
+			if (involuntary) {
+				c->involuntary++;
+				struct prof_preempt_key k = {};
+				BPF_CORE_READ_STR_INTO(&k.comm, next, comm);
+				if (BPF_CORE_READ(next, flags) & PF_KTHREAD)
+					k.kind = PROF_BY_KTHREAD;
+				else if (followed_tgid(BPF_CORE_READ(next, tgid)))
+					k.kind = PROF_BY_WORKLOAD;
+				else
+					k.kind = PROF_BY_OTHER;
+				__u64 *n = bpf_map_lookup_elem(&preempted_by, &k);
+				if (!n) {
+					__u64 zero = 0;
+					bpf_map_update_elem(&preempted_by, &k, &zero, BPF_NOEXIST);
+					n = bpf_map_lookup_elem(&preempted_by, &k);
+				}
+				if (n)
+					__sync_fetch_and_add(n, 1);
+				else
+					c->lost++;
+			} else {
+				c->voluntary++;
+			}
+		}
+	}
+
+	if (followed_tgid(BPF_CORE_READ(next, tgid))) {
+		struct prof_task *t = task_state(BPF_CORE_READ(next, pid));
+		if (t) {
+			c->switch_ins++;
+			if (t->off_ns) {
+				hist_add(t->off_involuntary ? &c->offcpu_involuntary : &c->offcpu_voluntary,
+					 now - t->off_ns);
+				t->off_ns = 0;
+			}
+			if (t->ready_ns) {
+				hist_add(&c->runq, now - t->ready_ns);
+				t->ready_ns = 0;
+			}
+			if (t->last_cpu && t->last_cpu != cpu + 1)
+				c->migrated_switch_ins++;
+			t->last_cpu = cpu + 1;
+			t->on_ns = now;
+		}
+	}
+	return 0;
+}
+
+static __always_inline void woken(struct task_struct *p)
+{
+	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
+		return;
+	struct prof_task *t = task_state(BPF_CORE_READ(p, pid));
+	struct prof_cpu *c = this_cpu();
+	if (!t || !c)
+		return;
+	c->wakeups++;
+	if (!t->ready_ns)
+		t->ready_ns = bpf_ktime_get_ns();
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(oslens_prof_wakeup, struct task_struct *p)
+{
+	woken(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(oslens_prof_wakeup_new, struct task_struct *p)
+{
+	woken(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(oslens_prof_migrate, struct task_struct *p, int dest_cpu)
+{
+	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
+		return 0;
+	struct prof_cpu *c = this_cpu();
+	if (c)
+		c->migrations++;
+	return 0;
+}
+
+/* ---- page faults (see trace/noise.bpf.c for the method) ---- */
+
+static __always_inline void fault_start(void)
+{
+	if (!current_followed())
+		return;
+	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
+	if (t)
+		t->fault_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void fault_end(int major)
+{
+	struct prof_cpu *c = this_cpu();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!c || !t || !current_followed())
+		return;
+	if (major)
+		c->major_faults++;
+	else
+		c->minor_faults++;
+	if (!t->fault_ns)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - t->fault_ns;
+	hist_add(&c->fault, ns);
+	if (major)
+		hist_add(&c->major_fault, ns);
+	t->fault_ns = 0;
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(oslens_prof_fault_user, unsigned long address)
+{
+	fault_start();
+	return 0;
+}
+
+SEC("raw_tp/page_fault_kernel")
+int BPF_PROG(oslens_prof_fault_kernel, unsigned long address)
+{
+	fault_start();
+	return 0;
+}
+
+SEC("perf_event")
+int oslens_prof_fault_min(struct bpf_perf_event_data *ctx)
+{
+	fault_end(0);
+	return 0;
+}
+
+SEC("perf_event")
+int oslens_prof_fault_maj(struct bpf_perf_event_data *ctx)
+{
+	fault_end(1);
+	return 0;
+}
+
+/* ---- interrupts, on every CPU ---- */
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(oslens_prof_irq_entry, int irq, struct irqaction *action)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c)
+		return 0;
+	c->hardirq_start = bpf_ktime_get_ns();
+	c->hardirq_on_workload = current_followed();
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_exit")
+int BPF_PROG(oslens_prof_irq_exit, int irq, struct irqaction *action)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c || !c->hardirq_start)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - c->hardirq_start;
+	c->hardirq_start = 0;
+	intr_add(&c->hardirq, ns, c->hardirq_on_workload);
+	__u32 key = irq;
+	struct prof_irq *s = bpf_map_lookup_elem(&irqs, &key);
+	if (!s) {
+		struct prof_irq fresh = {};
+		bpf_probe_read_kernel_str(fresh.name, sizeof fresh.name, BPF_CORE_READ(action, name));
+		bpf_map_update_elem(&irqs, &key, &fresh, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&irqs, &key);
+		if (!s) {
+			c->lost++;
+			return 0;
+		}
+		if (!s->name[0])
+			bpf_probe_read_kernel_str(s->name, sizeof s->name, BPF_CORE_READ(action, name));
+	}
+	intr_add(&s->s, ns, c->hardirq_on_workload);
+	return 0;
+}
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(oslens_prof_softirq_entry, unsigned int vec)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c)
+		return 0;
+	c->softirq_start = bpf_ktime_get_ns();
+	c->softirq_on_workload = current_followed();
+	return 0;
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(oslens_prof_softirq_exit, unsigned int vec)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c || !c->softirq_start)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - c->softirq_start;
+	c->softirq_start = 0;
+	intr_add(&c->softirq, ns, c->softirq_on_workload);
+	if (vec < PROF_SOFTIRQS)
+		intr_add(&c->softirq_vec[vec], ns, c->softirq_on_workload);
+	return 0;
+}
+
+static __always_inline void vector_entry(__u32 which)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c)
+		return;
+	c->vector_start = bpf_ktime_get_ns();
+	c->vector_which = which;
+	c->vector_on_workload = current_followed();
+}
+
+static __always_inline void vector_exit(__u32 which)
+{
+	struct prof_cpu *c = this_cpu();
+	if (!c || !c->vector_start || c->vector_which != which)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - c->vector_start;
+	c->vector_start = 0;
+	intr_add(&c->vector, ns, c->vector_on_workload);
+	if (which < PV_MAX)
+		intr_add(&c->vec[which], ns, c->vector_on_workload);
+}
+
+#define VECTOR(tp, which)                                          \
+	SEC("raw_tp/" #tp "_entry")                                \
+	int BPF_PROG(oslens_prof_##tp##_entry, int vector)         \
+	{                                                          \
+		vector_entry(which);                               \
+		return 0;                                          \
+	}                                                          \
+	SEC("raw_tp/" #tp "_exit")                                 \
+	int BPF_PROG(oslens_prof_##tp##_exit, int vector)          \
+	{                                                          \
+		vector_exit(which);                                \
+		return 0;                                          \
+	}
+
+VECTOR(local_timer, PV_LOCAL_TIMER)
+VECTOR(reschedule, PV_RESCHEDULE)
+VECTOR(call_function, PV_CALL_FUNCTION)
+VECTOR(call_function_single, PV_CALL_FUNCTION_SINGLE)
+VECTOR(irq_work, PV_IRQ_WORK)
+
+/* ---- kernel lock contention ---- */
+
+/* Locks that are fields of the waiter's own task: named here, since their
+ * address says nothing in user space (perf lock contention does the same). */
+static __always_inline __u32 lock_named(__u64 lock)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	if (mm) {
+		if (bpf_core_field_exists(mm->mmap_lock)) {
+			if (lock == (__u64)__builtin_preserve_access_index(&mm->mmap_lock))
+				return PROF_LOCK_MMAP;
+		}
+	}
+	struct sighand_struct *sh = BPF_CORE_READ(task, sighand);
+	if (sh && lock == (__u64)__builtin_preserve_access_index(&sh->siglock))
+		return PROF_LOCK_SIGHAND;
+	struct files_struct *files = BPF_CORE_READ(task, files);
+	if (files && lock == (__u64)__builtin_preserve_access_index(&files->file_lock))
+		return PROF_LOCK_FILES;
+	return 0;
+}
+
+SEC("raw_tp/contention_begin")
+int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
+{
+	if (!current_followed())
+		return 0;
+	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
+	if (!t)
+		return 0;
+	/* a waiter that spins, then sleeps, begins twice: one wait */
+	if (t->lock_ns && t->lock == (__u64)lock)
+		return 0;
+	t->lock_ns = bpf_ktime_get_ns();
+	t->lock = (__u64)lock;
+	t->lock_flags = flags;
+	t->lock_stack = bpf_get_stackid(ctx, &stacks, 0);
+	return 0;
+}
+
+SEC("raw_tp/contention_end")
+int BPF_PROG(oslens_prof_lock_end, void *lock, int ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t || !t->lock_ns || t->lock != (__u64)lock)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - t->lock_ns;
+	t->lock_ns = 0;
+	struct prof_lock_key k = {.lock = t->lock, .stack = t->lock_stack, .flags = t->lock_flags};
+	struct prof_lock *l = bpf_map_lookup_elem(&locks, &k);
+	if (!l) {
+		struct prof_lock fresh = {.named = lock_named(k.lock)};
+		bpf_map_update_elem(&locks, &k, &fresh, BPF_NOEXIST);
+		l = bpf_map_lookup_elem(&locks, &k);
+		if (!l) {
+			count_lost();
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(&l->count, 1);
+	__sync_fetch_and_add(&l->total_ns, ns);
+	if (ns > l->max_ns)
+		l->max_ns = ns;
+	return 0;
+}

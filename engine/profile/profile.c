@@ -1,0 +1,601 @@
+/* `oslens-engine profile`: where a workload's time goes in the kernel.
+ *
+ *   oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf]
+ *                         (--pid PID | -- CMD ARGS...)
+ *
+ * A command is forked and held before exec until everything is attached:
+ * the BPF side follows it (and every child it forks), the counters start at
+ * its exec. Its stdin, stdout and stderr are the engine's own, untouched;
+ * the records go to fd N. With --pid the engine attaches to a running
+ * process (and its existing descendants) for --duration, or until it exits
+ * or the engine is signalled, and detaches without touching it.
+ *
+ * Records (engine/README.md): header, bpf, procfs begin, thread begin (--pid),
+ * target, end_target, procfs end, thread end, counters, the BPF aggregates,
+ * end. */
+#include "../engine.h"
+#include "../json.h"
+#include "counters.h"
+#include "profile_bpf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 4096
+
+static volatile sig_atomic_t got_signal, signal_from_process, got_alarm;
+static pid_t command_pid;
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if (!got_signal)
+		got_signal = sig;
+	/* A terminal's Ctrl-C reaches the command itself (same process group);
+	 * a signal sent to the engine alone is passed on. */
+	if (command_pid > 0 && si && (si->si_code == SI_USER || si->si_code == SI_QUEUE)) {
+		signal_from_process = 1;
+		kill(command_pid, sig);
+	}
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	got_alarm = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+/* ---- procfs ---- */
+
+static char *read_text(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	size_t len = 0, cap = 1 << 14;
+	char *buf = malloc(cap + 1);
+	ssize_t n;
+	while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+		len += n;
+		if (len == cap) {
+			char *more = realloc(buf, cap * 2 + 1);
+			if (!more) {
+				free(buf);
+				buf = NULL;
+			}
+			buf = more;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+
+static void emit_procfs(const char *when)
+{
+	static const char *const files[] = {"/proc/stat", "/proc/interrupts", "/proc/softirqs", "/proc/vmstat"};
+	struct json *j = json_record("procfs");
+	json_str(j, "when", when);
+	json_uint(j, "t_ns", now_ns());
+	json_obj(j, "files");
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char *text = read_text(files[i]);
+		if (text)
+			json_str(j, files[i], text);
+		free(text);
+	}
+	json_end(j);
+	json_emit(j);
+}
+
+/* One thread's accounting from /proc: stat (times, faults, last CPU),
+ * status (switches), schedstat (precise runtime). */
+static void emit_proc_thread(pid_t tgid, pid_t tid, const char *when)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", tgid, tid);
+	char *stat = read_text(path);
+	if (!stat)
+		return;
+	char *rparen = strrchr(stat, ')'), *lparen = strchr(stat, '(');
+	if (!rparen || !lparen) {
+		free(stat);
+		return;
+	}
+	char comm[64];
+	snprintf(comm, sizeof comm, "%.*s", (int)(rparen - lparen - 1), lparen + 1);
+	/* fields after "(comm) ": 3 state ... 10 minflt 12 majflt 14 utime 15 stime ... 39 processor */
+	unsigned long long f[40] = {0};
+	char *p = rparen + 2;
+	for (int k = 3; k < 40 && *p; k++) {
+		while (*p == ' ')
+			p++;
+		f[k] = strtoull(p, &p, 10);
+		if (k == 3)
+			while (*p && *p != ' ')
+				p++; /* the state letter */
+	}
+	free(stat);
+	long tck = sysconf(_SC_CLK_TCK);
+	if (tck <= 0)
+		tck = 100;
+	unsigned long long runtime = 0, nvcsw = 0, nivcsw = 0;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", tgid, tid);
+	char *ss = read_text(path);
+	if (ss)
+		runtime = strtoull(ss, NULL, 10);
+	free(ss);
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", tgid, tid);
+	char *st = read_text(path);
+	if (st) {
+		char *v = strstr(st, "\nvoluntary_ctxt_switches:");
+		if (v)
+			nvcsw = strtoull(v + 25, NULL, 10);
+		v = strstr(st, "\nnonvoluntary_ctxt_switches:");
+		if (v)
+			nivcsw = strtoull(v + 28, NULL, 10);
+	}
+	free(st);
+	struct json *j = json_record("thread");
+	json_str(j, "when", when);
+	json_str(j, "source", "proc");
+	json_int(j, "tid", tid);
+	json_int(j, "tgid", tgid);
+	json_str(j, "comm", comm);
+	json_uint(j, "utime_ns", f[14] * (1000000000ull / tck));
+	json_uint(j, "stime_ns", f[15] * (1000000000ull / tck));
+	json_uint(j, "runtime_ns", runtime);
+	json_uint(j, "nvcsw", nvcsw);
+	json_uint(j, "nivcsw", nivcsw);
+	json_uint(j, "min_flt", f[10]);
+	json_uint(j, "maj_flt", f[12]);
+	json_int(j, "cpu", (long long)f[39]);
+	json_emit(j);
+}
+
+/* Calls fn for every thread of process tgid. */
+static int for_each_thread(pid_t tgid, void (*fn)(pid_t tgid, pid_t tid, void *arg), void *arg)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", tgid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+			fn(tgid, atoi(e->d_name), arg);
+	closedir(d);
+	return 0;
+}
+
+static void emit_thread_cb(pid_t tgid, pid_t tid, void *when)
+{
+	emit_proc_thread(tgid, tid, when);
+}
+
+struct tid_list {
+	pid_t *tids;
+	int n, cap;
+};
+
+static void collect_tid_cb(pid_t tgid, pid_t tid, void *arg)
+{
+	(void)tgid;
+	struct tid_list *l = arg;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 64;
+		pid_t *more = realloc(l->tids, cap * sizeof *more);
+		if (!more)
+			return;
+		l->tids = more;
+		l->cap = cap;
+	}
+	l->tids[l->n++] = tid;
+}
+
+static pid_t parent_of(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	char *stat = read_text(path);
+	pid_t ppid = -1;
+	char *rparen = stat ? strrchr(stat, ')') : NULL;
+	if (rparen)
+		sscanf(rparen + 2, "%*c %d", &ppid);
+	free(stat);
+	return ppid;
+}
+
+/* The process and its living descendants, parents before children. */
+static int process_tree(pid_t root, pid_t *out, int max)
+{
+	int n = 0;
+	out[n++] = root;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return n;
+	pid_t *all = malloc(sizeof *all * 65536), *par = malloc(sizeof *par * 65536);
+	int nall = 0;
+	struct dirent *e;
+	while (all && par && (e = readdir(d)) && nall < 65536)
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9') {
+			all[nall] = atoi(e->d_name);
+			par[nall] = parent_of(all[nall]);
+			nall++;
+		}
+	closedir(d);
+	for (int i = 0; i < n && n < max; i++)
+		for (int k = 0; k < nall && n < max; k++)
+			if (par[k] == out[i] && all[k] != root)
+				out[n++] = all[k];
+	free(all);
+	free(par);
+	return n;
+}
+
+/* ---- the command ---- */
+
+/* Forks the command, held on `go` until released; its exec failure comes
+ * back through `err` (close-on-exec, so EOF means the exec happened). */
+static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
+{
+	int go[2], err[2];
+	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(go[1]);
+		close(err[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		sigemptyset(&dfl.sa_mask);
+		for (int s = 1; s < NSIG; s++)
+			sigaction(s, &dfl, NULL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(127); /* the engine gave up before releasing us */
+		if (saved_stdout >= 0)
+			dup2(saved_stdout, STDOUT_FILENO);
+		execvp(argv[0], argv);
+		int e = errno;
+		if (write(err[1], &e, sizeof e) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(err[1]);
+	*go_w = go[1];
+	*err_r = err[0];
+	return pid;
+}
+
+static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns)
+{
+	struct json *j = json_record("end_target");
+	json_str(j, "how", how);
+	if (has_status && WIFEXITED(status))
+		json_int(j, "code", WEXITSTATUS(status));
+	else
+		json_null(j, "code");
+	if (has_status && WIFSIGNALED(status))
+		json_int(j, "signal", WTERMSIG(status));
+	else
+		json_null(j, "signal");
+	json_uint(j, "wall_ns", wall_ns);
+	json_emit(j);
+}
+
+static void emit_error(const char *msg)
+{
+	struct json *j = json_record("error");
+	json_str(j, "message", msg);
+	json_emit(j);
+}
+
+static double parse_seconds(const char *opt, const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 86400 * 7)
+		die_usage("%s: '%s' is not a positive number of seconds", opt, s);
+	return v;
+}
+
+static void arm_alarm(double s)
+{
+	struct itimerval it = {.it_value = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - (time_t)s) * 1e6)}};
+	if (!it.it_value.tv_sec && !it.it_value.tv_usec)
+		it.it_value.tv_usec = 1;
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Waits for the command; on --time-limit or a signal passed on, it gets
+ * SIGTERM, then SIGKILL after a grace period. */
+static int wait_command(pid_t pid, double time_limit, int *status, const char **how)
+{
+	const double grace = 2.0;
+	int terminated = 0;
+	if (time_limit > 0)
+		arm_alarm(time_limit);
+	*how = "exited";
+	for (;;) {
+		pid_t r = waitpid(pid, status, 0);
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (got_alarm) {
+			got_alarm = 0;
+			kill(pid, terminated ? SIGKILL : SIGTERM);
+			if (!terminated) {
+				*how = time_limit > 0 && !got_signal ? "time_limit" : "signal";
+				terminated = 1;
+				arm_alarm(grace);
+			}
+		} else if (got_signal && !terminated && (signal_from_process || got_signal == SIGTERM)) {
+			*how = "signal";
+			terminated = 1;
+			arm_alarm(grace);
+		} else if (got_signal) {
+			*how = "signal";
+		}
+	}
+}
+
+/* Waits for the attached process's exit, the duration, or a signal. */
+static const char *wait_attached(pid_t pid, double duration)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	uint64_t end = duration > 0 ? now_ns() + (uint64_t)(duration * 1e9) : 0;
+	while (!got_signal) {
+		int ms = 200;
+		if (end) {
+			uint64_t now = now_ns();
+			if (now >= end)
+				return "duration";
+			if ((end - now) / 1000000 < 200)
+				ms = (int)((end - now) / 1000000) + 1;
+		}
+		if (pidfd >= 0) {
+			struct pollfd p = {.fd = pidfd, .events = POLLIN};
+			if (poll(&p, 1, ms) == 1) {
+				close(pidfd);
+				return "exited";
+			}
+		} else {
+			if (kill(pid, 0) != 0 && errno == ESRCH)
+				return "exited";
+			usleep(ms * 1000);
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return "signal";
+}
+
+static void usage(void)
+{
+	die_usage("usage: oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf] "
+		  "(--pid PID | -- CMD ARGS...)");
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"out-fd", required_argument, 0, 'o'},
+						 {"duration", required_argument, 0, 'd'},
+						 {"time-limit", required_argument, 0, 't'},
+						 {"pid", required_argument, 0, 'p'},
+						 {"no-bpf", no_argument, 0, 'n'},
+						 {0, 0, 0, 0}};
+	int out_fd = -1, no_bpf = 0;
+	double duration = 0, time_limit = 0;
+	pid_t pid = 0;
+	optind = 2;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'o':
+			out_fd = (int)strtol(optarg, &end, 10);
+			if (*end || out_fd < 0 || fcntl(out_fd, F_GETFD) < 0)
+				die_usage("--out-fd: '%s' is not an open file descriptor", optarg);
+			break;
+		case 'd': duration = parse_seconds("--duration", optarg); break;
+		case 't': time_limit = parse_seconds("--time-limit", optarg); break;
+		case 'p':
+			pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || pid <= 0)
+				die_usage("--pid: '%s' is not a process id", optarg);
+			if (kill(pid, 0) != 0 && errno == ESRCH)
+				die_usage("--pid: no process %d", pid);
+			if (pid == getpid())
+				die_usage("--pid: cannot profile the profiler itself");
+			break;
+		case 'n': no_bpf = 1; break;
+		default: usage();
+		}
+	}
+	char **cmd = argv + optind;
+	int ncmd = argc - optind;
+	if ((pid != 0) == (ncmd > 0))
+		die_usage("profile: give either --pid PID or -- CMD ARGS...");
+	if (ncmd > 0 && duration > 0)
+		die_usage("profile: --duration is for --pid; a command is profiled until it exits (see --time-limit)");
+
+	/* The records leave on out_fd; stdout goes back to the command. */
+	int saved_stdout = -1;
+	if (out_fd >= 0 && out_fd != STDOUT_FILENO) {
+		saved_stdout = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+		if (dup2(out_fd, STDOUT_FILENO) < 0)
+			die_usage("--out-fd: %s", strerror(errno));
+		close(out_fd);
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	struct json *j = json_record("header");
+	json_str(j, "command", "profile");
+	json_str(j, "version", ENGINE_VERSION);
+	json_str(j, "mode", ncmd ? "command" : "pid");
+	json_arr(j, "argv");
+	for (int i = 0; i < ncmd; i++)
+		json_str(j, NULL, cmd[i]);
+	json_end(j);
+	if (pid)
+		json_int(j, "pid", pid);
+	else
+		json_null(j, "pid");
+	json_int(j, "cpus_possible", sysconf(_SC_NPROCESSORS_CONF));
+	char *online = read_text("/sys/devices/system/cpu/online");
+	if (online)
+		online[strcspn(online, "\n")] = 0;
+	json_str(j, "cpus_online", online ? online : "");
+	free(online);
+	json_int(j, "clk_tck", sysconf(_SC_CLK_TCK));
+	json_int(j, "page_size", sysconf(_SC_PAGESIZE));
+	json_emit(j);
+
+	struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+	struct sigaction alarm_sa = {.sa_handler = on_alarm};
+	sigemptyset(&alarm_sa.sa_mask);
+	sigaction(SIGALRM, &alarm_sa, NULL);
+
+	int go_w = -1, err_r = -1;
+	if (ncmd) {
+		pid = fork_command(cmd, saved_stdout, &go_w, &err_r);
+		if (pid < 0) {
+			emit_error("cannot fork the command");
+			return EXIT_MEASURE_FAILED;
+		}
+		command_pid = pid;
+	}
+
+	char why[512] = "";
+	int bpf = 0;
+	if (no_bpf)
+		snprintf(why, sizeof why, "not asked for (--no-bpf)");
+	else
+		bpf = profile_bpf_start(why, sizeof why) == 0;
+
+	/* the processes followed from the start */
+	static pid_t tree[MAX_PROCS];
+	int ntree = ncmd ? (tree[0] = pid, 1) : process_tree(pid, tree, MAX_PROCS);
+	for (int i = 0; bpf && i < ntree; i++)
+		profile_bpf_follow(tree[i]);
+
+	j = json_record("bpf");
+	json_bool(j, "loaded", bpf);
+	if (bpf)
+		json_null(j, "why");
+	else
+		json_str(j, "why", why);
+	json_arr(j, "missing");
+	char miss[512];
+	snprintf(miss, sizeof miss, "%s", profile_bpf_missing());
+	for (char *save, *t = strtok_r(miss, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_str(j, NULL, t);
+	json_end(j);
+	json_emit(j);
+
+	struct tid_list tids = {0};
+	if (ncmd) {
+		collect_tid_cb(pid, pid, &tids);
+	} else {
+		for (int i = 0; i < ntree; i++) {
+			for_each_thread(tree[i], emit_thread_cb, "begin");
+			for_each_thread(tree[i], collect_tid_cb, &tids);
+		}
+	}
+	counters_open(tids.tids, tids.n, ncmd > 0);
+	free(tids.tids);
+
+	emit_procfs("begin");
+	uint64_t t0 = now_ns();
+	j = json_record("target");
+	json_int(j, "pid", pid);
+	json_uint(j, "t_ns", t0);
+	json_emit(j);
+
+	const char *how;
+	int rc = 0;
+	if (ncmd) {
+		int status = 0;
+		if (write(go_w, "g", 1) != 1) {
+			emit_error("cannot release the command");
+			kill(pid, SIGKILL);
+		}
+		close(go_w);
+		int exec_errno = 0;
+		ssize_t n;
+		do
+			n = read(err_r, &exec_errno, sizeof exec_errno);
+		while (n < 0 && errno == EINTR);
+		close(err_r);
+		int waited = wait_command(pid, time_limit, &status, &how);
+		uint64_t wall = now_ns() - t0;
+		if (n == (ssize_t)sizeof exec_errno) {
+			char msg[512];
+			snprintf(msg, sizeof msg, "cannot execute '%s': %s", cmd[0], strerror(exec_errno));
+			emit_error(msg);
+			rc = EXIT_USAGE;
+		}
+		emit_end_target(how, status, waited == 0, wall);
+	} else {
+		how = wait_attached(pid, duration);
+		emit_end_target(how, 0, 0, now_ns() - t0);
+	}
+	emit_procfs("end");
+
+	/* threads still alive at the end: the attached process, descendants,
+	 * a command's leftovers; the kernel side knows the whole tree */
+	if (bpf)
+		ntree = profile_bpf_followed(tree, MAX_PROCS);
+	for (int i = 0; i < ntree; i++)
+		for_each_thread(tree[i], emit_thread_cb, "end");
+	counters_emit_and_close();
+	if (bpf)
+		profile_bpf_emit();
+	profile_bpf_stop();
+
+	j = json_record("end");
+	json_str(j, "status", got_signal ? "interrupted" : rc ? "failed" : "ok");
+	if (got_signal)
+		json_int(j, "signal", got_signal);
+	json_emit(j);
+	return rc;
+}

@@ -1,0 +1,119 @@
+/* What profile.bpf.c aggregates in its maps and profile_bpf.c reads: shared
+ * by the BPF side (vmlinux.h types) and the loader (<linux/types.h>). */
+#ifndef OSLENS_PROFILE_H
+#define OSLENS_PROFILE_H
+
+/* Log-linear latency histogram, the engine's layout (hist.h) with 2 sub-bucket
+ * bits: a bucket is at most 25 % of its lower bound wide, which is what a
+ * distribution of kernel latencies needs, and 160 buckets (values up to
+ * 2^40 ns, about 18 minutes; larger ones go in the last) keep a per-CPU copy
+ * per system call small on machines with hundreds of CPUs. */
+#define PROF_HIST_SUB_BITS 2
+#define PROF_HIST_BUCKETS 160
+
+struct prof_hist {
+	__u64 count;
+	__u64 sum;
+	__u64 min_plus1; /* 0: empty */
+	__u64 max;
+	__u32 bucket[PROF_HIST_BUCKETS];
+};
+
+struct prof_syscall {
+	__u64 errors;
+	struct prof_hist h;
+};
+
+/* Per CPU: interrupt-like work done there. */
+struct prof_intr {
+	__u64 count;
+	__u64 ns;
+	__u64 workload_count; /* while a thread of the workload was current */
+	__u64 workload_ns;
+};
+
+#define PROF_COMM 16
+
+struct prof_irq {
+	struct prof_intr s;
+	char name[PROF_COMM];
+};
+
+#define PROF_SOFTIRQS 10
+
+/* x86 system vectors (irq_vectors:*) */
+enum prof_vector {
+	PV_LOCAL_TIMER,
+	PV_RESCHEDULE,
+	PV_CALL_FUNCTION,
+	PV_CALL_FUNCTION_SINGLE,
+	PV_IRQ_WORK,
+	PV_MAX
+};
+
+struct prof_cpu {
+	__u64 ran_ns;         /* the workload's threads on CPU here */
+	struct prof_intr hardirq, softirq, vector;
+	struct prof_intr softirq_vec[PROF_SOFTIRQS];
+	struct prof_intr vec[PV_MAX];
+	/* open intervals on this CPU */
+	__u64 hardirq_start, softirq_start, vector_start;
+	__u32 hardirq_on_workload, softirq_on_workload, vector_on_workload;
+	__u32 vector_which;
+	__u64 voluntary, involuntary, switch_ins, migrated_switch_ins, migrations, wakeups;
+	__u64 minor_faults, major_faults;
+	__u64 lost;           /* a map was full */
+	struct prof_hist offcpu_voluntary, offcpu_involuntary, runq, fault, major_fault;
+};
+
+/* Per thread of the workload, while it lives. */
+struct prof_task {
+	__u64 on_ns;          /* switched in */
+	__u64 off_ns;         /* switched out */
+	__u64 ready_ns;       /* runnable since (woken, or preempted) */
+	__u64 sys_ns;         /* in a system call since */
+	__u64 fault_ns;       /* in a page fault since */
+	__u64 lock_ns;        /* waiting for a contended lock since */
+	__u64 lock;
+	__s64 sys_nr;
+	__s32 lock_stack;
+	__u32 lock_flags;
+	__u32 last_cpu;       /* +1; 0: not seen on a CPU yet */
+	__u32 off_involuntary;
+};
+
+/* A thread's accounting when it exited. */
+struct prof_exit {
+	__u32 tid, tgid;
+	__u64 utime_ns, stime_ns, runtime_ns;
+	__u64 nvcsw, nivcsw, min_flt, maj_flt;
+	__u32 cpu;
+	char comm[PROF_COMM];
+};
+
+struct prof_preempt_key {
+	char comm[PROF_COMM];
+	__u32 kind;           /* PROF_BY_* */
+};
+#define PROF_BY_OTHER 0
+#define PROF_BY_KTHREAD 1
+#define PROF_BY_WORKLOAD 2
+
+#define PROF_STACK_DEPTH 24
+
+struct prof_lock_key {
+	__u64 lock;
+	__s32 stack;          /* in the stacks map; < 0: none */
+	__u32 flags;          /* LCB_F_* of contention_begin */
+};
+
+struct prof_lock {
+	__u64 count, total_ns, max_ns;
+	__u32 named;          /* PROF_LOCK_* when the lock is a known field of the waiter's task */
+	__u32 pad;
+};
+#define PROF_LOCK_MMAP 1
+#define PROF_LOCK_SIGHAND 2
+#define PROF_LOCK_FILES 3
+
+#endif

@@ -1,0 +1,600 @@
+/* The profiler's loader: profile.bpf.c through the skeleton bpftool made of
+ * it, and the JSON records of its aggregates (see profile.h for the maps).
+ * Per-CPU values are summed here; histograms keep the engine's layout. */
+#include "profile_bpf.h"
+#include "../json.h"
+#include "../topology.h"
+#include "../trace/bpf_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "profile.h"
+#include "profile.skel.h"
+#include "syscall_names.h"
+
+static struct profile_bpf *skel;
+static struct bpfu_missing missing;
+static struct bpf_link **fault_links;
+static int n_fault_links;
+static int ncpus_possible;
+static int faults_timed;
+
+/* ---- loading ---- */
+
+static int fail(char *why, size_t whylen, const char *fmt, const char *arg)
+{
+	snprintf(why, whylen, fmt, arg);
+	profile_bpf_stop();
+	return -1;
+}
+
+/* What each optional program gives; the others are the core. */
+static const char *part_of(const struct bpf_program *p)
+{
+	const char *tp = bpfu_tp_name(p);
+	if (!tp)
+		return "page_faults"; /* the perf_event fault ends */
+	if (!strncmp(tp, "sys_", 4))
+		return "syscalls";
+	if (!strncmp(tp, "page_fault_", 11))
+		return "page_faults";
+	if (!strncmp(tp, "contention_", 11))
+		return "lock_contention";
+	if (!strncmp(tp, "irq_handler_", 12))
+		return "hardirqs";
+	if (!strncmp(tp, "softirq_", 8))
+		return "softirqs";
+	if (!strcmp(tp, "sched_wakeup") || !strcmp(tp, "sched_wakeup_new"))
+		return "runqueue_wait";
+	if (!strcmp(tp, "sched_migrate_task"))
+		return "migrations";
+	if (!strncmp(tp, "sched_", 6))
+		return NULL;
+	return tp; /* an x86 vector: named by its tracepoint */
+}
+
+static void note_missing(const struct bpf_program *p)
+{
+	const char *part = part_of(p);
+	const char *tp = bpfu_tp_name(p);
+	if (tp && part == tp)
+		bpfu_missing_add_tp(&missing, tp);
+	else
+		bpfu_missing_add(&missing, part);
+}
+
+static int online_cpus(int **out)
+{
+	char buf[4096] = "";
+	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	*out = calloc(ncpus_possible + 1, sizeof **out);
+	if (!*out)
+		return -1;
+	buf[strcspn(buf, "\n")] = 0;
+	return cpulist_parse(buf, *out, ncpus_possible + 1);
+}
+
+static int attach_fault_ends(void)
+{
+	int *cpus = NULL;
+	int n = online_cpus(&cpus);
+	int ok = n > 0 &&
+		 bpfu_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, n,
+				       &fault_links, &n_fault_links) == 0 &&
+		 bpfu_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, n,
+				       &fault_links, &n_fault_links) == 0;
+	free(cpus);
+	if (!ok)
+		bpfu_destroy_links(&fault_links, &n_fault_links);
+	return ok ? 0 : -1;
+}
+
+int profile_bpf_start(char *why, size_t whylen)
+{
+	profile_bpf_stop();
+	missing.list[0] = 0;
+	bpfu_init();
+	if (bpfu_check_usable(why, whylen) != 0)
+		return -1;
+	ncpus_possible = libbpf_num_possible_cpus();
+	if (ncpus_possible <= 0)
+		return fail(why, whylen, "cannot count the possible CPUs%s", "");
+
+	skel = profile_bpf__open();
+	if (!skel)
+		return fail(why, whylen, "cannot open the BPF object: %s", strerror(errno));
+	char *events = bpfu_available_events();
+	int fault_tps = bpfu_has_tracepoint(events, "page_fault_user");
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj) {
+		const char *tp = bpfu_tp_name(p);
+		int load = tp ? bpfu_has_tracepoint(events, tp) : fault_tps;
+		if (!load && !part_of(p)) {
+			free(events);
+			return fail(why, whylen, "this kernel has no tracepoint %s", tp);
+		}
+		if (!load)
+			note_missing(p);
+		bpf_program__set_autoload(p, load);
+	}
+	free(events);
+	bpfu_clear_warning();
+	int err = profile_bpf__load(skel);
+	if (err) {
+		if (-err == EPERM) {
+			bpfu_eperm_reason(why, whylen);
+			profile_bpf_stop();
+			return -1;
+		}
+		char detail[512];
+		snprintf(detail, sizeof detail, "%s%s%s", strerror(-err), *bpfu_last_warning() ? ": " : "",
+			 bpfu_last_warning());
+		return fail(why, whylen, "the kernel rejected the BPF programs (%s)", detail);
+	}
+
+	/* Exits before entries: an exit whose entry was not seen is ignored,
+	 * whereas an entry whose exit is not attached yet would stay open. */
+	for (int pass = 0; pass < 2; pass++) {
+		bpf_object__for_each_program(p, skel->obj) {
+			const char *tp = bpfu_tp_name(p);
+			if (!bpf_program__autoload(p) || !tp)
+				continue;
+			int is_exit = strstr(tp, "_exit") || !strcmp(tp, "contention_end");
+			if (is_exit != (pass == 0))
+				continue;
+			bpfu_clear_warning();
+			struct bpf_link *link = bpf_program__attach(p);
+			if (!link) {
+				int e = errno;
+				if (!part_of(p)) {
+					char detail[256];
+					snprintf(detail, sizeof detail, "%s: %s", tp, strerror(e));
+					return fail(why, whylen, "cannot attach to %s", detail);
+				}
+				note_missing(p);
+				continue;
+			}
+			bpfu_skel_own_link(skel->skeleton, p, link);
+		}
+	}
+	faults_timed = fault_tps && attach_fault_ends() == 0;
+	if (!faults_timed)
+		bpfu_missing_add(&missing, "page_faults");
+	return 0;
+}
+
+int profile_bpf_follow(pid_t tgid)
+{
+	if (!skel)
+		return -1;
+	__u32 key = (__u32)tgid;
+	__u8 one = 1;
+	return bpf_map__update_elem(skel->maps.tgids, &key, sizeof key, &one, sizeof one, BPF_ANY);
+}
+
+int profile_bpf_following(pid_t tgid)
+{
+	if (!skel)
+		return 0;
+	__u32 key = (__u32)tgid;
+	__u8 v;
+	return bpf_map__lookup_elem(skel->maps.tgids, &key, sizeof key, &v, sizeof v, 0) == 0;
+}
+
+int profile_bpf_followed(pid_t *out, int max)
+{
+	int n = 0;
+	__u32 key, *prev = NULL;
+	static __u32 cur;
+	while (skel && n < max && bpf_map__get_next_key(skel->maps.tgids, prev, &key, sizeof key) == 0) {
+		out[n++] = (pid_t)key;
+		cur = key;
+		prev = &cur;
+	}
+	return n;
+}
+
+const char *profile_bpf_missing(void)
+{
+	return missing.list;
+}
+
+void profile_bpf_stop(void)
+{
+	bpfu_destroy_links(&fault_links, &n_fault_links);
+	if (skel) {
+		profile_bpf__destroy(skel);
+		skel = NULL;
+	}
+}
+
+/* ---- reading the maps ---- */
+
+/* Per-CPU map values come as one copy per possible CPU, each rounded up to 8 bytes. */
+#define PERCPU_STRIDE(type) ((sizeof(type) + 7) & ~(size_t)7)
+#define PERCPU_AT(buf, type, i) ((const type *)((const char *)(buf) + (size_t)(i) * PERCPU_STRIDE(type)))
+
+static void hist_merge(struct prof_hist *to, const struct prof_hist *h)
+{
+	if (!h->count)
+		return;
+	for (int i = 0; i < PROF_HIST_BUCKETS; i++)
+		to->bucket[i] += h->bucket[i];
+	if (!to->count || (h->min_plus1 && h->min_plus1 < to->min_plus1))
+		to->min_plus1 = h->min_plus1;
+	if (h->max > to->max)
+		to->max = h->max;
+	to->count += h->count;
+	to->sum += h->sum;
+}
+
+/* The sum of the per-CPU histograms in bucket counts wider than 32 bits. */
+static void emit_hist(struct json *j, const char *key, const struct prof_hist *h)
+{
+	json_obj(j, key);
+	json_int(j, "unit_ns", 1);
+	json_int(j, "sub_bucket_bits", PROF_HIST_SUB_BITS);
+	json_uint(j, "count", h->count);
+	json_uint(j, "sum", h->sum);
+	json_uint(j, "min", h->min_plus1 ? h->min_plus1 - 1 : 0);
+	json_uint(j, "max", h->max);
+	json_arr(j, "buckets");
+	for (int i = 0; i < PROF_HIST_BUCKETS; i++)
+		if (h->bucket[i]) {
+			json_arr(j, NULL);
+			json_int(j, NULL, i);
+			json_uint(j, NULL, h->bucket[i]);
+			json_end(j);
+		}
+	json_end(j);
+	json_end(j);
+}
+
+static void intr_merge(struct prof_intr *to, const struct prof_intr *s)
+{
+	to->count += s->count;
+	to->ns += s->ns;
+	to->workload_count += s->workload_count;
+	to->workload_ns += s->workload_ns;
+}
+
+static void emit_intr_fields(struct json *j, const struct prof_intr *s)
+{
+	json_uint(j, "count", s->count);
+	json_uint(j, "ns", s->ns);
+	json_uint(j, "workload_count", s->workload_count);
+	json_uint(j, "workload_ns", s->workload_ns);
+}
+
+static const char *const softirq_names[PROF_SOFTIRQS] = {"HI",      "TIMER", "NET_TX",  "NET_RX", "BLOCK",
+							 "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"};
+static const char *const vector_names[PV_MAX] = {
+	[PV_LOCAL_TIMER] = "local_timer", [PV_RESCHEDULE] = "reschedule", [PV_CALL_FUNCTION] = "call_function",
+	[PV_CALL_FUNCTION_SINGLE] = "call_function_single", [PV_IRQ_WORK] = "irq_work"};
+
+static void *percpu_value(struct bpf_map *map, const void *key, size_t stride)
+{
+	void *buf = calloc(ncpus_possible, stride);
+	if (buf && bpf_map__lookup_elem(map, key, bpf_map__key_size(map), buf, ncpus_possible * stride, 0) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static uint64_t emit_cpu_records(void)
+{
+	__u32 zero = 0;
+	void *buf = percpu_value(skel->maps.cpus, &zero, PERCPU_STRIDE(struct prof_cpu));
+	if (!buf)
+		return 0;
+	struct prof_cpu *all = calloc(1, sizeof *all);
+	if (!all) {
+		free(buf);
+		return 0;
+	}
+	struct json *j = json_record("cpu_time");
+	json_arr(j, "cpus");
+	for (int i = 0; i < ncpus_possible; i++) {
+		const struct prof_cpu *c = PERCPU_AT(buf, struct prof_cpu, i);
+		if (c->ran_ns) {
+			json_obj(j, NULL);
+			json_int(j, "cpu", i);
+			json_uint(j, "ns", c->ran_ns);
+			json_end(j);
+		}
+		all->voluntary += c->voluntary;
+		all->involuntary += c->involuntary;
+		all->switch_ins += c->switch_ins;
+		all->migrated_switch_ins += c->migrated_switch_ins;
+		all->migrations += c->migrations;
+		all->wakeups += c->wakeups;
+		all->minor_faults += c->minor_faults;
+		all->major_faults += c->major_faults;
+		all->lost += c->lost;
+		hist_merge(&all->offcpu_voluntary, &c->offcpu_voluntary);
+		hist_merge(&all->offcpu_involuntary, &c->offcpu_involuntary);
+		hist_merge(&all->runq, &c->runq);
+		hist_merge(&all->fault, &c->fault);
+		hist_merge(&all->major_fault, &c->major_fault);
+		for (int v = 0; v < PROF_SOFTIRQS; v++)
+			intr_merge(&all->softirq_vec[v], &c->softirq_vec[v]);
+		for (int v = 0; v < PV_MAX; v++)
+			intr_merge(&all->vec[v], &c->vec[v]);
+	}
+	json_end(j);
+	json_emit(j);
+
+	j = json_record("switches");
+	json_uint(j, "voluntary", all->voluntary);
+	json_uint(j, "involuntary", all->involuntary);
+	json_uint(j, "migrations", all->migrations);
+	json_uint(j, "migrated_switch_ins", all->migrated_switch_ins);
+	json_uint(j, "switch_ins", all->switch_ins);
+	json_uint(j, "wakeups", all->wakeups);
+	struct prof_hist offcpu = all->offcpu_voluntary;
+	hist_merge(&offcpu, &all->offcpu_involuntary);
+	emit_hist(j, "offcpu", &offcpu);
+	emit_hist(j, "offcpu_voluntary", &all->offcpu_voluntary);
+	emit_hist(j, "offcpu_involuntary", &all->offcpu_involuntary);
+	emit_hist(j, "runq", &all->runq);
+	json_arr(j, "preempted_by");
+	struct prof_preempt_key k, *prev = NULL;
+	while (bpf_map__get_next_key(skel->maps.preempted_by, prev, &k, sizeof k) == 0) {
+		__u64 n;
+		if (bpf_map__lookup_elem(skel->maps.preempted_by, &k, sizeof k, &n, sizeof n, 0) == 0) {
+			char comm[PROF_COMM + 1];
+			memcpy(comm, k.comm, PROF_COMM);
+			comm[PROF_COMM] = 0;
+			json_obj(j, NULL);
+			json_str(j, "comm", comm);
+			json_bool(j, "kthread", k.kind == PROF_BY_KTHREAD);
+			json_bool(j, "workload", k.kind == PROF_BY_WORKLOAD);
+			json_uint(j, "count", n);
+			json_end(j);
+		}
+		static struct prof_preempt_key cur;
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+	json_emit(j);
+
+	if (faults_timed || all->minor_faults || all->major_faults) {
+		j = json_record("faults");
+		json_uint(j, "minor", all->minor_faults);
+		json_uint(j, "major", all->major_faults);
+		emit_hist(j, "hist", &all->fault);
+		emit_hist(j, "major_hist", &all->major_fault);
+		json_emit(j);
+	}
+
+	j = json_record("irqs");
+	json_arr(j, "hardirq");
+	__u32 irq, *prev_irq = NULL;
+	static __u32 cur_irq;
+	while (bpf_map__get_next_key(skel->maps.irqs, prev_irq, &irq, sizeof irq) == 0) {
+		void *v = percpu_value(skel->maps.irqs, &irq, PERCPU_STRIDE(struct prof_irq));
+		if (v) {
+			struct prof_intr sum = {0};
+			char name[PROF_COMM + 1] = "";
+			for (int i = 0; i < ncpus_possible; i++) {
+				const struct prof_irq *s = PERCPU_AT(v, struct prof_irq, i);
+				intr_merge(&sum, &s->s);
+				if (!name[0] && s->name[0])
+					memcpy(name, s->name, PROF_COMM);
+			}
+			free(v);
+			json_obj(j, NULL);
+			json_int(j, "irq", irq);
+			json_str(j, "name", name);
+			emit_intr_fields(j, &sum);
+			json_end(j);
+		}
+		cur_irq = irq;
+		prev_irq = &cur_irq;
+	}
+	json_end(j);
+	json_arr(j, "softirq");
+	for (int v = 0; v < PROF_SOFTIRQS; v++)
+		if (all->softirq_vec[v].count) {
+			json_obj(j, NULL);
+			json_int(j, "vec", v);
+			json_str(j, "name", softirq_names[v]);
+			emit_intr_fields(j, &all->softirq_vec[v]);
+			json_end(j);
+		}
+	json_end(j);
+	json_arr(j, "vectors");
+	for (int v = 0; v < PV_MAX; v++)
+		if (all->vec[v].count) {
+			json_obj(j, NULL);
+			json_str(j, "name", vector_names[v]);
+			emit_intr_fields(j, &all->vec[v]);
+			json_end(j);
+		}
+	json_end(j);
+	json_arr(j, "per_cpu");
+	for (int i = 0; i < ncpus_possible; i++) {
+		const struct prof_cpu *c = PERCPU_AT(buf, struct prof_cpu, i);
+		if (!c->hardirq.count && !c->softirq.count && !c->vector.count)
+			continue;
+		json_obj(j, NULL);
+		json_int(j, "cpu", i);
+		json_uint(j, "hardirq_count", c->hardirq.count);
+		json_uint(j, "hardirq_ns", c->hardirq.ns);
+		json_uint(j, "softirq_count", c->softirq.count);
+		json_uint(j, "softirq_ns", c->softirq.ns);
+		json_uint(j, "vector_count", c->vector.count);
+		json_uint(j, "vector_ns", c->vector.ns);
+		json_end(j);
+	}
+	json_end(j);
+	json_emit(j);
+
+	uint64_t lost = all->lost;
+	free(all);
+	free(buf);
+	return lost;
+}
+
+static void emit_syscalls(void)
+{
+	struct json *j = json_record("syscalls");
+	json_arr(j, "rows");
+	__u32 nr, *prev = NULL;
+	static __u32 cur;
+	struct prof_syscall *sum = calloc(1, sizeof *sum);
+	while (sum && bpf_map__get_next_key(skel->maps.syscalls, prev, &nr, sizeof nr) == 0) {
+		void *v = percpu_value(skel->maps.syscalls, &nr, PERCPU_STRIDE(struct prof_syscall));
+		if (v) {
+			memset(sum, 0, sizeof *sum);
+			for (int i = 0; i < ncpus_possible; i++) {
+				const struct prof_syscall *s = PERCPU_AT(v, struct prof_syscall, i);
+				sum->errors += s->errors;
+				hist_merge(&sum->h, &s->h);
+			}
+			free(v);
+			json_obj(j, NULL);
+			json_int(j, "nr", nr);
+			if (nr < sizeof syscall_names / sizeof syscall_names[0] && syscall_names[nr])
+				json_str(j, "name", syscall_names[nr]);
+			else {
+				char name[32];
+				snprintf(name, sizeof name, "syscall_%u", nr);
+				json_str(j, "name", name);
+			}
+			json_uint(j, "count", sum->h.count);
+			json_uint(j, "errors", sum->errors);
+			emit_hist(j, "hist", &sum->h);
+			json_end(j);
+		}
+		cur = nr;
+		prev = &cur;
+	}
+	free(sum);
+	json_end(j);
+	json_emit(j);
+}
+
+/* LCB_F_* of include/trace/events/lock.h, named as perf lock contention does. */
+static const char *lock_kind(unsigned flags)
+{
+	enum { SPIN = 1, READ = 2, WRITE = 4, RT = 8, PERCPU = 16, MUTEX = 32 };
+	switch (flags) {
+	case SPIN: return "spinlock";
+	case SPIN | READ: return "rwlock:R";
+	case SPIN | WRITE: return "rwlock:W";
+	case READ: return "rwsem:R";
+	case WRITE: return "rwsem:W";
+	case RT: return "rt-mutex";
+	case RT | READ: return "rwlock-rt:R";
+	case RT | WRITE: return "rwlock-rt:W";
+	case PERCPU | READ: return "pcpu-sem:R";
+	case PERCPU | WRITE: return "pcpu-sem:W";
+	case MUTEX: return "mutex";
+	case MUTEX | SPIN: return "mutex-spin";
+	case 0: return "semaphore";
+	default: return "unknown";
+	}
+}
+
+static void emit_locks(void)
+{
+	static const char *const named[] = {NULL, "mmap_lock", "siglock", "files_lock"};
+	struct json *j = json_record("locks");
+	json_arr(j, "rows");
+	struct prof_lock_key k, *prev = NULL;
+	static struct prof_lock_key cur;
+	while (bpf_map__get_next_key(skel->maps.locks, prev, &k, sizeof k) == 0) {
+		struct prof_lock l;
+		if (bpf_map__lookup_elem(skel->maps.locks, &k, sizeof k, &l, sizeof l, 0) == 0) {
+			char addr[32];
+			json_obj(j, NULL);
+			snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k.lock);
+			json_str(j, "lock", addr);
+			if (l.named > 0 && l.named < sizeof named / sizeof named[0])
+				json_str(j, "lock_name", named[l.named]);
+			else
+				json_null(j, "lock_name");
+			json_uint(j, "flags", k.flags);
+			json_str(j, "kind", lock_kind(k.flags));
+			json_uint(j, "count", l.count);
+			json_uint(j, "total_ns", l.total_ns);
+			json_uint(j, "max_ns", l.max_ns);
+			json_arr(j, "stack");
+			__u64 ips[PROF_STACK_DEPTH];
+			if (k.stack >= 0 &&
+			    bpf_map__lookup_elem(skel->maps.stacks, &k.stack, sizeof k.stack, ips, sizeof ips, 0) == 0)
+				for (int i = 0; i < PROF_STACK_DEPTH && ips[i]; i++) {
+					snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)ips[i]);
+					json_str(j, NULL, addr);
+				}
+			json_end(j);
+			json_end(j);
+		}
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+	json_emit(j);
+}
+
+static void emit_exits(void)
+{
+	__u32 tid, *prev = NULL;
+	static __u32 cur;
+	while (bpf_map__get_next_key(skel->maps.exits, prev, &tid, sizeof tid) == 0) {
+		struct prof_exit e;
+		if (bpf_map__lookup_elem(skel->maps.exits, &tid, sizeof tid, &e, sizeof e, 0) == 0) {
+			char comm[PROF_COMM + 1];
+			memcpy(comm, e.comm, PROF_COMM);
+			comm[PROF_COMM] = 0;
+			struct json *j = json_record("thread");
+			json_str(j, "when", "exit");
+			json_str(j, "source", "bpf");
+			json_uint(j, "tid", e.tid);
+			json_uint(j, "tgid", e.tgid);
+			json_str(j, "comm", comm);
+			json_uint(j, "utime_ns", e.utime_ns);
+			json_uint(j, "stime_ns", e.stime_ns);
+			json_uint(j, "runtime_ns", e.runtime_ns);
+			json_uint(j, "nvcsw", e.nvcsw);
+			json_uint(j, "nivcsw", e.nivcsw);
+			json_uint(j, "min_flt", e.min_flt);
+			json_uint(j, "maj_flt", e.maj_flt);
+			json_int(j, "cpu", e.cpu);
+			json_emit(j);
+		}
+		cur = tid;
+		prev = &cur;
+	}
+}
+
+void profile_bpf_emit(void)
+{
+	if (!skel)
+		return;
+	emit_exits();
+	uint64_t lost = emit_cpu_records();
+	emit_syscalls();
+	emit_locks();
+	struct json *j = json_record("bpf_stats");
+	json_uint(j, "lost", lost);
+	json_emit(j);
+}

@@ -1,0 +1,26 @@
+/* The profiler's kernel side (profile.bpf.c), for profile.c: load and
+ * attach, follow a process tree, and emit what the maps aggregated. */
+#ifndef OSLENS_PROFILE_BPF_H
+#define OSLENS_PROFILE_BPF_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Loads and attaches everything this kernel can take; 0, or -1 with `why`
+ * (not root, no BTF, engine built without BPF, verifier refusal, ...). */
+int profile_bpf_start(char *why, size_t whylen);
+/* Follows process `tgid` and, from now on, every child it forks. */
+int profile_bpf_follow(pid_t tgid);
+/* Whether `tgid` is followed (the tree, as the kernel side knows it). */
+int profile_bpf_following(pid_t tgid);
+/* The processes followed now (at most max); their number. */
+int profile_bpf_followed(pid_t *out, int max);
+/* Parts this kernel lacks, comma-separated ("" when none). */
+const char *profile_bpf_missing(void);
+/* Emits the aggregates as JSON records: thread (exits), cpu_time, switches,
+ * faults, irqs, syscalls, locks, bpf_stats. */
+void profile_bpf_emit(void);
+/* Detaches and unloads. Idempotent. */
+void profile_bpf_stop(void);
+
+#endif

@@ -1,0 +1,226 @@
+/* See bpf_util.h. */
+#include "bpf_util.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+static char last_warning[256];
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	static int verbose = -1;
+	if (verbose < 0)
+		verbose = getenv("OSLENS_TRACE_DEBUG") && *getenv("OSLENS_TRACE_DEBUG");
+	if (verbose)
+		return vfprintf(stderr, fmt, ap);
+	if (level != LIBBPF_WARN)
+		return 0;
+	char buf[sizeof last_warning];
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	buf[strcspn(buf, "\n")] = 0;
+	/* the verifier's log comes as many lines between "-- BEGIN/END" markers;
+	 * the line that names the failing program is more telling */
+	if (buf[0] && strncmp(buf, "--", 2) && !strstr(buf, "PROG LOAD LOG"))
+		snprintf(last_warning, sizeof last_warning, "%s", buf);
+	return 0;
+}
+
+void bpfu_init(void)
+{
+	libbpf_set_print(libbpf_print);
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+}
+
+const char *bpfu_last_warning(void)
+{
+	return last_warning;
+}
+
+void bpfu_clear_warning(void)
+{
+	last_warning[0] = 0;
+}
+
+static int have_cap(int cap)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0;
+	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* Kernels before 5.8 know no CAP_BPF: there CAP_SYS_ADMIN is the test. */
+static int privileged(void)
+{
+	return have_cap(CAP_SYS_ADMIN) || (have_cap(CAP_BPF) && have_cap(CAP_PERFMON));
+}
+
+void bpfu_eperm_reason(char *why, size_t whylen)
+{
+	if (privileged())
+		snprintf(why, whylen, "the kernel refused to load BPF programs although this process may "
+				      "(Operation not permitted: lockdown or a security module?)");
+	else
+		snprintf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
+}
+
+int bpfu_check_usable(char *why, size_t whylen)
+{
+	if (!privileged()) {
+		bpfu_eperm_reason(why, whylen);
+		return -1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		snprintf(why, whylen, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+char *bpfu_available_events(void)
+{
+	static const char *const paths[] = {"/sys/kernel/tracing/available_events",
+					    "/sys/kernel/debug/tracing/available_events"};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		FILE *f = fopen(paths[i], "r");
+		if (!f)
+			continue;
+		size_t len = 1, cap = 1 << 16;
+		char *buf = malloc(cap + 1);
+		if (buf)
+			buf[0] = '\n';
+		size_t n;
+		while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+			len += n;
+			if (len == cap) {
+				char *more = realloc(buf, cap * 2 + 1);
+				if (!more) {
+					free(buf);
+					buf = NULL;
+					break;
+				}
+				buf = more;
+				cap *= 2;
+			}
+		}
+		fclose(f);
+		if (buf) {
+			buf[len] = 0;
+			if (len > 1)
+				return buf;
+			free(buf);
+		}
+	}
+	return NULL;
+}
+
+int bpfu_has_tracepoint(const char *events, const char *tp)
+{
+	if (!events)
+		return 1;
+	char pat[128];
+	snprintf(pat, sizeof pat, ":%s\n", tp);
+	return strstr(events, pat) != NULL;
+}
+
+const char *bpfu_tp_name(const struct bpf_program *p)
+{
+	const char *sec = bpf_program__section_name(p);
+	const char *slash = strchr(sec, '/');
+	return !strncmp(sec, "raw_tp/", 7) && slash ? slash + 1 : NULL;
+}
+
+void bpfu_missing_add(struct bpfu_missing *m, const char *what)
+{
+	char pat[128], have[sizeof m->list + 2];
+	snprintf(pat, sizeof pat, ",%s,", what);
+	snprintf(have, sizeof have, ",%s,", m->list);
+	if (strstr(have, pat))
+		return;
+	size_t len = strlen(m->list);
+	snprintf(m->list + len, sizeof m->list - len, "%s%s", len ? "," : "", what);
+}
+
+void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp)
+{
+	char name[128];
+	snprintf(name, sizeof name, "%s", tp);
+	size_t n = strlen(name);
+	if (n > 6 && !strcmp(name + n - 6, "_entry"))
+		name[n - 6] = 0;
+	else if (n > 5 && !strcmp(name + n - 5, "_exit"))
+		name[n - 5] = 0;
+	bpfu_missing_add(m, name);
+}
+
+void bpfu_skel_own_link(struct bpf_object_skeleton *s, const struct bpf_program *p, struct bpf_link *link)
+{
+	for (int k = 0; k < s->prog_cnt; k++)
+		if (*s->progs[k].prog == p)
+			*s->progs[k].link = link;
+}
+
+void bpfu_destroy_links(struct bpf_link ***links, int *nlinks)
+{
+	for (int i = 0; i < *nlinks; i++)
+		bpf_link__destroy((*links)[i]); /* closes the perf event too */
+	free(*links);
+	*links = NULL;
+	*nlinks = 0;
+}
+
+int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *cpus, int ncpus,
+			  struct bpf_link ***links, int *nlinks)
+{
+	struct bpf_link **more = realloc(*links, (*nlinks + ncpus) * sizeof *more);
+	if (!more)
+		return -1;
+	*links = more;
+	int first = *nlinks;
+	for (int i = 0; i < ncpus; i++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.size = sizeof attr,
+			.config = config,
+			.sample_period = 1,
+			.disabled = 1,
+		};
+		int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
+		struct bpf_link *link = fd >= 0 ? bpf_program__attach_perf_event(prog, fd) : NULL;
+		if (!link) {
+			if (fd >= 0)
+				close(fd);
+			for (int k = first; k < *nlinks; k++)
+				bpf_link__destroy((*links)[k]);
+			*nlinks = first;
+			return -1;
+		}
+		(*links)[(*nlinks)++] = link;
+	}
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* What every BPF loader of the engine needs (noise attribution in trace.c,
+ * the profiler in profile/profile_bpf.c): privilege and kernel checks that
+ * turn a failure into a reason a user can act on, the list of tracepoints
+ * this kernel has, the list of what it lacks, and software perf events that
+ * run a program on every CPU. */
+#ifndef OSLENS_BPF_UTIL_H
+#define OSLENS_BPF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bpf_program;
+struct bpf_link;
+struct bpf_object_skeleton;
+
+/* libbpf's messages kept quiet but remembered (OSLENS_TRACE_DEBUG=1 shows
+ * them all), and RLIMIT_NOFILE raised: per-CPU perf events on hundreds of
+ * CPUs would exceed the default soft limit. */
+void bpfu_init(void);
+/* libbpf's last warning since bpfu_clear_warning(): the cause of a failure. */
+const char *bpfu_last_warning(void);
+void bpfu_clear_warning(void);
+
+/* 0 if this process may load BPF and the kernel has BTF; else -1 and why. */
+int bpfu_check_usable(char *why, size_t whylen);
+/* Why an EPERM happened: missing privilege, or a kernel that refuses even
+ * the privileged (lockdown, a security module). */
+void bpfu_eperm_reason(char *why, size_t whylen);
+
+/* tracefs's list of events as "\nsystem:event\n..."; NULL if tracefs is not
+ * mounted (then attaching is the test). Free it. */
+char *bpfu_available_events(void);
+/* Whether `events` (from bpfu_available_events, or NULL) has tracepoint `tp`. */
+int bpfu_has_tracepoint(const char *events, const char *tp);
+/* "raw_tp/irq_handler_entry" -> "irq_handler_entry"; NULL if not a raw tracepoint. */
+const char *bpfu_tp_name(const struct bpf_program *p);
+
+/* A comma-separated set of names of what this kernel lacks. */
+struct bpfu_missing {
+	char list[512];
+};
+void bpfu_missing_add(struct bpfu_missing *m, const char *what);
+/* entry/exit tracepoint pairs are one thing: "local_timer_entry" -> "local_timer" */
+void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp);
+
+/* Records `link` as `p`'s in the skeleton, whose destroy then detaches it. */
+void bpfu_skel_own_link(struct bpf_object_skeleton *s, const struct bpf_program *p, struct bpf_link *link);
+
+/* Software perf events counting `config` (PERF_COUNT_SW_*) with period 1 on
+ * each of `cpus`, each running `prog` at every event. Appends the links to
+ * *links; on failure destroys what it made and returns -1. */
+int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *cpus, int ncpus,
+			  struct bpf_link ***links, int *nlinks);
+void bpfu_destroy_links(struct bpf_link ***links, int *nlinks);
+
+#endif
