@@ -118,6 +118,20 @@ def engine_processes() -> list[int]:
     return found
 
 
+def bpf_programs(settle_s: float = 3.0) -> int:
+    """Our BPF programs (all named oslens_*) still loaded, once the kernel
+    has had time to free those of exited processes (some tens of ms later)."""
+    if shutil.which("bpftool") is None:
+        return 0
+    deadline = time.monotonic() + settle_s
+    while True:
+        out = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
+        n = out.count("oslens")
+        if n == 0 or time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
+
+
 def oslens_tmp() -> set[str]:
     return set(glob.glob(f"{SESSION_TMP}/oslens.*"))
 

@@ -14,24 +14,10 @@ import pytest
 from oslens import engine
 from oslens.analysis.noise import NoiseSummary, summarize, tail_at_scale
 
-from conftest import (NCPU, StreamingEngine, can_run_as_nobody, engine_bin, engine_for_nobody, one_line_error,
-                      oslens, run_engine)
+from conftest import (NCPU, StreamingEngine, bpf_programs, can_run_as_nobody, engine_bin, engine_for_nobody,
+                      one_line_error, oslens, run_engine)
 
 CPU = engine.topology()["cpus"][-1]["cpu"]  # the last CPU: never assume CPU 0
-
-
-def bpf_programs(settle_s: float = 3.0) -> int:
-    """Our BPF programs still loaded, once the kernel has had time to free
-    those of exited processes (it does so some tens of ms later)."""
-    if shutil.which("bpftool") is None:
-        return 0
-    deadline = time.monotonic() + settle_s
-    while True:
-        out = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
-        n = out.count("oslens")
-        if n == 0 or time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
 
 
 def detour_run(*extra: str, duration: float = 3.0) -> list[dict]:

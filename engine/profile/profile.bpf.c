@@ -4,7 +4,7 @@
  * user space while the workload runs, so the cost per event is a few map
  * operations whatever the event rate.
  *
- * The tree: `tgids` holds the processes followed; the loader seeds it with
+ * The tree: the `followed` bitmap holds the processes; the loader seeds it with
  * the target, sched_process_fork adds every child of a followed process (a
  * new thread has its process's tgid already). Raw tracepoints throughout
  * (no tracefs record to fill); page faults are timed from the exceptions
@@ -21,19 +21,28 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define PF_KTHREAD 0x00200000
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u8);
-} tgids SEC(".maps");
+/* The processes followed, one bit per tgid: a plain load on every event
+ * (a hash lookup would cost more than the rest of a system call's
+ * accounting). User space sets bits through the mmap'ed .bss. */
+__u64 followed[PROF_PID_WORDS];
 
+/* Scheduling state of each followed thread, keyed by tid: sched_switch
+ * needs the next task's, which task storage cannot give a raw tracepoint. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct prof_task);
 } tasks SEC(".maps");
+
+/* What the current thread is in (a system call, a fault, a lock wait):
+ * task-local storage, found from the task itself without hashing. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct prof_inflight);
+} inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -112,7 +121,28 @@ static __always_inline void count_lost(void)
 
 static __always_inline int followed_tgid(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+	__u32 w = tgid / 64;
+	if (w >= PROF_PID_WORDS)
+		return 0;
+	return (followed[w] >> (tgid % 64)) & 1;
+}
+
+static __always_inline void set_followed(__u32 tgid, int on)
+{
+	__u32 w = tgid / 64;
+	if (w >= PROF_PID_WORDS)
+		return;
+	if (on)
+		__sync_fetch_and_or(&followed[w], 1ull << (tgid % 64));
+	else
+		__sync_fetch_and_and(&followed[w], ~(1ull << (tgid % 64)));
+}
+
+/* The current thread's in-flight state; created only for followed threads. */
+static __always_inline struct prof_inflight *current_inflight(int create)
+{
+	return bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
 static __always_inline int current_followed(void)
@@ -189,10 +219,7 @@ int BPF_PROG(oslens_prof_fork, struct task_struct *parent, struct task_struct *c
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	if (!followed_tgid(ptgid))
 		return 0;
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u8 one = 1;
-	if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
-		count_lost();
+	set_followed(BPF_CORE_READ(child, tgid), 1);
 	return 0;
 }
 
@@ -230,7 +257,7 @@ int BPF_PROG(oslens_prof_free, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	bpf_map_delete_elem(&tasks, &tid);
 	if (tid == tgid)
-		bpf_map_delete_elem(&tgids, &tgid);
+		set_followed(tgid, 0);
 	return 0;
 }
 
@@ -241,24 +268,23 @@ int BPF_PROG(oslens_prof_sys_enter, struct pt_regs *regs, long id)
 {
 	if (!current_followed())
 		return 0;
-	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
-	if (!t)
+	struct prof_inflight *f = current_inflight(1);
+	if (!f)
 		return 0;
-	t->sys_nr = id;
-	t->sys_ns = bpf_ktime_get_ns();
+	f->sys_nr = id;
+	f->sys_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(oslens_prof_sys_exit, struct pt_regs *regs, long ret)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
-	if (!t || !t->sys_ns)
+	struct prof_inflight *f = current_inflight(0);
+	if (!f || !f->sys_ns)
 		return 0;
-	__u64 ns = bpf_ktime_get_ns() - t->sys_ns;
-	__u32 nr = (__u32)t->sys_nr;
-	t->sys_ns = 0;
+	__u64 ns = bpf_ktime_get_ns() - f->sys_ns;
+	__u32 nr = (__u32)f->sys_nr;
+	f->sys_ns = 0;
 	struct prof_syscall *s = bpf_map_lookup_elem(&syscalls, &nr);
 	if (!s) {
 		__u32 zero = 0;
@@ -402,29 +428,30 @@ static __always_inline void fault_start(void)
 {
 	if (!current_followed())
 		return;
-	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
-	if (t)
-		t->fault_ns = bpf_ktime_get_ns();
+	struct prof_inflight *f = current_inflight(1);
+	if (f)
+		f->fault_ns = bpf_ktime_get_ns();
 }
 
 static __always_inline void fault_end(int major)
 {
+	if (!current_followed())
+		return;
 	struct prof_cpu *c = this_cpu();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
-	if (!c || !t || !current_followed())
+	struct prof_inflight *f = current_inflight(0);
+	if (!c)
 		return;
 	if (major)
 		c->major_faults++;
 	else
 		c->minor_faults++;
-	if (!t->fault_ns)
+	if (!f || !f->fault_ns)
 		return;
-	__u64 ns = bpf_ktime_get_ns() - t->fault_ns;
+	__u64 ns = bpf_ktime_get_ns() - f->fault_ns;
 	hist_add(&c->fault, ns);
 	if (major)
 		hist_add(&c->major_fault, ns);
-	t->fault_ns = 0;
+	f->fault_ns = 0;
 }
 
 SEC("raw_tp/page_fault_user")
@@ -590,7 +617,7 @@ int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
 {
 	if (!current_followed())
 		return 0;
-	struct prof_task *t = task_state((__u32)bpf_get_current_pid_tgid());
+	struct prof_inflight *t = current_inflight(1);
 	if (!t)
 		return 0;
 	/* a waiter that spins, then sleeps, begins twice: one wait */
@@ -606,8 +633,7 @@ int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
 SEC("raw_tp/contention_end")
 int BPF_PROG(oslens_prof_lock_end, void *lock, int ret)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	struct prof_inflight *t = current_inflight(0);
 	if (!t || !t->lock_ns || t->lock != (__u64)lock)
 		return 0;
 	__u64 ns = bpf_ktime_get_ns() - t->lock_ns;

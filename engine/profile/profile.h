@@ -66,11 +66,21 @@ struct prof_cpu {
 	struct prof_hist offcpu_voluntary, offcpu_involuntary, runq, fault, major_fault;
 };
 
-/* Per thread of the workload, while it lives. */
+/* Followed processes: a bitmap over every possible pid (PID_MAX_LIMIT is
+ * 2^22 on 64-bit kernels), 512 KiB. */
+#define PROF_PID_WORDS ((1u << 22) / 64)
+
+/* Scheduling state of a thread of the workload, while it lives. */
 struct prof_task {
 	__u64 on_ns;          /* switched in */
 	__u64 off_ns;         /* switched out */
 	__u64 ready_ns;       /* runnable since (woken, or preempted) */
+	__u32 last_cpu;       /* +1; 0: not seen on a CPU yet */
+	__u32 off_involuntary;
+};
+
+/* What a thread of the workload is in the middle of. */
+struct prof_inflight {
 	__u64 sys_ns;         /* in a system call since */
 	__u64 fault_ns;       /* in a page fault since */
 	__u64 lock_ns;        /* waiting for a contended lock since */
@@ -78,8 +88,6 @@ struct prof_task {
 	__s64 sys_nr;
 	__s32 lock_stack;
 	__u32 lock_flags;
-	__u32 last_cpu;       /* +1; 0: not seen on a CPU yet */
-	__u32 off_involuntary;
 };
 
 /* A thread's accounting when it exited. */

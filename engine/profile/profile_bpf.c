@@ -180,31 +180,27 @@ int profile_bpf_start(char *why, size_t whylen)
 
 int profile_bpf_follow(pid_t tgid)
 {
-	if (!skel)
+	if (!skel || !skel->bss || tgid <= 0 || (unsigned)tgid / 64 >= PROF_PID_WORDS)
 		return -1;
-	__u32 key = (__u32)tgid;
-	__u8 one = 1;
-	return bpf_map__update_elem(skel->maps.tgids, &key, sizeof key, &one, sizeof one, BPF_ANY);
+	__atomic_fetch_or(&skel->bss->followed[tgid / 64], 1ull << (tgid % 64), __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 int profile_bpf_following(pid_t tgid)
 {
-	if (!skel)
+	if (!skel || !skel->bss || tgid <= 0 || (unsigned)tgid / 64 >= PROF_PID_WORDS)
 		return 0;
-	__u32 key = (__u32)tgid;
-	__u8 v;
-	return bpf_map__lookup_elem(skel->maps.tgids, &key, sizeof key, &v, sizeof v, 0) == 0;
+	return (__atomic_load_n(&skel->bss->followed[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64)) & 1;
 }
 
 int profile_bpf_followed(pid_t *out, int max)
 {
 	int n = 0;
-	__u32 key, *prev = NULL;
-	static __u32 cur;
-	while (skel && n < max && bpf_map__get_next_key(skel->maps.tgids, prev, &key, sizeof key) == 0) {
-		out[n++] = (pid_t)key;
-		cur = key;
-		prev = &cur;
+	for (unsigned w = 0; skel && skel->bss && w < PROF_PID_WORDS && n < max; w++) {
+		uint64_t bits = __atomic_load_n(&skel->bss->followed[w], __ATOMIC_RELAXED);
+		for (int b = 0; bits && b < 64 && n < max; b++)
+			if (bits >> b & 1)
+				out[n++] = (pid_t)(w * 64 + b);
 	}
 	return n;
 }
@@ -375,7 +371,7 @@ static uint64_t emit_cpu_records(void)
 	json_end(j);
 	json_emit(j);
 
-	if (faults_timed || all->minor_faults || all->major_faults) {
+	if (faults_timed) {
 		j = json_record("faults");
 		json_uint(j, "minor", all->minor_faults);
 		json_uint(j, "major", all->major_faults);
@@ -586,14 +582,26 @@ static void emit_exits(void)
 	}
 }
 
+static int lacking(const char *part)
+{
+	char pat[64], have[sizeof missing.list + 2];
+	snprintf(pat, sizeof pat, ",%s,", part);
+	snprintf(have, sizeof have, ",%s,", missing.list);
+	return strstr(have, pat) != NULL;
+}
+
+/* A part this kernel lacks gets no record: an empty table would read as
+ * "none happened". */
 void profile_bpf_emit(void)
 {
 	if (!skel)
 		return;
 	emit_exits();
 	uint64_t lost = emit_cpu_records();
-	emit_syscalls();
-	emit_locks();
+	if (!lacking("syscalls"))
+		emit_syscalls();
+	if (!lacking("lock_contention"))
+		emit_locks();
 	struct json *j = json_record("bpf_stats");
 	json_uint(j, "lost", lost);
 	json_emit(j);

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -16,7 +17,7 @@ from rich.console import Console
 from . import __version__, engine
 from .errors import MeasurementError, UsageError
 from .plan import OSMARK_PROBES, default_worker_counts, latency_plan, noise_plan, scale_plan
-from .runner import Interrupted, execute
+from .runner import Interrupted, execute, machine_metadata
 from .store import Store, StoreError, default_path, export_run
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -118,7 +119,7 @@ def _publish(ctx: Context, store: Store, run, summary: dict, render, extra_json:
     if ctx.as_json:
         doc = {"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
                "params": run.params, "machine": run.machine, **summary, **(extra_json or {})}
-        click.echo(json.dumps(doc, indent=1, default=str))
+        click.echo(json.dumps(doc, indent=1, default=str), file=ctx.out.file)
         return
     _print_run_line(ctx, run)
     render()
@@ -207,6 +208,72 @@ def _print_noise(ctx: Context, store: Store, run_id: int) -> None:
              extra_json={"detours": detours})
 
 
+# ----------------------------------------------------------------- profile
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--pid", type=int, metavar="PID", help="Attach to this running process (and its descendants).")
+@click.option("--duration", type=float, metavar="S", help="With --pid: profile this long (default: until it exits "
+              "or Ctrl-C).")
+@click.option("--time-limit", "time_limit", type=float, metavar="S",
+              help="Stop the command (SIGTERM, then SIGKILL) after this long.")
+@click.option("--no-bpf", "no_bpf", is_flag=True, help="procfs and perf counters only: no kernel tracing.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write the report (or the JSON) here instead of stderr (stdout with --json).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
+@common_options
+def profile(ctx: Context, command: tuple[str, ...], pid: int | None, duration: float | None,
+            time_limit: float | None, no_bpf: bool, output: str | None):
+    """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
+    from .profile import collect
+    from .plan import check_profile_target
+
+    check_profile_target(list(command), pid, duration, time_limit)
+    params = {"command": list(command) or None, "pid": pid, "duration_s": duration, "time_limit_s": time_limit,
+              "bpf": not no_bpf}
+    what = f"pid {pid}" if pid is not None else " ".join(command)
+    with ctx.store() as store:
+        ctx.say(f"oslens profile: {what}, store {store.path}")
+        run_id = store.begin_run("profile", sys.argv, params, machine_metadata())
+        try:
+            prof = collect.run(list(command) or None, pid, duration, time_limit, bpf=not no_bpf)
+        except (UsageError, MeasurementError) as e:
+            store.finish_run(run_id, "failed", str(e))
+            raise
+        store.add_records(run_id, prof.records)
+        signum = prof.interrupted_by or (prof.first("end") or {}).get("signal")
+        store.finish_run(run_id, "complete" if prof.complete else "incomplete",
+                         None if prof.complete else f"interrupted by signal {signum}")
+        with _report_to(ctx, output):
+            _print_profile(ctx, store, run_id)
+    return prof.exit_status()
+
+
+@contextmanager
+def _report_to(ctx: Context, output: str | None):
+    """The command's output owns stdout: the report goes to stderr (as perf
+    stat's does), JSON to stdout, or either to a file."""
+    saved = ctx.out
+    f = open(output, "w") if output else None
+    try:
+        if f:
+            ctx.out = Console(file=f, width=160)
+        elif not ctx.as_json:
+            ctx.out = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+        yield
+    finally:
+        ctx.out = saved
+        if f:
+            f.close()
+
+
+def _print_profile(ctx: Context, store: Store, run_id: int) -> None:
+    from .profile import summary as profile_summary
+
+    run = store.run(run_id)
+    summary = profile_summary.summarize(store.records(run.id))
+    _publish(ctx, store, run, summary, lambda: profile_summary.render(ctx.out, summary))
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()
@@ -238,6 +305,8 @@ def runs(ctx: Context):
 def _what(run) -> str:
     """One short line of what a run measured, for the run list."""
     p = run.params or {}
+    if run.kind == "profile":
+        return f"pid {p['pid']}" if p.get("pid") is not None else " ".join(p.get("command") or [])
     if run.kind == "noise":
         return f"CPUs {','.join(map(str, p.get('cpus', [])))}, {p.get('duration_s', '?')} s"
     probes = p.get("probes", [])
@@ -251,7 +320,8 @@ def show(ctx: Context, run_ref: str):
     """Print a stored run as the command that made it did (RUN: id or 'last')."""
     with ctx.store(create=False) as store:
         run = store.run(run_ref)
-        printers = {"scale": _print_scale, "latency": _print_latency, "noise": _print_noise}
+        printers = {"scale": _print_scale, "latency": _print_latency, "noise": _print_noise,
+                    "profile": _print_profile}
         if run.kind not in printers:
             raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
         printers[run.kind](ctx, store, run.id)

@@ -311,3 +311,39 @@ def noise_plan(*, cpus: str | None, duration: float, threshold: int | None, reps
               "warmup_s": warmup, "mode": mode, "compete": spec.label if spec else None, "attribution": attribution,
               "ftq_us": ftq_us, "step_ns": step_us * 1000}
     return MeasuredPlan(points, reps, params)
+
+
+def check_profile_target(command: list[str], pid: int | None, duration: float | None,
+                         time_limit: float | None) -> None:
+    """A profile needs exactly one target, one that exists, before anything
+    is loaded or stored."""
+    import os
+    import shutil
+
+    if command and command[0] == "--":
+        command = command[1:]
+    if bool(command) == (pid is not None):
+        raise UsageError("give either --pid PID or -- CMD ARGS… (one target)")
+    for name, v in (("--duration", duration), ("--time-limit", time_limit)):
+        if v is not None and not (0 < v <= 7 * 86400 and math.isfinite(v)):
+            raise UsageError(f"{name} must be a positive number of seconds, not {v:g}")
+    if command:
+        if duration is not None:
+            raise UsageError("--duration is for --pid; a command is profiled until it exits (see --time-limit)")
+        exe = command[0]
+        if "/" in exe:
+            if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+                raise UsageError(f"cannot run '{exe}': not an executable file")
+        elif shutil.which(exe) is None:
+            raise UsageError(f"cannot run '{exe}': not found in PATH")
+        return
+    if pid <= 0:
+        raise UsageError(f"--pid: {pid} is not a process id")
+    if pid == os.getpid():
+        raise UsageError("--pid: cannot profile oslens itself")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise UsageError(f"--pid: no process {pid}") from None
+    except PermissionError:
+        pass

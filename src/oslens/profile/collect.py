@@ -1,0 +1,128 @@
+"""Runs `oslens-engine profile` on a command or a running process and
+collects its records.
+
+The command keeps the terminal: it inherits our stdin, stdout and stderr,
+and stays in our process group, so a terminal's Ctrl-C reaches it (and the
+engine, which then reports what it measured so far). The records come back
+on a pipe of their own."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .. import engine
+from ..errors import MeasurementError, UsageError
+from .kallsyms import Kallsyms, resolve_locks
+
+
+@dataclass
+class Profile:
+    records: list[dict] = field(default_factory=list)
+    engine_status: int = 0
+    interrupted_by: int | None = None     # a signal we were sent
+
+    def first(self, type_: str) -> dict | None:
+        return next((r for r in self.records if r.get("type") == type_), None)
+
+    @property
+    def complete(self) -> bool:
+        end = self.first("end")
+        return bool(end) and end.get("status") == "ok"
+
+    def exit_status(self) -> int:
+        """The command's own exit status, as a shell would give it."""
+        t = self.first("end_target") or {}
+        if t.get("code") is not None:
+            return int(t["code"])
+        if t.get("signal") is not None:
+            return 128 + int(t["signal"])
+        return 0
+
+
+def engine_args(command: list[str] | None, pid: int | None, duration: float | None,
+                time_limit: float | None, bpf: bool, out_fd: int) -> list[str]:
+    args = ["profile", "--out-fd", str(out_fd)]
+    if duration:
+        args += ["--duration", repr(duration)]
+    if time_limit:
+        args += ["--time-limit", repr(time_limit)]
+    if not bpf:
+        args.append("--no-bpf")
+    if pid is not None:
+        args += ["--pid", str(pid)]
+    else:
+        args += ["--", *command]
+    return args
+
+
+def _terminal_delivers_sigint() -> bool:
+    """True when a Ctrl-C here goes to our whole process group (we are the
+    terminal's foreground job): then the engine and the command get it
+    from the terminal, and passing it on would deliver it twice."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError):
+        return False
+
+
+@contextmanager
+def _signals_passed_to(proc: subprocess.Popen):
+    """While the engine runs, signals sent to us are passed on to it; it
+    ends the profile in order (and passes them on to the command)."""
+    caught: list[int] = []
+
+    def forward(signum, frame):
+        caught.append(signum)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    sigint = signal.SIG_IGN if _terminal_delivers_sigint() else forward
+    old = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, sigint), (signal.SIGTERM, forward),
+                                               (signal.SIGHUP, forward))}
+    try:
+        yield caught
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run(command: list[str] | None = None, pid: int | None = None, duration: float | None = None,
+        time_limit: float | None = None, bpf: bool = True, on_record=None) -> Profile:
+    """Profiles the command (or attaches to pid) and returns every record,
+    with the lock stacks resolved. Raises UsageError for what the engine
+    found unusable (a command that cannot be executed) and MeasurementError
+    if it failed."""
+    read_fd, write_fd = os.pipe()
+    argv = [str(engine.engine_path()), *engine_args(command, pid, duration, time_limit, bpf, write_fd)]
+    try:
+        proc = subprocess.Popen(argv, pass_fds=(write_fd,))
+    finally:
+        os.close(write_fd)
+    prof = Profile()
+    with _signals_passed_to(proc) as caught, os.fdopen(read_fd, "r") as records:
+        try:
+            for line in records:
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                if on_record:
+                    on_record(rec)
+                prof.records.append(rec)
+        finally:
+            prof.engine_status = proc.wait()
+    prof.interrupted_by = caught[0] if caught else None
+
+    errors = [r["message"] for r in prof.records if r.get("type") == "error"]
+    if prof.engine_status == 2:
+        raise UsageError(errors[0] if errors else "the engine refused the profile's arguments")
+    if prof.engine_status != 0 or not prof.first("end"):
+        raise MeasurementError("; ".join(errors) or f"the engine exited with status {prof.engine_status}")
+    locks = prof.first("locks")
+    if locks and locks.get("rows"):
+        resolve_locks(locks, Kallsyms())
+    return prof

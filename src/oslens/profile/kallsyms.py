@@ -1,0 +1,94 @@
+"""Kernel addresses to names, through /proc/kallsyms, at collection time:
+a stored profile keeps the names, since the addresses mean nothing on
+another boot (KASLR) or another machine."""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+
+# Frames that are the waiting itself, not who waited: skipped to find the
+# caller of a contended lock (the same idea as perf lock contention's
+# list of lock functions, by prefix).
+LOCK_INTERNAL_PREFIXES = (
+    "_raw_", "__raw_", "raw_spin", "queued_", "native_queued", "__pv_queued", "pv_queued", "do_raw_",
+    "mutex_", "__mutex_", "rwsem_", "__rwsem_", "down_", "__down", "up_", "percpu_down", "percpu_rwsem",
+    "__percpu_down", "rt_mutex", "__rt_mutex", "rt_spin", "rtlock", "osq_", "schedule", "__schedule",
+    "preempt_schedule", "io_schedule", "bit_wait", "__wait_on_bit", "out_of_line_wait_on_bit",
+    "__lock_", "lock_acquire", "_cond_resched", "__cond_resched", "mmap_read_lock", "mmap_write_lock",
+    "__mmap_lock", "lock_mm_and_find_vma", "read_lock", "write_lock", "spin_lock",
+    # the tracing program that took the stack, and its callers
+    "bpf_", "__bpf_", "__traceiter_", "trace_contention",
+)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    offset: int
+    module: str | None
+    kind: str     # nm's letter: t/T text, d/D/b/B/r/R data
+
+    @property
+    def is_data(self) -> bool:
+        return self.kind in "dDbBrR"
+
+    def __str__(self) -> str:
+        where = f" [{self.module}]" if self.module else ""
+        return f"{self.name}+{self.offset:#x}{where}" if self.offset else f"{self.name}{where}"
+
+
+class Kallsyms:
+    def __init__(self, path: str | Path = "/proc/kallsyms"):
+        self.addrs: list[int] = []
+        self.names: list[tuple[str, str, str | None]] = []   # name, type letter, module
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            text = ""
+        rows = []
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            addr = int(parts[0], 16)
+            if addr == 0:
+                continue
+            module = parts[3].strip("[]") if len(parts) > 3 else None
+            rows.append((addr, parts[2], parts[1], module))
+        rows.sort()
+        self.addrs = [r[0] for r in rows]
+        self.names = [(r[1], r[2], r[3]) for r in rows]
+
+    @property
+    def usable(self) -> bool:
+        """False when kptr_restrict hides the addresses (all zero) or the file is unreadable."""
+        return bool(self.addrs)
+
+    def lookup(self, addr: int, max_offset: int = 1 << 20) -> Symbol | None:
+        i = bisect.bisect_right(self.addrs, addr) - 1
+        if i < 0 or addr - self.addrs[i] > max_offset:
+            return None
+        name, kind, module = self.names[i]
+        return Symbol(name, addr - self.addrs[i], module, kind)
+
+
+def _is_lock_internal(name: str) -> bool:
+    return name.startswith(LOCK_INTERNAL_PREFIXES) or "contention" in name
+
+
+def resolve_locks(record: dict, syms: Kallsyms) -> dict:
+    """Adds to a `locks` record's rows: the resolved stack, the caller (the
+    first frame outside the locking code) and, for a lock that is a kernel
+    variable, its name."""
+    for row in record.get("rows", []):
+        frames = [syms.lookup(int(a, 16)) for a in row.get("stack", [])]
+        row["stack_symbols"] = [str(f) if f else a for f, a in zip(frames, row.get("stack", []))]
+        # unresolved frames are the BPF program itself (JIT code outside kallsyms)
+        caller = next((f for f in frames if f and not _is_lock_internal(f.name)), None)
+        row["caller"] = str(caller) if caller else None
+        # a heap object's address may follow some unrelated symbol: only a
+        # data symbol close by names it
+        lock = syms.lookup(int(row["lock"], 16), max_offset=4096)
+        row["lock_symbol"] = str(lock) if lock and lock.is_data else None
+    return record

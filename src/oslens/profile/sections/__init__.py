@@ -1,0 +1,15 @@
+"""The sections of a profile, in report order. Each module has `TITLE`,
+`summarize(recs: Records) -> dict` and `render(console, section) -> None`;
+a new section is one module here plus its place in SECTIONS."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import counters, faults, interrupts, locks, switches, syscalls, time
+
+SECTIONS = (time, switches, faults, interrupts, syscalls, locks, counters)
+
+
+def section_name(module: ModuleType) -> str:
+    """The key of a section in the summary: its module's name ("time", "switches", ...)."""
+    return module.__name__.rsplit(".", 1)[-1]

@@ -1,0 +1,123 @@
+"""perf counters of the workload's process tree. Hardware ones split by
+privilege (each event opened once excluding the kernel, once excluding user
+mode): cycles, instructions, IPC, front-end stalls, L1i and iTLB misses, and
+the share of instructions run in the kernel. Software ones listed as they are."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from ...report.format import si
+from ._common import fmt_ns, fmt_rate, fmt_share, footer, heading, new_section, per_second, plain, ratio, table
+
+if TYPE_CHECKING:
+    from ..summary import Records
+
+TITLE = "Hardware counters: user vs kernel"
+HARDWARE = ("cycles", "instructions", "stalled-cycles-frontend", "L1-icache-misses", "iTLB-misses")
+SOFTWARE = ("task-clock", "context-switches", "cpu-migrations", "page-faults-min", "page-faults-maj")
+SCOPES = ("user", "kernel", "all")
+
+# key -> (label, how it prints)
+METRICS = {
+    "cycles": ("cycles", "count"),
+    "instructions": ("instructions", "count"),
+    "ipc": ("instructions per cycle", "ratio"),
+    "frontend_stalls_per_kcycle": ("front-end stall cycles per 1000 cycles", "ratio"),
+    "l1i_misses_per_kinstr": ("L1-icache misses per 1000 instructions", "ratio"),
+    "itlb_misses": ("iTLB misses", "count"),
+    "itlb_misses_per_kinstr": ("iTLB misses per 1000 instructions", "ratio"),
+}
+
+
+def _per_thousand(events: float | None, base: float | None) -> float | None:
+    r = ratio(events, base)
+    return None if r is None else 1000 * r
+
+
+def _metrics(v: dict[str, float | None]) -> dict[str, float | None]:
+    return {
+        "cycles": v["cycles"],
+        "instructions": v["instructions"],
+        "ipc": ratio(v["instructions"], v["cycles"]),
+        "frontend_stalls_per_kcycle": _per_thousand(v["stalled-cycles-frontend"], v["cycles"]),
+        "l1i_misses_per_kinstr": _per_thousand(v["L1-icache-misses"], v["instructions"]),
+        "itlb_misses": v["iTLB-misses"],
+        "itlb_misses_per_kinstr": _per_thousand(v["iTLB-misses"], v["instructions"]),
+    }
+
+
+def _hardware(section: dict, events: dict[tuple[str, str], dict]) -> dict:
+    values = {scope: {name: (events.get((name, scope)) or {}).get("value") for name in HARDWARE}
+              for scope in SCOPES[:2]}
+    # user + kernel where both were counted: "all" is never half of it.
+    values["all"] = {name: None if None in (values["user"][name], values["kernel"][name])
+                     else values["user"][name] + values["kernel"][name] for name in HARDWARE}
+    per_scope = {scope: _metrics(values[scope]) for scope in SCOPES}
+    unavailable = [{"event": name, "scope": scope,
+                    "error": (events.get((name, scope)) or {}).get("error") or "the engine did not report it"}
+                   for name in HARDWARE for scope in SCOPES[:2] if values[scope][name] is None]
+    errors = sorted({u["error"] for u in unavailable})
+    if len(unavailable) == 2 * len(HARDWARE):
+        section["missing"] = f"hardware counters not available: {'; '.join(errors)}"
+    else:
+        section["notes"] += [f"{u['event']} ({u['scope']}) not available: {u['error']}" for u in unavailable]
+    return {
+        "metrics": [{"metric": key, "label": label, **{scope: per_scope[scope][key] for scope in SCOPES}}
+                    for key, (label, _) in METRICS.items()],
+        "kernel_instruction_share": ratio(values["kernel"]["instructions"], values["all"]["instructions"]),
+        "kernel_cycle_share": ratio(values["kernel"]["cycles"], values["all"]["cycles"]),
+        "unavailable": unavailable,
+    }
+
+
+def summarize(recs: Records) -> dict:
+    section = new_section(TITLE)
+    rec = recs.last("counters")
+    if rec is None:
+        section["missing"] = "not measured: the engine wrote no counters record"
+        section["hardware"], section["software"] = None, []
+        return section
+    events = {(e["name"], e["scope"]): e for e in rec.get("events", [])}
+    section["hardware"] = _hardware(section, events)
+    section["software"] = [{"name": name, "value": e.get("value"), "per_s": per_second(e.get("value"), recs.wall_s),
+                            "error": e.get("error")}
+                           for name in SOFTWARE for e in [events.get((name, "all"))] if e is not None]
+    for e in events.values():
+        # The engine scaled these by enabled/running: say how much was counted.
+        if e.get("value") is not None and e.get("running_ns") and e["running_ns"] < e.get("enabled_ns", 0):
+            section["notes"].append(f"{e['name']} ({e['scope']}) counted {e['running_ns'] / e['enabled_ns']:.0%} "
+                                    "of the time (multiplexed) and scaled up")
+    return section
+
+
+def _fmt(value: float | None, kind: str) -> str:
+    if value is None:
+        return "n/a"
+    return si(value) if kind == "count" else f"{value:.2f}"
+
+
+def render(console: Console, section: dict) -> None:
+    heading(console, section)
+    hw = section["hardware"]
+    if hw and any(m[scope] is not None for m in hw["metrics"] for scope in SCOPES):
+        t = table("hardware counters by privilege", ["", "user", "kernel", "user + kernel"])
+        for m in hw["metrics"]:
+            kind = METRICS[m["metric"]][1]
+            t.add_row(m["label"], *[_fmt(m[scope], kind) for scope in SCOPES])
+        console.print(t)
+        console.print(f"  share of instructions run in the kernel: {fmt_share(hw['kernel_instruction_share'])}; "
+                      f"of cycles: {fmt_share(hw['kernel_cycle_share'])}")
+    if section["software"]:
+        t = table("software counters", ["counter", "value", "per s"])
+        for s in section["software"]:
+            if s["value"] is None:
+                t.add_row(s["name"], "n/a", plain(s["error"] or "no value"))
+            elif s["name"] == "task-clock":
+                t.add_row(s["name"], fmt_ns(s["value"]), f"{s['per_s'] / 1e9:.2f} CPUs" if s["per_s"] else "–")
+            else:
+                t.add_row(s["name"], f"{s['value']:,.0f}", fmt_rate(s["per_s"]))
+        console.print(t)
+        console.print("  software counters cover the whole process tree (inherited)", style="dim")
+    footer(console, section)

@@ -1,0 +1,82 @@
+"""Page faults of the workload: minor and major per second and the latency of
+a fault (frequency/s, avg, max, min, stddev and distribution, as in the
+data-center characterization study's table)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from ._common import (FALLBACK, LATENCY_COLUMNS, add_crosscheck, bpf_record, distribution_table, fmt_count,
+                      fmt_rate, footer, heading, hist_stats, latency_cells, new_section, per_second, plain,
+                      resolution_legend, table, thread_sum)
+
+if TYPE_CHECKING:
+    from ..summary import Records
+
+TITLE = "Page faults"
+BPF_PARTS = ("page_faults", "faults")
+KINDS = ("minor", "major")
+
+
+def _counts_without_bpf(recs: Records) -> tuple[dict, str | None]:
+    """The software counters, else the threads' min_flt/maj_flt."""
+    counters = {k: recs.counter_value(f"page-faults-{k[:3]}") for k in KINDS}
+    if all(v is not None for v in counters.values()):
+        return counters, "page-faults-min/maj counters"
+    if recs.threads:
+        return {k: thread_sum(recs, f"{k[:3]}_flt") for k in KINDS}, "threads' min_flt/maj_flt (/proc)"
+    return dict.fromkeys(KINDS), None
+
+
+def summarize(recs: Records) -> dict:
+    section = new_section(TITLE)
+    rec = bpf_record(recs, section, "faults", BPF_PARTS)
+    if rec is not None:
+        counts, source = {k: rec[k] for k in KINDS}, "BPF"
+        section["latency"] = {"all": hist_stats(rec.get("hist")), "major": hist_stats(rec.get("major_hist"))}
+    else:
+        section["missing"] += FALLBACK
+        counts, source = _counts_without_bpf(recs)
+        section["latency"] = None
+    total = None if None in counts.values() else sum(counts.values())
+    section["counts"] = {"source": source, **counts, "all": total,
+                         **{f"{k}_per_s": per_second(v, recs.wall_s) for k, v in {**counts, "all": total}.items()}}
+    vmstat = recs.proc_delta.vmstat
+    # pgfault counts every fault, pgmajfault the major ones among them.
+    section["system_wide"] = ({"minor": vmstat["pgfault"] - vmstat["pgmajfault"], "major": vmstat["pgmajfault"]}
+                              if vmstat and "pgfault" in vmstat and "pgmajfault" in vmstat else None)
+    for kind in KINDS:
+        add_crosscheck(section, f"{kind} faults",
+                       {"BPF": rec[kind] if rec else None,
+                        f"page-faults-{kind[:3]} counter": recs.counter_value(f"page-faults-{kind[:3]}"),
+                        f"threads' {kind[:3]}_flt": thread_sum(recs, f"{kind[:3]}_flt")})
+    return section
+
+
+def render(console: Console, section: dict) -> None:
+    heading(console, section)
+    c = section["counts"]
+    latency = section["latency"] or {}
+    if c["source"] is None:
+        console.print("  no page-fault count from any source", style="yellow")
+    else:
+        t = table("faults of the workload and their latency", ["", "per s"] + list(LATENCY_COLUMNS))
+        # The minor faults' own latency is not separable from the all-faults
+        # histogram (only the major ones have their own): the minor row is counts only.
+        t.add_row("minor", fmt_rate(c["minor_per_s"]), fmt_count(c["minor"]), *["–"] * (len(LATENCY_COLUMNS) - 1))
+        major_cells = latency_cells(latency.get("major"))
+        t.add_row("major", fmt_rate(c["major_per_s"]), fmt_count(c["major"]), *major_cells[1:])
+        all_cells = latency_cells(latency.get("all"))
+        t.add_row("all", fmt_rate(c["all_per_s"]), fmt_count(c["all"]), *all_cells[1:], style="bold")
+        console.print(t)
+        console.print(plain(f"  counts from {c['source']}" + ("; latency from BPF" if latency else "")),
+                      style="dim")
+    dist = distribution_table("fault latency distribution", [(k, s) for k, s in latency.items()])
+    if dist:
+        console.print(dist)
+    sw = section["system_wide"]
+    if sw:
+        console.print(f"  whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, "
+                      f"{fmt_count(sw['major'])} major", style="dim")
+    footer(console, section, resolution_legend(*latency.values()))

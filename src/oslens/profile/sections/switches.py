@@ -1,0 +1,177 @@
+"""Context switches of the workload's threads: voluntary and involuntary per
+second, who preempted them (kernel threads, other applications, the workload
+itself), how long they stayed off the CPU, run-queue wait, and migrations."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from ._common import (FALLBACK, LATENCY_COLUMNS, THREADS_PARTIAL, add_crosscheck, bpf_record, distribution_table,
+                      fmt_count, fmt_rate, fmt_share, footer, heading, hist_stats, latency_cells, new_section,
+                      per_second, plain, ratio, resolution_legend, table, thread_sum)
+
+if TYPE_CHECKING:
+    from ..summary import Records
+
+TITLE = "Context switches"
+BPF_PARTS = ("sched_switch", "switches")
+
+# Histograms of the switches record, with what each measures.
+LATENCIES = {
+    "offcpu": "off-CPU, every switch",
+    "offcpu_voluntary": "off-CPU after a voluntary switch",
+    "offcpu_involuntary": "off-CPU after a preemption",
+    "runq": "run-queue wait (wake-up or preemption to switch-in)",
+}
+TOP_NAMES = 10
+
+
+def kthread_family(comm: str) -> str:
+    """"kworker/1:2" -> "kworker/*": per-CPU (and per-queue) kernel threads
+    are one kind of work whatever CPU they are bound to."""
+    head, slash, _ = comm.partition("/")
+    return f"{head}/*" if slash and head else comm
+
+
+def _ranked(counts: dict[str, int], limit: int | None = None) -> list[dict]:
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [{"comm": comm, "count": n} for comm, n in rows[:limit]]
+
+
+def _preemptions(preempted_by: list[dict]) -> dict:
+    """Who ran next after an involuntary switch, in three groups; kernel
+    threads by family, each with its members and their counts."""
+    families: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    others: dict[str, int] = defaultdict(int)
+    workload: dict[str, int] = defaultdict(int)
+    for row in preempted_by:
+        if row.get("workload"):
+            workload[row["comm"]] += row["count"]
+        elif row.get("kthread"):
+            families[kthread_family(row["comm"])][row["comm"]] += row["count"]
+        else:
+            others[row["comm"]] += row["count"]
+    kthreads = sorted(({"family": fam, "count": sum(members.values()), "members": _ranked(members)}
+                       for fam, members in families.items()), key=lambda f: (-f["count"], f["family"]))
+    return {
+        "total": sum(row["count"] for row in preempted_by),
+        "kernel_threads": sum(f["count"] for f in kthreads),
+        "other_applications": sum(others.values()),
+        "workload": sum(workload.values()),
+        "kernel_thread_families": kthreads,
+        "other_applications_top": _ranked(others, TOP_NAMES),
+        "workload_top": _ranked(workload, TOP_NAMES),
+    }
+
+
+def _from_bpf(rec: dict, wall_s: float | None) -> dict:
+    return {
+        "source": "BPF (sched_switch)",
+        "voluntary": rec["voluntary"], "involuntary": rec["involuntary"],
+        "voluntary_per_s": per_second(rec["voluntary"], wall_s),
+        "involuntary_per_s": per_second(rec["involuntary"], wall_s),
+        "wakeups": rec["wakeups"], "wakeups_per_s": per_second(rec["wakeups"], wall_s),
+        "migrations": rec["migrations"], "migrations_per_s": per_second(rec["migrations"], wall_s),
+        "switch_ins": rec["switch_ins"], "migrated_switch_ins": rec["migrated_switch_ins"],
+        "migrated_share": ratio(rec["migrated_switch_ins"], rec["switch_ins"]),
+    }
+
+
+def _without_bpf(recs: Records) -> dict:
+    """What /proc's per-thread counts and the software counters still tell."""
+    wall = recs.wall_s
+    voluntary, involuntary = thread_sum(recs, "nvcsw"), thread_sum(recs, "nivcsw")
+    migrations = recs.counter_value("cpu-migrations")
+    counts = {"source": "threads' nvcsw/nivcsw (/proc)" if recs.threads else None,
+              "voluntary": voluntary, "involuntary": involuntary,
+              "voluntary_per_s": per_second(voluntary, wall), "involuntary_per_s": per_second(involuntary, wall),
+              "migrations": migrations, "migrations_per_s": per_second(migrations, wall)}
+    if voluntary is None:
+        total = recs.counter_value("context-switches")
+        counts.update(source="context-switches counter (no voluntary/involuntary split)" if total is not None
+                      else None, total=total, total_per_s=per_second(total, wall))
+    return counts
+
+
+def summarize(recs: Records) -> dict:
+    section = new_section(TITLE)
+    rec = bpf_record(recs, section, "switches", BPF_PARTS)
+    if rec is None:
+        section["missing"] += FALLBACK
+        section["counts"] = _without_bpf(recs)
+        if recs.threads and not recs.threads_complete:
+            section["notes"].append(THREADS_PARTIAL)
+        section["preemptions"] = None
+        section["latency"] = {}
+    else:
+        section["counts"] = _from_bpf(rec, recs.wall_s)
+        section["preemptions"] = _preemptions(rec.get("preempted_by") or [])
+        section["latency"] = {key: hist_stats(rec[key]) for key in LATENCIES if key in rec}
+    bpf_total = rec["voluntary"] + rec["involuntary"] if rec else None
+    threads_total = (thread_sum(recs, "nvcsw") + thread_sum(recs, "nivcsw")) if recs.threads else None
+    add_crosscheck(section, "context switches",
+                   {"BPF": bpf_total, "threads' nvcsw+nivcsw": threads_total,
+                    "context-switches counter": recs.counter_value("context-switches")})
+    add_crosscheck(section, "migrations",
+                   {"BPF": rec["migrations"] if rec else None,
+                    "cpu-migrations counter": recs.counter_value("cpu-migrations")})
+    return section
+
+
+def _render_counts(console: Console, c: dict) -> None:
+    if c.get("source") is None:
+        console.print("  no context-switch count from any source", style="yellow")
+        return
+    t = table("switches of the workload's threads", ["", "count", "per s"])
+    if c.get("voluntary") is not None:
+        t.add_row("voluntary (blocked, slept, yielded)", fmt_count(c["voluntary"]), fmt_rate(c["voluntary_per_s"]))
+        t.add_row("involuntary (preempted)", fmt_count(c["involuntary"]), fmt_rate(c["involuntary_per_s"]))
+    else:
+        t.add_row("all", fmt_count(c["total"]), fmt_rate(c["total_per_s"]))
+    if c.get("wakeups") is not None:
+        t.add_row("wake-ups", fmt_count(c["wakeups"]), fmt_rate(c["wakeups_per_s"]))
+    t.add_row("migrations", fmt_count(c["migrations"]), fmt_rate(c["migrations_per_s"]))
+    console.print(t)
+    console.print(plain(f"  from {c['source']}"), style="dim")
+    if c.get("switch_ins"):
+        console.print(f"  {fmt_share(c['migrated_share'])} of {c['switch_ins']:,} switch-ins were on another CPU "
+                      "than the thread last ran on")
+
+
+def _members(members: list[dict], limit: int = 4) -> str:
+    shown = ", ".join(f"{m['comm']} {m['count']:,}" for m in members[:limit])
+    return shown + (f", … {len(members) - limit} more" if len(members) > limit else "")
+
+
+def _render_preemptions(console: Console, p: dict) -> None:
+    t = table(f"who ran next after the {p['total']:,} preemptions", ["", "count", "share", "which"])
+    t.add_row("kernel threads", fmt_count(p["kernel_threads"]), fmt_share(ratio(p["kernel_threads"], p["total"])),
+              "", style="bold")
+    for fam in p["kernel_thread_families"]:
+        t.add_row(plain(f"  {fam['family']}"), fmt_count(fam["count"]), fmt_share(ratio(fam["count"], p["total"])),
+                  plain(_members(fam["members"])))
+    t.add_row("other applications", fmt_count(p["other_applications"]),
+              fmt_share(ratio(p["other_applications"], p["total"])), plain(_members(p["other_applications_top"])),
+              style="bold")
+    t.add_row("the workload's own threads", fmt_count(p["workload"]), fmt_share(ratio(p["workload"], p["total"])),
+              plain(_members(p["workload_top"])), style="bold")
+    console.print(t)
+
+
+def render(console: Console, section: dict) -> None:
+    heading(console, section)
+    _render_counts(console, section["counts"])
+    if section["preemptions"] and section["preemptions"]["total"]:
+        _render_preemptions(console, section["preemptions"])
+    latency = section["latency"]
+    if latency:
+        t = table("time between switches", [""] + list(LATENCY_COLUMNS))
+        for key, stats in latency.items():
+            t.add_row(LATENCIES[key], *latency_cells(stats))
+        console.print(t)
+        dist = distribution_table("their distribution", [(LATENCIES[k], s) for k, s in latency.items()])
+        if dist:
+            console.print(dist)
+    footer(console, section, resolution_legend(*latency.values()))

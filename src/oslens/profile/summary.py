@@ -1,0 +1,287 @@
+"""A profile's records, indexed, and the summary every section draws from them.
+
+`summarize(records)` turns the engine's JSON-line records into one
+JSON-serialisable dict; `render(console, summary)` prints it. Each section
+(oslens.profile.sections) reads the records through `Records` and says what it
+could not measure and why rather than showing zeros."""
+from __future__ import annotations
+
+import shlex
+import signal
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from functools import cached_property
+
+from rich.console import Console
+from rich.text import Text
+
+from ..report.format import seconds
+from . import procfs
+from .sections import SECTIONS, section_name
+
+
+@dataclass(frozen=True)
+class ThreadTime:
+    """One thread's share of the profile: its exit or end figures minus its
+    figures when the profile began (a thread that existed before --pid attached)."""
+    tid: int
+    tgid: int
+    comm: str
+    user_ns: int
+    system_ns: int
+    runtime_ns: int
+    nvcsw: int
+    nivcsw: int
+    min_flt: int
+    maj_flt: int
+    ended: str          # "exit": exited during the profile; "end": still alive at its end
+    since_begin: bool   # True when a baseline taken at attach time was subtracted
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_THREAD_COUNTS = ("runtime_ns", "nvcsw", "nivcsw", "min_flt", "maj_flt")
+
+
+def user_system_ns(utime_ns: int, stime_ns: int, runtime_ns: int) -> tuple[int, int]:
+    """Tick-sampled utime/stime scaled to the precise runtime, as the kernel's
+    cputime_adjust() does for /proc (a thread never sampled in user mode is
+    all system time, and the other way round)."""
+    if stime_ns == 0:
+        return runtime_ns, 0
+    if utime_ns == 0:
+        return 0, runtime_ns
+    system = stime_ns * runtime_ns // (utime_ns + stime_ns)
+    return runtime_ns - system, system
+
+
+def _thread_user_system(rec: dict) -> tuple[int, int]:
+    if rec["source"] == "proc":     # /proc already adjusted them
+        return rec["utime_ns"], rec["stime_ns"]
+    return user_system_ns(rec["utime_ns"], rec["stime_ns"], rec["runtime_ns"])
+
+
+def thread_times(thread_records: list[dict]) -> list[ThreadTime]:
+    """One ThreadTime per exit or end record (the engine writes one per thread
+    lifetime), minus that thread's begin record if any. A begin baseline
+    belongs to the first lifetime of its tid: a later thread with a reused tid
+    started after the profile began."""
+    baselines = {r["tid"]: r for r in thread_records if r["when"] == "begin"}
+    out = []
+    for rec in thread_records:
+        if rec["when"] not in ("exit", "end"):
+            continue
+        user, system = _thread_user_system(rec)
+        counts = {k: rec[k] for k in _THREAD_COUNTS}
+        base = baselines.pop(rec["tid"], None)
+        if base is not None:
+            base_user, base_system = _thread_user_system(base)
+            user, system = user - base_user, system - base_system
+            counts = {k: v - base[k] for k, v in counts.items()}
+        out.append(ThreadTime(rec["tid"], rec["tgid"], rec["comm"], user, system, ended=rec["when"],
+                              since_begin=base is not None, **counts))
+    return out
+
+
+class Records:
+    """The records of one profile, indexed by type, with the figures several
+    sections need computed once."""
+
+    def __init__(self, records: list[dict]):
+        self.records = list(records)
+        self._by_type: dict[str, list[dict]] = defaultdict(list)
+        for rec in self.records:
+            self._by_type[rec.get("type")].append(rec)
+
+    def all(self, kind: str) -> list[dict]:
+        return self._by_type.get(kind, [])
+
+    def last(self, kind: str) -> dict | None:
+        found = self.all(kind)
+        return found[-1] if found else None
+
+    @property
+    def header(self) -> dict:
+        return self.last("header") or {}
+
+    @property
+    def bpf(self) -> dict:
+        return self.last("bpf") or {"loaded": False, "why": "the engine wrote no bpf record", "missing": []}
+
+    @property
+    def bpf_loaded(self) -> bool:
+        return bool(self.bpf.get("loaded"))
+
+    @property
+    def bpf_why(self) -> str:
+        return self.bpf.get("why") or "no reason given"
+
+    @property
+    def threads_complete(self) -> bool:
+        """With BPF every thread of the tree has an exit or end record; without
+        it only the threads still alive at the end could be read from /proc."""
+        return self.bpf_loaded
+
+    @property
+    def bpf_missing(self) -> list[str]:
+        return list(self.bpf.get("missing") or [])
+
+    @property
+    def end_target(self) -> dict | None:
+        return self.last("end_target")
+
+    @property
+    def wall_s(self) -> float | None:
+        """The target's wall time: every per-second rate divides by it."""
+        end = self.end_target
+        return end["wall_ns"] / 1e9 if end and end.get("wall_ns") else None
+
+    @property
+    def status(self) -> str | None:
+        end = self.last("end")
+        return end["status"] if end else None
+
+    @property
+    def error(self) -> str | None:
+        err = self.last("error")
+        return err.get("message") if err else None
+
+    @property
+    def online_cpus(self) -> list[int]:
+        return list(self.header.get("cpus_online") or [])
+
+    @property
+    def clk_tck(self) -> int:
+        return int(self.header.get("clk_tck") or 100)
+
+    def bpf_aggregate(self, kind: str, parts: tuple[str, ...] = ()) -> tuple[dict | None, str | None]:
+        """(the BPF record of `kind`, None) or (None, why it is not there).
+        `parts` are the names under which bpf.missing lists what this record needs."""
+        rec = self.last(kind)
+        if rec is not None:
+            return rec, None
+        if not self.bpf_loaded:
+            return None, f"not measured without BPF: {self.bpf_why}"
+        lacking = [p for p in self.bpf_missing if p in parts or p == kind]
+        if lacking:
+            return None, f"not measured: this kernel lacks {', '.join(lacking)}"
+        return None, f"not measured: the engine wrote no {kind} record (run {self.status or 'ended early'})"
+
+    def bpf_parts_lacking(self, parts: tuple[str, ...]) -> list[str]:
+        return [p for p in self.bpf_missing if p in parts]
+
+    def counter(self, name: str, scope: str = "all") -> dict | None:
+        rec = self.last("counters")
+        for event in (rec or {}).get("events", []):
+            if event["name"] == name and event["scope"] == scope:
+                return event
+        return None
+
+    def counter_value(self, name: str, scope: str = "all") -> float | None:
+        event = self.counter(name, scope)
+        return event.get("value") if event else None
+
+    def _procfs_record(self, when: str) -> dict | None:
+        return next((r for r in self.all("procfs") if r.get("when") == when), None)
+
+    @cached_property
+    def proc_begin(self) -> procfs.ProcSnapshot:
+        return procfs.ProcSnapshot.from_files((self._procfs_record("begin") or {}).get("files", {}))
+
+    @cached_property
+    def proc_end(self) -> procfs.ProcSnapshot:
+        return procfs.ProcSnapshot.from_files((self._procfs_record("end") or {}).get("files", {}))
+
+    @cached_property
+    def proc_delta(self) -> procfs.ProcSnapshot:
+        """What the system-wide procfs counters advanced by during the profile."""
+        return procfs.diff(self.proc_begin, self.proc_end)
+
+    def procfs_missing(self, path: str) -> str | None:
+        """Why `path` has no begin-to-end difference, or None if it has one."""
+        for when in ("begin", "end"):
+            rec = self._procfs_record(when)
+            if rec is None:
+                return f"no procfs snapshot at the {when}"
+            if path not in rec.get("files", {}):
+                return f"{path} could not be read at the {when}"
+        return None
+
+    @cached_property
+    def threads(self) -> list[ThreadTime]:
+        return thread_times(self.all("thread"))
+
+    @property
+    def threads_dropped(self) -> int:
+        return sum(r.get("count", 0) for r in self.all("threads_dropped"))
+
+    @property
+    def lost_events(self) -> int:
+        return sum(r.get("lost", 0) for r in self.all("bpf_stats"))
+
+
+def _target(recs: Records) -> dict:
+    header, end = recs.header, recs.end_target or {}
+    target = recs.last("target") or {}
+    return {"mode": header.get("mode"), "argv": header.get("argv"), "pid": target.get("pid", header.get("pid")),
+            "how": end.get("how"), "code": end.get("code"), "signal": end.get("signal"), "wall_s": recs.wall_s,
+            "status": recs.status, "error": recs.error}
+
+
+def summarize(records: list[dict]) -> dict:
+    recs = Records(records)
+    bpf = {"loaded": recs.bpf_loaded, "why": recs.bpf.get("why"), "missing": recs.bpf_missing,
+           "lost_events": recs.lost_events, "threads_dropped": recs.threads_dropped}
+    return {"target": _target(recs), "bpf": bpf,
+            "sections": {section_name(m): m.summarize(recs) for m in SECTIONS}}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _target_line(target: dict) -> str:
+    pid = f"pid {target['pid']}" if target.get("pid") is not None else "no pid: the target never started"
+    line = f"profile of {shlex.join(target['argv'])} ({pid})" if target.get("argv") else f"profile of {pid}"
+    how, wall = target.get("how"), seconds(target.get("wall_s"))
+    if how == "exited":
+        line += f": exited with code {target.get('code')} after {wall}"
+    elif how == "signal":
+        line += f": killed by {_signal_name(target.get('signal'))} after {wall}"
+    elif how == "duration":
+        line += f": profiled for {wall}"
+    else:
+        line += ": did not finish (no end_target record; per-second rates unavailable)"
+    return line
+
+
+def _bpf_line(bpf: dict) -> tuple[str, str]:
+    if not bpf["loaded"]:
+        return (f"BPF not loaded: {bpf.get('why') or 'no reason given'}; only procfs, /proc threads and "
+                "software counters were measured", "yellow")
+    if bpf["missing"]:
+        return f"BPF: loaded, except what this kernel lacks: {', '.join(bpf['missing'])}", "yellow"
+    return "BPF: loaded", "dim"
+
+
+def render(console: Console, summary: dict) -> None:
+    target, bpf = summary["target"], summary["bpf"]
+    console.print(Text(_target_line(target), style="bold"))
+    console.print(Text(*_bpf_line(bpf)))
+    if target.get("error"):
+        console.print(Text(f"engine error: {target['error']}", style="red"))
+    if target.get("status") not in (None, "ok"):
+        console.print(Text(f"the run ended {target['status']}: figures cover only what was measured",
+                           style="yellow"))
+    if bpf.get("lost_events"):
+        console.print(Text(f"{bpf['lost_events']:,} kernel events were dropped (a BPF map was full): "
+                           "BPF counts are lower bounds", style="yellow"))
+    for module in SECTIONS:
+        section = summary["sections"].get(section_name(module))
+        if section is not None:
+            console.print()
+            module.render(console, section)

@@ -1,0 +1,223 @@
+"""`profile`: real workloads built here, profiled by the real engine; each
+test checks a relation the workload guarantees (N calls made, N pages
+touched, K children forked), never a machine-dependent speed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oslens.analysis.histogram import Histogram
+from oslens.profile import collect
+
+from conftest import SESSION_TMP, bpf_programs, one_line_error, oslens
+
+WORKLOADS = Path(__file__).parent / "workloads"
+
+
+@pytest.fixture(scope="session")
+def build():
+    """The workloads, compiled with the system compiler into this session's tmp."""
+    out = SESSION_TMP / "workloads"
+    out.mkdir(exist_ok=True)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler is needed (scripts/install-deps.sh installs gcc)"
+    built = {}
+    for src in WORKLOADS.glob("*.c"):
+        exe = out / src.stem
+        subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(src)], check=True)
+        built[src.stem] = str(exe)
+    return built
+
+
+def profile(*cmd: str, **kw) -> collect.Profile:
+    return collect.run(list(cmd), **kw)
+
+
+def bpf_or_skip(prof: collect.Profile) -> None:
+    bpf = prof.first("bpf")
+    if not bpf["loaded"]:
+        pytest.skip(f"kernel tracing unavailable here: {bpf['why']}")
+
+
+def syscalls(prof: collect.Profile) -> dict[str, dict]:
+    return {r["name"]: r for r in prof.first("syscalls")["rows"]}
+
+
+def threads(prof: collect.Profile) -> list[dict]:
+    return [r for r in prof.records if r["type"] == "thread" and r["when"] == "exit"]
+
+
+def kernel_share(prof: collect.Profile) -> float:
+    ts = threads(prof)
+    user = sum(t["utime_ns"] for t in ts)
+    system = sum(t["stime_ns"] for t in ts)
+    return system / (user + system) if user + system else float("nan")
+
+
+def test_getppid_loop_is_counted_exactly_and_kernel_heavy(build, no_leaks):
+    n = 200_000
+    prof = profile(build["getppid_loop"], str(n))
+    bpf_or_skip(prof)
+    calls = syscalls(prof)
+    top = max(calls.values(), key=lambda r: r["count"])
+    assert top["name"] == "getppid"
+    assert n <= top["count"] <= n * 1.01
+    h = Histogram.from_record(top["hist"])
+    assert h.count == top["count"] and 0 < h.min_ns <= h.percentile(50) <= h.percentile(99) <= h.max_ns
+    assert top["errors"] == 0
+    assert kernel_share(prof) > 0.5
+
+
+def test_compute_loop_spends_almost_nothing_in_the_kernel(build, no_leaks):
+    prof = profile(build["compute"], "300000000")
+    bpf_or_skip(prof)
+    assert sum(t["runtime_ns"] for t in threads(prof)) > 50e6
+    assert kernel_share(prof) < 0.05
+    # what the kernel did for it is start-up: a few dozen calls
+    assert sum(r["count"] for r in prof.first("syscalls")["rows"]) < 200
+
+
+def test_touched_pages_fault_once_each_with_latencies(build, no_leaks):
+    n = 5000
+    prof = profile(build["touch_pages"], str(n))
+    bpf_or_skip(prof)
+    faults = prof.first("faults")
+    if faults is None or "page_faults" in prof.first("bpf")["missing"]:
+        pytest.skip("this kernel cannot time page faults")
+    assert faults["minor"] >= n
+    h = Histogram.from_record(faults["hist"])
+    assert h.count >= n and 0 < h.min_ns <= h.percentile(50) <= h.max_ns
+    counted = {e["name"]: e["value"] for e in prof.first("counters")["events"] if e["scope"] == "all"}
+    assert counted["page-faults-min"] >= n
+    assert sum(t["min_flt"] for t in threads(prof)) >= n
+
+
+def test_the_process_tree_is_followed(build, no_leaks):
+    k, m = 8, 20_000
+    prof = profile(build["fork_tree"], str(k), str(m))
+    bpf_or_skip(prof)
+    assert syscalls(prof)["getppid"]["count"] >= k * m
+    assert len({t["tgid"] for t in threads(prof)}) == k + 1
+
+
+def test_contended_mmap_lock_shows_in_the_lock_table(build, no_leaks):
+    prof = profile(build["mmap_threads"], "8", "1.0")
+    bpf_or_skip(prof)
+    if "lock_contention" in prof.first("bpf")["missing"]:
+        pytest.skip("this kernel has no lock:contention_* tracepoints")
+    rows = prof.first("locks")["rows"]
+    assert rows, "no contended lock seen"
+    mmap = [r for r in rows if r["lock_name"] == "mmap_lock"]
+    assert mmap and all(r["kind"].startswith("rwsem") for r in mmap)
+    assert all(r["count"] > 0 and 0 < r["max_ns"] <= r["total_ns"] for r in mmap)
+    assert any(r["caller"] for r in mmap)
+
+
+def test_attaching_to_a_running_process_and_detaching(build, no_leaks):
+    target = subprocess.Popen([build["getppid_loop"], str(10**12)])
+    try:
+        time.sleep(0.2)
+        prof = collect.run(pid=target.pid, duration=0.5)
+        assert target.poll() is None, "the attached process must survive the profile"
+        end = prof.first("end_target")
+        assert end["how"] == "duration" and end["code"] is None
+        assert 0.45e9 < end["wall_ns"] < 5e9
+        begin = {t["tid"]: t for t in prof.records if t["type"] == "thread" and t["when"] == "begin"}
+        after = {t["tid"]: t for t in prof.records if t["type"] == "thread" and t["when"] == "end"}
+        assert target.pid in begin and target.pid in after
+        assert after[target.pid]["runtime_ns"] > begin[target.pid]["runtime_ns"]
+        if prof.first("bpf")["loaded"]:
+            assert syscalls(prof)["getppid"]["count"] > 0
+            assert bpf_programs() == 0
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")
+@pytest.mark.parametrize("how", ["end", "failing command", signal.SIGINT, signal.SIGTERM])
+def test_nothing_stays_loaded_and_no_process_is_left(build, tmp_path, how, no_leaks):
+    assert bpf_programs() == 0
+    db = tmp_path / "s.db"
+    if how == "end":
+        p = oslens("profile", "-q", "--", build["getppid_loop"], "1000", db=db)
+        assert p.returncode == 0, p.stderr
+    elif how == "failing command":
+        p = oslens("profile", "-q", "--", "sh", "-c", "exit 3", db=db)
+        assert p.returncode == 3, p.stderr
+    else:
+        marker = tmp_path / "started"
+        proc = subprocess.Popen([sys.executable, "-m", "oslens", "profile", "-q", "--", "sh", "-c",
+                                 f"touch {marker}; exec {build['getppid_loop']} 1000000000000"],
+                                env={**os.environ, "OSLENS_DB": str(db)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(how)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + how, err
+        runs = json.loads(oslens("runs", "--json", db=db).stdout)
+        assert runs[-1]["status"] == "incomplete"
+    assert bpf_programs() == 0
+    left = subprocess.run(["pgrep", "-f", "getppid_loop 1000000000000"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the profiled command outlived the profile"
+
+
+def test_exit_status_and_output_pass_through(tmp_path, no_leaks):
+    db = tmp_path / "s.db"
+    p = oslens("profile", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7", db=db)
+    assert p.returncode == 7
+    assert p.stdout == "to-stdout\n"          # the report is on stderr, like perf stat's
+    assert "to-stderr" in p.stderr and "system calls" in p.stderr.lower()
+
+
+def test_cli_json_report_and_show(build, tmp_path, no_leaks):
+    db = tmp_path / "s.db"
+    out = tmp_path / "report.json"
+    p = oslens("profile", "-q", "--json", "-o", str(out), "--", build["getppid_loop"], "50000", db=db)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "profile" and doc["target"]["code"] == 0
+    assert set(doc["sections"]) >= {"time", "switches", "faults", "interrupts", "syscalls", "locks", "counters"}
+    shown = oslens("show", str(doc["run"]), "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["sections"] == doc["sections"]
+
+
+def test_without_bpf_the_rest_is_measured_and_the_report_says_why(build, tmp_path, no_leaks):
+    db = tmp_path / "s.db"
+    p = oslens("profile", "-q", "--json", "--no-bpf", "--", build["getppid_loop"], "1000", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["bpf"]["loaded"] is False and "--no-bpf" in doc["bpf"]["why"]
+    assert doc["sections"]["syscalls"].get("missing")
+    counters = doc["sections"]["counters"]
+    assert counters  # software counters still counted
+
+
+@pytest.mark.parametrize("args, word", [
+    ([], "target"),
+    (["--", "/nonexistent/command"], "cannot run"),
+    (["--", "no-such-command-oslens"], "cannot run"),
+    (["--pid", "999999999"], "no process"),
+    (["--pid", "1", "--", "true"], "target"),
+    (["--duration", "1", "--", "true"], "--duration"),
+    (["--pid", "1", "--duration", "-1"], "--duration"),
+])
+def test_bad_profile_input_is_one_line_and_stores_nothing(tmp_path, args, word):
+    db = tmp_path / "s.db"
+    p = oslens("profile", *args, db=db)
+    assert p.returncode == 2
+    assert word in one_line_error(p.stderr)
+    assert not db.exists() or json.loads(oslens("runs", "--json", db=db).stdout) == []
