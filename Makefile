@@ -28,6 +28,7 @@ bench: install
 	$(PY) bench/instrument.py
 	$(PY) bench/latency.py
 	$(PY) bench/noise.py
+	$(PY) bench/profile.py
 
 clean:
 	$(MAKE) -C engine clean

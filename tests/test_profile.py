@@ -221,3 +221,11 @@ def test_bad_profile_input_is_one_line_and_stores_nothing(tmp_path, args, word):
     assert p.returncode == 2
     assert word in one_line_error(p.stderr)
     assert not db.exists() or json.loads(oslens("runs", "--json", db=db).stdout) == []
+
+
+def test_no_syscalls_leaves_out_only_the_system_call_table(build, no_leaks):
+    prof = profile(build["touch_pages"], "100", syscalls=False)
+    bpf_or_skip(prof)
+    assert prof.first("bpf")["skipped"] == ["syscalls"]
+    assert prof.first("syscalls") is None
+    assert prof.first("switches") is not None and threads(prof)

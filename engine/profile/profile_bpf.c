@@ -104,8 +104,19 @@ static int attach_fault_ends(void)
 	return ok ? 0 : -1;
 }
 
-int profile_bpf_start(char *why, size_t whylen)
+static int listed(const char *list, const char *part)
 {
+	char pat[64], have[1024];
+	snprintf(pat, sizeof pat, ",%s,", part);
+	snprintf(have, sizeof have, ",%s,", list ? list : "");
+	return strstr(have, pat) != NULL;
+}
+
+static char skipped[256];
+
+int profile_bpf_start(const char *skip, char *why, size_t whylen)
+{
+	snprintf(skipped, sizeof skipped, "%s", skip ? skip : "");
 	profile_bpf_stop();
 	missing.list[0] = 0;
 	bpfu_init();
@@ -124,6 +135,10 @@ int profile_bpf_start(char *why, size_t whylen)
 	bpf_object__for_each_program(p, skel->obj) {
 		const char *tp = bpfu_tp_name(p);
 		int load = tp ? bpfu_has_tracepoint(events, tp) : fault_tps;
+		if (part_of(p) && listed(skipped, part_of(p))) {
+			bpf_program__set_autoload(p, 0);
+			continue;
+		}
 		if (!load && !part_of(p)) {
 			free(events);
 			return fail(why, whylen, "this kernel has no tracepoint %s", tp);
@@ -584,10 +599,7 @@ static void emit_exits(void)
 
 static int lacking(const char *part)
 {
-	char pat[64], have[sizeof missing.list + 2];
-	snprintf(pat, sizeof pat, ",%s,", part);
-	snprintf(have, sizeof have, ",%s,", missing.list);
-	return strstr(have, pat) != NULL;
+	return listed(missing.list, part) || listed(skipped, part);
 }
 
 /* A part this kernel lacks gets no record: an empty table would read as

@@ -6,9 +6,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Loads and attaches everything this kernel can take; 0, or -1 with `why`
- * (not root, no BTF, engine built without BPF, verifier refusal, ...). */
-int profile_bpf_start(char *why, size_t whylen);
+/* Loads and attaches everything this kernel can take but the parts named in
+ * `skip` (comma-separated, e.g. "syscalls"); 0, or -1 with `why` (not root,
+ * no BTF, engine built without BPF, verifier refusal, ...). */
+int profile_bpf_start(const char *skip, char *why, size_t whylen);
 /* Follows process `tgid` and, from now on, every child it forks. */
 int profile_bpf_follow(pid_t tgid);
 /* Whether `tgid` is followed (the tree, as the kernel side knows it). */

@@ -9,8 +9,9 @@
 #define OSLENS_NO_BPF_REASON "engine built without BPF"
 #endif
 
-int profile_bpf_start(char *why, size_t whylen)
+int profile_bpf_start(const char *skip, char *why, size_t whylen)
 {
+	(void)skip;
 	snprintf(why, whylen, "%s", OSLENS_NO_BPF_REASON);
 	return -1;
 }

@@ -217,25 +217,28 @@ def _print_noise(ctx: Context, store: Store, run_id: int) -> None:
 @click.option("--time-limit", "time_limit", type=float, metavar="S",
               help="Stop the command (SIGTERM, then SIGKILL) after this long.")
 @click.option("--no-bpf", "no_bpf", is_flag=True, help="procfs and perf counters only: no kernel tracing.")
+@click.option("--no-syscalls", "no_syscalls", is_flag=True,
+              help="Do not trace system calls: the only cost that grows with the call rate (see bench/profile.py).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="Write the report (or the JSON) here instead of stderr (stdout with --json).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
 def profile(ctx: Context, command: tuple[str, ...], pid: int | None, duration: float | None,
-            time_limit: float | None, no_bpf: bool, output: str | None):
+            time_limit: float | None, no_bpf: bool, no_syscalls: bool, output: str | None):
     """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
     from .profile import collect
     from .plan import check_profile_target
 
     check_profile_target(list(command), pid, duration, time_limit)
     params = {"command": list(command) or None, "pid": pid, "duration_s": duration, "time_limit_s": time_limit,
-              "bpf": not no_bpf}
+              "bpf": not no_bpf, "syscalls": not no_syscalls}
     what = f"pid {pid}" if pid is not None else " ".join(command)
     with ctx.store() as store:
         ctx.say(f"oslens profile: {what}, store {store.path}")
         run_id = store.begin_run("profile", sys.argv, params, machine_metadata())
         try:
-            prof = collect.run(list(command) or None, pid, duration, time_limit, bpf=not no_bpf)
+            prof = collect.run(list(command) or None, pid, duration, time_limit, bpf=not no_bpf,
+                               syscalls=not no_syscalls)
         except (UsageError, MeasurementError) as e:
             store.finish_run(run_id, "failed", str(e))
             raise

@@ -45,8 +45,10 @@ class Profile:
 
 
 def engine_args(command: list[str] | None, pid: int | None, duration: float | None,
-                time_limit: float | None, bpf: bool, out_fd: int) -> list[str]:
+                time_limit: float | None, bpf: bool, out_fd: int, syscalls: bool = True) -> list[str]:
     args = ["profile", "--out-fd", str(out_fd)]
+    if not syscalls:
+        args.append("--no-syscalls")
     if duration:
         args += ["--duration", repr(duration)]
     if time_limit:
@@ -92,13 +94,13 @@ def _signals_passed_to(proc: subprocess.Popen):
 
 
 def run(command: list[str] | None = None, pid: int | None = None, duration: float | None = None,
-        time_limit: float | None = None, bpf: bool = True, on_record=None) -> Profile:
+        time_limit: float | None = None, bpf: bool = True, syscalls: bool = True, on_record=None) -> Profile:
     """Profiles the command (or attaches to pid) and returns every record,
     with the lock stacks resolved. Raises UsageError for what the engine
     found unusable (a command that cannot be executed) and MeasurementError
     if it failed."""
     read_fd, write_fd = os.pipe()
-    argv = [str(engine.engine_path()), *engine_args(command, pid, duration, time_limit, bpf, write_fd)]
+    argv = [str(engine.engine_path()), *engine_args(command, pid, duration, time_limit, bpf, write_fd, syscalls)]
     try:
         proc = subprocess.Popen(argv, pass_fds=(write_fd,))
     finally:

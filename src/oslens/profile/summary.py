@@ -128,6 +128,11 @@ class Records:
         return list(self.bpf.get("missing") or [])
 
     @property
+    def bpf_skipped(self) -> list[str]:
+        """Parts left out on request (e.g. --no-syscalls), not for lack of support."""
+        return list(self.bpf.get("skipped") or [])
+
+    @property
     def end_target(self) -> dict | None:
         return self.last("end_target")
 
@@ -163,6 +168,9 @@ class Records:
             return rec, None
         if not self.bpf_loaded:
             return None, f"not measured without BPF: {self.bpf_why}"
+        skipped = [p for p in self.bpf_skipped if p in parts or p == kind]
+        if skipped:
+            return None, f"not traced: left out on request (--no-{skipped[0].replace('_', '-')})"
         lacking = [p for p in self.bpf_missing if p in parts or p == kind]
         if lacking:
             return None, f"not measured: this kernel lacks {', '.join(lacking)}"
