@@ -1,7 +1,11 @@
 /* `oslens-engine profile`: where a workload's time goes in the kernel.
  *
  *   oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf]
- *                         (--pid PID | -- CMD ARGS...)
+ *                         [--no-syscalls] (--pid PID | -- CMD ARGS...)
+ *
+ * --no-syscalls leaves the system-call tracepoints out: tracing every call
+ * at entry and exit is the one cost that grows with the workload's call
+ * rate (bench/profile.py measures it).
  *
  * A command is forked and held before exec until everything is attached:
  * the BPF side follows it (and every child it forks), the counters start at
@@ -15,6 +19,7 @@
  * end. */
 #include "../engine.h"
 #include "../json.h"
+#include "../textfile.h"
 #include "counters.h"
 #include "profile_bpf.h"
 
@@ -68,32 +73,6 @@ static uint64_t now_ns(void)
 
 /* ---- procfs ---- */
 
-static char *read_text(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	size_t len = 0, cap = 1 << 14;
-	char *buf = malloc(cap + 1);
-	ssize_t n;
-	while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
-		len += n;
-		if (len == cap) {
-			char *more = realloc(buf, cap * 2 + 1);
-			if (!more) {
-				free(buf);
-				buf = NULL;
-			}
-			buf = more;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	if (buf)
-		buf[len] = 0;
-	return buf;
-}
-
 static void emit_procfs(const char *when)
 {
 	static const char *const files[] = {"/proc/stat", "/proc/interrupts", "/proc/softirqs", "/proc/vmstat"};
@@ -102,7 +81,7 @@ static void emit_procfs(const char *when)
 	json_uint(j, "t_ns", now_ns());
 	json_obj(j, "files");
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-		char *text = read_text(files[i]);
+		char *text = read_text_file(files[i], 0);
 		if (text)
 			json_str(j, files[i], text);
 		free(text);
@@ -117,7 +96,7 @@ static void emit_proc_thread(pid_t tgid, pid_t tid, const char *when)
 {
 	char path[96];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", tgid, tid);
-	char *stat = read_text(path);
+	char *stat = read_text_file(path, 0);
 	if (!stat)
 		return;
 	char *rparen = strrchr(stat, ')'), *lparen = strchr(stat, '(');
@@ -144,12 +123,12 @@ static void emit_proc_thread(pid_t tgid, pid_t tid, const char *when)
 		tck = 100;
 	unsigned long long runtime = 0, nvcsw = 0, nivcsw = 0;
 	snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", tgid, tid);
-	char *ss = read_text(path);
+	char *ss = read_text_file(path, 0);
 	if (ss)
 		runtime = strtoull(ss, NULL, 10);
 	free(ss);
 	snprintf(path, sizeof path, "/proc/%d/task/%d/status", tgid, tid);
-	char *st = read_text(path);
+	char *st = read_text_file(path, 0);
 	if (st) {
 		char *v = strstr(st, "\nvoluntary_ctxt_switches:");
 		if (v)
@@ -221,7 +200,7 @@ static pid_t parent_of(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	char *stat = read_text(path);
+	char *stat = read_text_file(path, 0);
 	pid_t ppid = -1;
 	char *rparen = stat ? strrchr(stat, ')') : NULL;
 	if (rparen)
@@ -406,7 +385,7 @@ static const char *wait_attached(pid_t pid, double duration)
 static void usage(void)
 {
 	die_usage("usage: oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf] "
-		  "(--pid PID | -- CMD ARGS...)");
+		  "[--no-syscalls] (--pid PID | -- CMD ARGS...)");
 }
 
 int cmd_profile(int argc, char **argv)
@@ -416,8 +395,9 @@ int cmd_profile(int argc, char **argv)
 						 {"time-limit", required_argument, 0, 't'},
 						 {"pid", required_argument, 0, 'p'},
 						 {"no-bpf", no_argument, 0, 'n'},
+						 {"no-syscalls", no_argument, 0, 's'},
 						 {0, 0, 0, 0}};
-	int out_fd = -1, no_bpf = 0;
+	int out_fd = -1, no_bpf = 0, no_syscalls = 0;
 	double duration = 0, time_limit = 0;
 	pid_t pid = 0;
 	optind = 2;
@@ -443,6 +423,7 @@ int cmd_profile(int argc, char **argv)
 				die_usage("--pid: cannot profile the profiler itself");
 			break;
 		case 'n': no_bpf = 1; break;
+		case 's': no_syscalls = 1; break;
 		default: usage();
 		}
 	}
@@ -476,7 +457,7 @@ int cmd_profile(int argc, char **argv)
 	else
 		json_null(j, "pid");
 	json_int(j, "cpus_possible", sysconf(_SC_NPROCESSORS_CONF));
-	char *online = read_text("/sys/devices/system/cpu/online");
+	char *online = read_text_file("/sys/devices/system/cpu/online", 0);
 	if (online)
 		online[strcspn(online, "\n")] = 0;
 	json_str(j, "cpus_online", online ? online : "");
@@ -510,7 +491,7 @@ int cmd_profile(int argc, char **argv)
 	if (no_bpf)
 		snprintf(why, sizeof why, "not asked for (--no-bpf)");
 	else
-		bpf = profile_bpf_start(why, sizeof why) == 0;
+		bpf = profile_bpf_start(no_syscalls ? "syscalls" : "", why, sizeof why) == 0;
 
 	/* the processes followed from the start */
 	static pid_t tree[MAX_PROCS];
@@ -529,6 +510,10 @@ int cmd_profile(int argc, char **argv)
 	snprintf(miss, sizeof miss, "%s", profile_bpf_missing());
 	for (char *save, *t = strtok_r(miss, ",", &save); t; t = strtok_r(NULL, ",", &save))
 		json_str(j, NULL, t);
+	json_end(j);
+	json_arr(j, "skipped");
+	if (bpf && no_syscalls)
+		json_str(j, NULL, "syscalls");
 	json_end(j);
 	json_emit(j);
 

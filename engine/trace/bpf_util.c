@@ -1,5 +1,6 @@
 /* See bpf_util.h. */
 #include "bpf_util.h"
+#include "../textfile.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -107,34 +108,14 @@ char *bpfu_available_events(void)
 	static const char *const paths[] = {"/sys/kernel/tracing/available_events",
 					    "/sys/kernel/debug/tracing/available_events"};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-		FILE *f = fopen(paths[i], "r");
-		if (!f)
+		/* "\n" first, so that every event is found as ":name\n" */
+		char *buf = read_text_file(paths[i], 1);
+		if (!buf)
 			continue;
-		size_t len = 1, cap = 1 << 16;
-		char *buf = malloc(cap + 1);
-		if (buf)
-			buf[0] = '\n';
-		size_t n;
-		while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-			len += n;
-			if (len == cap) {
-				char *more = realloc(buf, cap * 2 + 1);
-				if (!more) {
-					free(buf);
-					buf = NULL;
-					break;
-				}
-				buf = more;
-				cap *= 2;
-			}
-		}
-		fclose(f);
-		if (buf) {
-			buf[len] = 0;
-			if (len > 1)
-				return buf;
-			free(buf);
-		}
+		buf[0] = '\n';
+		if (buf[1])
+			return buf;
+		free(buf);
 	}
 	return NULL;
 }
