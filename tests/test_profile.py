@@ -17,7 +17,7 @@ import pytest
 from oslens.analysis.histogram import Histogram
 from oslens.profile import collect
 
-from conftest import SESSION_TMP, bpf_programs, one_line_error, oslens
+from conftest import SESSION_TMP, bpf_programs, can_run_as_nobody, engine_for_nobody, one_line_error, oslens
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -229,3 +229,20 @@ def test_no_syscalls_leaves_out_only_the_system_call_table(build, no_leaks):
     assert prof.first("bpf")["skipped"] == ["syscalls"]
     assert prof.first("syscalls") is None
     assert prof.first("switches") is not None and threads(prof)
+
+
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
+def test_without_privileges_procfs_and_counters_still_run_and_say_why(no_leaks):
+    from oslens.profile.summary import summarize
+
+    with engine_for_nobody() as (nobody, exe, env):
+        p = subprocess.run([*nobody, exe, "profile", "--", "sh", "-c", "exit 5"], capture_output=True, text=True,
+                           env=env)
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    bpf = next(r for r in recs if r["type"] == "bpf")
+    assert bpf["loaded"] is False and "root" in bpf["why"]
+    assert next(r for r in recs if r["type"] == "end_target")["code"] == 5
+    summary = summarize(recs)
+    assert bpf["why"] in summary["sections"]["syscalls"]["missing"]
+    assert summary["sections"]["time"]["cpu_split"]["per_cpu"]

@@ -19,6 +19,7 @@
  * end. */
 #include "../engine.h"
 #include "../json.h"
+#include "../topology.h"
 #include "../textfile.h"
 #include "counters.h"
 #include "profile_bpf.h"
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -277,7 +279,10 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 	return pid;
 }
 
-static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns)
+/* With the command's rusage (itself and the descendants it waited for):
+ * the CPU time of the tree without BPF. */
+static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns,
+			    const struct rusage *ru)
 {
 	struct json *j = json_record("end_target");
 	json_str(j, "how", how);
@@ -290,6 +295,19 @@ static void emit_end_target(const char *how, int status, int has_status, uint64_
 	else
 		json_null(j, "signal");
 	json_uint(j, "wall_ns", wall_ns);
+	if (ru) {
+		json_obj(j, "rusage");
+		json_uint(j, "utime_ns", ru->ru_utime.tv_sec * 1000000000ull + ru->ru_utime.tv_usec * 1000ull);
+		json_uint(j, "stime_ns", ru->ru_stime.tv_sec * 1000000000ull + ru->ru_stime.tv_usec * 1000ull);
+		json_uint(j, "min_flt", ru->ru_minflt);
+		json_uint(j, "maj_flt", ru->ru_majflt);
+		json_uint(j, "nvcsw", ru->ru_nvcsw);
+		json_uint(j, "nivcsw", ru->ru_nivcsw);
+		json_uint(j, "maxrss_kb", ru->ru_maxrss);
+		json_end(j);
+	} else {
+		json_null(j, "rusage");
+	}
 	json_emit(j);
 }
 
@@ -320,7 +338,7 @@ static void arm_alarm(double s)
 
 /* Waits for the command; on --time-limit or a signal passed on, it gets
  * SIGTERM, then SIGKILL after a grace period. */
-static int wait_command(pid_t pid, double time_limit, int *status, const char **how)
+static int wait_command(pid_t pid, double time_limit, int *status, const char **how, struct rusage *ru)
 {
 	const double grace = 2.0;
 	int terminated = 0;
@@ -328,7 +346,7 @@ static int wait_command(pid_t pid, double time_limit, int *status, const char **
 		arm_alarm(time_limit);
 	*how = "exited";
 	for (;;) {
-		pid_t r = waitpid(pid, status, 0);
+		pid_t r = wait4(pid, status, 0, ru);
 		if (r == pid)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -458,9 +476,18 @@ int cmd_profile(int argc, char **argv)
 		json_null(j, "pid");
 	json_int(j, "cpus_possible", sysconf(_SC_NPROCESSORS_CONF));
 	char *online = read_text_file("/sys/devices/system/cpu/online", 0);
-	if (online)
+	json_arr(j, "cpus_online");
+	if (online) {
 		online[strcspn(online, "\n")] = 0;
-	json_str(j, "cpus_online", online ? online : "");
+		long nconf = sysconf(_SC_NPROCESSORS_CONF);
+		int max = nconf > 0 ? (int)nconf + 1 : 8192;
+		int *cpus = calloc(max, sizeof *cpus);
+		int n = cpus ? cpulist_parse(online, cpus, max) : -1;
+		for (int i = 0; i < n; i++)
+			json_int(j, NULL, cpus[i]);
+		free(cpus);
+	}
+	json_end(j);
 	free(online);
 	json_int(j, "clk_tck", sysconf(_SC_CLK_TCK));
 	json_int(j, "page_size", sysconf(_SC_PAGESIZE));
@@ -551,7 +578,8 @@ int cmd_profile(int argc, char **argv)
 			n = read(err_r, &exec_errno, sizeof exec_errno);
 		while (n < 0 && errno == EINTR);
 		close(err_r);
-		int waited = wait_command(pid, time_limit, &status, &how);
+		struct rusage ru;
+		int waited = wait_command(pid, time_limit, &status, &how, &ru);
 		uint64_t wall = now_ns() - t0;
 		if (n == (ssize_t)sizeof exec_errno) {
 			char msg[512];
@@ -559,10 +587,10 @@ int cmd_profile(int argc, char **argv)
 			emit_error(msg);
 			rc = EXIT_USAGE;
 		}
-		emit_end_target(how, status, waited == 0, wall);
+		emit_end_target(how, status, waited == 0, wall, waited == 0 ? &ru : NULL);
 	} else {
 		how = wait_attached(pid, duration);
-		emit_end_target(how, 0, 0, now_ns() - t0);
+		emit_end_target(how, 0, 0, now_ns() - t0, NULL);
 	}
 	emit_procfs("end");
 

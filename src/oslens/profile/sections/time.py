@@ -81,6 +81,15 @@ def summarize(recs: Records) -> dict:
                             "cpus_busy": ratio(runtime / 1e9, recs.wall_s)}
         if not recs.threads_complete:
             section["notes"].append(THREADS_PARTIAL)
+    elif (ru := (recs.end_target or {}).get("rusage")):
+        # the kernel's own sum for the command and every descendant it
+        # waited for: the whole tree's time, though not per thread
+        user, system = ru["utime_ns"], ru["stime_ns"]
+        section["total"] = {"user_ns": user, "system_ns": system, "runtime_ns": None,
+                            "kernel_share": ratio(system, user + system),
+                            "cpus_busy": ratio((user + system) / 1e9, recs.wall_s)}
+        section["notes"].append(f"{_why_no_threads(recs)}; the total is the command's rusage (wait4): itself "
+                                "and the descendants it waited for, scaled from ticks")
     else:
         section["total"] = None
         section["missing"] = _why_no_threads(recs)
@@ -107,7 +116,8 @@ def _render_threads(console: Console, section: dict) -> None:
     total = section["total"]
     if section["threads_omitted"]:
         t.add_row(f"… {section['threads_omitted']:,} more threads", *[""] * 8)
-    t.add_row(f"total ({section['threads_count']:,} threads)", "", fmt_ns(total["user_ns"]), fmt_ns(total["system_ns"]),
+    label = f"total ({section['threads_count']:,} threads)" if section["threads_count"] else "total (rusage)"
+    t.add_row(label, "", fmt_ns(total["user_ns"]), fmt_ns(total["system_ns"]),
               fmt_share(total["kernel_share"]), fmt_ns(total["runtime_ns"]), "", "", "", style="bold",
               end_section=True)
     console.print(t)
