@@ -1,11 +1,13 @@
 /* `oslens-engine profile`: where a workload's time goes in the kernel.
  *
  *   oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf]
- *                         [--no-syscalls] (--pid PID | -- CMD ARGS...)
+ *                         [--no-syscalls] [--no-counters] (--pid PID | -- CMD ARGS...)
  *
  * --no-syscalls leaves the system-call tracepoints out: tracing every call
  * at entry and exit is the one cost that grows with the workload's call
- * rate (bench/profile.py measures it).
+ * rate (bench/profile.py measures it). --no-counters opens no perf counter:
+ * inherited counters are copied at every fork, a cost `appscale` (which
+ * times a command, and its rusage is enough) does not want.
  *
  * A command is forked and held before exec until everything is attached:
  * the BPF side follows it (and every child it forks), the counters start at
@@ -403,7 +405,7 @@ static const char *wait_attached(pid_t pid, double duration)
 static void usage(void)
 {
 	die_usage("usage: oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf] "
-		  "[--no-syscalls] (--pid PID | -- CMD ARGS...)");
+		  "[--no-syscalls] [--no-counters] (--pid PID | -- CMD ARGS...)");
 }
 
 int cmd_profile(int argc, char **argv)
@@ -414,8 +416,9 @@ int cmd_profile(int argc, char **argv)
 						 {"pid", required_argument, 0, 'p'},
 						 {"no-bpf", no_argument, 0, 'n'},
 						 {"no-syscalls", no_argument, 0, 's'},
+						 {"no-counters", no_argument, 0, 'c'},
 						 {0, 0, 0, 0}};
-	int out_fd = -1, no_bpf = 0, no_syscalls = 0;
+	int out_fd = -1, no_bpf = 0, no_syscalls = 0, no_counters = 0;
 	double duration = 0, time_limit = 0;
 	pid_t pid = 0;
 	optind = 2;
@@ -442,6 +445,7 @@ int cmd_profile(int argc, char **argv)
 			break;
 		case 'n': no_bpf = 1; break;
 		case 's': no_syscalls = 1; break;
+		case 'c': no_counters = 1; break;
 		default: usage();
 		}
 	}
@@ -553,7 +557,8 @@ int cmd_profile(int argc, char **argv)
 			for_each_thread(tree[i], collect_tid_cb, &tids);
 		}
 	}
-	counters_open(tids.tids, tids.n, ncmd > 0);
+	if (!no_counters)
+		counters_open(tids.tids, tids.n, ncmd > 0);
 	free(tids.tids);
 
 	emit_procfs("begin");
@@ -600,7 +605,8 @@ int cmd_profile(int argc, char **argv)
 		ntree = profile_bpf_followed(tree, MAX_PROCS);
 	for (int i = 0; i < ntree; i++)
 		for_each_thread(tree[i], emit_thread_cb, "end");
-	counters_emit_and_close();
+	if (!no_counters)
+		counters_emit_and_close();
 	if (bpf)
 		profile_bpf_emit();
 	profile_bpf_stop();

@@ -277,6 +277,53 @@ def _print_profile(ctx: Context, store: Store, run_id: int) -> None:
     _publish(ctx, store, run, summary, lambda: profile_summary.render(ctx.out, summary))
 
 
+# ---------------------------------------------------------------- appscale
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--workload", metavar="NAME", help="A built-in application instead of CMD (see --list-workloads).")
+@click.option("--list-workloads", "list_workloads", is_flag=True, help="List the built-in applications.")
+@click.option("--cpus", metavar="N[,N…]|max", help="CPU counts (default: 1, 2, 4, … and all CPUs).")
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True,
+              help="compact fills a socket first; spread alternates sockets.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per CPU count (interleaved).")
+@click.option("--size", type=int, metavar="K", help="--workload's problem size (default: its own).")
+@click.option("--mode", type=click.Choice(["thread", "process"]), default="thread", show_default=True,
+              help="--workload's workers as threads or processes.")
+@click.option("--time-limit", "time_limit", type=float, metavar="S", help="Stop a run (SIGTERM) after this long.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
+@common_options
+def appscale(ctx: Context, command: tuple[str, ...], list_workloads: bool, **kw):
+    """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
+    from . import appscale as app
+
+    if list_workloads:
+        for w in app.builtin_workloads().values():
+            ctx.out.print(f"{w['name']:<10} {w['kind']:<8} {w['summary']}", highlight=False)
+        return
+    plan = app.appscale_plan(command=list(command), **kw)
+    what = f"workload {plan.workload}" if plan.workload else " ".join(command)
+    with ctx.store() as store, app.prepared(plan) as points:
+        ctx.say(f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "
+                f"store {store.path}")
+        run_id = execute(store, "appscale", sys.argv, plan.params, app.runs(points, plan.reps, kw["time_limit"]),
+                         1, plan.total_runs, ctx.err, ctx.quiet)
+        failed = _print_appscale(ctx, store, run_id)
+    return EXIT_FAILED if failed else 0
+
+
+def _print_appscale(ctx: Context, store: Store, run_id: int) -> bool:
+    """Prints the run; True if some CPU count failed."""
+    from .analysis import appscale as appscale_analysis
+    from .report import appscale as appscale_report
+
+    run = store.run(run_id)
+    p = run.params
+    summary = appscale_analysis.summarize(store.records(run.id), p.get("available_cpus"))
+    what = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or [])
+    _publish(ctx, store, run, summary, lambda: appscale_report.render(ctx.out, what, summary))
+    return bool(summary["failed_points"])
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()
@@ -308,6 +355,9 @@ def runs(ctx: Context):
 def _what(run) -> str:
     """One short line of what a run measured, for the run list."""
     p = run.params or {}
+    if run.kind == "appscale":
+        what = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or [])
+        return f"{what} on {','.join(map(str, p.get('cpus', [])))} CPUs"
     if run.kind == "profile":
         return f"pid {p['pid']}" if p.get("pid") is not None else " ".join(p.get("command") or [])
     if run.kind == "noise":
@@ -324,7 +374,7 @@ def show(ctx: Context, run_ref: str):
     with ctx.store(create=False) as store:
         run = store.run(run_ref)
         printers = {"scale": _print_scale, "latency": _print_latency, "noise": _print_noise,
-                    "profile": _print_profile}
+                    "profile": _print_profile, "appscale": _print_appscale}
         if run.kind not in printers:
             raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot show")
         printers[run.kind](ctx, store, run.id)

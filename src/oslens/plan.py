@@ -43,7 +43,7 @@ def default_worker_counts(ncpus: int) -> list[int]:
     return counts
 
 
-def parse_worker_counts(text: str | None, ncpus: int) -> list[int]:
+def parse_worker_counts(text: str | None, ncpus: int, option: str = "--workers") -> list[int]:
     if not text:
         return default_worker_counts(ncpus)
     counts = []
@@ -54,9 +54,9 @@ def parse_worker_counts(text: str | None, ncpus: int) -> list[int]:
         elif part.isdigit() and int(part) > 0:
             n = int(part)
         else:
-            raise UsageError(f"--workers: '{part}' is not a positive whole number or 'max'")
+            raise UsageError(f"{option}: '{part}' is not a positive whole number or 'max'")
         if n > ncpus:
-            raise UsageError(f"--workers: {n} workers but this machine gives us {ncpus} CPUs")
+            raise UsageError(f"{option}: {n} but this machine gives us {ncpus} CPUs")
         if n not in counts:
             counts.append(n)
     return sorted(counts)

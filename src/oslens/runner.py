@@ -25,7 +25,8 @@ class Interrupted(Exception):
 class Invocation(Protocol):
     """One engine run. It may also set up surroundings for the measurement
     (`surroundings()`, e.g. a competing workload), whose record is stored
-    just before the engine's."""
+    just before the engine's. One that runs the engine its own way has a
+    `measure()` that returns its records instead of `args`."""
     label: str
     args: tuple[str, ...]
 
@@ -78,6 +79,11 @@ def execute(store: Store, kind: str, argv: list[str], params: dict,
 
 
 def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
+    measure = getattr(inv, "measure", None)
+    if measure:
+        store.add_records(run_id, measure())
+        progress.advance(task)
+        return
     surroundings = getattr(inv, "surroundings", None)
     with (surroundings() if surroundings else None) or nullcontext(None) as context:
         store.add_records(run_id, [context or {"type": "context", "competition": None}])

@@ -1,0 +1,203 @@
+"""`oslens appscale`: an application run on 1, 2, 4, … CPUs, each time
+confined to that many CPUs (a cpuset where there is one, affinity always),
+timed, with the user/system split of its whole process tree.
+
+Each run goes through `oslens-engine profile --no-bpf --no-counters`: the
+engine starts the command held before exec, so the wall time runs from
+exec to reaping, and it snapshots /proc/stat around it for the interrupt
+time on the CPUs used. Repetitions are interleaved (every CPU count once,
+then again) so that drift hits all counts alike."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from . import cgroups, engine
+from .errors import MeasurementError, UsageError
+from .plan import parse_worker_counts
+from .profile.procfs import parse_stat
+
+N_PLACEHOLDER = re.compile(r"\{n\}")
+OUTPUT_TAIL = 2000   # characters of a failed command's output kept
+
+
+@dataclass(frozen=True)
+class AppPoint:
+    n: int
+    cpus: tuple[int, ...]
+    argv: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.n} CPU{'s' if self.n > 1 else ''}"
+
+
+@dataclass
+class AppPlan:
+    points: list[AppPoint]
+    reps: int
+    params: dict
+    workload: str | None = None
+    size: int | None = None
+    prepared_dir: str | None = field(default=None, repr=False)
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.points) * self.reps
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """One repetition of one point, as the runner takes it."""
+    point: AppPoint
+    rep: int
+    time_limit: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.point.label}, rep {self.rep + 1}"
+
+    def measure(self) -> list[dict]:
+        return [run_point(self.point, self.rep, self.time_limit, f"{self.point.n}.{self.rep}")]
+
+
+def runs(points: list[AppPoint], reps: int, time_limit: float | None) -> list[AppRun]:
+    """Every count once, then again: drift (thermal, a neighbour) hits all alike."""
+    return [AppRun(p, r, time_limit) for r in range(reps) for p in points]
+
+
+def substitute(argv: list[str], n: int) -> tuple[str, ...]:
+    return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
+
+
+def builtin_workloads() -> dict[str, dict]:
+    out = subprocess.run([str(engine.engine_path()), "app", "list"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise MeasurementError(f"the engine cannot list its workloads: {out.stderr.strip()}")
+    return {r["name"]: r for r in map(json.loads, out.stdout.splitlines()) if r.get("type") == "app_info"}
+
+
+def appscale_plan(*, command: list[str], workload: str | None, cpus: str | None, placement: str, reps: int,
+                  size: int | None, mode: str, time_limit: float | None) -> AppPlan:
+    from .plan import check_profile_target
+
+    if bool(command) == bool(workload):
+        raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
+    if reps < 1:
+        raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
+    if time_limit is not None and not 0 < time_limit <= 7 * 86400:
+        raise UsageError(f"--time-limit: {time_limit} is not a positive number of seconds")
+    if size is not None and size <= 0:
+        raise UsageError(f"--size: {size} is not a positive size")
+    available = engine.topology()["available"]
+    counts = parse_worker_counts(cpus, available, option="--cpus")
+    if workload:
+        known = builtin_workloads()
+        if workload not in known:
+            raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
+        argv = [str(engine.engine_path()), "app", workload, "--workers", "{n}", "--mode", mode]
+        if size:
+            argv += ["--size", str(size)]
+        if known[workload].get("needs_dir"):
+            argv += ["--dir", "{dir}"]
+    else:
+        if size is not None:
+            raise UsageError("--size is for --workload; give a command its own arguments")
+        check_profile_target([command[0]], None, None, None)
+        argv = list(command)
+    points = [AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n)) for n in counts]
+    params = {"command": list(command) or None, "workload": workload, "size": size, "mode": mode if workload else None,
+              "cpus": counts, "placement": placement, "reps": reps, "time_limit_s": time_limit,
+              "available_cpus": available}
+    return AppPlan(points, reps, params, workload, size)
+
+
+@contextmanager
+def prepared(plan: AppPlan):
+    """A workload's input files (psearchy's), made once, untimed, and
+    removed at the end whatever happens."""
+    if not plan.workload or not any("{dir}" in a for p in plan.points for a in p.argv):
+        yield plan.points
+        return
+    d = tempfile.mkdtemp(prefix="oslens.appscale.")
+    try:
+        args = [str(engine.engine_path()), "app", plan.workload, "--prepare", d]
+        if plan.size:
+            args += ["--size", str(plan.size)]
+        p = subprocess.run(args, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise MeasurementError(f"preparing {plan.workload}'s input: {p.stderr.strip()}")
+        yield [AppPoint(pt.n, pt.cpus, tuple(a.replace("{dir}", d) for a in pt.argv)) for pt in plan.points]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _irq_ns(begin: str, end: str, cpus: tuple[int, ...], clk_tck: int) -> tuple[int | None, int | None]:
+    """Hard-IRQ and softirq time on `cpus` between two /proc/stat texts
+    (the kernel's tick-sampled accounting: 0 without IRQ time accounting)."""
+    a, b = parse_stat(begin), parse_stat(end)
+    irq = softirq = 0
+    for c in cpus:
+        if c not in a.cpus or c not in b.cpus:
+            return None, None
+        irq += b.cpus[c]["irq"] - a.cpus[c]["irq"]
+        softirq += b.cpus[c]["softirq"] - a.cpus[c]["softirq"]
+    tick = 1e9 / clk_tck
+    return int(irq * tick), int(softirq * tick)
+
+
+def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -> dict:
+    """Runs the command once on the point's CPUs; returns its `point` record."""
+    argv = [str(engine.engine_path()), "profile", "--no-bpf", "--no-counters"]
+    if time_limit:
+        argv += ["--time-limit", repr(time_limit)]
+    with cgroups.Confinement(list(point.cpus), label) as box, \
+            tempfile.TemporaryFile("w+") as records, tempfile.TemporaryFile("w+") as output:
+        argv += ["--out-fd", str(records.fileno()), "--", *point.argv]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                pass_fds=(records.fileno(),), preexec_fn=box.enter)
+        try:
+            rc = proc.wait()
+        except BaseException:
+            # Ctrl-C reached the engine too; it ends the command and reports
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            raise
+        times = box.cpu_times()
+        records.seek(0)
+        recs = [json.loads(line) for line in records if line.strip()]
+        output.seek(0)
+        out_tail = output.read()[-OUTPUT_TAIL:]
+        method, accounting = box.method, box.accounting
+    by = {r["type"]: r for r in recs}
+    end = by.get("end_target")
+    if rc != 0 or end is None:
+        errors = [r["message"] for r in recs if r["type"] == "error"]
+        raise MeasurementError(f"{point.label}: {'; '.join(errors) or f'the engine exited with status {rc}'}")
+    ru = end.get("rusage") or {}
+    ok = end["code"] == 0 and end["how"] == "exited"
+    procfs = [r for r in recs if r["type"] == "procfs"]
+    irq = softirq = None
+    if len(procfs) == 2:
+        irq, softirq = _irq_ns(procfs[0]["files"].get("/proc/stat", ""), procfs[1]["files"].get("/proc/stat", ""),
+                               point.cpus, by["header"]["clk_tck"])
+    rec = {"type": "point", "n": point.n, "cpus": list(point.cpus), "rep": rep, "argv": list(point.argv),
+           "status": "ok" if ok else "failed", "how": end["how"], "code": end["code"], "signal": end["signal"],
+           "wall_ns": end["wall_ns"] if ok else None, "confinement": method,
+           "cpu_source": accounting or "rusage (the command and the descendants it waited for)",
+           "user_ns": times.user_ns if times else ru.get("utime_ns"),
+           "system_ns": times.system_ns if times else ru.get("stime_ns"),
+           "usage_ns": times.usage_ns if times else None,
+           "irq_ns": irq, "softirq_ns": softirq,
+           "nvcsw": ru.get("nvcsw"), "nivcsw": ru.get("nivcsw"), "min_flt": ru.get("min_flt"),
+           "maj_flt": ru.get("maj_flt"), "maxrss_kb": ru.get("maxrss_kb")}
+    if not ok:
+        rec["output_tail"] = out_tail
+    return rec
