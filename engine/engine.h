@@ -46,6 +46,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo);
 
 int cmd_inject(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_app(int argc, char **argv);
 void die_usage(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 #endif

@@ -27,7 +27,7 @@ void die_usage(const char *fmt, ...)
 
 static void usage(void)
 {
-	fputs("usage: oslens-engine list | topology | plan N POLICY | histtest | trace | inject | profile | run --probe NAME[:VARIANT][,...]\n"
+	fputs("usage: oslens-engine list | topology | plan N POLICY | histtest | trace | inject | profile | app | run --probe NAME[:VARIANT][,...]\n"
 	      "         [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
@@ -424,6 +424,8 @@ int main(int argc, char **argv)
 		return cmd_trace(argc, argv);
 	if (!strcmp(argv[1], "profile"))
 		return cmd_profile(argc, argv);
+	if (!strcmp(argv[1], "app"))
+		return cmd_app(argc, argv);
 	if (!strcmp(argv[1], "inject"))
 		return cmd_inject(argc, argv);
 	if (!strcmp(argv[1], "histtest"))
@@ -434,5 +436,5 @@ int main(int argc, char **argv)
 		return cmd_run(argc, argv);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		usage();
-	die_usage("unknown command '%s' (list, topology, plan, run)", argv[1]);
+	die_usage("unknown command '%s' (list, topology, plan, run, app)", argv[1]);
 }

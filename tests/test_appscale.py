@@ -159,3 +159,18 @@ def test_bad_appscale_input_is_one_line_and_stores_nothing(tmp_path, args, word)
     assert p.returncode == 2, p.stderr
     assert word in one_line_error(p.stderr)
     assert not (tmp_path / "s.db").exists() or json.loads(oslens("runs", "--json", db=tmp_path / "s.db").stdout) == []
+
+
+def test_compute_scales_in_user_time_and_the_kernel_heavy_one_spends_in_the_kernel(tmp_path, no_leaks,
+                                                                                   no_cgroups_left):
+    shares = {}
+    for workload, size in (("kmeans", "200000"), ("psearchy", "3000")):
+        p = appscale(tmp_path, "--workload", workload, "--size", size, "--cpus", ",".join(map(str, COUNTS)),
+                     "--reps", "1")
+        assert p.returncode == 0, p.stderr
+        rows = json.loads(p.stdout)["rows"]
+        assert all(r["ok"] == 1 and r["user_s"] > 0 for r in rows)
+        shares[workload] = max(r["system_share"] for r in rows)
+    assert shares["kmeans"] < 0.05
+    assert shares["psearchy"] > 0.15 and shares["psearchy"] > 4 * shares["kmeans"]
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("oslens.appscale.*")), "input files left behind"

@@ -105,7 +105,7 @@ def appscale_plan(*, command: list[str], workload: str | None, cpus: str | None,
         argv = [str(engine.engine_path()), "app", workload, "--workers", "{n}", "--mode", mode]
         if size:
             argv += ["--size", str(size)]
-        if known[workload].get("needs_dir"):
+        if known[workload].get("uses_dir"):
             argv += ["--dir", "{dir}"]
     else:
         if size is not None:
