@@ -56,7 +56,8 @@ def parse_worker_counts(text: str | None, ncpus: int, option: str = "--workers")
         else:
             raise UsageError(f"{option}: '{part}' is not a positive whole number or 'max'")
         if n > ncpus:
-            raise UsageError(f"{option}: {n} but this machine gives us {ncpus} CPUs")
+            what = "workers" if option == "--workers" else "CPUs"
+            raise UsageError(f"{option}: {n} {what} but this machine gives us {ncpus} CPUs")
         if n not in counts:
             counts.append(n)
     return sorted(counts)
