@@ -8,8 +8,10 @@ PY     := $(VENV)/bin/python
 
 run: install
 	$(VENV)/bin/oslens scale --quick
+	$(VENV)/bin/oslens report last -o oslens-report.html
 
 test: install
+	@sh scripts/install-deps.sh test
 	$(PY) -m pytest -q
 
 install: deps $(PY)

@@ -30,9 +30,16 @@ want "gcc -print-file-name=libbpf.a | grep -q /"        libbpf-dev
 want "gcc -print-file-name=libelf.a | grep -q /"        libelf-dev
 want "gcc -print-file-name=libz.a | grep -q /"          zlib1g-dev
 
+# `install-deps.sh test`: the report tests load each report in headless
+# Chromium through its WebDriver.
+if [ "${1:-}" = test ]; then
+    want "command -v chromium || command -v chromium-browser"  chromium
+    want "command -v chromedriver"                              chromium-driver
+fi
+
 [ -z "$missing$optional" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
-    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution" >&2
+    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser)" >&2
     [ -z "$missing" ] && exit 0
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
@@ -47,7 +54,7 @@ for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
     if apt-cache show "$p" >/dev/null 2>&1; then
         missing="$missing $p"
     else
-        echo "oslens: no package $p here: the engine will have no BPF attribution" >&2
+        echo "oslens: no package $p here: the engine will have no BPF attribution (or the report tests no browser)" >&2
     fi
 done
 [ -z "$missing" ] && exit 0

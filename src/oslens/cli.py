@@ -18,7 +18,7 @@ from . import __version__, engine
 from .errors import MeasurementError, UsageError
 from .plan import OSMARK_PROBES, default_worker_counts, latency_plan, noise_plan, scale_plan
 from .runner import Interrupted, execute, machine_metadata
-from .store import Store, StoreError, default_path, export_run
+from .store import Store, StoreError, default_path, export_run, records_frame
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
@@ -324,6 +324,43 @@ def _print_appscale(ctx: Context, store: Store, run_id: int) -> bool:
     return bool(summary["failed_points"])
 
 
+# ------------------------------------------------------------------ report
+
+@cli.command()
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN…")
+@click.option("-o", "--output", type=click.Path(),
+              help="The HTML file (default: oslens-report-RUNS.html here); a directory with --format png|svg.")
+@click.option("--format", "fmt", type=click.Choice(["html", "png", "svg"]), default="html", show_default=True,
+              help="html: one self-contained interactive page; png/svg: each figure as a file, for papers.")
+@common_options
+def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str):
+    """Write a report with plots of stored runs (several runs of one kind are overlaid)."""
+    from .report.html import RunData, build
+
+    with ctx.store(create=False) as store:
+        runs = [store.run(ref) for ref in run_refs]
+        if len({r.id for r in runs}) != len(runs):
+            raise UsageError("a run is named twice")
+        data = [RunData(r, store.records(r.id)) for r in runs]
+    name = "-".join(str(r.id) for r in runs)
+    target = Path(output or (f"oslens-report-{name}.html" if fmt == "html" else f"oslens-report-{name}"))
+    page = build(data)
+    try:
+        if fmt == "html":
+            target.write_text(page.to_html())
+            written = [target]
+        else:
+            written = page.write_static(target, fmt)
+    except OSError as e:
+        raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
+    if ctx.as_json:
+        click.echo(json.dumps({"runs": [r.id for r in runs], "format": fmt,
+                               "files": [str(p.resolve()) for p in written]}))
+    else:
+        for p in written:
+            click.echo(str(p.resolve()))
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()
@@ -382,13 +419,23 @@ def show(ctx: Context, run_ref: str):
 
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "parquet"]), default="json", show_default=True,
+              help="parquet: every record as one table (pandas/Arrow), to the -o file.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File (default stdout).")
 @common_options
 def export(ctx: Context, run_ref: str, fmt: str, output: str | None):
     """Export a stored run with every record."""
     with ctx.store(create=False) as store:
         run = store.run(run_ref)
+        if fmt == "parquet":
+            if not output:
+                raise UsageError("--format parquet writes a file: give -o FILE.parquet")
+            try:
+                records_frame(store, run.id).to_parquet(output, index=False)
+            except OSError as e:
+                raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+            ctx.say(f"run {run.id} written to {output}")
+            return
         if output:
             try:
                 f = open(output, "w", newline="")

@@ -273,9 +273,30 @@ class Store:
                    reason=reason, n_records=n_records)
 
 
+def records_frame(store: Store, run_id: int | str):
+    """Every record of a run as one table (pandas): a row per record in
+    order, a column per field. A field that holds a list or an object, or
+    numbers in some records and text in others, is stored as JSON text, so
+    that the table has one type per column and nothing is lost."""
+    import pandas as pd
+
+    run = store.run(run_id)
+    rows = [{"run": run.id, "seq": i, **rec} for i, rec in enumerate(store.records(run.id))]
+    frame = pd.DataFrame(rows)
+    for col in frame.columns:
+        values = frame[col].dropna()
+        numeric = values.map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
+        flags = values.map(lambda v: isinstance(v, bool)).all()
+        text = values.map(lambda v: isinstance(v, str)).all()
+        if not (numeric or flags or text):
+            frame[col] = frame[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v)
+                                        else json.dumps(v))
+    return frame
+
+
 def export_run(store: Store, run_id: int | str, fmt: str, out: TextIO) -> None:
     if fmt not in ("json", "csv"):
-        raise ValueError(f"unknown export format {fmt!r} (expected json or csv)")
+        raise ValueError(f"unknown export format {fmt!r} (expected json or csv; parquet goes to a file)")
     run = store.run(run_id)
     records = store.records(run.id)
     if fmt == "json":

@@ -1,0 +1,152 @@
+"""One self-contained HTML report: blocks (figures, tables, notes) in
+sections, the plots drawn in the browser by Vega-Lite from specs that
+Altair made, with Vega, Vega-Lite and vega-embed inlined (vl-convert ships
+the bundle), so the file opens offline and fetches nothing.
+
+Every string that came from a machine or a user (host names, command
+lines, process names, lock symbols) reaches the page through html.escape,
+or as JSON data inside a <script type="application/json"> block whose
+'<' are escaped, so none of it can become markup or script."""
+from __future__ import annotations
+
+import functools
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import altair as alt
+
+# Thousands of points in one plot (a noise run's detours) are drawn, not refused.
+alt.data_transformers.disable_max_rows()
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    chart: alt.TopLevelMixin
+    caption: str = ""
+
+    def spec(self) -> dict:
+        return self.chart.to_dict()
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list]
+    caption: str = ""
+
+
+@dataclass
+class Note:
+    text: str
+    warning: bool = False
+
+
+Block = Figure | Table | Note
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=1)
+def _vega_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed as one ES module, with our start-up
+    code: embed every spec of the page into its element."""
+    import vl_convert as vlc
+
+    snippet = """
+const specs = JSON.parse(document.getElementById('oslens-specs').textContent);
+const pending = Object.entries(specs).map(([id, spec]) =>
+  vegaEmbed('#' + id, spec, {actions: {export: true, source: false, compiled: false, editor: false},
+                             renderer: 'svg'}));
+Promise.all(pending).then(() => { document.body.dataset.plotsReady = String(pending.length); },
+                          (e) => { document.body.dataset.plotsError = String(e); console.error(e); });
+"""
+    return vlc.javascript_bundle(snippet)
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside a <script> element: no '</script>', no '<!--'."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return html.escape(str(v))
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em} h3{font-size:1.05em;margin:1.4em 0 .3em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-variant-numeric:tabular-nums}
+td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right} th{background:#f4f4f4}
+td:first-child,th:first-child{text-align:left}
+.note{color:#555} .warning{color:#8a4b00;background:#fff6e5;padding:.3em .6em;border-left:3px solid #e0a030}
+.caption{color:#666;font-size:.92em;margin:.2em 0 1em} .figure{margin:1em 0}
+code{background:#f4f4f4;padding:0 .2em}
+"""
+
+
+@dataclass
+class Page:
+    title: str
+    subtitle: str = ""
+    sections: list[Section] = field(default_factory=list)
+
+    def figures(self) -> list[Figure]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, Figure)]
+
+    def to_html(self) -> str:
+        specs = {f.id: f.spec() for f in self.figures()}
+        parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+                 f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>",
+                 f"<h1>{html.escape(self.title)}</h1>"]
+        if self.subtitle:
+            parts.append(f"<p class='note'>{html.escape(self.subtitle)}</p>")
+        for s in self.sections:
+            parts.append(f"<h2>{html.escape(s.title)}</h2>")
+            parts += [self._block(b) for b in s.blocks]
+        parts.append(f"<script type='application/json' id='oslens-specs'>{_script_json(specs)}</script>")
+        if specs:
+            parts.append(f"<script type='module'>{_vega_bundle()}</script>")
+        parts.append("</body></html>")
+        return "\n".join(parts)
+
+    @staticmethod
+    def _block(b: Block) -> str:
+        if isinstance(b, Note):
+            return f"<p class='{'warning' if b.warning else 'note'}'>{html.escape(b.text)}</p>"
+        if isinstance(b, Table):
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in b.columns)
+            body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in b.rows)
+            cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
+            return f"<h3>{html.escape(b.title)}</h3><table><tr>{head}</tr>{body}</table>{cap}"
+        cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
+        return (f"<div class='figure'><h3>{html.escape(b.title)}</h3>"
+                f"<div id='{html.escape(b.id)}' class='plot' data-title='{html.escape(b.title)}'></div>{cap}</div>")
+
+    def write_static(self, directory: Path, fmt: str) -> list[Path]:
+        """Every figure as its own PNG or SVG file, for papers: the same
+        specs, rendered by vl-convert without a browser."""
+        import vl_convert as vlc
+
+        directory.mkdir(parents=True, exist_ok=True)
+        out = []
+        for f in self.figures():
+            path = directory / f"{f.id}.{fmt}"
+            if fmt == "svg":
+                path.write_text(vlc.vegalite_to_svg(f.spec()))
+            else:
+                path.write_bytes(vlc.vegalite_to_png(f.spec(), scale=2))
+            out.append(path)
+        return out

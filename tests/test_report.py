@@ -1,0 +1,178 @@
+"""`report` and `export --format parquet`: a report of each kind of run
+loads in headless Chromium with no console error and every plot drawn,
+strings from the machine or the user cannot inject markup, static figures
+are written, and the parquet export holds the records' values."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import NCPU, SESSION_TMP, one_line_error, oslens
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+needs_browser = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                   reason="chromium and chromium-driver are not installed "
+                                          "(scripts/install-deps.sh test installs them)")
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+# One small run of each kind, made once for the module (the real CLI).
+RUNS = {
+    "scale": ["scale", "--probe", "dup,getppid", "--workers", f"1,{NCPU}", "--duration", "0.1", "--reps", "2",
+              "--warmup", "0.05"],
+    "latency": ["latency", "--probe", "getppid,fault:anon", "--duration", "0.05", "--reps", "2", "--warmup", "0.02"],
+    "noise": ["noise", "--duration", "0.3", "--warmup", "0.05"],
+    "profile": ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done", HOSTILE],
+    "appscale": ["appscale", "--workload", "kmeans", "--size", "50000", "--cpus", f"1,{NCPU}", "--reps", "1"],
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    db = tmp_path_factory.mktemp("report") / "s.db"
+    ids = {}
+    for kind, args in RUNS.items():
+        p = oslens(*args[:1], "-q", "--json", *args[1:], db=db)
+        assert p.returncode == 0, p.stderr
+        out = p.stdout if kind != "profile" else p.stdout  # profile --json goes to stdout too
+        ids[kind] = json.loads(out[out.index("{"):])["run"]
+    return {"db": db, "ids": ids}
+
+
+def report(store: dict, *refs, fmt: str = "html", out: Path) -> list[str]:
+    p = oslens("report", "--json", "--format", fmt, "-o", str(out), *map(str, refs), db=store["db"])
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["files"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("no browser")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,2000",
+              "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def load(browser, path: str, timeout: float = 60) -> dict:
+    """Opens the page offline and waits until every plot is embedded;
+    returns the console messages and what the page shows."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(Path(path).resolve().as_uri())
+    WebDriverWait(browser, timeout).until(
+        lambda d: d.execute_script("return document.body.dataset.plotsReady || document.body.dataset.plotsError"))
+    return {"error": browser.execute_script("return document.body.dataset.plotsError || null"),
+            "console": [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")],
+            "plots": browser.execute_script("return document.querySelectorAll('div.plot').length"),
+            "drawn": browser.execute_script("return document.querySelectorAll('div.plot svg.marks').length"),
+            "titles": browser.execute_script(
+                "return Array.from(document.querySelectorAll('div.plot')).map(e => e.dataset.title)"),
+            "injected": browser.execute_script("return document.querySelectorAll('img').length")}
+
+
+EXPECTED_FIGURES = {"scale": {"scale-per-worker"}, "appscale": {"appscale-speedup", "appscale-cpu-time"}}
+
+
+@needs_browser
+@pytest.mark.parametrize("kind", list(RUNS))
+def test_each_kind_renders_in_chromium_without_console_errors(store, browser, kind, tmp_path):
+    html_file = report(store, store["ids"][kind], out=tmp_path / f"{kind}.html")[0]
+    page = load(browser, html_file)
+    browser.save_screenshot(str(SESSION_TMP / f"report-{kind}.png"))
+    assert page["error"] is None
+    assert page["console"] == [], page["console"]
+    assert page["plots"] > 0 and page["drawn"] == page["plots"], f"{page['drawn']} of {page['plots']} plots drawn"
+    assert page["injected"] == 0
+    ids = set(browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)"))
+    assert EXPECTED_FIGURES.get(kind, set()) <= ids
+    assert all(i.startswith(kind) for i in ids)
+
+
+@needs_browser
+def test_a_comparison_overlays_two_runs(store, browser, tmp_path):
+    db = store["db"]
+    again = oslens(*RUNS["scale"][:1], "-q", "--json", *RUNS["scale"][1:], db=db)
+    second = json.loads(again.stdout)["run"]
+    html_file = report(store, store["ids"]["scale"], second, out=tmp_path / "cmp.html")[0]
+    page = load(browser, html_file)
+    assert page["error"] is None and page["console"] == []
+    text = Path(html_file).read_text()
+    assert f"run {store['ids']['scale']}" in text and f"run {second}" in text
+
+
+def test_machine_and_user_strings_are_escaped(store, tmp_path):
+    text = Path(report(store, store["ids"]["profile"], out=tmp_path / "p.html")[0]).read_text()
+    assert HOSTILE not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text or "\\u003cimg src=x onerror=alert(1)>" in text
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_a_hostile_host_name_cannot_inject(tmp_path):
+    db = tmp_path / "s.db"
+    env = {**os.environ, "OSLENS_DB": str(db)}
+    # hostname(1) refuses such a name; the kernel takes it
+    script = (f"{sys.executable} -c 'import socket; socket.sethostname(\"<script>document.title=1</script>\")' && "
+              f"{sys.executable} -m oslens scale -q --probe getppid --workers 1 --duration 0.05 --reps 1 && "
+              f"{sys.executable} -m oslens report last -o {tmp_path}/h.html")
+    p = subprocess.run(["unshare", "--uts", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    text = (tmp_path / "h.html").read_text()
+    assert "<script>document.title" not in text
+    assert "&lt;script&gt;document.title" in text
+
+
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_static_figures_for_papers(store, tmp_path, fmt):
+    files = report(store, store["ids"]["appscale"], fmt=fmt, out=tmp_path / "figs")
+    assert {Path(f).stem for f in files} == EXPECTED_FIGURES["appscale"]
+    for f in files:
+        data = Path(f).read_bytes()
+        assert data.startswith(b"\x89PNG") if fmt == "png" else b"<svg" in data[:200]
+
+
+def test_parquet_export_round_trips(store, tmp_path):
+    import pandas as pd
+    from oslens.store import Store
+
+    out = tmp_path / "run.parquet"
+    run_id = store["ids"]["scale"]
+    p = oslens("export", str(run_id), "--format", "parquet", "-o", str(out), db=store["db"])
+    assert p.returncode == 0, p.stderr
+    frame = pd.read_parquet(out)
+    with Store(store["db"]) as st:
+        records = st.records(run_id)
+    assert len(frame) == len(records) and list(frame["type"]) == [r["type"] for r in records]
+    workers = frame[frame["type"] == "worker"]
+    expected = [r for r in records if r["type"] == "worker"]
+    assert list(workers["ops"].astype(int)) == [r["ops"] for r in expected]
+    assert list(workers["ops_per_sec"]) == pytest.approx([r["ops_per_sec"] for r in expected])
+    nested = json.loads(workers["interval_ops"].iloc[0])
+    assert nested == expected[0]["interval_ops"]
+
+
+@pytest.mark.parametrize("args, word", [
+    (["report", "999999"], "999999"),
+    (["report", "1", "1"], "twice"),
+    (["report", "1", "--format", "pdf"], "pdf"),
+    (["export", "1", "--format", "parquet"], "-o"),
+])
+def test_bad_report_input_is_one_line(store, args, word):
+    p = oslens(*args, db=store["db"])
+    assert p.returncode == 2
+    assert word in one_line_error(p.stderr)
