@@ -361,6 +361,30 @@ def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str
             click.echo(str(p.resolve()))
 
 
+# ----------------------------------------------------------------- compare
+
+@cli.command()
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--threshold", default="5%", show_default=True, metavar="PCT",
+              help="A significant change smaller than this is reported as within the threshold.")
+@click.option("--fail-on-regression", "fail_on_regression", is_flag=True,
+              help="Exit 1 if B is significantly worse than A beyond the threshold (for CI).")
+@common_options
+def compare(ctx: Context, run_a: str, run_b: str, threshold: str, fail_on_regression: bool):
+    """Compare two runs of one kind: medians, intervals, change, and whether it is significant."""
+    from . import compare as comparing
+
+    limit = comparing.parse_threshold(threshold)
+    with ctx.store(create=False) as store:
+        result = comparing.compare(store, run_a, run_b, threshold=limit)
+    if ctx.as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    else:
+        comparing.render(ctx.out, result)
+    return comparing.exit_status(result, fail_on_regression)
+
+
 # --------------------------------------------------------- store commands
 
 @cli.command()

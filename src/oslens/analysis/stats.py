@@ -122,3 +122,153 @@ def trust_warnings(values: Sequence[float], confidence: float = 0.95) -> list[st
         warnings.append(f"spread {_percent(spread, SPREAD_LIMIT)} across repetitions exceeds "
                         f"{_percent(SPREAD_LIMIT, spread)}")
     return warnings
+
+
+# ------------------------------------------------------- two-sample comparison
+#
+# Comparing two runs compares their repetitions: few values, no reason to be
+# normal, sometimes tied (a count that is often 0). The Mann-Whitney U test
+# assumes none of that; with few values it is computed exactly, and it cannot
+# reach every significance level: 3 against 3 repetitions can never give a
+# two-sided p below 0.1, which is said rather than read as "no difference".
+
+EXACT_LIMIT = 60  # n_a + n_b up to which the p-value is exact rather than a normal approximation
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """A two-sided Mann-Whitney U test of two samples."""
+
+    p: float
+    u: float            # U of the first sample
+    method: str         # "exact", "exact with ties", "normal approximation"
+    n_a: int
+    n_b: int
+    ties: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def min_two_sided_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value the Mann-Whitney U test can give with
+    these sample sizes (reached by a complete separation without ties):
+    2 / C(n_a + n_b, n_a), at most 1."""
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def repetitions_for_test(confidence: float = 0.95) -> int:
+    """The fewest repetitions in each of two runs with which the two-sided
+    Mann-Whitney U test can reach significance at `confidence` at all."""
+    _check_confidence(confidence)
+    n = 1
+    while min_two_sided_p(n, n) > 1.0 - confidence:
+        n += 1
+    return n
+
+
+def _rank_sum_distribution(ranks: np.ndarray, n_a: int) -> np.ndarray:
+    """P(doubled rank sum = s) of n_a of `ranks` (midranks) drawn without
+    replacement: the permutation distribution of the rank-sum statistic,
+    counted by dynamic programming on doubled (integer) ranks."""
+    r2 = np.rint(2 * ranks).astype(np.int64)
+    total = int(r2.sum())
+    counts = np.zeros((n_a + 1, total + 1))
+    counts[0, 0] = 1.0
+    for r in r2:
+        counts[1:, r:] += counts[:-1, :total + 1 - r].copy()
+    return counts[n_a] / counts[n_a].sum()
+
+
+def _exact_p_with_ties(ranks: np.ndarray, n_a: int) -> float:
+    """Two-sided p of the rank sum of the first n_a of `ranks` (midranks)."""
+    dist = _rank_sum_distribution(ranks, n_a)
+    w = int(np.rint(2 * ranks[:n_a]).sum())
+    p = 2.0 * min(dist[:w + 1].sum(), dist[w:].sum())
+    return float(min(1.0, p))
+
+
+def min_two_sided_p_given(a: Sequence[float], b: Sequence[float]) -> float:
+    """The smallest two-sided p-value mann_whitney() could give for any split
+    of these values into samples of these sizes: min_two_sided_p() without
+    ties, larger with them (1 when every value is equal). It depends on the
+    pooled values only, not on which sample holds which, so leaving out the
+    comparisons that cannot reach a level does not bias those that can."""
+    from scipy.stats import rankdata
+
+    x, y = _ordered_array(a), _ordered_array(b)
+    both = np.concatenate([x, y])
+    if np.unique(both).size == both.size or both.size > EXACT_LIMIT or not np.all(np.isfinite(both)):
+        return 1.0 if np.unique(both).size == 1 else min_two_sided_p(x.size, y.size)
+    dist = _rank_sum_distribution(rankdata(both), x.size)
+    nonzero = np.nonzero(dist)[0]
+    return float(min(1.0, 2.0 * min(dist[nonzero[0]], dist[nonzero[-1]])))
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> RankTest:
+    """Two-sided Mann-Whitney U test. Exact for small samples: scipy's exact
+    distribution without ties; with ties (which that distribution ignores)
+    the exact permutation distribution of the midrank sum. Beyond
+    EXACT_LIMIT values, the tie-corrected normal approximation."""
+    from scipy.stats import mannwhitneyu, rankdata
+
+    x, y = _ordered_array(a), _ordered_array(b)
+    n_a, n_b = int(x.size), int(y.size)
+    both = np.concatenate([x, y])
+    ties = bool(np.unique(both).size < both.size)
+    ranks = rankdata(both)
+    u = float(ranks[:n_a].sum() - n_a * (n_a + 1) / 2.0)
+    if n_a + n_b > EXACT_LIMIT or not np.all(np.isfinite(both)):
+        method, p = "normal approximation", float(mannwhitneyu(x, y, alternative="two-sided",
+                                                                method="asymptotic").pvalue)
+    elif ties:
+        method, p = "exact with ties", _exact_p_with_ties(ranks, n_a)
+    else:
+        method, p = "exact", float(mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue)
+    if math.isnan(p):  # every value equal: nothing tells the samples apart
+        p = 1.0
+    return RankTest(p=float(min(1.0, p)), u=u, method=method, n_a=n_a, n_b=n_b, ties=ties)
+
+
+def adjust_fdr(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values), in the given order:
+    flagging every q below alpha keeps the expected share of false findings
+    among those flagged below alpha, and when nothing differs at all, the
+    chance of flagging anything below alpha."""
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p)
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q_sorted = np.minimum.accumulate(scaled[::-1])[::-1]
+    q = np.empty(m)
+    q[order] = np.minimum(q_sorted, 1.0)
+    return [float(v) for v in q]
+
+
+BOOTSTRAP_MIN_N = 5
+
+
+def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                       resamples: int = 4000, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of median(b) / median(a), resampling each
+    sample's repetitions (fixed seed: the same data give the same interval).
+    None when a sample has fewer than BOOTSTRAP_MIN_N values (the resampled
+    median takes too few distinct values to mean anything) or a resampled
+    median of `a` is 0."""
+    _check_confidence(confidence)
+    x, y = _ordered_array(a), _ordered_array(b)
+    if min(x.size, y.size) < BOOTSTRAP_MIN_N or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return None
+    rng = np.random.default_rng(seed)
+    med_x = np.median(x[rng.integers(0, x.size, (resamples, x.size))], axis=1)
+    med_y = np.median(y[rng.integers(0, y.size, (resamples, y.size))], axis=1)
+    if np.any(med_x == 0):
+        return None
+    ratios = med_y / med_x
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(low), float(high)

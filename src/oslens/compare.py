@@ -1,0 +1,715 @@
+"""`oslens compare RUN_A RUN_B`: every metric both runs measured, side by
+side, with whether the difference is more than the runs' own noise.
+
+A metric is one figure per repetition (ops/s per worker at 4 workers, p99 of
+getppid, share of CPU 3 lost to noise, wall time on 8 CPUs, ...). The two
+runs' repetitions are compared with a two-sided Mann-Whitney U test (no
+normality assumed; exact for small samples); with many metrics the p-values
+are adjusted for multiplicity (Benjamini-Hochberg) so that two runs of the
+same thing are not flagged by chance. A change is a regression when it is
+significant and worse than the threshold in the metric's bad direction, an
+improvement likewise in the good one. Too few repetitions to ever reach the
+confidence is said as such ("not testable"), never read as "no difference".
+
+Run B is compared against run A: changes are B relative to A.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .analysis.stats import (SPREAD_LIMIT, Interval, adjust_fdr, bootstrap_ratio_ci, mann_whitney,
+                             median_ci, min_two_sided_p, min_two_sided_p_given, relative_spread, repetitions_for_test,
+                             repetitions_needed)
+from .errors import UsageError
+from .report.format import seconds, si
+from .store import Run, Store
+
+HIGHER, LOWER = "higher_is_better", "lower_is_better"
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_CONFIDENCE = 0.95
+
+REGRESSION, IMPROVEMENT = "regression", "improvement"
+WITHIN = "within threshold"          # significant, but smaller than the threshold
+NOT_SIGNIFICANT = "not significant"
+NOT_TESTABLE = "not testable"
+VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN, NOT_SIGNIFICANT, NOT_TESTABLE)
+
+TEST_NAME = "Mann-Whitney U"
+RUN_LEVEL_NOTE = ("repetitions of one run share its conditions (boot, memory layout, other load): a "
+                  "difference between two runs also holds run-to-run variation that no repetition sees; "
+                  "compare two runs of the same thing (A/A) on this machine to choose a threshold above it")
+
+
+# ------------------------------------------------------------------ metrics
+
+@dataclass
+class Metric:
+    """One comparable figure of a run: a value per repetition."""
+
+    name: str                        # stable key, e.g. "scale/dup:default/process/2 workers/ops per s per worker"
+    values: list[float]
+    unit: str                        # "ops/s", "/s", "ns", "s", "share"
+    direction: str                   # HIGHER or LOWER
+    group: str = ""                  # the table it belongs to, e.g. "dup:default (processes)"
+    label: str = ""                  # its row in that table, e.g. "2 workers · ops/s per worker"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "values": self.values, "unit": self.unit, "direction": self.direction,
+                "group": self.group, "label": self.label}
+
+
+class _Metrics(dict):
+    def add(self, name: str, values, unit: str, direction: str, group: str, label: str) -> None:
+        vals = [float(v) for v in values if v is not None and math.isfinite(v)]
+        if vals:
+            self[name] = Metric(name, vals, unit, direction, group, label)
+
+
+def _scale(run: Run, records: list[dict]) -> _Metrics:
+    from .analysis.scale import _group  # the grouping `show` uses, so both count the same repetitions
+
+    out = _Metrics()
+    for (probe, variant, mode, placement, fixed), by_n in _group(records).items():
+        group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'})"
+        for n in sorted(by_n):
+            header, reps, ok, _late = by_n[n]
+            complete = [reps[k] for k in sorted(ok) if len(reps[k]) == n]
+            base = f"scale/{probe}:{variant}/{mode}/{n} workers"
+            if base + "/ops per s per worker" in out:  # a second series of the same probe: keep both
+                base = f"scale/{probe}:{variant}/{mode}/{placement}/{fixed}/{n} workers"
+            out.add(f"{base}/ops per s per worker", [sum(w["ops_per_sec"] for w in ws) / n for ws in complete],
+                    "ops/s", HIGHER, group, f"{_workers(n)} · ops/s per worker")
+            if fixed == "ops":
+                out.add(f"{base}/slowest worker s", [max(w["seconds"] for w in ws) for ws in complete],
+                        "s", LOWER, group, f"{_workers(n)} · slowest worker's time")
+    return out
+
+
+def _workers(n: int) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"
+
+
+def _cpus(n: int) -> str:
+    return "1 CPU" if n == 1 else f"{n} CPUs"
+
+
+LATENCY_QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
+
+
+def _latency(run: Run, records: list[dict]) -> _Metrics:
+    from .analysis.histogram import Histogram, merge_all
+    from .analysis.latency import phase_of
+
+    by_key: dict = defaultdict(lambda: defaultdict(list))  # (probe, variant, phase) -> rep -> [Histogram]
+    context = None
+    for r in records:
+        t = r.get("type")
+        if t == "context":
+            context = r
+        elif t == "hist":
+            by_key[(r["probe"], r["variant"], phase_of(context))][r["rep"]].append(Histogram.from_record(r["hist"]))
+    out = _Metrics()
+    for (probe, variant, phase), by_rep in by_key.items():
+        per_rep = [h for h in (merge_all(hs) for _, hs in sorted(by_rep.items())) if h.count]
+        op = f"{probe}:{variant}"
+        group = f"timing overhead ({op}), {phase}" if probe == "null" else phase
+        for label, q in LATENCY_QUANTILES:
+            out.add(f"latency/{op}/{phase}/{label} ns", [h.percentile(q) for h in per_rep], "ns", LOWER,
+                    group, f"{op} {label}")
+    return out
+
+
+def _noise(run: Run, records: list[dict]) -> _Metrics:
+    from .analysis.latency import phase_of
+
+    by_rep: dict = defaultdict(lambda: defaultdict(list))  # phase -> rep -> [detours records]
+    phase = phase_of(None)
+    for r in records:
+        if r.get("type") == "context":
+            phase = phase_of(r)
+        elif r.get("type") == "detours":
+            by_rep[phase][r["rep"]].append(r)
+    out = _Metrics()
+    for phase, reps in by_rep.items():
+        rows = [recs for _, recs in sorted(reps.items())]
+        runtime = [sum(r["runtime_ns"] for r in recs) for recs in rows]
+        out.add(f"noise/{phase}/all CPUs/lost share",
+                [sum(r["total_ns"] for r in recs) / t for recs, t in zip(rows, runtime) if t],
+                "share", LOWER, phase, "all CPUs · share of CPU time lost")
+        out.add(f"noise/{phase}/all CPUs/detours per CPU-s",
+                [sum(r["count"] for r in recs) / (t / 1e9) for recs, t in zip(rows, runtime) if t],
+                "/s", LOWER, phase, "all CPUs · interruptions per CPU-second")
+        out.add(f"noise/{phase}/all CPUs/longest detour ns", [max(r["max_ns"] for r in recs) for recs in rows],
+                "ns", LOWER, phase, "all CPUs · longest interruption")
+        for cpu in sorted({r["cpu"] for recs in rows for r in recs}):
+            out.add(f"noise/{phase}/cpu {cpu}/lost share",
+                    [r["total_ns"] / r["runtime_ns"] for recs in rows for r in recs
+                     if r["cpu"] == cpu and r["runtime_ns"]],
+                    "share", LOWER, phase, f"CPU {cpu} · share of CPU time lost")
+    return out
+
+
+def _appscale(run: Run, records: list[dict]) -> _Metrics:
+    by_n: dict[int, list[dict]] = defaultdict(list)
+    for p in records:
+        if p.get("type") == "point" and p.get("status") == "ok":
+            by_n[p["n"]].append(p)
+    p = run.params or {}
+    group = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
+    out = _Metrics()
+    for n in sorted(by_n):
+        ok = by_n[n]
+        out.add(f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group,
+                f"{_cpus(n)} · wall time")
+        out.add(f"appscale/{n} CPUs/system share",
+                [q["system_ns"] / (q["user_ns"] + q["system_ns"]) for q in ok
+                 if q.get("user_ns") is not None and q.get("system_ns") is not None
+                 and q["user_ns"] + q["system_ns"] > 0],
+                "share", LOWER, group, f"{_cpus(n)} · system share of CPU time")
+    return out
+
+
+def _dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _profile(run: Run, records: list[dict]) -> _Metrics:
+    from .profile import summary as profile_summary
+
+    s = profile_summary.summarize(records)
+    sec = s["sections"]
+    counts = _dig(sec, "switches", "counts") or {}
+    if counts.get("voluntary_per_s") is not None and counts.get("involuntary_per_s") is not None:
+        switches = counts["voluntary_per_s"] + counts["involuntary_per_s"]
+    else:
+        switches = counts.get("total_per_s")
+    group = "headline figures (one run each)"
+    out = _Metrics()
+    for key, value, unit, label in (
+            ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
+            ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
+            ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
+            ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
+            ("context switches per s", switches, "/s", "context switches per second"),
+            ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
+            ("kernel cycle share", _dig(sec, "counters", "hardware", "kernel_cycle_share"), "share",
+             "kernel share of cycles")):
+        out.add(f"profile/{key}", [value] if isinstance(value, (int, float)) else [], unit, LOWER, group, label)
+    return out
+
+
+EXTRACTORS = {"scale": _scale, "latency": _latency, "noise": _noise, "appscale": _appscale, "profile": _profile}
+
+
+def _as_run(store: Store, run) -> Run:
+    return run if isinstance(run, Run) else store.run(run)
+
+
+def metrics(store: Store, run) -> dict[str, Metric]:
+    """Every comparable metric of a run (a Run or a reference: id or 'last'),
+    keyed by its stable name, in the order the run measured them."""
+    run = _as_run(store, run)
+    if run.kind not in EXTRACTORS:
+        raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot compare")
+    return dict(EXTRACTORS[run.kind](run, store.records(run.id)))
+
+
+# --------------------------------------------------------------- comparison
+
+@dataclass
+class MetricComparison:
+    metric: Metric                   # run A's (name, unit, direction, group, label)
+    a: Interval
+    b: Interval
+    values_a: list[float]
+    values_b: list[float]
+    change: float | None             # (median B - median A) / |median A|; inf when A is 0 and B is not
+    ratio_ci: tuple[float, float] | None  # bootstrap interval of median B / median A
+    p: float | None                  # two-sided Mann-Whitney U; None when not testable
+    q: float | None                  # p adjusted over the testable metrics (Benjamini-Hochberg)
+    method: str | None               # "exact", "exact with ties", "normal approximation"
+    min_p: float                     # the smallest p these values allow (in any split between the runs)
+    verdict: str
+    reason: str                      # the verdict in words
+    warnings: list[str] = field(default_factory=list)
+    untestable_because: str | None = None  # "few repetitions", "identical values", "tied values"
+
+    @property
+    def name(self) -> str:
+        return self.metric.name
+
+    @property
+    def testable(self) -> bool:
+        return self.verdict != NOT_TESTABLE
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (REGRESSION, IMPROVEMENT, WITHIN)
+
+    @property
+    def worse(self) -> bool | None:
+        """Whether B is worse than A by the medians (None when equal)."""
+        da = self.b.median - self.a.median
+        if da == 0:
+            return None
+        return (da < 0) if self.metric.direction == HIGHER else (da > 0)
+
+    def to_dict(self) -> dict:
+        m = self.metric
+        return {"name": m.name, "group": m.group, "label": m.label, "unit": m.unit, "direction": m.direction,
+                "a": {**self.a.to_dict(), "spread": relative_spread(self.values_a), "values": self.values_a},
+                "b": {**self.b.to_dict(), "spread": relative_spread(self.values_b), "values": self.values_b},
+                "change": self.change,
+                "ratio_ci": (None if self.ratio_ci is None else
+                             {"low": self.ratio_ci[0], "high": self.ratio_ci[1], "method": "percentile bootstrap"}),
+                "p": self.p, "p_adjusted": self.q, "method": self.method, "min_p": self.min_p,
+                "testable": self.testable, "significant": self.significant,
+                "verdict": self.verdict, "not_testable_because": self.untestable_because, "reason": self.reason,
+                "warnings": self.warnings}
+
+
+@dataclass
+class Comparison:
+    a: Run
+    b: Run
+    kind: str
+    threshold: float
+    confidence: float
+    metrics: list[MetricComparison]
+    only_a: list[str]
+    only_b: list[str]
+    machine_diff: list[dict]         # [{key, a, b}], most telling first
+    params_diff: list[dict]
+    load: dict                       # {"a": {...}, "b": {...}}: the machine's state before each run
+    notes: list[str]
+
+    @property
+    def tested(self) -> int:
+        return sum(1 for m in self.metrics if m.testable)
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        return [m for m in self.metrics if m.verdict == REGRESSION]
+
+    @property
+    def improvements(self) -> list[MetricComparison]:
+        return [m for m in self.metrics if m.verdict == IMPROVEMENT]
+
+    def counts(self) -> dict[str, int]:
+        return {v: sum(1 for m in self.metrics if m.verdict == v) for v in VERDICTS}
+
+    def test_description(self) -> str:
+        methods = sorted({m.method for m in self.metrics if m.method})
+        how = f" ({', '.join(methods)})" if methods else ""
+        return (f"two-sided {TEST_NAME} test over repetitions{how}; significant when the p-value adjusted "
+                f"over the {self.tested} testable metric(s) (Benjamini-Hochberg; those whose values cannot "
+                f"reach significance are left out, as Tarone's procedure does) is below "
+                f"{_p(1 - self.confidence)}; regression or improvement when also beyond "
+                f"{_pct(self.threshold)} of run A's median")
+
+    def to_dict(self) -> dict:
+        def run_dict(r: Run) -> dict:
+            return {"run": r.id, "kind": r.kind, "status": r.status, "reason": r.reason, "started": r.started,
+                    "host": r.host, "kernel": _dig(r.machine, "kernel", "release"),
+                    "cpu": _dig(r.machine, "cpu", "model_name")}
+
+        counts = self.counts()
+        doc = {
+            "a": run_dict(self.a), "b": run_dict(self.b), "kind": self.kind,
+            "threshold": self.threshold, "confidence": self.confidence,
+            "test": {"name": TEST_NAME, "alternative": "two-sided", "over": "repetitions",
+                     "methods": sorted({m.method for m in self.metrics if m.method}),
+                     "adjustment": "Benjamini-Hochberg", "tested": self.tested,
+                     "min_repetitions": repetitions_for_test(self.confidence),
+                     "description": self.test_description()},
+            "summary": {"metrics": len(self.metrics), **{v.replace(" ", "_"): n for v, n in counts.items()},
+                        "regressed": [m.name for m in self.regressions],
+                        "improved": [m.name for m in self.improvements]},
+            "metrics": [m.to_dict() for m in self.metrics],
+            "only_in_a": self.only_a, "only_in_b": self.only_b,
+            "machine": {"differences": self.machine_diff, "load": self.load},
+            "params": {"differences": self.params_diff},
+            "notes": self.notes,
+        }
+        return _json_safe(doc)
+
+
+def _json_safe(x):
+    """Non-finite floats become None and numpy scalars plain Python: the
+    document passes json.dumps(allow_nan=False)."""
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _relative_change(a: float, b: float) -> float | None:
+    if a == b:
+        return 0.0
+    if a == 0:
+        return math.inf if b > 0 else -math.inf
+    return (b - a) / abs(a)
+
+
+def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparison:
+    a, b = median_ci(ma.values, confidence), median_ci(mb.values, confidence)
+    alpha = 1.0 - confidence
+    n_a, n_b = len(ma.values), len(mb.values)
+    min_p = min_two_sided_p_given(ma.values, mb.values)
+    mc = MetricComparison(ma, a, b, list(ma.values), list(mb.values), _relative_change(a.median, b.median),
+                          bootstrap_ratio_ci(ma.values, mb.values, confidence) if a.median else None,
+                          None, None, None, min_p, NOT_TESTABLE, "")
+    if min_two_sided_p(n_a, n_b) > alpha:
+        mc.untestable_because = "few repetitions"
+        need = repetitions_for_test(confidence)
+        mc.reason = (f"not testable with n={n_a} and n={n_b}: the smallest two-sided p-value possible is "
+                     f"{_p(min_two_sided_p(n_a, n_b))}, above {_p(alpha)}; at least {need} repetitions in "
+                     f"each run are needed (more to detect anything short of a complete separation)")
+    elif len(set(ma.values) | set(mb.values)) == 1:
+        mc.untestable_because = "identical values"
+        mc.reason = (f"not testable: every repetition of both runs measured exactly "
+                     f"{fmt_value(a.median, ma.unit)}, so no test can tell the runs apart")
+    elif min_p > alpha:
+        mc.untestable_because = "tied values"
+        mc.reason = (f"not testable with n={n_a} and n={n_b}: so many repetitions measured the same value "
+                     f"(a quantised figure) that the smallest two-sided p-value possible is {_p(min_p)}, "
+                     f"above {_p(alpha)}; more repetitions are needed")
+    else:
+        t = mann_whitney(ma.values, mb.values)
+        mc.p, mc.method = t.p, t.method
+    wide = [side for side, m in (("A", ma), ("B", mb)) if relative_spread(m.values) > SPREAD_LIMIT]
+    if wide:
+        who = "both runs'" if len(wide) == 2 else f"{wide[0]}'s"
+        mc.warnings.append(f"{who} repetitions spread more than {_pct(SPREAD_LIMIT)} (max − min over median)")
+    return mc
+
+
+def _decide(mc: MetricComparison, confidence: float, threshold: float) -> None:
+    """The verdict of a testable metric, once its adjusted p-value is known."""
+    alpha = 1.0 - confidence
+    if mc.q is None:
+        return
+    change = mc.change
+    beyond = change is not None and abs(change) > threshold
+    if mc.q >= alpha:
+        mc.verdict = NOT_SIGNIFICANT
+        mc.reason = (f"not significant (p={_p(mc.p)}, adjusted {_p(mc.q)} ≥ {_p(alpha)}): the difference is "
+                     f"within the repetitions' noise")
+    elif not beyond or mc.worse is None:
+        mc.verdict = WITHIN
+        mc.reason = (f"significant (adjusted p={_p(mc.q)}) but {_signed_pct(change)} is within the "
+                     f"{_pct(threshold)} threshold")
+    else:
+        mc.verdict = REGRESSION if mc.worse else IMPROVEMENT
+        better = "higher" if mc.metric.direction == HIGHER else "lower"
+        mc.reason = (f"{mc.verdict}: {_signed_pct(change)} ({better} is better), significant (adjusted "
+                     f"p={_p(mc.q)}), beyond the {_pct(threshold)} threshold")
+
+
+def compare(store: Store, ref_a, ref_b, threshold: float = DEFAULT_THRESHOLD,
+            confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+    """Run B against run A, metric by metric."""
+    if not 0.0 < confidence < 1.0:
+        raise UsageError(f"confidence must be between 0 and 1, not {confidence}")
+    if not (threshold >= 0.0 and math.isfinite(threshold)):
+        raise UsageError(f"threshold must be a finite fraction ≥ 0, not {threshold}")
+    run_a, run_b = _as_run(store, ref_a), _as_run(store, ref_b)
+    if run_a.kind != run_b.kind:
+        raise UsageError(f"run {run_a.id} is a {run_a.kind} run and run {run_b.id} a {run_b.kind} run: "
+                         "only runs of the same kind can be compared")
+    ma, mb = metrics(store, run_a), metrics(store, run_b)
+    common = [name for name in ma if name in mb]
+    if not common:
+        raise UsageError(f"runs {run_a.id} and {run_b.id} have no metric in common "
+                         f"({_few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
+                         f"{_few(list(mb)) or 'run ' + str(run_b.id) + ' measured nothing'})")
+    compared = [_compare_metric(ma[n], mb[n], confidence) for n in common]
+    testable = [m for m in compared if m.p is not None]
+    for m, q in zip(testable, adjust_fdr([m.p for m in testable])):
+        m.q = q
+        _decide(m, confidence, threshold)
+
+    notes = []
+    if run_a.id == run_b.id:
+        notes.append(f"run {run_a.id} is compared with itself")
+    for r in (run_a, run_b):
+        if r.status != "complete":
+            notes.append(f"run {r.id} is {r.status}" + (f" ({r.reason})" if r.reason else "") +
+                         ": its figures cover only what was measured")
+    if run_a.kind == "profile":
+        notes.append("a profile is one run of a command: with one value on each side no significance test "
+                     "is possible; the changes are shown, not judged (repeat the profile, or use appscale, "
+                     "to test them)")
+    elif not testable and any(m.untestable_because == "few repetitions" for m in compared):
+        notes.append(f"no metric could be tested: at least {repetitions_for_test(confidence)} repetitions in "
+                     f"each run are needed for the {TEST_NAME} test to reach {confidence:.0%} confidence")
+    narrow = [iv for m in compared for iv in (m.a, m.b) if iv.n > 1 and iv.coverage < confidence]
+    if narrow:
+        worst = min(narrow, key=lambda iv: iv.coverage)
+        notes.append(f"with {worst.n} repetitions a median's interval is the range of the values and covers the "
+                     f"median with {worst.coverage:.0%} confidence, not {confidence:.0%} "
+                     f"({repetitions_needed(confidence)} repetitions are needed)")
+    if any(m.significant for m in compared):
+        notes.append(RUN_LEVEL_NOTE)
+    return Comparison(run_a, run_b, run_a.kind, threshold, confidence, compared,
+                      only_a=[n for n in ma if n not in mb], only_b=[n for n in mb if n not in ma],
+                      machine_diff=_machine_diff(run_a, run_b), params_diff=_diff(run_a.params, run_b.params),
+                      load={"a": _load(run_a.machine), "b": _load(run_b.machine)}, notes=notes)
+
+
+def exit_status(comparison: Comparison, fail_on_regression: bool) -> int:
+    """1 when asked to fail on a regression and there is a significant one
+    beyond the threshold, else 0."""
+    return 1 if fail_on_regression and comparison.regressions else 0
+
+
+_THRESHOLD_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
+
+
+def parse_threshold(text: str) -> float:
+    """'5%', '5 %' or '0.05' -> 0.05. A bare number must be a fraction below
+    1 ('5' could mean 5 % or 500 %)."""
+    m = _THRESHOLD_RE.match(str(text))
+    if not m:
+        raise UsageError(f"bad threshold {text!r}: expected a percentage like 5% or a fraction like 0.05")
+    value = float(m.group(1))
+    if m.group(2):
+        value /= 100.0
+    elif value >= 1.0:
+        raise UsageError(f"ambiguous threshold {text!r}: write {m.group(1)}% for a percentage, "
+                         "or a fraction below 1 like 0.05")
+    if not math.isfinite(value):
+        raise UsageError(f"bad threshold {text!r}: not a finite number")
+    return value
+
+
+# ---------------------------------------------------------- machine and params
+
+# Volatile state rather than configuration: shown apart (load), or not at all.
+_VOLATILE = ("load.", "cpu.cpuinfo_mhz.")
+# What most often explains a difference, first.
+_FIRST = ("host", "kernel.release", "kernel.version", "cpu.model_name", "cpu.frequency.", "cpu.turbo",
+          "cpu.smt", "kernel.cmdline", "kernel.mitigations.", "kernel.preemption.", "kernel.clocksource.",
+          "kernel.thp.", "virt.vm", "virt.container", "cpu.online_cpus", "topology.", "cpu.topology.",
+          "software.", "cpu.cpuidle.")
+
+
+def _flatten(d, prefix: str = "") -> dict[str, object]:
+    out = {}
+    if isinstance(d, dict) and d:
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+def _rank(key: str) -> tuple[int, str]:
+    for i, p in enumerate(_FIRST):
+        if key == p or (p.endswith(".") and key.startswith(p)):
+            return i, key
+    return len(_FIRST), key
+
+
+def _diff(a: dict | None, b: dict | None, ignore: tuple[str, ...] = ()) -> list[dict]:
+    fa, fb = _flatten(a or {}), _flatten(b or {})
+    keys = [k for k in {**fa, **fb} if not any(k.startswith(p) for p in ignore)]
+    missing = "(absent)"
+    return [{"key": k, "a": fa.get(k, missing), "b": fb.get(k, missing)}
+            for k in sorted(keys, key=_rank) if fa.get(k, missing) != fb.get(k, missing)]
+
+
+def _machine_diff(a: Run, b: Run) -> list[dict]:
+    return _diff({"host": a.host, **(a.machine or {})}, {"host": b.host, **(b.machine or {})}, _VOLATILE)
+
+
+def _load(machine: dict | None) -> dict:
+    load = (machine or {}).get("load") or {}
+    return {"busy_share": load.get("busy_share"), "steal_share": load.get("steal_share"),
+            "loadavg_1min": _dig(load, "loadavg", "1min"), "tasks_running": load.get("tasks_running")}
+
+
+# ------------------------------------------------------------------- render
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.3g}%"
+
+
+def _signed_pct(x: float | None) -> str:
+    if x is None:
+        return "–"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return f"{x * 100:+.1f}%"
+
+
+def _few(names: list[str], k: int = 3) -> str:
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
+def fmt_value(x: float | None, unit: str) -> str:
+    if x is None or not math.isfinite(x):
+        return "–"
+    if unit == "ns":
+        return seconds(x / 1e9)
+    if unit == "s":
+        return seconds(x)
+    if unit == "share":
+        return f"{x * 100:.3g}%"
+    if unit in ("ops/s", "/s"):
+        return f"{si(x)}/s"
+    return si(x)
+
+
+def _interval(iv: Interval, unit: str) -> str:
+    if iv.n < 2:
+        return fmt_value(iv.median, unit)
+    return f"{fmt_value(iv.median, unit)} [{fmt_value(iv.low, unit)}–{fmt_value(iv.high, unit)}]"
+
+
+def _change_cell(m: MetricComparison) -> str:
+    text = _signed_pct(m.change)
+    if m.ratio_ci is not None:
+        text += f" [{(m.ratio_ci[0] - 1) * 100:+.1f}, {(m.ratio_ci[1] - 1) * 100:+.1f}]"
+    return text
+
+
+_STYLE = {REGRESSION: "bold red", IMPROVEMENT: "bold green", WITHIN: "cyan", NOT_SIGNIFICANT: "dim",
+          NOT_TESTABLE: "yellow"}
+
+
+def _verdict_cell(m: MetricComparison) -> Text:
+    if m.verdict == NOT_TESTABLE:
+        why = f"n={m.a.n}/{m.b.n}" if m.untestable_because == "few repetitions" else m.untestable_because
+        return Text(f"not testable ({why})", style=_STYLE[NOT_TESTABLE])
+    return Text(m.verdict, style=_STYLE[m.verdict])
+
+
+def _table(title: str, rows: list[MetricComparison], c: Comparison, notes: list[str],
+           with_group: bool = False) -> Table:
+    t = Table(title=Text(title, style="bold"), title_justify="left")
+    if with_group:
+        t.add_column("group")
+    t.add_column("metric", no_wrap=True)
+    t.add_column(f"A: run {c.a.id} median [CI]", justify="right", no_wrap=True)
+    t.add_column(f"B: run {c.b.id} median [CI]", justify="right", no_wrap=True)
+    t.add_column("change [CI]", justify="right", no_wrap=True)
+    t.add_column("p", justify="right")
+    t.add_column("p adj.", justify="right")
+    t.add_column("verdict")
+    t.add_column("note")
+    for m in rows:
+        marks = []
+        for w in m.warnings:
+            if w not in notes:
+                notes.append(w)
+            marks.append(str(notes.index(w) + 1))
+        arrow = "↑" if m.metric.direction == HIGHER else "↓"
+        cells = [Text(m.metric.group)] if with_group else []
+        cells += [Text(f"{m.metric.label} {arrow}"), _interval(m.a, m.metric.unit), _interval(m.b, m.metric.unit),
+                  _change_cell(m), _p(m.p), _p(m.q), _verdict_cell(m), Text(",".join(marks), style="yellow")]
+        t.add_row(*cells)
+    return t
+
+
+def _run_line(label: str, r: Run) -> Text:
+    m = r.machine or {}
+    status = "" if r.status == "complete" else f" ({r.status})"
+    return Text(f"{label}: run {r.id} {r.kind}{status} · {r.started} · {r.host} · "
+                f"Linux {_dig(m, 'kernel', 'release') or '?'} · {_dig(m, 'cpu', 'model_name') or '?'}")
+
+
+def _short(v, limit: int = 70) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+MAX_DIFF_ROWS = 20
+
+
+def render(console: Console, comparison: Comparison) -> None:
+    c = comparison
+    console.print(Text(f"compare {c.kind} runs: B against A", style="bold"))
+    console.print(_run_line("A", c.a))
+    console.print(_run_line("B", c.b))
+
+    if c.machine_diff:
+        t = Table(title=Text("machine and kernel: what differs", style="bold"), title_justify="left")
+        t.add_column("")
+        t.add_column(f"A: run {c.a.id}")
+        t.add_column(f"B: run {c.b.id}")
+        for d in c.machine_diff[:MAX_DIFF_ROWS]:
+            t.add_row(Text(d["key"]), Text(_short(d["a"])), Text(_short(d["b"])))
+        console.print(t)
+        if len(c.machine_diff) > MAX_DIFF_ROWS:
+            console.print(Text(f"  … and {len(c.machine_diff) - MAX_DIFF_ROWS} more (--json lists all)",
+                               style="dim"))
+    else:
+        console.print(Text("machine and kernel: the same recorded metadata in both runs", style="dim"))
+    if c.params_diff:
+        console.print(Text("parameters that differ: " + "; ".join(
+            f"{d['key']} {_short(d['a'], 30)} vs {_short(d['b'], 30)}" for d in c.params_diff), style="yellow"))
+    la, lb = c.load["a"], c.load["b"]
+    if la.get("busy_share") is not None or lb.get("busy_share") is not None:
+        def busy(x):
+            return "?" if x.get("busy_share") is None else f"{x['busy_share']:.0%} busy"
+        console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
+
+    notes: list[str] = []
+    flagged = c.regressions + c.improvements
+    if flagged and len(flagged) < len(c.metrics):
+        flagged.sort(key=lambda m: (m.verdict != REGRESSION, -abs(m.change or 0)))
+        console.print(_table(f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
+                             f"beyond {_pct(c.threshold)}", flagged, c, notes, with_group=True))
+    groups: dict[str, list[MetricComparison]] = {}
+    for m in c.metrics:
+        groups.setdefault(m.metric.group, []).append(m)
+    for group, rows in groups.items():
+        console.print(_table(group, rows, c, notes))
+    for i, n in enumerate(notes, 1):
+        console.print(Text(f"  {i}. {n}", style="yellow"))
+    if c.only_a or c.only_b:
+        for side, run, names in (("A", c.a, c.only_a), ("B", c.b, c.only_b)):
+            if names:
+                console.print(Text(f"only in {side} (run {run.id}), not compared: {_few(names, 6)}", style="yellow"))
+
+    counts = c.counts()
+    console.print(Text(f"{len(c.metrics)} metric{'s' if len(c.metrics) != 1 else ''}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n),
+                       style="bold"))
+    if c.kind != "profile":
+        for why in ("few repetitions", "tied values", "identical values"):
+            first = next((m for m in c.metrics if m.untestable_because == why), None)
+            if first is not None:
+                console.print(Text(first.reason, style="yellow"))
+    console.print(Text(f"test: {c.test_description()}. median [CI]: {c.confidence:.0%} order-statistic interval "
+                       f"where the repetitions allow it; change [CI]: B/A − 1 with a {c.confidence:.0%} "
+                       f"percentile-bootstrap interval (≥ 5 repetitions each); ↑/↓: higher/lower is better",
+                       style="dim"))
+    for n in c.notes:
+        console.print(Text(f"note: {n}", style="yellow"))
