@@ -90,7 +90,7 @@ body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em aut
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em} h3{font-size:1.05em;margin:1.4em 0 .3em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-variant-numeric:tabular-nums}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right} th{background:#f4f4f4}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,td.text{text-align:left}
 .note{color:#555} .warning{color:#8a4b00;background:#fff6e5;padding:.3em .6em;border-left:3px solid #e0a030}
 .caption{color:#666;font-size:.92em;margin:.2em 0 1em} .figure{margin:1em 0}
 code{background:#f4f4f4;padding:0 .2em}
@@ -128,7 +128,9 @@ class Page:
             return f"<p class='{'warning' if b.warning else 'note'}'>{html.escape(b.text)}</p>"
         if isinstance(b, Table):
             head = "".join(f"<th>{html.escape(c)}</th>" for c in b.columns)
-            body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in b.rows)
+            body = "".join("<tr>" + "".join(
+                f"<td class='text'>{_cell(v)}</td>" if isinstance(v, str) else f"<td>{_cell(v)}</td>" for v in row)
+                + "</tr>" for row in b.rows)
             cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
             return f"<h3>{html.escape(b.title)}</h3><table><tr>{head}</tr>{body}</table>{cap}"
         cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
