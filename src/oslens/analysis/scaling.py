@@ -58,7 +58,7 @@ def _unfit_reason(n: Sequence[float], need: int, model: str) -> str | None:
         return None
     shown = ", ".join(f"{v:g}" for v in distinct) or "none"
     return (f"only {distinct.size} distinct worker count{'s' if distinct.size != 1 else ''} "
-            f"({shown}); {'an' if model[0] in 'AEIOU' else 'a'} {model} fit needs at least {need}")
+            f"({shown}); {'an' if model == 'Amdahl' else 'a'} {model} fit needs at least {need}")
 
 
 def usl_unfit_reason(n: Sequence[float]) -> str | None:
