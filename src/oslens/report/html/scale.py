@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.scale import summarize
+from ...analysis.scale import run_notes, summarize
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4   # the USL curve is drawn to this many times the largest count
@@ -26,9 +26,10 @@ def _worker_rates(records: list[dict]) -> pd.DataFrame:
 
 
 def sections(runs) -> list[Section]:
-    medians, ideal, fits, dots, table = [], [], [], [], []
+    medians, ideal, fits, dots, table, notes = [], [], [], [], [], []
     for rd in runs:
         series = summarize(rd.records)
+        notes += [Note(f"{rd.short}: {n}", warning=True) for n in run_notes(series)]
         rates = _worker_rates(rd.records)
         if not rates.empty:
             rates["run"] = rd.short
@@ -85,5 +86,5 @@ def sections(runs) -> list[Section]:
                "the largest count measured")
     blocks = [Figure("scale-per-worker", "throughput per worker against workers", chart, caption),
               Table("every point", ["run", "probe", "mode", "workers", "total ops/s", "per worker", "efficiency",
-                                    "sys share", "notes"], table)]
+                                    "sys share", "notes"], table), *notes]
     return [Section("Scalability (scale)", blocks)]
