@@ -48,5 +48,7 @@ int cmd_inject(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_app(int argc, char **argv);
 void die_usage(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* A whole number in [min, max] given for option opt, or die_usage. */
+long parse_long(const char *opt, const char *s, long min, long max);
 
 #endif

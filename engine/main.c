@@ -143,7 +143,7 @@ static double parse_seconds(const char *opt, const char *s, int allow_zero)
 	return v;
 }
 
-static long parse_long(const char *opt, const char *s, long min, long max)
+long parse_long(const char *opt, const char *s, long min, long max)
 {
 	char *end;
 	errno = 0;

@@ -72,6 +72,18 @@ def oslens(*args: str, db: Path, timeout: float = 300, **kw) -> subprocess.Compl
                           timeout=timeout, env=env, **kw)
 
 
+def oslens_until(marker: Path, *args: str, db: Path, timeout: float = 30) -> subprocess.Popen:
+    """Starts `oslens ARGS` and returns once the command it runs has made
+    `marker` (so that a signal then finds it measuring)."""
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", *args], env={**os.environ, "OSLENS_DB": str(db)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    return proc
+
+
 class StreamingEngine:
     """An engine run read line by line, to act on it while it measures."""
 

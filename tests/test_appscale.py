@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ from oslens import cgroups, engine
 from oslens.analysis.appscale import summarize
 from oslens.analysis.scaling import usl
 
-from conftest import NCPU, one_line_error, oslens
+from conftest import NCPU, one_line_error, oslens, oslens_until
 
 COUNTS = sorted({1, NCPU})
 
@@ -127,14 +125,8 @@ def test_speedup_and_efficiency_are_against_the_smallest_count():
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left):
     marker = tmp_path / "started"
-    proc = subprocess.Popen([sys.executable, "-m", "oslens", "appscale", "-q", "--cpus", "1", "--reps", "3", "--",
-                             "sh", "-c", f"touch {marker}; sleep 1000 & sleep 1000"],
-                            env={**os.environ, "OSLENS_DB": str(tmp_path / "s.db")},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not marker.exists():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
-        time.sleep(0.05)
+    proc = oslens_until(marker, "appscale", "-q", "--cpus", "1", "--reps", "3", "--",
+                        "sh", "-c", f"touch {marker}; sleep 1000 & sleep 1000", db=tmp_path / "s.db")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err

@@ -4,11 +4,9 @@ touched, K children forked), never a machine-dependent speed."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +15,8 @@ import pytest
 from oslens.analysis.histogram import Histogram
 from oslens.profile import collect
 
-from conftest import SESSION_TMP, bpf_programs, can_run_as_nobody, engine_for_nobody, one_line_error, oslens
+from conftest import (SESSION_TMP, bpf_programs, can_run_as_nobody, engine_for_nobody, one_line_error, oslens,
+                      oslens_until)
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -155,14 +154,8 @@ def test_nothing_stays_loaded_and_no_process_is_left(build, tmp_path, how, no_le
         assert p.returncode == 3, p.stderr
     else:
         marker = tmp_path / "started"
-        proc = subprocess.Popen([sys.executable, "-m", "oslens", "profile", "-q", "--", "sh", "-c",
-                                 f"touch {marker}; exec {build['getppid_loop']} 1000000000000"],
-                                env={**os.environ, "OSLENS_DB": str(db)}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
-            time.sleep(0.05)
+        proc = oslens_until(marker, "profile", "-q", "--", "sh", "-c",
+                            f"touch {marker}; exec {build['getppid_loop']} 1000000000000", db=db)
         proc.send_signal(how)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + how, err

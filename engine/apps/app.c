@@ -374,16 +374,6 @@ static void emit_app_info(const struct app *a)
 	json_emit(j);
 }
 
-static long parse_whole(const char *opt, const char *s, long min, long max)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		die_usage("%s: '%s' is not a whole number from %ld to %ld", opt, s, min, max);
-	return v;
-}
-
 static void app_usage(void)
 {
 	die_usage("usage: oslens-engine app list | app NAME [--workers N] [--mode thread|process] "
@@ -418,7 +408,7 @@ int cmd_app(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
-			r.nworkers = (int)parse_whole("--workers", optarg, 1, APP_MAX_WORKERS);
+			r.nworkers = (int)parse_long("--workers", optarg, 1, APP_MAX_WORKERS);
 			workers_given = 1;
 			break;
 		case 'm':
@@ -428,7 +418,7 @@ int cmd_app(int argc, char **argv)
 			mode_given = 1;
 			break;
 		case 's':
-			r.size = parse_whole("--size", optarg, app->min_size, app->max_size);
+			r.size = parse_long("--size", optarg, app->min_size, app->max_size);
 			r.size_given = 1;
 			break;
 		case 'd': r.dir = optarg; break;

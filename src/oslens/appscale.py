@@ -10,7 +10,6 @@ then again) so that drift hits all counts alike."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
