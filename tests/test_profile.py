@@ -105,6 +105,9 @@ def test_the_process_tree_is_followed(build, no_leaks):
     bpf_or_skip(prof)
     assert syscalls(prof)["getppid"]["count"] >= k * m
     assert len({t["tgid"] for t in threads(prof)}) == k + 1
+    # the children's faults are timed too (the fault events are inherited)
+    if prof.first("faults") is not None:
+        assert prof.first("faults")["minor"] >= 0.9 * sum(t["min_flt"] for t in threads(prof))
 
 
 def test_contended_mmap_lock_shows_in_the_lock_table(build, no_leaks):

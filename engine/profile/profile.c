@@ -529,6 +529,13 @@ int cmd_profile(int argc, char **argv)
 	int ntree = ncmd ? (tree[0] = pid, 1) : process_tree(pid, tree, MAX_PROCS);
 	for (int i = 0; bpf && i < ntree; i++)
 		profile_bpf_follow(tree[i]);
+	struct tid_list tids = {0};
+	if (ncmd)
+		collect_tid_cb(pid, pid, &tids);
+	for (int i = 0; !ncmd && i < ntree; i++)
+		for_each_thread(tree[i], collect_tid_cb, &tids);
+	if (bpf)
+		profile_bpf_time_faults(tids.tids, tids.n);
 
 	j = json_record("bpf");
 	json_bool(j, "loaded", bpf);
@@ -548,15 +555,8 @@ int cmd_profile(int argc, char **argv)
 	json_end(j);
 	json_emit(j);
 
-	struct tid_list tids = {0};
-	if (ncmd) {
-		collect_tid_cb(pid, pid, &tids);
-	} else {
-		for (int i = 0; i < ntree; i++) {
-			for_each_thread(tree[i], emit_thread_cb, "begin");
-			for_each_thread(tree[i], collect_tid_cb, &tids);
-		}
-	}
+	for (int i = 0; !ncmd && i < ntree; i++)
+		for_each_thread(tree[i], emit_thread_cb, "begin");
 	if (!no_counters)
 		counters_open(tids.tids, tids.n, ncmd > 0);
 	free(tids.tids);

@@ -3,7 +3,6 @@
  * Per-CPU values are summed here; histograms keep the engine's layout. */
 #include "profile_bpf.h"
 #include "../json.h"
-#include "../topology.h"
 #include "../trace/bpf_util.h"
 
 #include <errno.h>
@@ -28,6 +27,7 @@ static struct bpf_link **fault_links;
 static int n_fault_links;
 static int ncpus_possible;
 static int faults_timed;
+static int fault_tps_attached;
 
 /* ---- loading ---- */
 
@@ -73,37 +73,6 @@ static void note_missing(const struct bpf_program *p)
 		bpfu_missing_add(&missing, part);
 }
 
-static int online_cpus(int **out)
-{
-	char buf[4096] = "";
-	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-	if (f) {
-		if (!fgets(buf, sizeof buf, f))
-			buf[0] = 0;
-		fclose(f);
-	}
-	*out = calloc(ncpus_possible + 1, sizeof **out);
-	if (!*out)
-		return -1;
-	buf[strcspn(buf, "\n")] = 0;
-	return cpulist_parse(buf, *out, ncpus_possible + 1);
-}
-
-static int attach_fault_ends(void)
-{
-	int *cpus = NULL;
-	int n = online_cpus(&cpus);
-	int ok = n > 0 &&
-		 bpfu_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, n,
-				       &fault_links, &n_fault_links) == 0 &&
-		 bpfu_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, n,
-				       &fault_links, &n_fault_links) == 0;
-	free(cpus);
-	if (!ok)
-		bpfu_destroy_links(&fault_links, &n_fault_links);
-	return ok ? 0 : -1;
-}
-
 static int listed(const char *list, const char *part)
 {
 	char pat[64], have[1024];
@@ -119,6 +88,7 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	snprintf(skipped, sizeof skipped, "%s", skip ? skip : "");
 	profile_bpf_stop();
 	missing.list[0] = 0;
+	faults_timed = fault_tps_attached = 0;
 	bpfu_init();
 	if (bpfu_check_usable(why, whylen) != 0)
 		return -1;
@@ -187,10 +157,29 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 			bpfu_skel_own_link(skel->skeleton, p, link);
 		}
 	}
-	faults_timed = fault_tps && attach_fault_ends() == 0;
-	if (!faults_timed)
-		bpfu_missing_add(&missing, "page_faults");
+	fault_tps_attached = fault_tps;
 	return 0;
+}
+
+/* The end of a fault is perf's fault accounting: software events on the
+ * workload's own threads, inherited by what they create, so that faults
+ * elsewhere on the machine never run a program. */
+int profile_bpf_time_faults(const pid_t *tids, int ntids)
+{
+	if (!skel)
+		return -1;
+	if (fault_tps_attached && !listed(skipped, "page_faults") &&
+	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
+				  &fault_links, &n_fault_links) == 0 &&
+	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
+				  &fault_links, &n_fault_links) == 0) {
+		faults_timed = 1;
+		return 0;
+	}
+	bpfu_destroy_links(&fault_links, &n_fault_links);
+	if (!listed(skipped, "page_faults"))
+		bpfu_missing_add(&missing, "page_faults");
+	return -1;
 }
 
 int profile_bpf_follow(pid_t tgid)

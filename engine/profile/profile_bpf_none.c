@@ -22,6 +22,12 @@ int profile_bpf_follow(pid_t tgid)
 	return -1;
 }
 
+int profile_bpf_time_faults(const pid_t *tids, int ntids)
+{
+	(void)tids, (void)ntids;
+	return -1;
+}
+
 int profile_bpf_following(pid_t tgid)
 {
 	(void)tgid;

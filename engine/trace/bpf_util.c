@@ -175,23 +175,25 @@ void bpfu_destroy_links(struct bpf_link ***links, int *nlinks)
 	*nlinks = 0;
 }
 
-int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *cpus, int ncpus,
+int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			  struct bpf_link ***links, int *nlinks)
 {
-	struct bpf_link **more = realloc(*links, (*nlinks + ncpus) * sizeof *more);
+	struct bpf_link **more = realloc(*links, (*nlinks + n) * sizeof *more);
 	if (!more)
 		return -1;
 	*links = more;
 	int first = *nlinks;
-	for (int i = 0; i < ncpus; i++) {
+	for (int i = 0; i < n; i++) {
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,
 			.size = sizeof attr,
 			.config = config,
 			.sample_period = 1,
 			.disabled = 1,
+			.inherit = tasks,
 		};
-		int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
+		int fd = (int)syscall(SYS_perf_event_open, &attr, tasks ? targets[i] : -1, tasks ? -1 : targets[i], -1,
+				      PERF_FLAG_FD_CLOEXEC);
 		struct bpf_link *link = fd >= 0 ? bpf_program__attach_perf_event(prog, fd) : NULL;
 		if (!link) {
 			if (fd >= 0)

@@ -46,10 +46,12 @@ void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp);
 /* Records `link` as `p`'s in the skeleton, whose destroy then detaches it. */
 void bpfu_skel_own_link(struct bpf_object_skeleton *s, const struct bpf_program *p, struct bpf_link *link);
 
-/* Software perf events counting `config` (PERF_COUNT_SW_*) with period 1 on
- * each of `cpus`, each running `prog` at every event. Appends the links to
- * *links; on failure destroys what it made and returns -1. */
-int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *cpus, int ncpus,
+/* Software perf events counting `config` (PERF_COUNT_SW_*) with period 1,
+ * each running `prog` at every event: one per CPU of `targets` (every task
+ * there), or with `tasks` one per thread id of `targets`, inherited by the
+ * threads and processes it creates later. Appends the links to *links; on
+ * failure destroys what it made and returns -1. */
+int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			  struct bpf_link ***links, int *nlinks);
 void bpfu_destroy_links(struct bpf_link ***links, int *nlinks);
 

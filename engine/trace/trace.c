@@ -251,9 +251,9 @@ static void destroy_perf_links(void)
  * overflowing at every fault into its oslens_fault_* program. */
 static int attach_fault_ends(const int *cpus, int ncpus)
 {
-	if (bpfu_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus,
+	if (bpfu_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus, 0,
 				  &perf_links, &n_perf_links) == 0 &&
-	    bpfu_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus,
+	    bpfu_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus, 0,
 				  &perf_links, &n_perf_links) == 0)
 		return 0;
 	destroy_perf_links();
