@@ -244,8 +244,11 @@ int BPF_PROG(oslens_prof_exit)
 	e.maj_flt = BPF_CORE_READ(p, maj_flt);
 	e.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(e.comm, sizeof e.comm);
-	if (bpf_map_update_elem(&exits, &e.tid, &e, BPF_ANY))
-		count_lost();
+	if (bpf_map_update_elem(&exits, &e.tid, &e, BPF_ANY)) {
+		struct prof_cpu *c = this_cpu();
+		if (c)
+			c->exits_lost++;
+	}
 	return 0;
 }
 

@@ -63,6 +63,7 @@ struct prof_cpu {
 	__u64 voluntary, involuntary, switch_ins, migrated_switch_ins, migrations, wakeups;
 	__u64 minor_faults, major_faults;
 	__u64 lost;           /* a map was full */
+	__u64 exits_lost;     /* threads whose exit the exits map had no room for */
 	struct prof_hist offcpu_voluntary, offcpu_involuntary, runq, fault, major_fault;
 };
 

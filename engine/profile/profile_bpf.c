@@ -73,12 +73,24 @@ static void note_missing(const struct bpf_program *p)
 		bpfu_missing_add(&missing, part);
 }
 
-static int listed(const char *list, const char *part)
+struct attach_ctx {
+	char *why;
+	size_t whylen;
+};
+
+/* A core program that will not attach fails the whole; an optional part
+ * is noted as missing. */
+static int attach_failed(const struct bpf_program *p, int err, void *arg)
 {
-	char pat[64], have[1024];
-	snprintf(pat, sizeof pat, ",%s,", part);
-	snprintf(have, sizeof have, ",%s,", list ? list : "");
-	return strstr(have, pat) != NULL;
+	struct attach_ctx *c = arg;
+	if (part_of(p)) {
+		note_missing(p);
+		return 0;
+	}
+	char detail[256];
+	snprintf(detail, sizeof detail, "%s: %s", bpf_program__section_name(p), strerror(err));
+	fail(c->why, c->whylen, "cannot attach to %s", detail);
+	return 1;
 }
 
 static char skipped[256];
@@ -105,7 +117,7 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	bpf_object__for_each_program(p, skel->obj) {
 		const char *tp = bpfu_tp_name(p);
 		int load = tp ? bpfu_has_tracepoint(events, tp) : fault_tps;
-		if (part_of(p) && listed(skipped, part_of(p))) {
+		if (part_of(p) && bpfu_listed(skipped, part_of(p))) {
 			bpf_program__set_autoload(p, 0);
 			continue;
 		}
@@ -132,31 +144,9 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 		return fail(why, whylen, "the kernel rejected the BPF programs (%s)", detail);
 	}
 
-	/* Exits before entries: an exit whose entry was not seen is ignored,
-	 * whereas an entry whose exit is not attached yet would stay open. */
-	for (int pass = 0; pass < 2; pass++) {
-		bpf_object__for_each_program(p, skel->obj) {
-			const char *tp = bpfu_tp_name(p);
-			if (!bpf_program__autoload(p) || !tp)
-				continue;
-			int is_exit = strstr(tp, "_exit") || !strcmp(tp, "contention_end");
-			if (is_exit != (pass == 0))
-				continue;
-			bpfu_clear_warning();
-			struct bpf_link *link = bpf_program__attach(p);
-			if (!link) {
-				int e = errno;
-				if (!part_of(p)) {
-					char detail[256];
-					snprintf(detail, sizeof detail, "%s: %s", tp, strerror(e));
-					return fail(why, whylen, "cannot attach to %s", detail);
-				}
-				note_missing(p);
-				continue;
-			}
-			bpfu_skel_own_link(skel->skeleton, p, link);
-		}
-	}
+	struct attach_ctx ctx = {why, whylen};
+	if (bpfu_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0)
+		return -1;
 	fault_tps_attached = fault_tps;
 	return 0;
 }
@@ -168,7 +158,7 @@ int profile_bpf_time_faults(const pid_t *tids, int ntids)
 {
 	if (!skel)
 		return -1;
-	if (fault_tps_attached && !listed(skipped, "page_faults") &&
+	if (fault_tps_attached && !bpfu_listed(skipped, "page_faults") &&
 	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
 				  &fault_links, &n_fault_links) == 0 &&
 	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
@@ -177,7 +167,7 @@ int profile_bpf_time_faults(const pid_t *tids, int ntids)
 		return 0;
 	}
 	bpfu_destroy_links(&fault_links, &n_fault_links);
-	if (!listed(skipped, "page_faults"))
+	if (!bpfu_listed(skipped, "page_faults"))
 		bpfu_missing_add(&missing, "page_faults");
 	return -1;
 }
@@ -188,13 +178,6 @@ int profile_bpf_follow(pid_t tgid)
 		return -1;
 	__atomic_fetch_or(&skel->bss->followed[tgid / 64], 1ull << (tgid % 64), __ATOMIC_SEQ_CST);
 	return 0;
-}
-
-int profile_bpf_following(pid_t tgid)
-{
-	if (!skel || !skel->bss || tgid <= 0 || (unsigned)tgid / 64 >= PROF_PID_WORDS)
-		return 0;
-	return (__atomic_load_n(&skel->bss->followed[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64)) & 1;
 }
 
 int profile_bpf_followed(pid_t *out, int max)
@@ -327,6 +310,7 @@ static uint64_t emit_cpu_records(void)
 		all->minor_faults += c->minor_faults;
 		all->major_faults += c->major_faults;
 		all->lost += c->lost;
+		all->exits_lost += c->exits_lost;
 		hist_merge(&all->offcpu_voluntary, &c->offcpu_voluntary);
 		hist_merge(&all->offcpu_involuntary, &c->offcpu_involuntary);
 		hist_merge(&all->runq, &c->runq);
@@ -447,6 +431,11 @@ static uint64_t emit_cpu_records(void)
 	json_end(j);
 	json_emit(j);
 
+	if (all->exits_lost) {
+		j = json_record("threads_dropped");
+		json_uint(j, "count", all->exits_lost);
+		json_emit(j);
+	}
 	uint64_t lost = all->lost;
 	free(all);
 	free(buf);
@@ -588,7 +577,7 @@ static void emit_exits(void)
 
 static int lacking(const char *part)
 {
-	return listed(missing.list, part) || listed(skipped, part);
+	return bpfu_listed(missing.list, part) || bpfu_listed(skipped, part);
 }
 
 /* A part this kernel lacks gets no record: an empty table would read as

@@ -15,8 +15,6 @@ int profile_bpf_follow(pid_t tgid);
 /* Times the page faults of these threads and of what they create; -1 (and
  * page_faults missing) if the kernel refuses. */
 int profile_bpf_time_faults(const pid_t *tids, int ntids);
-/* Whether `tgid` is followed (the tree, as the kernel side knows it). */
-int profile_bpf_following(pid_t tgid);
 /* The processes followed now (at most max); their number. */
 int profile_bpf_followed(pid_t *out, int max);
 /* Parts this kernel lacks, comma-separated ("" when none). */

@@ -28,12 +28,6 @@ int profile_bpf_time_faults(const pid_t *tids, int ntids)
 	return -1;
 }
 
-int profile_bpf_following(pid_t tgid)
-{
-	(void)tgid;
-	return 0;
-}
-
 int profile_bpf_followed(pid_t *out, int max)
 {
 	(void)out, (void)max;

@@ -136,12 +136,17 @@ const char *bpfu_tp_name(const struct bpf_program *p)
 	return !strncmp(sec, "raw_tp/", 7) && slash ? slash + 1 : NULL;
 }
 
+int bpfu_listed(const char *list, const char *name)
+{
+	char pat[128], have[1024];
+	snprintf(pat, sizeof pat, ",%s,", name);
+	snprintf(have, sizeof have, ",%s,", list ? list : "");
+	return strstr(have, pat) != NULL;
+}
+
 void bpfu_missing_add(struct bpfu_missing *m, const char *what)
 {
-	char pat[128], have[sizeof m->list + 2];
-	snprintf(pat, sizeof pat, ",%s,", what);
-	snprintf(have, sizeof have, ",%s,", m->list);
-	if (strstr(have, pat))
+	if (bpfu_listed(m->list, what))
 		return;
 	size_t len = strlen(m->list);
 	snprintf(m->list + len, sizeof m->list - len, "%s%s", len ? "," : "", what);
@@ -159,11 +164,29 @@ void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp)
 	bpfu_missing_add(m, name);
 }
 
-void bpfu_skel_own_link(struct bpf_object_skeleton *s, const struct bpf_program *p, struct bpf_link *link)
+static int ends_an_interval(const struct bpf_program *p)
 {
-	for (int k = 0; k < s->prog_cnt; k++)
-		if (*s->progs[k].prog == p)
-			*s->progs[k].link = link;
+	const char *sec = bpf_program__section_name(p);
+	return strstr(sec, "_exit") || !strncmp(sec, "fexit/", 6) || strstr(sec, "contention_end");
+}
+
+int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
+			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < s->prog_cnt; k++) {
+			struct bpf_program *p = *s->progs[k].prog;
+			if (!bpf_program__autoload(p) || !strcmp(bpf_program__section_name(p), "perf_event") ||
+			    (skip && skip(p, arg)) || ends_an_interval(p) != (pass == 0))
+				continue;
+			bpfu_clear_warning();
+			struct bpf_link *link = bpf_program__attach(p);
+			if (link)
+				*s->progs[k].link = link;
+			else if (failed(p, errno, arg))
+				return -1;
+		}
+	return 0;
 }
 
 void bpfu_destroy_links(struct bpf_link ***links, int *nlinks)

@@ -43,8 +43,19 @@ void bpfu_missing_add(struct bpfu_missing *m, const char *what);
 /* entry/exit tracepoint pairs are one thing: "local_timer_entry" -> "local_timer" */
 void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp);
 
-/* Records `link` as `p`'s in the skeleton, whose destroy then detaches it. */
-void bpfu_skel_own_link(struct bpf_object_skeleton *s, const struct bpf_program *p, struct bpf_link *link);
+/* Attaches every program of the skeleton that was loaded, has a section
+ * libbpf can attach by itself (not "perf_event") and that `skip` (may be
+ * NULL) does not exclude; the ends of intervals (..._exit, fexit/...,
+ * contention_end) before their starts: an end whose start was not seen is
+ * ignored, whereas a start whose end is not attached yet would stay open.
+ * The links go to the skeleton, whose destroy detaches them. For a program
+ * that will not attach, `failed` gets errno and returns nonzero to give up,
+ * which returns -1. */
+int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
+			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg);
+
+/* Whether the comma-separated `list` has `name`. */
+int bpfu_listed(const char *list, const char *name);
 
 /* Software perf events counting `config` (PERF_COUNT_SW_*) with period 1,
  * each running `prog` at every event: one per CPU of `targets` (every task

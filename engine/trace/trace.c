@@ -260,6 +260,36 @@ static int attach_fault_ends(const int *cpus, int ncpus)
 	return -1;
 }
 
+struct attach_ctx {
+	enum fault_mode faults;
+	char *why;
+	size_t whylen;
+};
+
+static int skip_fault_tp(const struct bpf_program *p, void *arg)
+{
+	return is_fault_tp(p) && ((struct attach_ctx *)arg)->faults != FAULT_TP;
+}
+
+/* Without a required program attribution fails; without another, that
+ * source is noted as missing. */
+static int attach_failed(const struct bpf_program *p, int err, void *arg)
+{
+	struct attach_ctx *c = arg;
+	const char *sec = bpf_program__section_name(p);
+	if (required(p))
+		return err == EPERM ? priv_why(c->why, c->whylen)
+				    : whyf(c->why, c->whylen, "cannot attach to %s: %s", sec, strerror(err));
+	const char *tp = bpfu_tp_name(p);
+	if (is_fault_fentry(p) || is_fault_tp(p))
+		note_missing("page_faults");
+	else if (tp)
+		note_missing_tp(tp);
+	else
+		note_missing(sec);
+	return 0;
+}
+
 int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
 {
 	if (why && whylen)
@@ -331,37 +361,9 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 		note_missing("page_faults");
 	}
 
-	/* Exits before entries: an exit whose entry was not seen is ignored,
-	 * whereas an entry whose exit is not attached yet would stay open. */
-	for (int pass = 0; pass < 2; pass++) {
-		struct bpf_program *p;
-		bpf_object__for_each_program(p, skel->obj) {
-			if (!bpf_program__autoload(p) || is_fault_perf(p) || (is_fault_tp(p) && faults != FAULT_TP))
-				continue;
-			const char *sec = bpf_program__section_name(p);
-			int is_exit = strstr(sec, "_exit") || !strncmp(sec, "fexit/", 6);
-			if (is_exit != (pass == 0))
-				continue;
-			bpfu_clear_warning();
-			struct bpf_link *link = bpf_program__attach(p);
-			if (!link) {
-				int e = errno;
-				if (required(p))
-					return e == EPERM ? priv_why(why, whylen)
-							  : whyf(why, whylen, "cannot attach to %s: %s", sec, strerror(e));
-				const char *tp = bpfu_tp_name(p);
-				if (is_fault_fentry(p) || is_fault_tp(p))
-					note_missing("page_faults");
-				else if (tp)
-					note_missing_tp(tp);
-				else
-					note_missing(sec);
-				continue;
-			}
-			/* the skeleton's destroy detaches the links it knows */
-			bpfu_skel_own_link(skel->skeleton, p, link);
-		}
-	}
+	struct attach_ctx ctx = {faults, why, whylen};
+	if (bpfu_attach_ends_first(skel->skeleton, skip_fault_tp, attach_failed, &ctx) != 0)
+		return -1;
 
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, NULL, NULL);
 	if (!rb)
