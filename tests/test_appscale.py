@@ -166,3 +166,21 @@ def test_compute_scales_in_user_time_and_the_kernel_heavy_one_spends_in_the_kern
     assert shares["kmeans"] < 0.05
     assert shares["psearchy"] > 0.15 and shares["psearchy"] > 4 * shares["kmeans"]
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("oslens.appscale.*")), "input files left behind"
+
+
+def test_groups_left_by_a_killed_oslens_are_swept(monkeypatch):
+    m = cgroups.mounts()
+    root = m.v1_cpuset or m.v2
+    if root is None or os.geteuid() != 0:
+        pytest.skip("no cgroup file system to write to")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = root / f"{cgroups.PREFIX}{dead.pid}.left"
+    stale.mkdir()
+    try:
+        monkeypatch.setattr(cgroups, "_swept", False)
+        with cgroups.Confinement([engine.topology()["cpus"][0]["cpu"]], "sweeper"):
+            assert not stale.exists()
+    finally:
+        if stale.exists():
+            stale.rmdir()

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import cgroups, engine
 from .errors import MeasurementError, UsageError
@@ -45,7 +45,6 @@ class AppPlan:
     params: dict
     workload: str | None = None
     size: int | None = None
-    prepared_dir: str | None = field(default=None, repr=False)
 
     @property
     def total_runs(self) -> int:

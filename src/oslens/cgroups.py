@@ -129,17 +129,24 @@ class CpuTimes:
     usage_ns: int | None     # precise total where the kernel gives it
 
 
+_swept = False
+
+
 class Confinement:
     """One CPU set for one measured run. Use as a context manager; pass
     `enter` as the child's preexec_fn."""
 
     def __init__(self, cpus: list[int], label: str, m: Mounts | None = None):
+        global _swept
         self.cpus = sorted(cpus)
         self.groups: list[Path] = []
         self.cpuset_how: str | None = None       # "cgroup v2" / "cgroup v1", or None
         self.cpuset_why: str | None = None       # why there is no cpuset
         self._acct: tuple[str, Path] | None = None
         m = m or mounts()
+        if not _swept:      # once per process: what a killed oslens left
+            remove_stale(m)
+            _swept = True
         name = f"{PREFIX}{os.getpid()}.{label}"
         self._make_cpuset(m, name)
         self._make_accounting(m, name)

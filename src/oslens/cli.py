@@ -95,7 +95,7 @@ def _measure(ctx: Context, kind: str, plan, headline: str, printer) -> None:
     """Runs a checked plan into the store, then prints the run as `show` would."""
     with ctx.store() as store:
         ctx.say(f"oslens {kind}: {headline}, store {store.path}")
-        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.reps, plan.total_reps,
+        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.total_reps,
                          ctx.err, ctx.quiet)
         printer(ctx, store, run_id)
 
@@ -306,7 +306,7 @@ def appscale(ctx: Context, command: tuple[str, ...], list_workloads: bool, **kw)
         ctx.say(f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "
                 f"store {store.path}")
         run_id = execute(store, "appscale", sys.argv, plan.params, app.runs(points, plan.reps, kw["time_limit"]),
-                         1, plan.total_runs, ctx.err, ctx.quiet)
+                         plan.total_runs, ctx.err, ctx.quiet)
         failed = _print_appscale(ctx, store, run_id)
     return EXIT_FAILED if failed else 0
 

@@ -51,7 +51,7 @@ def machine_metadata() -> dict:
 
 
 def execute(store: Store, kind: str, argv: list[str], params: dict,
-            invocations: Iterable[Invocation], reps_each: int, total: int,
+            invocations: Iterable[Invocation], total: int,
             console: Console, quiet: bool) -> int:
     """Measures every invocation; returns the run id. Raises Interrupted or
     MeasurementError after marking the run incomplete or failed."""

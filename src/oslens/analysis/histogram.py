@@ -52,7 +52,7 @@ class Histogram:
         return Histogram(self.unit_ns, self.sub_bits, idx, counts, self.count + other.count,
                          self.sum + other.sum, min(self.min, other.min), max(self.max, other.max))
 
-    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower bound and width, in units, of each non-empty bucket."""
         sub = 1 << self.sub_bits
         idx = self.index
@@ -60,8 +60,8 @@ class Histogram:
         lower = np.where(idx < sub, idx, ((idx % sub) + sub) << shift)
         return lower.astype(np.float64), (1 << shift).astype(np.float64)
 
-    def _representative(self) -> np.ndarray:
-        lower, width = self._bounds()
+    def representatives(self) -> np.ndarray:
+        lower, width = self.bounds()
         return lower + (width - 1) / 2
 
     def percentiles(self, qs) -> np.ndarray:
@@ -70,7 +70,7 @@ class Histogram:
             return np.full(len(qs), np.nan)
         ranks = np.maximum(1, np.ceil(np.asarray(qs, dtype=float) / 100 * self.count)).astype(np.int64)
         pos = np.searchsorted(np.cumsum(self.counts), ranks, side="left")
-        values = np.clip(self._representative()[pos], self.min, self.max)
+        values = np.clip(self.representatives()[pos], self.min, self.max)
         return values * self.unit_ns
 
     def percentile(self, q: float) -> float:
@@ -85,7 +85,7 @@ class Histogram:
         """From bucket midpoints: within the bucket resolution of the exact value."""
         if self.count < 2:
             return float("nan")
-        mid = self._representative()
+        mid = self.representatives()
         mean = self.sum / self.count
         return float(np.sqrt(np.sum(self.counts * (mid - mean) ** 2) / (self.count - 1))) * self.unit_ns
 

@@ -80,7 +80,11 @@ def _is_lock_internal(name: str) -> bool:
 def resolve_locks(record: dict, syms: Kallsyms) -> dict:
     """Adds to a `locks` record's rows: the resolved stack, the caller (the
     first frame outside the locking code) and, for a lock that is a kernel
-    variable, its name."""
+    variable, its name; or says why nothing could be resolved."""
+    if not syms.usable:
+        record["unresolved_because"] = ("/proc/kallsyms gives no addresses here (unreadable, or hidden by "
+                                        "kernel.kptr_restrict)")
+        return record
     for row in record.get("rows", []):
         frames = [syms.lookup(int(a, 16)) for a in row.get("stack", [])]
         row["stack_symbols"] = [str(f) if f else a for f, a in zip(frames, row.get("stack", []))]

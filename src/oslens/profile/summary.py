@@ -252,7 +252,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _target_line(target: dict) -> str:
+def target_line(target: dict) -> str:
     pid = f"pid {target['pid']}" if target.get("pid") is not None else "no pid: the target never started"
     line = f"profile of {shlex.join(target['argv'])} ({pid})" if target.get("argv") else f"profile of {pid}"
     how, wall = target.get("how"), seconds(target.get("wall_s"))
@@ -267,7 +267,7 @@ def _target_line(target: dict) -> str:
     return line
 
 
-def _bpf_line(bpf: dict) -> tuple[str, str]:
+def bpf_line(bpf: dict) -> tuple[str, str]:
     if not bpf["loaded"]:
         return (f"BPF not loaded: {bpf.get('why') or 'no reason given'}; only procfs, /proc threads and "
                 "software counters were measured", "yellow")
@@ -278,8 +278,8 @@ def _bpf_line(bpf: dict) -> tuple[str, str]:
 
 def render(console: Console, summary: dict) -> None:
     target, bpf = summary["target"], summary["bpf"]
-    console.print(Text(_target_line(target), style="bold"))
-    console.print(Text(*_bpf_line(bpf)))
+    console.print(Text(target_line(target), style="bold"))
+    console.print(Text(*bpf_line(bpf)))
     if target.get("error"):
         console.print(Text(f"engine error: {target['error']}", style="red"))
     if target.get("status") not in (None, "ok"):

@@ -53,7 +53,7 @@ def _distribution(h: Histogram) -> dict[str, float]:
     within the buckets straddling a decade boundary."""
     # The histogram's own bucket decoding, so that this stays consistent with
     # its percentiles.
-    values = np.clip(h._representative(), h.min, h.max) * h.unit_ns
+    values = np.clip(h.representatives(), h.min, h.max) * h.unit_ns
     upper = np.array([bound for bound, _ in DECADES])
     decade = np.searchsorted(upper, values, side="right")
     counts = np.bincount(decade, weights=h.counts, minlength=len(DECADES))
@@ -149,17 +149,20 @@ def heading(console: Console, section: dict) -> None:
         console.print(Text(f"  {section['missing']}", style="yellow"))
 
 
+def crosscheck_text(check: dict) -> tuple[str, bool]:
+    """'what: source v · source v (differ by x%)', and whether the sources disagree."""
+    fmt = fmt_ns if check["unit"] == "ns" else fmt_count
+    text = f"{check['what']}: " + " · ".join(f"{source} {fmt(v)}" for source, v in check["values"].items())
+    off = check["spread"] > CROSSCHECK_TOLERANCE
+    return (text + f" (differ by {check['spread']:.0%})" if off else text), off
+
+
 def footer(console: Console, section: dict, legend: str | None = None) -> None:
     if legend:
         console.print(Text(f"  {legend}", style="dim"))
     for check in section.get("crosschecks", []):
-        fmt = fmt_ns if check["unit"] == "ns" else fmt_count
-        line = f"  cross-check, {check['what']}: " + " · ".join(
-            f"{source} {fmt(v)}" for source, v in check["values"].items())
-        off = check["spread"] > CROSSCHECK_TOLERANCE
-        if off:
-            line += f" (differ by {check['spread']:.0%})"
-        console.print(Text(line, style="yellow" if off else "dim"))
+        text, off = crosscheck_text(check)
+        console.print(Text(f"  cross-check, {text}", style="yellow" if off else "dim"))
     for note in section.get("notes", []):
         console.print(Text(f"  note: {note}", style="yellow"))
 

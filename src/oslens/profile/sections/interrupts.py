@@ -53,6 +53,7 @@ def _spread(recs: Records) -> dict:
         rows.append({"irq": row.name, "description": row.description, "device_irq": row.numbered,
                      "count": row.total, "per_s": per_second(row.total, recs.wall_s),
                      "cpus": sorted(cpu for cpu, n in row.counts.items() if n > 0), "top_cpu": top_cpu,
+                     "per_cpu": [[cpu, n] for cpu, n in sorted(row.counts.items()) if n > 0],
                      "top_share": top / row.total, "concentrated": several and top / row.total >= CONCENTRATED})
     rows.sort(key=lambda r: -r["count"])
     per_cpu_counts = {cpu: sum(row.counts.get(cpu, 0) for row in delta.values()) for cpu in cpus}

@@ -54,6 +54,8 @@ def _merge_by_caller(rows: list[dict], wall_s: float | None) -> list[dict]:
 def summarize(recs: Records) -> dict:
     section = new_section(TITLE)
     rec = bpf_record(recs, section, "locks", BPF_PARTS)
+    if rec and rec.get("unresolved_because"):
+        section["notes"].append(f"callers and lock names unresolved: {rec['unresolved_because']}")
     rows = _merge_by_caller([_row(r, recs.wall_s) for r in (rec or {}).get("rows", [])], recs.wall_s)
     section["rows"] = rows[:TOP]
     section["total"] = ({"locks": len(rows), "count": sum(r["count"] for r in rows),

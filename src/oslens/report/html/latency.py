@@ -49,7 +49,7 @@ def _distribution(h: Histogram) -> tuple[pd.DataFrame, pd.DataFrame]:
     edge the share of operations at or below it (the CDF), and at its lower
     edge the share at or above it (the tail), both edges clamped to the exact
     min and max so the curves start and end at values really measured."""
-    lower, width = h._bounds()
+    lower, width = h.bounds()
     cum = np.cumsum(h.counts)
     # (min, 0) first: the CDF rises from the fastest operation measured.
     cx = np.concatenate([[h.min_ns], np.clip(lower + width - 1, h.min, h.max) * h.unit_ns])

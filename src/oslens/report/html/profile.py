@@ -13,11 +13,11 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ...profile.sections._common import (CROSSCHECK_TOLERANCE, DECADES, fmt_count, fmt_ns, fmt_rate, fmt_share,
+from ...profile.sections._common import (DECADES, crosscheck_text, fmt_count, fmt_ns, fmt_rate, fmt_share,
                                          ratio, resolution_legend)
 from ...profile.sections.counters import METRICS, SCOPES
 from ...profile.sections.switches import LATENCIES
-from ...profile.summary import Records, _bpf_line, _target_line, summarize
+from ...profile.summary import bpf_line, summarize, target_line
 from ...report.format import si
 from .page import Figure, Note, Section, Table
 
@@ -92,13 +92,8 @@ def _caveats(profiles, key: str) -> list[Note]:
 
 
 def _crosscheck(rd, check: dict) -> Note:
-    fmt = fmt_ns if check["unit"] == "ns" else fmt_count
-    text = f"{rd.short}, cross-check of {check['what']}: " + " · ".join(
-        f"{source} {fmt(v)}" for source, v in check["values"].items())
-    off = check["spread"] > CROSSCHECK_TOLERANCE
-    if off:
-        text += f" (differ by {check['spread']:.0%})"
-    return Note(text, warning=off)
+    text, off = crosscheck_text(check)
+    return Note(f"{rd.short}, cross-check of {text}", warning=off)
 
 
 def _crosschecks(profiles, key: str) -> list[Note]:
@@ -142,8 +137,8 @@ def _overview(profiles) -> Section:
     blocks = []
     for rd, s in profiles:
         target, bpf = s["target"], s["bpf"]
-        blocks.append(Note(f"{rd.short}: {_target_line(target)}"))
-        line, style = _bpf_line(bpf)
+        blocks.append(Note(f"{rd.short}: {target_line(target)}"))
+        line, style = bpf_line(bpf)
         blocks.append(Note(f"{rd.short}: {line}", warning=style != "dim"))
         if target.get("error"):
             blocks.append(Note(f"{rd.short}: engine error: {target['error']}", warning=True))
@@ -501,22 +496,21 @@ def _softirqs(profiles) -> list:
     return blocks
 
 
-def _spread_rows(rd) -> tuple[list[dict], int]:
-    """Every interrupt source × CPU count of one run (/proc/interrupts, begin
-    to end), the busiest sources first, and how many sources were left out.
-    The summary keeps only each source's top CPU, so the per-CPU counts are
-    read from the same procfs difference it was made from."""
-    delta = Records(rd.records).proc_delta.interrupts or {}
-    sources = sorted((row for row in delta.values() if row.counts and row.total > 0), key=lambda r: -r.total)
+def _spread_rows(rd, spread: dict) -> tuple[list[dict], int]:
+    """Every interrupt source × CPU count of one run (the summary's
+    /proc/interrupts difference), the busiest sources first, and how many
+    sources were left out."""
+    sources = spread["rows"]
     rows = []
     for row in sources[:TOP_SPREAD]:
-        words = row.description.split()
+        words = row["description"].split()
         # a device IRQ's description is "chip hwirq-type device" ("PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0"):
         # its device names it; an architecture row's ("Local timer interrupts") is its meaning
-        label = f"{row.name} · {words[-1] if row.numbered else row.description}" if words else row.name
-        rows += [{"run": rd.short, "source": label, "description": row.description, "cpu": cpu, "count": n,
-                  "share": ratio(n, row.total), "total": row.total}
-                 for cpu, n in row.counts.items() if n > 0]
+        label = (f"{row['irq']} · {words[-1] if row['device_irq'] else row['description']}" if words
+                 else row["irq"])
+        rows += [{"run": rd.short, "source": label, "description": row["description"], "cpu": cpu, "count": n,
+                  "share": ratio(n, row["count"]), "total": row["count"]}
+                 for cpu, n in row["per_cpu"]]
     return rows, max(0, len(sources) - TOP_SPREAD)
 
 
@@ -527,7 +521,7 @@ def _spread(profiles) -> list:
         if spread.get("missing"):
             blocks.append(Note(f"{rd.short}: spread over CPUs {spread['missing']}", warning=True))
             continue
-        run_rows, left_out = _spread_rows(rd)
+        run_rows, left_out = _spread_rows(rd, spread)
         rows += run_rows
         if left_out:
             blocks.append(Note(f"{rd.short}: {left_out} more interrupt sources took fewer interrupts and are not "
