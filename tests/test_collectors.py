@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import oslens
-from oslens import collectors
+from oslens import collectors, cpulist
 from oslens.collectors import _read, cpu, kernel, load, software, virt
 
 DOCUMENTED_KEYS = {
@@ -122,13 +122,13 @@ def test_preemption_current_has_a_value_or_reason(machine):
 def test_cpu_counts_agree_with_os(machine):
     c = machine["cpu"]
     assert c["online_cpus"] == os.cpu_count()
-    assert _read.parse_cpulist(c["online_list"]) == sorted(
+    assert cpulist.parse_cpulist(c["online_list"]) == sorted(
         int(p.name[3:]) for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*")
         if (p / "topology").is_dir())
     assert unavailable(c["possible_cpus"]) or c["possible_cpus"] >= c["online_cpus"]
     allowed = os.sched_getaffinity(0)
     assert c["allowed_cpus"]["count"] == len(allowed)
-    assert _read.parse_cpulist(c["allowed_cpus"]["list"]) == sorted(allowed)
+    assert cpulist.parse_cpulist(c["allowed_cpus"]["list"]) == sorted(allowed)
 
 
 def check_topology(topo, online):
@@ -161,7 +161,7 @@ def check_topology(topo, online):
 def test_cpu_topology_is_consistent(machine):
     c = machine["cpu"]
     assert not unavailable(c["topology"]), c["topology"]
-    check_topology(c["topology"], _read.parse_cpulist(c["online_list"]))
+    check_topology(c["topology"], cpulist.parse_cpulist(c["online_list"]))
 
 
 def test_cpu_frequency_and_flags(machine):
@@ -171,12 +171,12 @@ def test_cpu_frequency_and_flags(machine):
         assert all(isinstance(v, bool) for v in c["flags"].values())
     f = c["frequency"]
     if not unavailable(f):
-        online = _read.parse_cpulist(c["online_list"])
+        online = cpulist.parse_cpulist(c["online_list"])
         covered = sorted(x for cpus in f["governor"].values() for x in cpus)
         assert sorted(covered + f["cpus_without_cpufreq"]) == online
     else:
         assert not any(Path(f"/sys/devices/system/cpu/cpu{i}/cpufreq").is_dir()
-                       for i in _read.parse_cpulist(c["online_list"]))
+                       for i in cpulist.parse_cpulist(c["online_list"]))
     assert unavailable(c["smt"]["active"]) or isinstance(c["smt"]["active"], bool)
 
 
@@ -205,7 +205,7 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
             online += sibs
     online.sort()
     base = "sys/devices/system/cpu"
-    write(root, f"{base}/online", _read.format_cpulist(online))
+    write(root, f"{base}/online", cpulist.format_cpulist(online))
     write(root, f"{base}/possible", f"0-{ncores * threads - 1}")
     blocks = []
     for p, c, sibs in per_core.values():
@@ -214,7 +214,7 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
             write(root, f"{t}/physical_package_id", str(p))
             write(root, f"{t}/die_id", "0")
             write(root, f"{t}/core_id", str(c))
-            write(root, f"{t}/thread_siblings_list", _read.format_cpulist(sibs))
+            write(root, f"{t}/thread_siblings_list", cpulist.format_cpulist(sibs))
             if cpufreq:
                 d = f"{base}/cpu{cpu_}/cpufreq"
                 write(root, f"{d}/scaling_driver", "intel_pstate")
@@ -233,7 +233,7 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
         write(root, "sys/devices/system/node/online", f"0-{packages}")
         for p in range(packages):
             mine = [x for x in online if per_core[x % ncores][0] == p]
-            write(root, f"sys/devices/system/node/node{p}/cpulist", _read.format_cpulist(mine))
+            write(root, f"sys/devices/system/node/node{p}/cpulist", cpulist.format_cpulist(mine))
         # A memory-only node (CXL): no CPUs, still a node.
         write(root, f"sys/devices/system/node/node{packages}/cpulist", "")
     return online
@@ -290,11 +290,11 @@ def test_missing_topology_file_is_reported_not_guessed(tmp_path, monkeypatch):
 # ---- helpers ---------------------------------------------------------------
 
 def test_cpulist_round_trip():
-    assert _read.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
-    assert _read.parse_cpulist("") == []
-    assert _read.parse_cpulist("0-8:4") == [0, 4, 8]
-    assert _read.format_cpulist([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
-    assert _read.format_cpulist([]) == ""
+    assert cpulist.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert cpulist.parse_cpulist("") == []
+    assert cpulist.parse_cpulist("0-8:4") == [0, 4, 8]
+    assert cpulist.format_cpulist([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
+    assert cpulist.format_cpulist([]) == ""
 
 
 def test_bracketed_choice():
@@ -311,7 +311,7 @@ def test_load_before_the_run(machine):
         assert 0.0 <= ld[key] <= 1.0
     assert ld["steal_share"] <= ld["busy_share"]  # stolen time is not idle time
     assert 0 <= ld["busiest_cpu"]["busy_share"] <= 1
-    assert ld["busiest_cpu"]["cpu"] in _read.parse_cpulist(machine["cpu"]["online_list"])
+    assert ld["busiest_cpu"]["cpu"] in cpulist.parse_cpulist(machine["cpu"]["online_list"])
     assert set(ld["loadavg"]) == {"1min", "5min", "15min"}
     assert 0 <= ld["tasks_running"] <= ld["tasks_total"]
     assert 0 < ld["mem_available_bytes"] <= ld["mem_total_bytes"]

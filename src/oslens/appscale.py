@@ -10,7 +10,6 @@ then again) so that drift hits all counts alike."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -19,36 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import cgroups, engine
-from .errors import MeasurementError, UsageError
-from .plan import parse_worker_counts
+from .errors import MeasurementError
+from .plan.appscale import DIR_PLACEHOLDER, AppPlan, AppPoint
 from .profile.procfs import parse_stat
 
-N_PLACEHOLDER = re.compile(r"\{n\}")
 OUTPUT_TAIL = 2000   # characters of a failed command's output kept
-
-
-@dataclass(frozen=True)
-class AppPoint:
-    n: int
-    cpus: tuple[int, ...]
-    argv: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.n} CPU{'s' if self.n > 1 else ''}"
-
-
-@dataclass
-class AppPlan:
-    points: list[AppPoint]
-    reps: int
-    params: dict
-    workload: str | None = None
-    size: int | None = None
-
-    @property
-    def total_runs(self) -> int:
-        return len(self.points) * self.reps
 
 
 @dataclass(frozen=True)
@@ -71,68 +45,17 @@ def runs(points: list[AppPoint], reps: int, time_limit: float | None) -> list[Ap
     return [AppRun(p, r, time_limit) for r in range(reps) for p in points]
 
 
-def substitute(argv: list[str], n: int) -> tuple[str, ...]:
-    return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
-
-
-def builtin_workloads() -> dict[str, dict]:
-    out = subprocess.run([str(engine.engine_path()), "app", "list"], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise MeasurementError(f"the engine cannot list its workloads: {out.stderr.strip()}")
-    return {r["name"]: r for r in map(json.loads, out.stdout.splitlines()) if r.get("type") == "app_info"}
-
-
-def appscale_plan(*, command: list[str], workload: str | None, cpus: str | None, placement: str, reps: int,
-                  size: int | None, mode: str, time_limit: float | None) -> AppPlan:
-    from .plan import check_profile_target
-
-    if bool(command) == bool(workload):
-        raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
-    if reps < 1:
-        raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
-    if time_limit is not None and not 0 < time_limit <= 7 * 86400:
-        raise UsageError(f"--time-limit: {time_limit} is not a positive number of seconds")
-    if size is not None and size <= 0:
-        raise UsageError(f"--size: {size} is not a positive size")
-    available = engine.topology()["available"]
-    counts = parse_worker_counts(cpus, available, option="--cpus")
-    if workload:
-        known = builtin_workloads()
-        if workload not in known:
-            raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
-        argv = [str(engine.engine_path()), "app", workload, "--workers", "{n}", "--mode", mode]
-        if size:
-            argv += ["--size", str(size)]
-        if known[workload].get("uses_dir"):
-            argv += ["--dir", "{dir}"]
-    else:
-        if size is not None:
-            raise UsageError("--size is for --workload; give a command its own arguments")
-        check_profile_target([command[0]], None, None, None)
-        argv = list(command)
-    points = [AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n)) for n in counts]
-    params = {"command": list(command) or None, "workload": workload, "size": size, "mode": mode if workload else None,
-              "cpus": counts, "placement": placement, "reps": reps, "time_limit_s": time_limit,
-              "available_cpus": available}
-    return AppPlan(points, reps, params, workload, size)
-
-
 @contextmanager
 def prepared(plan: AppPlan):
     """A workload's input files (psearchy's), made once, untimed, and
     removed at the end whatever happens."""
-    if not plan.workload or not any("{dir}" in a for p in plan.points for a in p.argv):
+    if not plan.workload or not plan.needs_data_dir:
         yield plan.points
         return
     d = tempfile.mkdtemp(prefix="oslens.appscale.")
     try:
-        args = [str(engine.engine_path()), "app", plan.workload, "--prepare", d]
-        if plan.size:
-            args += ["--size", str(plan.size)]
-        p = subprocess.run(args, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise MeasurementError(f"preparing {plan.workload}'s input: {p.stderr.strip()}")
-        yield [AppPoint(pt.n, pt.cpus, tuple(a.replace("{dir}", d) for a in pt.argv)) for pt in plan.points]
+        engine.prepare_app(plan.workload, d, plan.size)
+        yield [AppPoint(pt.n, pt.cpus, tuple(a.replace(DIR_PLACEHOLDER, d) for a in pt.argv)) for pt in plan.points]
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -153,14 +76,12 @@ def _irq_ns(begin: str, end: str, cpus: tuple[int, ...], clk_tck: int) -> tuple[
 
 def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -> dict:
     """Runs the command once on the point's CPUs; returns its `point` record."""
-    argv = [str(engine.engine_path()), "profile", "--no-bpf", "--no-counters"]
-    if time_limit:
-        argv += ["--time-limit", repr(time_limit)]
     with cgroups.Confinement(list(point.cpus), label) as box, \
             tempfile.TemporaryFile("w+") as records, tempfile.TemporaryFile("w+") as output:
-        argv += ["--out-fd", str(records.fileno()), "--", *point.argv]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                                pass_fds=(records.fileno(),), preexec_fn=box.enter)
+        args = engine.profile_argv(command=list(point.argv), time_limit=time_limit, bpf=False, counters=False,
+                                   out_fd=records.fileno())
+        proc = engine.spawn(args, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                            pass_fds=(records.fileno(),), preexec_fn=box.enter)
         try:
             rc = proc.wait()
         except BaseException:

@@ -30,7 +30,8 @@ from .analysis.stats import (SPREAD_LIMIT, Interval, adjust_fdr, bootstrap_ratio
                              median_ci, min_two_sided_p, min_two_sided_p_given, relative_spread, repetitions_for_test,
                              repetitions_needed)
 from .errors import UsageError
-from .report.format import seconds, si
+from .format import seconds, si
+from .records import scale_series
 from .store import Run, Store
 
 HIGHER, LOWER = "higher_is_better", "lower_is_better"
@@ -75,14 +76,11 @@ class _Metrics(dict):
 
 
 def _scale(run: Run, records: list[dict]) -> _Metrics:
-    from .analysis.scale import _group  # the grouping `show` uses, so both count the same repetitions
-
     out = _Metrics()
-    for (probe, variant, mode, placement, fixed), by_n in _group(records).items():
+    for (probe, variant, mode, placement, fixed), points in scale_series(records).items():
         group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'})"
-        for n in sorted(by_n):
-            header, reps, ok, _late = by_n[n]
-            complete = [reps[k] for k in sorted(ok) if len(reps[k]) == n]
+        for pt in points:
+            n, complete = pt.workers, pt.complete
             base = f"scale/{probe}:{variant}/{mode}/{n} workers"
             if base + "/ops per s per worker" in out:  # a second series of the same probe: keep both
                 base = f"scale/{probe}:{variant}/{mode}/{placement}/{fixed}/{n} workers"
@@ -500,6 +498,15 @@ def parse_threshold(text: str) -> float:
                          "or a fraction below 1 like 0.05")
     if not math.isfinite(value):
         raise UsageError(f"bad threshold {text!r}: not a finite number")
+    return value
+
+
+def parse_percent(text: str) -> float:
+    """--threshold-pct: '5' or '5%' -> 0.05 (the unit is in the option's name)."""
+    m = _THRESHOLD_RE.match(str(text))
+    value = float(m.group(1)) / 100.0 if m else float("nan")
+    if not (math.isfinite(value) and 0 <= value):
+        raise UsageError(f"--threshold-pct: {text!r} is not a percentage like 5")
     return value
 
 

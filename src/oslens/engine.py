@@ -1,8 +1,12 @@
-"""Talking to oslens-engine: finding it, asking what it offers, running it.
+"""The one door to oslens-engine: finding it, asking what it offers (probes,
+workloads, limits, topology), spelling its argv, checking an argv before a
+run is stored, and running it. No other module starts the engine or knows
+its options.
 
 The engine prints JSON lines; this module turns them into dicts as they
 arrive and makes sure that, whatever happens to the engine, nothing it made
-is left behind (see `EngineRun.close`)."""
+is left behind (see `EngineRun.close`). An engine exit status of 2 is a
+usage error (its one-line message), never a failed measurement."""
 from __future__ import annotations
 
 import functools
@@ -49,17 +53,69 @@ class ProbeInfo:
     timed: bool    # has a per-operation latency (latency can measure it)
 
 
+USAGE_STATUS = 2  # the engine's exit status for an argv it refuses
+
+
+def _message(stderr: str) -> str:
+    """The engine's own one-line reason, without its name."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix(f"{ENGINE}: ") if lines else ""
+
+
 def _query(*args: str) -> list[dict]:
     proc = subprocess.run([str(engine_path()), *args], capture_output=True, text=True)
+    if proc.returncode == USAGE_STATUS:
+        raise UsageError(_message(proc.stderr) or f"{ENGINE} refused: {' '.join(args)}")
     if proc.returncode != 0:
         raise MeasurementError(f"{ENGINE} {' '.join(args)} failed: {proc.stderr.strip()}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 @functools.lru_cache(maxsize=1)
+def _listing() -> tuple[dict, ...]:
+    return tuple(_query("list"))
+
+
+@functools.lru_cache(maxsize=1)
+def limits() -> dict:
+    """The bounds the engine enforces on its argv, as it publishes them:
+    {command: {"--option": {"min", "max", "unit"}}}. Python checks user
+    input against these, never against a copy."""
+    for r in _listing():
+        if r.get("type") == "limits":
+            return {k: v for k, v in r.items() if k != "type"}
+    # TEMPORARY (removed when the engine publishes its limits; same session)
+    s = {"min": 0, "max": 86400.0, "unit": "s"}
+    return {"run": {"--duration": s, "--warmup": s, "--interval": s, "--time-limit": s,
+                    "--ops": {"min": 1, "max": 2**62, "unit": "count"}, "--reps": {"min": 1, "max": 100000, "unit": "count"}},
+            "profile": {"--duration": {"min": 0, "max": 7 * 86400.0}, "--time-limit": {"min": 0, "max": 7 * 86400.0}}}
+    raise MeasurementError(f"{ENGINE} list publishes no limits: an engine older than this oslens")
+
+
+def limit(command: str, option: str) -> dict:
+    return limits()[command][option]
+
+
+def check(args: list[str]) -> dict:
+    """Validates an engine argv exactly as a real invocation would
+    (--dry-run), without measuring anything; returns the parsed
+    configuration. Raises UsageError with the engine's one line if refused."""
+    cmd, *rest = args
+    return _query(cmd, "--dry-run", *rest)[-1]
+
+
+@functools.lru_cache(maxsize=1)
+def workloads() -> dict[str, dict]:
+    """The engine's built-in applications (appscale --workload)."""
+    return {r["name"]: r for r in _query("app", "list") if r.get("type") == "app_info"}
+
+
+@functools.lru_cache(maxsize=1)
 def probes() -> dict[str, ProbeInfo]:
     out = {}
-    for r in _query("list"):
+    for r in _listing():
+        if r.get("type", "probe") != "probe" or "name" not in r:
+            continue
         out[r["name"]] = ProbeInfo(
             name=r["name"], summary=r["summary"], subsystem=r["subsystem"],
             syscalls=tuple(r["syscalls"]),
@@ -80,6 +136,74 @@ def placement(n: int, policy: str) -> list[int]:
     return _query("plan", str(n), policy)[0]["cpus"]
 
 
+def _num(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def run_argv(*, probe: str, workers: int | None = None, cpus: list[int] | tuple[int, ...] | None = None,
+             mode: str | None = None, placement: str | None = None, reps: int | None = None,
+             warmup: float | None = None, interval: float | None = None, duration: float | None = None,
+             ops: int | None = None, time_limit: float | None = None, opts: dict | None = None,
+             latency: bool = False, mix: bool = False, trace: bool = False) -> list[str]:
+    """`oslens-engine run …`: workers (a count, placed by policy) or cpus
+    (an explicit list); fixed time (duration) or fixed work (ops)."""
+    args = ["run", "--probe", probe]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    if cpus is not None:
+        args += ["--cpus", ",".join(map(str, cpus))]
+    for flag, value in (("--mode", mode), ("--placement", placement), ("--reps", reps), ("--warmup", warmup),
+                        ("--interval", interval), ("--time-limit", time_limit), ("--duration", duration),
+                        ("--ops", ops)):
+        if value is not None:
+            args += [flag, _num(value)]
+    for k, v in (opts or {}).items():
+        args += ["--opt", f"{k}={v}"]
+    args += [flag for flag, on in (("--latency", latency), ("--mix", mix), ("--trace", trace)) if on]
+    return args
+
+
+def profile_argv(*, command: list[str] | None = None, pid: int | None = None, duration: float | None = None,
+                 time_limit: float | None = None, bpf: bool = True, syscalls: bool = True,
+                 counters: bool = True, out_fd: int | None = None) -> list[str]:
+    """`oslens-engine profile …` of a command (held before exec) or of a running pid."""
+    args = ["profile"]
+    if out_fd is not None:
+        args += ["--out-fd", str(out_fd)]
+    args += [flag for flag, off in (("--no-syscalls", not syscalls), ("--no-bpf", not bpf),
+                                    ("--no-counters", not counters)) if off]
+    if duration:
+        args += ["--duration", repr(duration)]
+    if time_limit:
+        args += ["--time-limit", repr(time_limit)]
+    return args + (["--pid", str(pid)] if pid is not None else ["--", *command])
+
+
+def app_argv(workload: str, *, workers: int | str, mode: str, size: int | None = None,
+             data_dir: str | None = None) -> list[str]:
+    """`oslens-engine app NAME …`, with the engine's own path: a command that
+    appscale runs under `profile` like any other."""
+    args = [str(engine_path()), "app", workload, "--workers", str(workers), "--mode", mode]
+    if size:
+        args += ["--size", str(size)]
+    if data_dir is not None:
+        args += ["--dir", data_dir]
+    return args
+
+
+def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
+    """Makes a workload's input files in data_dir, untimed."""
+    args = ["app", workload, "--prepare", data_dir] + (["--size", str(size)] if size else [])
+    proc = subprocess.run([str(engine_path()), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise MeasurementError(f"preparing {workload}'s input: {proc.stderr.strip()}")
+
+
+def spawn(args: list[str], **popen: object) -> subprocess.Popen:
+    """Starts the engine with these arguments (the only place that does)."""
+    return subprocess.Popen([str(engine_path()), *args], **popen)
+
+
 class EngineRun:
     """One engine process; iterate it for its records.
 
@@ -92,10 +216,10 @@ class EngineRun:
     def __init__(self, args: list[str], confine_to: list[int] | None = None):
         """confine_to: CPUs the whole engine, its master included, must stay on
         (a competitor's master must never wake on the CPUs being measured)."""
-        self.argv = [str(engine_path()), *args]
+        self.args = list(args)
         confine = (lambda: os.sched_setaffinity(0, confine_to)) if confine_to else None
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1, preexec_fn=confine)
+        self.proc = spawn(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, bufsize=1, preexec_fn=confine)
         self.resources: dict = {}
         self.end: dict | None = None
         self._closed = False
@@ -154,9 +278,12 @@ class EngineRun:
         """The engine's own words for why it failed."""
         if self.errors:
             return "; ".join(self.errors)
-        if self.stderr:
-            return self.stderr.splitlines()[-1].removeprefix(f"{ENGINE}: ")
-        return f"{ENGINE} exited with status {self.proc.returncode}"
+        return _message(self.stderr) or f"{ENGINE} exited with status {self.proc.returncode}"
+
+    @property
+    def refused(self) -> bool:
+        """The engine refused its argv (exit 2): a usage error, not a failed measurement."""
+        return self.proc.returncode == USAGE_STATUS
 
     def __enter__(self) -> "EngineRun":
         return self

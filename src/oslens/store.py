@@ -222,6 +222,12 @@ class Store:
             raise ValueError(f"run status must be one of {', '.join(FINAL_STATUSES)}, not {status!r}")
         self._update(run_id, "status = ?, reason = ?, finished = ?", (status, reason, _now()))
 
+    def delete_run(self, run_id: int) -> None:
+        """Removes a run and its records: only for a run that measured
+        nothing because its input was refused (exit 2 stores nothing)."""
+        with self._guard("cannot write to results store"), self._write() as db:
+            db.execute("DELETE FROM run WHERE id = ?", (run_id,))
+
     def set_summary(self, run_id: int, summary: dict) -> None:
         self._update(run_id, "summary = ?", (json.dumps(summary),))
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 import numpy as np
 
 from .scaling import amdahl_unfit_reason, fit_amdahl, fit_usl, usl_unfit_reason
+from . import DictSummary
 from .stats import median_ci, trust_warnings
 
 
@@ -98,3 +99,7 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
         out["amdahl"] = ({"fitted": False, "why": reason or "the fit did not converge"} if a is None
                          else {"fitted": True, **a.to_dict(), "max_speedup_is_extrapolated": True})
     return out
+
+
+def analyze(run, records: list[dict]) -> DictSummary:
+    return DictSummary(summarize(records, run.params.get("available_cpus")))

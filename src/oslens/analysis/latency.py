@@ -118,3 +118,7 @@ def summarize(records: list[dict]) -> LatencySummary:
         else:
             ops.append(op)
     return LatencySummary(ops, floor, phases)
+
+
+def analyze(run, records: list[dict]) -> LatencySummary:
+    return summarize(records)

@@ -226,3 +226,24 @@ def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
             current = phase_of(r)
         phases.setdefault(current, []).append(r)
     return {p: summarize(rs) for p, rs in phases.items() if any(r["type"] == "detours" for r in rs)}
+
+
+@dataclass
+class NoiseRunSummary:
+    """Every phase (alone, with competition) of a noise run, with its tail at scale."""
+    phases: dict[str, NoiseSummary]
+    tails: dict[str, dict]
+
+    def to_dict(self) -> dict:
+        return {"phases": {p: s.to_dict(self.tails[p]) for p, s in self.phases.items()}}
+
+    def json_extra(self) -> dict:
+        """What --json prints beyond the stored summary: every detour."""
+        return {"detours": {p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours]
+                            for p, s in self.phases.items()}}
+
+
+def analyze(run, records: list[dict]) -> NoiseRunSummary:
+    phases = summarize_phases(records)
+    step = run.params.get("step_ns", 1e6)
+    return NoiseRunSummary(phases, {p: tail_at_scale(s, step) for p, s in phases.items()})

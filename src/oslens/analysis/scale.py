@@ -2,11 +2,11 @@
 so that `oslens show` and the live command print the same thing."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..records import ScalePoint, scale_series
 from .scaling import UslFit, fit_usl, usl_unfit_reason
 from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
 
@@ -61,30 +61,9 @@ def _point_dict(p: PointStats) -> dict:
     return {k: (asdict(v) if isinstance(v, Interval) else v) for k, v in vars(p).items()}
 
 
-def _group(records: list[dict]) -> dict:
-    """(series key) -> workers -> (header, {rep: [worker records]}, ok reps)."""
-    groups: dict = defaultdict(dict)
-    header = None
-    for r in records:
-        t = r.get("type")
-        if t == "header":
-            header = r
-            key = (r["probe"]["name"], r["variant"], r["mode"], r["placement"]["policy"], r["fixed"])
-            groups[key][r["workers"]] = (r, defaultdict(list), set(), set())
-        elif header is None:
-            continue
-        elif t == "worker":
-            groups[key][header["workers"]][1][r["rep"]].append(r)
-        elif t == "rep" and r.get("status") == "ok":
-            groups[key][header["workers"]][2].add(r["rep"])
-        elif t == "rep" and r.get("status") == "late":
-            groups[key][header["workers"]][3].add(r["rep"])
-    return groups
-
-
-def _point(header: dict, reps: dict[int, list[dict]], ok: set[int], late: set[int]) -> PointStats | None:
-    n = header["workers"]
-    complete = [reps[k] for k in sorted(ok) if len(reps[k]) == n]
+def _point(pt: ScalePoint) -> PointStats | None:
+    n = pt.workers
+    complete = pt.complete
     if not complete:
         return None
     rates = [np.array([w["ops_per_sec"] for w in ws]) for ws in complete]
@@ -101,7 +80,7 @@ def _point(header: dict, reps: dict[int, list[dict]], ok: set[int], late: set[in
         imbalance=float(np.median(imbalance)),
         sys_share=cpu_sys / (cpu_user + cpu_sys) if cpu_user + cpu_sys > 0 else None,
         nivcsw_per_s=nivcsw / worker_secs if worker_secs > 0 else None)
-    if header["fixed"] == "ops":
+    if pt.fixed == "ops":
         secs = [np.array([w["seconds"] for w in ws]) for ws in complete]
         p.fastest_s = median_ci([float(s.min()) for s in secs])
         p.slowest_s = median_ci([float(s.max()) for s in secs])
@@ -116,11 +95,11 @@ def _point(header: dict, reps: dict[int, list[dict]], ok: set[int], late: set[in
     spread = relative_spread(per_worker)
     if spread > SPREAD_LIMIT:
         p.warnings.append(f"spread {spread:.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}")
-    if late:
-        p.warnings.append(f"{len(late)} repetition(s) left out: the sampler ran late (an overloaded machine)")
-    if len(complete) + len(late) < len(reps):
-        p.warnings.append(f"{len(reps) - len(complete) - len(late)} repetition(s) incomplete and left out")
-    smt = [w["cpu"] for w in header["placement"]["workers"] if w["smt"] > 0]
+    if pt.late:
+        p.warnings.append(f"{len(pt.late)} repetition(s) left out: the sampler ran late (an overloaded machine)")
+    if len(complete) + len(pt.late) < len(pt.by_rep):
+        p.warnings.append(f"{len(pt.by_rep) - len(complete) - len(pt.late)} repetition(s) incomplete and left out")
+    smt = [w["cpu"] for w in pt.header["placement"]["workers"] if w["smt"] > 0]
     if smt:
         p.warnings.append(f"{len(smt)} worker(s) on SMT siblings of busy cores (CPUs {_cpus(smt)})")
     strays = sorted({(w["cpu"], w["cpu_seen"]) for ws in complete for w in ws if w["cpu_seen"] != w["cpu"]})
@@ -148,8 +127,8 @@ def run_notes(series: list[Series]) -> list[str]:
 
 def summarize(records: list[dict]) -> list[Series]:
     out = []
-    for (probe, variant, mode, placement, fixed), by_n in _group(records).items():
-        points = [p for n in sorted(by_n) if (p := _point(*by_n[n])) is not None]
+    for (probe, variant, mode, placement, fixed), pts in scale_series(records).items():
+        points = [p for pt in pts if (p := _point(pt)) is not None]
         s = Series(probe, variant, mode, placement, fixed, points)
         if points:
             base = points[0]
@@ -164,3 +143,15 @@ def summarize(records: list[dict]) -> list[Series]:
                     s.usl_note = "the USL fit did not converge"
         out.append(s)
     return out
+
+
+@dataclass
+class ScaleSummary:
+    series: list[Series]
+
+    def to_dict(self) -> dict:
+        return {"series": [s.to_dict() for s in self.series]}
+
+
+def analyze(run, records: list[dict]) -> ScaleSummary:
+    return ScaleSummary(summarize(records))

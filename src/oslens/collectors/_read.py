@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def unavailable(reason: str) -> dict:
@@ -49,37 +49,6 @@ def int_or_reason(path: str | os.PathLike, missing: str | None = None) -> int | 
         return int(text)
     except ValueError:
         return unavailable(f"{path} holds {text!r}, not an integer")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """Parses the kernel's cpulist format ("0-3,8,10-11"; empty for none)."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            # Ranges may carry a stride (":step") in the cmdline form.
-            hi, _, step = hi.partition(":")
-            cpus.extend(range(int(lo), int(hi) + 1, int(step) if step else 1))
-        else:
-            cpus.append(int(part))
-    return sorted(set(cpus))
-
-
-def format_cpulist(cpus: Iterable[int]) -> str:
-    """The inverse of parse_cpulist: compact ranges, as the kernel prints them."""
-    ordered = sorted(set(cpus))
-    parts = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def bracketed_choice(text: str) -> str:

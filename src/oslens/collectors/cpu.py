@@ -31,8 +31,8 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ._read import (cpuinfo_field, cpuinfo_flags, format_cpulist, is_unavailable, parse_cpulist,
-                    read_cpuinfo, read_or_reason, read_text, unavailable)
+from ..cpulist import format_cpulist, parse_cpulist
+from ._read import cpuinfo_field, cpuinfo_flags, is_unavailable, read_cpuinfo, read_or_reason, read_text, unavailable
 
 NAME = "cpu"
 

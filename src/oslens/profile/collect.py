@@ -44,24 +44,6 @@ class Profile:
         return 0
 
 
-def engine_args(command: list[str] | None, pid: int | None, duration: float | None,
-                time_limit: float | None, bpf: bool, out_fd: int, syscalls: bool = True) -> list[str]:
-    args = ["profile", "--out-fd", str(out_fd)]
-    if not syscalls:
-        args.append("--no-syscalls")
-    if duration:
-        args += ["--duration", repr(duration)]
-    if time_limit:
-        args += ["--time-limit", repr(time_limit)]
-    if not bpf:
-        args.append("--no-bpf")
-    if pid is not None:
-        args += ["--pid", str(pid)]
-    else:
-        args += ["--", *command]
-    return args
-
-
 def _terminal_delivers_sigint() -> bool:
     """True when a Ctrl-C here goes to our whole process group (we are the
     terminal's foreground job): then the engine and the command get it
@@ -100,9 +82,10 @@ def run(command: list[str] | None = None, pid: int | None = None, duration: floa
     found unusable (a command that cannot be executed) and MeasurementError
     if it failed."""
     read_fd, write_fd = os.pipe()
-    argv = [str(engine.engine_path()), *engine_args(command, pid, duration, time_limit, bpf, write_fd, syscalls)]
+    args = engine.profile_argv(command=command, pid=pid, duration=duration, time_limit=time_limit, bpf=bpf,
+                               syscalls=syscalls, out_fd=write_fd)
     try:
-        proc = subprocess.Popen(argv, pass_fds=(write_fd,))
+        proc = engine.spawn(args, pass_fds=(write_fd,))
     finally:
         os.close(write_fd)
     prof = Profile()
@@ -120,7 +103,7 @@ def run(command: list[str] | None = None, pid: int | None = None, duration: floa
     prof.interrupted_by = caught[0] if caught else None
 
     errors = [r["message"] for r in prof.records if r.get("type") == "error"]
-    if prof.engine_status == 2:
+    if prof.engine_status == engine.USAGE_STATUS:
         raise UsageError(errors[0] if errors else "the engine refused the profile's arguments")
     if prof.engine_status != 0 or not prof.first("end"):
         raise MeasurementError("; ".join(errors) or f"the engine exited with status {prof.engine_status}")

@@ -15,7 +15,8 @@ from functools import cached_property
 from rich.console import Console
 from rich.text import Text
 
-from ..report.format import seconds
+from ..analysis import DictSummary
+from ..format import seconds
 from . import procfs
 from .sections import SECTIONS, section_name
 
@@ -293,3 +294,11 @@ def render(console: Console, summary: dict) -> None:
         if section is not None:
             console.print()
             module.render(console, section)
+
+
+def analyze(run, records: list[dict]) -> DictSummary:
+    return DictSummary(summarize(records))
+
+
+def show(console: Console, run, summary: dict) -> None:
+    render(console, summary)

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .format import pct, seconds, si
+from ..format import pct, seconds, si
 
 
 def _interval(iv: dict) -> str:
@@ -93,3 +93,8 @@ def fit_lines(fits: dict) -> list[str]:
     else:
         lines.append(f"USL: not fitted, {u.get('why', 'no data')}")
     return lines
+
+
+def show(console: Console, run, summary: dict) -> None:
+    p = run.params
+    render(console, f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []), summary)

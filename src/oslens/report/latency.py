@@ -8,20 +8,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency
-from .format import pct
+from ..format import ns, pct
 
 # An operation whose p50 is under this multiple of the timing floor is
 # mostly measuring the clock reads around it.
 FLOOR_RATIO = 3.0
-
-
-def ns(x: float) -> str:
-    if x != x:  # NaN
-        return "–"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.3g} ns"
 
 
 def _ratio(a: float, b: float) -> str:
@@ -101,3 +92,7 @@ def _variability(console: Console, s: LatencySummary) -> None:
         for q in ("p50", "p99"):
             t.add_row(f"{q} {phase}", *[pct(v[q][label]) for _, label in BUCKETS], pct(v[q][">10ms"]))
     console.print(t)
+
+
+def show(console: Console, run, summary: LatencySummary) -> None:
+    render(console, summary)

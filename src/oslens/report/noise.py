@@ -6,8 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.noise import NoiseSummary
-from .format import pct
-from .latency import ns
+from ..format import ns, pct
 
 
 def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
@@ -74,3 +73,8 @@ def _tail(console: Console, tail: dict) -> None:
     for n, row in nodes.items():
         t.add_row(f"{int(n):,}", *[pct(v) for v in row["p_delayed"].values()], f"{row['expected_slowdown']:.3f}×")
     console.print(t)
+
+
+def show(console: Console, run, summary) -> None:
+    for phase, s in summary.phases.items():
+        render(console, phase, s, summary.tails[phase])

@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.scale import Series, run_notes
-from .format import pct, seconds, si
+from ..format import pct, seconds, si
 
 LEGEND = ("imbalance = fastest worker's rate / slowest's · sys = kernel share of the workers' CPU "
           "time · efficiency = per-worker rate relative to the smallest worker count")
@@ -73,3 +73,9 @@ def render(console: Console, series: list[Series], summaries: dict[str, str]) ->
     console.print(Text(LEGEND, style="dim"))
     for n in run_notes(series):
         console.print(Text(f"note: {n}", style="yellow"))
+
+
+def show(console: Console, run, summary) -> None:
+    from .. import engine  # the probes' one-line descriptions
+
+    render(console, summary.series, {name: p.summary for name, p in engine.probes().items()})

@@ -16,8 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...analysis.histogram import Histogram
-from ...report.format import si
-from ...report.latency import ns
+from ...format import ns, si
 
 if TYPE_CHECKING:
     from ..summary import Records

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ...report.format import si
+from ...format import si
 from ._common import fmt_ns, fmt_rate, fmt_share, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:

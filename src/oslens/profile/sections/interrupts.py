@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from ...collectors._read import format_cpulist
+from ...cpulist import format_cpulist
 from ._common import (FALLBACK, add_crosscheck, bpf_record, fmt_count, fmt_ns, fmt_rate, fmt_share, footer, heading,
                       new_section, per_second, plain, ratio, table)
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import kinds
 from ...store import Run
-from . import appscale, latency, machine, noise, profile, scale
+from . import machine
 from .page import Page
-
-KINDS = {"scale": scale, "latency": latency, "noise": noise, "profile": profile, "appscale": appscale}
 
 
 @dataclass
@@ -36,5 +35,5 @@ def build(runs: list[RunData]) -> Page:
     page.sections += machine.sections(runs)
     for kind in kinds:
         of_kind = [r for r in runs if r.run.kind == kind]
-        page.sections += KINDS[kind].sections(of_kind)
+        page.sections += kinds.get(kind, of_kind[0].run.id).load("sections")(of_kind)
     return page

@@ -11,8 +11,8 @@ import pandas as pd
 
 from ...analysis.histogram import Histogram
 from ...analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency, summarize
-from ..format import pct
-from ..latency import FLOOR_RATIO, ns
+from ...format import ns, pct
+from ..latency import FLOOR_RATIO
 from .page import Figure, Note, Section, Table
 
 PERCENTILES = ("p50", "p90", "p99", "p99.9")

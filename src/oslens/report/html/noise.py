@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.noise import NoiseSummary, summarize_phases, tail_at_scale
-from ..latency import ns
+from ...format import ns
 from .page import Figure, Note, Section, Table
 
 TITLE = "OS noise (noise)"

@@ -18,7 +18,7 @@ from ...profile.sections._common import (DECADES, crosscheck_text, fmt_count, fm
 from ...profile.sections.counters import METRICS, SCOPES
 from ...profile.sections.switches import LATENCIES
 from ...profile.summary import bpf_line, summarize, target_line
-from ...report.format import si
+from ...format import si
 from .page import Figure, Note, Section, Table
 
 TOP_THREADS = 15

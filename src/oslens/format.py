@@ -1,4 +1,6 @@
-"""Number formatting shared by the terminal report sections."""
+"""Number formatting: the bottom of the package, shared by analysis, the
+terminal, the HTML report and compare, so that a figure reads the same
+everywhere. It imports nothing of oslens."""
 from __future__ import annotations
 
 import math
@@ -27,3 +29,13 @@ def seconds(x: float | None) -> str:
 
 def pct(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.0%}"
+
+
+def ns(x: float) -> str:
+    """A duration in nanoseconds, in the unit that gives three digits."""
+    if x != x:  # NaN
+        return "–"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} ns"

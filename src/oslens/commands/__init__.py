@@ -1,0 +1,117 @@
+"""What every command shares: the context (store, consoles, --json, -q),
+the common options, and printing a run through the registry of kinds.
+
+One module per kind of run (commands/<kind>.py) defines its click command;
+cli.py adds them from the registry (kinds.py)."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from .. import kinds
+from ..errors import UsageError
+from ..store import Store, default_path
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
+class Context:
+    def __init__(self, db: str | None, as_json: bool, quiet: bool, verbose: int):
+        self.db_path = Path(db) if db else default_path()
+        self.as_json = as_json
+        self.quiet = quiet
+        self.verbose = verbose
+        # Wide enough for the tables when stdout is a file or a pipe.
+        self.out = Console(width=None if sys.stdout.isatty() else 160)
+        self.err = Console(stderr=True)
+
+    def store(self, create: bool = True) -> Store:
+        """Commands that only read never create a store at a mistyped path."""
+        if not create and not self.db_path.exists():
+            raise UsageError(f"no results store at {self.db_path} (nothing measured there yet)")
+        return Store(self.db_path)
+
+    def say(self, msg: str) -> None:
+        """A progress line on stderr; machine and user strings are text, never markup."""
+        if not self.quiet:
+            self.err.print(msg, highlight=False, markup=False)
+
+
+def common_options(fn):
+    """--db, --json, -q, -v on every subcommand, where users type them."""
+    @click.option("--db", envvar="OSLENS_DB", metavar="PATH",
+                  help="Results store (default: OSLENS_DB or the user data directory).")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+    @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
+    @click.option("-v", "--verbose", count=True, help="More detail.")
+    @functools.wraps(fn)
+    def wrapper(db, as_json, quiet, verbose, **kw):
+        root = click.get_current_context().find_root().params
+        # --db and --json also work before the subcommand (oslens --db X show 3).
+        return fn(Context(db or root.get("db"), as_json or root.get("as_json", False),
+                          quiet or root.get("quiet", False), verbose + root.get("verbose", 0)), **kw)
+    return wrapper
+
+
+def print_run(ctx: Context, store: Store, run_id: int):
+    """Analyses a stored run through its kind, stores the summary and prints
+    it: one JSON document with the run's metadata, or the run line and the
+    kind's tables. Returns the summary."""
+    run = store.run(run_id)
+    kind = kinds.get(run.kind, run.id)
+    summary = kind.load("analyze")(run, store.records(run.id))
+    doc = summary.to_dict()
+    store.set_summary(run.id, doc)
+    if ctx.as_json:
+        extra = summary.json_extra() if hasattr(summary, "json_extra") else {}
+        out = {"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
+               "params": run.params, "machine": run.machine, **doc, **extra}
+        click.echo(json.dumps(out, indent=1, default=str), file=ctx.out.file)
+        return summary
+    print_run_line(ctx, run)
+    kind.load("render")(ctx.out, run, summary)
+    return summary
+
+
+def print_run_line(ctx: Context, run) -> None:
+    m = run.machine
+    kernel = m.get("kernel", {}).get("release", "?")
+    cpu = m.get("cpu", {}).get("model_name", "?")
+    line = Text.assemble((f"run {run.id}", "bold"),
+                         f" {run.kind} {run.status} · {run.started} · {run.host} · Linux {kernel} · {cpu} · "
+                         f"{m.get('topology', {}).get('available', '?')} CPUs")
+    ctx.out.print(line, highlight=False)
+
+
+def measure(ctx: Context, kind: str, plan, headline: str) -> None:
+    """Runs a checked plan of engine invocations into the store, then prints
+    the run as `show` would."""
+    from ..runner import execute
+
+    with ctx.store() as store:
+        ctx.say(f"oslens {kind}: {headline}, store {store.path}")
+        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet)
+        print_run(ctx, store, run_id)
+
+
+
+def renamed(old: str, new: str):
+    """An old spelling kept for scripts: it still works, and says what replaced it."""
+    def callback(click_ctx, param, value):
+        if value not in (None, False, ()):
+            click.echo(f"oslens: {old} is deprecated; use {new}", err=True)
+        return value
+    return callback
+
+
+def one_of(new_value, old_value, new: str, old: str):
+    """The value of an option given under its new or its old spelling (not both)."""
+    if old_value not in (None, False) and new_value not in (None, False):
+        raise UsageError(f"{new} and {old} are one option: give it once")
+    return new_value if new_value not in (None, False) else old_value

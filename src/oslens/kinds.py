@@ -1,0 +1,91 @@
+"""The registry of kinds of run: each kind declared once, here.
+
+A kind of run is one module per layer, and one entry below naming them:
+
+    command   the CLI command (click), which plans and measures: commands/<kind>.py
+    plan      the planner, from options to engine invocations: plan/<kind>.py
+    analyze   (run, records) -> a summary with .to_dict(): what `show --json`
+              prints and the store keeps: analysis/<kind>.py
+    render    (console, run, summary) -> the terminal tables: report/<kind>.py
+    sections  (list of report.html.RunData) -> HTML sections: report/html/<kind>.py
+    metrics   (run, records) -> {name: Metric}, what `compare` can test
+    frames    (run, records) -> {name: pandas.DataFrame}, the tidy tables of
+              the Python API and of `export`: frames/<kind>.py
+    what      (params) -> one short line for `oslens runs`
+
+Layers are named as "module:attribute" and imported only when used, so
+listing runs never loads numpy, pandas or the plotting libraries. `show`,
+`runs`, the printers, `compare`, `report`, `export` and the API read this
+registry and nothing else about kinds."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .cpulist import format_cpulist
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    description: str
+    command: str
+    plan: str
+    analyze: str
+    render: str
+    sections: str
+    metrics: str
+    frames: str
+    what: Callable[[dict], str]
+
+    def load(self, layer: str) -> Any:
+        """The layer's object, imported now."""
+        module, _, attr = getattr(self, layer).partition(":")
+        return getattr(importlib.import_module(module, __package__), attr)
+
+
+def _command_line(p: dict) -> str:
+    return f"pid {p['pid']}" if p.get("pid") is not None else " ".join(p.get("command") or [])
+
+
+def _app(p: dict) -> str:
+    return f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or [])
+
+
+def _probes(p: dict) -> str:
+    probes = p.get("probes", [])
+    return ",".join(probes) if len(probes) <= 5 else f"{len(probes)} operations"
+
+
+def _kind(name: str, description: str, what: Callable[[dict], str], *, analysis: str = ".analysis",
+          metrics: str | None = None) -> Kind:
+    return Kind(name=name, description=description, command=f".commands.{name}:command",
+                plan=f".plan.{name}:plan", analyze=f"{analysis}.{name}:analyze",
+                render=f".report.{name}:show", sections=f".report.html.{name}:sections",
+                metrics=metrics or f"{analysis}.{name}:metrics", frames=f".frames.{name}:frames", what=what)
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    _kind("scale", "Does each OS primitive scale with cores? (OSMark-style)", _probes),
+    _kind("latency", "What does each operation cost, and how variable is it?", _probes),
+    _kind("noise", "How much does the OS interrupt a thread that only computes, and why?",
+          lambda p: f"CPUs {format_cpulist(p.get('cpus', []))}, {p.get('duration_s', '?')} s"),
+    Kind(name="profile", description="Where does a workload's time go in the kernel?",
+         command=".commands.profile:command", plan=".plan.profile:check_target",
+         analyze=".profile.summary:analyze", render=".profile.summary:show",
+         sections=".report.html.profile:sections", metrics=".profile.summary:metrics",
+         frames=".frames.profile:frames", what=_command_line),
+    _kind("appscale", "Does an application speed up with cores, and is the time lost in the kernel?",
+          lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs"),
+)}
+
+
+def get(name: str, run_id: int | None = None) -> Kind:
+    """The kind of that name; a run of a kind this oslens does not know is a usage error."""
+    kind = KINDS.get(name)
+    if kind is None:
+        of = f"run {run_id} is a '{name}' run" if run_id is not None else f"'{name}' is a kind of run"
+        raise UsageError(f"{of}, which this oslens does not know (it knows {', '.join(KINDS)})")
+    return kind

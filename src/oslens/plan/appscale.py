@@ -1,0 +1,77 @@
+"""`oslens appscale`: an application (a command, or a built-in workload of
+the engine) on each CPU count, confined to the CPUs the placement picks."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import engine
+from ..errors import UsageError
+from ..parse import parse_worker_counts
+from .profile import check_target
+
+N_PLACEHOLDER = re.compile(r"\{n\}")
+DIR_PLACEHOLDER = "{dir}"
+
+
+@dataclass(frozen=True)
+class AppPoint:
+    n: int
+    cpus: tuple[int, ...]
+    argv: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.n} CPU{'s' if self.n > 1 else ''}"
+
+
+@dataclass
+class AppPlan:
+    points: list[AppPoint]
+    reps: int
+    params: dict
+    workload: str | None = None
+    size: int | None = None
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.points) * self.reps
+
+    @property
+    def needs_data_dir(self) -> bool:
+        return any(DIR_PLACEHOLDER in a for p in self.points for a in p.argv)
+
+
+def substitute(argv: list[str], n: int) -> tuple[str, ...]:
+    return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
+
+
+def plan(*, command: list[str], workload: str | None, cpus: str | None, placement: str, reps: int,
+         size: int | None, mode: str, time_limit: float | None) -> AppPlan:
+    if bool(command) == bool(workload):
+        raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
+    if reps < 1:
+        raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
+    most = engine.limit("profile", "--time-limit")["max"]
+    if time_limit is not None and not 0 < time_limit <= most:
+        raise UsageError(f"--time-limit: {time_limit:g} is not a number of seconds in (0, {most:g}]")
+    if size is not None and size <= 0:
+        raise UsageError(f"--size: {size} is not a positive size")
+    available = engine.topology()["available"]
+    counts = parse_worker_counts(cpus, available, option="--cpus")
+    if workload:
+        known = engine.workloads()
+        if workload not in known:
+            raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
+        argv = engine.app_argv(workload, workers="{n}", mode=mode, size=size,
+                               data_dir=DIR_PLACEHOLDER if known[workload].get("uses_dir") else None)
+    else:
+        if size is not None:
+            raise UsageError("--size is for --workload; give a command its own arguments")
+        check_target([command[0]], None, None, None)
+        argv = list(command)
+    points = [AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n)) for n in counts]
+    params = {"command": list(command) or None, "workload": workload, "size": size, "mode": mode if workload else None,
+              "cpus": counts, "placement": placement, "reps": reps, "time_limit_s": time_limit,
+              "available_cpus": available}
+    return AppPlan(points, reps, params, workload, size)

@@ -1,0 +1,157 @@
+"""The engine's records, as engine/README.md documents them, read by name.
+
+`RECORD_FIELDS` mirrors the README's tables (a test holds both, and real
+engine output, together, so they cannot drift). Readers here are the one
+way the rest of oslens groups records: `scale_points` is the grouping of a
+scale run that analysis, the HTML report, the frames, the exports and
+compare all use, so they count the same repetitions."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+# type -> the fields every record of that type carries (the README's "main
+# fields" that are always present; optional ones are not listed here).
+RECORD_FIELDS: dict[str, tuple[str, ...]] = {
+    # `oslens-engine run`
+    "header": ("engine", "argv", "probe", "variant", "options", "mode", "workers", "placement", "clock",
+               "fixed", "warmup_s", "reps"),
+    "resources": ("rep", "tmpdir", "sysv_sem"),
+    "started": ("rep", "workers"),
+    "context": ("competition",),  # written by oslens before each invocation
+    "hist": ("probe", "variant", "hist"),
+    "detours": ("loop_ns", "threshold_ns", "iterations", "start_ns", "runtime_ns", "count", "total_ns", "max_ns",
+                "overflow", "detours"),
+    "events": ("events",),
+    "trace": ("available",),
+    "cpustat": ("rep",),
+    "worker": ("rep", "worker", "cpu", "cpu_seen", "ops", "seconds", "ops_per_sec", "rusage"),
+    "rep": ("rep", "status"),
+    "error": ("message",),
+    "end": ("status",),
+    # `oslens-engine profile`
+    "bpf": ("loaded",),
+    "procfs": ("when", "t_ns", "files"),
+    "thread": ("when", "source", "tid", "tgid", "comm"),
+    "target": ("pid", "t_ns"),
+    "end_target": ("how", "code", "signal", "wall_ns"),
+    "counters": ("events",),
+    "cpu_time": ("cpus",),
+    "switches": ("voluntary", "involuntary", "migrations"),
+    "faults": ("minor", "major"),
+    "irqs": ("hardirq", "softirq"),
+    "syscalls": ("rows",),
+    "locks": ("rows",),
+    "threads_dropped": ("count",),
+    "bpf_stats": ("lost",),
+    # `oslens-engine app`
+    "app_info": ("name", "summary", "kind", "default_size", "size_unit", "uses_dir"),
+    "app": ("name", "workers", "mode", "size", "setup_ns", "work_ns", "merge_ns", "checksum"),
+    # appscale: one per repetition of a CPU count, written by oslens
+    "point": ("n", "cpus", "rep", "argv", "status", "wall_ns"),
+}
+
+# Fields of each event tuple in an `events` record, in order.
+EVENT_FIELDS = ("cpu", "start_ns", "end_ns", "kind", "id", "flags", "name")
+
+
+def of_type(records: Iterable[dict], type_: str) -> Iterator[dict]:
+    return (r for r in records if r.get("type") == type_)
+
+
+def first(records: Iterable[dict], type_: str) -> dict | None:
+    return next(of_type(records, type_), None)
+
+
+@dataclass
+class Invocation:
+    """The records of one engine invocation: its header, the context oslens
+    stored before it (competition), and everything after, until the next."""
+    header: dict
+    context: dict | None
+    records: list[dict] = field(default_factory=list)
+
+    def of(self, type_: str) -> list[dict]:
+        return [r for r in self.records if r.get("type") == type_]
+
+    @property
+    def competition(self) -> dict | None:
+        return (self.context or {}).get("competition")
+
+
+def invocations(records: Iterable[dict]) -> list[Invocation]:
+    """Splits a run's records at each header, each with the context record
+    that preceded it. Records before the first header are dropped."""
+    out: list[Invocation] = []
+    context = None
+    for r in records:
+        t = r.get("type")
+        if t == "context":
+            context = r
+        elif t == "header":
+            out.append(Invocation(r, context))
+            context = None
+        elif out:
+            out[-1].records.append(r)
+    return out
+
+
+@dataclass
+class ScalePoint:
+    """One point of a scale sweep: a probe, variant and mode at a worker
+    count, and its repetitions. `complete` holds, per repetition that ended
+    ok with every worker's record, those records (in repetition order)."""
+    probe: str
+    variant: str
+    mode: str
+    placement: str
+    fixed: str                        # "time" or "ops"
+    workers: int
+    header: dict
+    by_rep: dict[int, list[dict]]     # every worker record, by repetition
+    ok: set[int]                      # repetitions that ended ok
+    late: set[int]                    # repetitions the sampler ran late in (left out)
+
+    @property
+    def series(self) -> tuple[str, str, str, str, str]:
+        return (self.probe, self.variant, self.mode, self.placement, self.fixed)
+
+    @property
+    def complete_reps(self) -> list[int]:
+        return [k for k in sorted(self.ok) if len(self.by_rep[k]) == self.workers]
+
+    @property
+    def complete(self) -> list[list[dict]]:
+        return [self.by_rep[k] for k in self.complete_reps]
+
+
+def scale_points(records: Iterable[dict]) -> list[ScalePoint]:
+    """Every point of a scale run, in the order measured (a later invocation
+    of the same series and worker count replaces an earlier one)."""
+    points: dict = {}
+    for inv in invocations(records):
+        h = inv.header
+        by_rep: dict[int, list[dict]] = defaultdict(list)
+        ok, late = set(), set()
+        for r in inv.records:
+            t = r.get("type")
+            if t == "worker":
+                by_rep[r["rep"]].append(r)
+            elif t == "rep" and r.get("status") == "ok":
+                ok.add(r["rep"])
+            elif t == "rep" and r.get("status") == "late":
+                late.add(r["rep"])
+        p = ScalePoint(h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["fixed"],
+                       h["workers"], h, by_rep, ok, late)
+        points[(p.series, p.workers)] = p
+    return list(points.values())
+
+
+def scale_series(records: Iterable[dict]) -> dict[tuple, list[ScalePoint]]:
+    """scale_points grouped by series (probe, variant, mode, placement,
+    fixed), each sorted by worker count."""
+    out: dict[tuple, list[ScalePoint]] = defaultdict(list)
+    for p in scale_points(records):
+        out[p.series].append(p)
+    return {k: sorted(v, key=lambda p: p.workers) for k, v in out.items()}
