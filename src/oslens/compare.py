@@ -31,10 +31,10 @@ from .analysis.stats import (SPREAD_LIMIT, Interval, adjust_fdr, bootstrap_ratio
                              repetitions_needed)
 from .errors import UsageError
 from .format import seconds, si
+from .analysis.metrics import HIGHER, LOWER, Metric, Metrics
 from .records import scale_series
 from .store import Run, Store
 
-HIGHER, LOWER = "higher_is_better", "lower_is_better"
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
 
@@ -52,31 +52,8 @@ RUN_LEVEL_NOTE = ("repetitions of one run share its conditions (boot, memory lay
 
 # ------------------------------------------------------------------ metrics
 
-@dataclass
-class Metric:
-    """One comparable figure of a run: a value per repetition."""
-
-    name: str                        # stable key, e.g. "scale/dup:default/process/2 workers/ops per s per worker"
-    values: list[float]
-    unit: str                        # "ops/s", "/s", "ns", "s", "share"
-    direction: str                   # HIGHER or LOWER
-    group: str = ""                  # the table it belongs to, e.g. "dup:default (processes)"
-    label: str = ""                  # its row in that table, e.g. "2 workers · ops/s per worker"
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "values": self.values, "unit": self.unit, "direction": self.direction,
-                "group": self.group, "label": self.label}
-
-
-class _Metrics(dict):
-    def add(self, name: str, values, unit: str, direction: str, group: str, label: str) -> None:
-        vals = [float(v) for v in values if v is not None and math.isfinite(v)]
-        if vals:
-            self[name] = Metric(name, vals, unit, direction, group, label)
-
-
-def _scale(run: Run, records: list[dict]) -> _Metrics:
-    out = _Metrics()
+def _scale(run: Run, records: list[dict]) -> Metrics:
+    out = Metrics()
     for (probe, variant, mode, placement, fixed), points in scale_series(records).items():
         group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'})"
         for pt in points:
@@ -103,7 +80,7 @@ def _cpus(n: int) -> str:
 LATENCY_QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
 
 
-def _latency(run: Run, records: list[dict]) -> _Metrics:
+def _latency(run: Run, records: list[dict]) -> Metrics:
     from .analysis.histogram import Histogram, merge_all
     from .analysis.latency import phase_of
 
@@ -115,7 +92,7 @@ def _latency(run: Run, records: list[dict]) -> _Metrics:
             context = r
         elif t == "hist":
             by_key[(r["probe"], r["variant"], phase_of(context))][r["rep"]].append(Histogram.from_record(r["hist"]))
-    out = _Metrics()
+    out = Metrics()
     for (probe, variant, phase), by_rep in by_key.items():
         per_rep = [h for h in (merge_all(hs) for _, hs in sorted(by_rep.items())) if h.count]
         op = f"{probe}:{variant}"
@@ -126,7 +103,7 @@ def _latency(run: Run, records: list[dict]) -> _Metrics:
     return out
 
 
-def _noise(run: Run, records: list[dict]) -> _Metrics:
+def _noise(run: Run, records: list[dict]) -> Metrics:
     from .analysis.latency import phase_of
 
     by_rep: dict = defaultdict(lambda: defaultdict(list))  # phase -> rep -> [detours records]
@@ -136,7 +113,7 @@ def _noise(run: Run, records: list[dict]) -> _Metrics:
             phase = phase_of(r)
         elif r.get("type") == "detours":
             by_rep[phase][r["rep"]].append(r)
-    out = _Metrics()
+    out = Metrics()
     for phase, reps in by_rep.items():
         rows = [recs for _, recs in sorted(reps.items())]
         runtime = [sum(r["runtime_ns"] for r in recs) for recs in rows]
@@ -156,14 +133,14 @@ def _noise(run: Run, records: list[dict]) -> _Metrics:
     return out
 
 
-def _appscale(run: Run, records: list[dict]) -> _Metrics:
+def _appscale(run: Run, records: list[dict]) -> Metrics:
     by_n: dict[int, list[dict]] = defaultdict(list)
     for p in records:
         if p.get("type") == "point" and p.get("status") == "ok":
             by_n[p["n"]].append(p)
     p = run.params or {}
     group = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
-    out = _Metrics()
+    out = Metrics()
     for n in sorted(by_n):
         ok = by_n[n]
         out.add(f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group,
@@ -184,7 +161,7 @@ def _dig(d, *keys):
     return d
 
 
-def _profile(run: Run, records: list[dict]) -> _Metrics:
+def _profile(run: Run, records: list[dict]) -> Metrics:
     from .profile import summary as profile_summary
 
     s = profile_summary.summarize(records)
@@ -195,7 +172,7 @@ def _profile(run: Run, records: list[dict]) -> _Metrics:
     else:
         switches = counts.get("total_per_s")
     group = "headline figures (one run each)"
-    out = _Metrics()
+    out = Metrics()
     for key, value, unit, label in (
             ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
             ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
