@@ -45,7 +45,7 @@ def appscale(tmp_path: Path, *args: str, **kw) -> subprocess.CompletedProcess:
 def test_command_runs_only_on_the_cpus_asked_for_with_n_substituted(tmp_path, no_leaks, no_cgroups_left):
     probe = (f"grep Cpus_allowed_list /proc/self/status > {tmp_path}/affinity_{{n}}; "
              f"cat /proc/self/cgroup > {tmp_path}/cgroup_{{n}}")
-    p = appscale(tmp_path, "--cpus", ",".join(map(str, COUNTS)), "--reps", "1", "--", "sh", "-c", probe)
+    p = appscale(tmp_path, "--cpu-counts", ",".join(map(str, COUNTS)), "--reps", "1", "--", "sh", "-c", probe)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     for n in COUNTS:
@@ -63,7 +63,7 @@ def test_command_runs_only_on_the_cpus_asked_for_with_n_substituted(tmp_path, no
 
 
 def test_a_failing_command_is_reported_not_timed(tmp_path, no_leaks, no_cgroups_left):
-    p = appscale(tmp_path, "--cpus", "1", "--reps", "2", "--", "sh", "-c", "echo broken >&2; exit 3")
+    p = appscale(tmp_path, "--cpu-counts", "1", "--reps", "2", "--", "sh", "-c", "echo broken >&2; exit 3")
     assert p.returncode == 1
     doc = json.loads(p.stdout)
     row = doc["rows"][0]
@@ -76,7 +76,7 @@ def test_a_failing_command_is_reported_not_timed(tmp_path, no_leaks, no_cgroups_
 def test_a_command_failing_at_one_count_only(tmp_path, no_leaks, no_cgroups_left):
     if NCPU < 2:
         pytest.skip("needs 2 CPUs")
-    p = appscale(tmp_path, "--cpus", "1,2", "--reps", "1", "--", "sh", "-c", "test {n} -eq 1")
+    p = appscale(tmp_path, "--cpu-counts", "1,2", "--reps", "1", "--", "sh", "-c", "test {n} -eq 1")
     assert p.returncode == 1
     rows = {r["n"]: r for r in json.loads(p.stdout)["rows"]}
     assert rows[1]["ok"] == 1 and rows[1]["wall_s"]["median"] > 0
@@ -125,7 +125,7 @@ def test_speedup_and_efficiency_are_against_the_smallest_count():
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left):
     marker = tmp_path / "started"
-    proc = oslens_until(marker, "appscale", "-q", "--cpus", "1", "--reps", "3", "--",
+    proc = oslens_until(marker, "appscale", "-q", "--cpu-counts", "1", "--reps", "3", "--",
                         "sh", "-c", f"touch {marker}; sleep 1000 & sleep 1000", db=tmp_path / "s.db")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -140,8 +140,8 @@ def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left
     ([], "one application"),
     (["--workload", "kmeans", "--", "true"], "one application"),
     (["--workload", "no-such-app"], "no workload"),
-    (["--cpus", "0", "--", "true"], "--cpus"),
-    (["--cpus", "100000", "--", "true"], "--cpus"),
+    (["--cpu-counts", "0", "--", "true"], "--cpu-counts"),
+    (["--cpu-counts", "100000", "--", "true"], "--cpu-counts"),
     (["--reps", "0", "--", "true"], "--reps"),
     (["--size", "5", "--", "true"], "--size"),
     (["--", "/no/such/program"], "cannot run"),
@@ -157,7 +157,7 @@ def test_compute_scales_in_user_time_and_the_kernel_heavy_one_spends_in_the_kern
                                                                                    no_cgroups_left):
     shares = {}
     for workload, size in (("kmeans", "200000"), ("psearchy", "3000")):
-        p = appscale(tmp_path, "--workload", workload, "--size", size, "--cpus", ",".join(map(str, COUNTS)),
+        p = appscale(tmp_path, "--workload", workload, "--size", size, "--cpu-counts", ",".join(map(str, COUNTS)),
                      "--reps", "1")
         assert p.returncode == 0, p.stderr
         rows = json.loads(p.stdout)["rows"]

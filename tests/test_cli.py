@@ -295,3 +295,60 @@ def test_probes_lists_every_engine_probe(tmp_path):
 def test_version(tmp_path):
     from oslens import __version__
     assert __version__ in ok("--version", db=tmp_path / "store.db")
+
+
+# ------------------------------------------------- one door, one vocabulary
+
+def test_an_argv_the_engine_refuses_is_a_usage_error_and_stores_nothing(tmp_path):
+    # Python has no rule against this; the engine does (too many samples).
+    db = tmp_path / "store.db"
+    p = oslens("scale", "--probe", "dup", "--workers", "1", "--duration", "200", "--interval", "0.0001",
+               "--reps", "1", db=db)
+    assert p.returncode == 2
+    assert "--interval" in one_line_error(p.stderr)
+    assert store_contents(db) == [] if db.exists() else True
+
+
+def test_a_duration_the_engine_cannot_bound_is_refused_in_the_users_words(tmp_path):
+    db = tmp_path / "store.db"
+    p = oslens("scale", "--probe", "dup", "--duration", "86400", "--reps", "3", db=db)
+    assert p.returncode == 2
+    line = one_line_error(p.stderr)
+    assert "--reps" in line and "--time-limit" not in line.split(";")[0]
+    assert not db.exists() or store_contents(db) == []
+
+
+@pytest.mark.parametrize("old, new, rest", [
+    (["noise", "--threshold", "0"], "--threshold-ns", []),
+    (["noise", "--no-attribution", "--cpus", "x"], "--no-bpf", []),
+    (["appscale", "--cpus", "0", "--", "true"], "--cpu-counts", []),
+    (["compare", "1", "2", "--threshold", "5%"], "--threshold-pct", []),
+])
+def test_old_spellings_still_work_and_say_what_replaced_them(tmp_path, old, new, rest):
+    p = oslens(*old, *rest, db=tmp_path / "store.db")
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert any("deprecated" in line and new in line for line in lines), p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_db_and_json_work_before_the_command(tmp_path):
+    db = tmp_path / "store.db"
+    doc = json.loads(ok("--db", str(db), "--json", "scale", "-q", *VALID, "--duration", "0.1",
+                        db=tmp_path / "elsewhere.db"))
+    assert db.exists() and not (tmp_path / "elsewhere.db").exists()
+    listed = json.loads(ok("--db", str(db), "runs", "--json", db=tmp_path / "elsewhere.db"))
+    assert [r["id"] for r in listed] == [doc["run"]]
+
+
+def test_workloads_is_a_command_with_json(tmp_path):
+    doc = json.loads(ok("workloads", "--json", db=tmp_path / "store.db"))
+    assert {"kmeans", "wordcount", "psearchy"} <= set(doc)
+    table = ok("workloads", db=tmp_path / "store.db")
+    assert {line.split()[0] for line in table.splitlines() if line.strip()} == set(doc)
+
+
+def test_markup_in_a_stored_command_is_printed_as_text(tmp_path):
+    db = tmp_path / "store.db"
+    p = oslens("profile", "-q", "--no-bpf", "--", "/bin/echo", "[/]", db=db)
+    assert p.returncode == 0, p.stderr
+    assert "[/]" in ok("runs", db=db)

@@ -130,7 +130,7 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
 @pytest.mark.parametrize("args,word", [
     (["--cpus", str(NCPU + 5)], "not online"),
     (["--cpus", "x"], "--cpus"),
-    (["--threshold", "0"], "--threshold"),
+    (["--threshold-ns", "0"], "--threshold-ns"),
     (["--duration", "0"], "--duration"),
     (["--step-us", "0"], "--step-us"),
     (["--ftq-us", "0"], "--ftq-us"),

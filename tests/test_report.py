@@ -29,7 +29,7 @@ RUNS = {
     "latency": ["latency", "--probe", "getppid,fault:anon", "--duration", "0.05", "--reps", "2", "--warmup", "0.02"],
     "noise": ["noise", "--duration", "0.3", "--warmup", "0.05"],
     "profile": ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done", HOSTILE],
-    "appscale": ["appscale", "--workload", "kmeans", "--size", "50000", "--cpus", f"1,{NCPU}", "--reps", "1"],
+    "appscale": ["appscale", "--workload", "kmeans", "--size", "50000", "--cpu-counts", f"1,{NCPU}", "--reps", "1"],
 }
 
 

@@ -11,46 +11,64 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-# type -> the fields every record of that type carries (the README's "main
-# fields" that are always present; optional ones are not listed here).
-RECORD_FIELDS: dict[str, tuple[str, ...]] = {
-    # `oslens-engine run`
-    "header": ("engine", "argv", "probe", "variant", "options", "mode", "workers", "placement", "clock",
-               "fixed", "warmup_s", "reps"),
-    "resources": ("rep", "tmpdir", "sysv_sem"),
-    "started": ("rep", "workers"),
-    "context": ("competition",),  # written by oslens before each invocation
-    "hist": ("probe", "variant", "hist"),
-    "detours": ("loop_ns", "threshold_ns", "iterations", "start_ns", "runtime_ns", "count", "total_ns", "max_ns",
-                "overflow", "detours"),
-    "events": ("events",),
-    "trace": ("available",),
-    "cpustat": ("rep",),
-    "worker": ("rep", "worker", "cpu", "cpu_seen", "ops", "seconds", "ops_per_sec", "rusage"),
-    "rep": ("rep", "status"),
-    "error": ("message",),
-    "end": ("status",),
-    # `oslens-engine profile`
-    "bpf": ("loaded",),
-    "procfs": ("when", "t_ns", "files"),
-    "thread": ("when", "source", "tid", "tgid", "comm"),
-    "target": ("pid", "t_ns"),
-    "end_target": ("how", "code", "signal", "wall_ns"),
-    "counters": ("events",),
-    "cpu_time": ("cpus",),
-    "switches": ("voluntary", "involuntary", "migrations"),
-    "faults": ("minor", "major"),
-    "irqs": ("hardirq", "softirq"),
-    "syscalls": ("rows",),
-    "locks": ("rows",),
-    "threads_dropped": ("count",),
-    "bpf_stats": ("lost",),
-    # `oslens-engine app`
-    "app_info": ("name", "summary", "kind", "default_size", "size_unit", "uses_dir"),
-    "app": ("name", "workers", "mode", "size", "setup_ns", "work_ns", "merge_ns", "checksum"),
-    # appscale: one per repetition of a CPU count, written by oslens
-    "point": ("n", "cpus", "rep", "argv", "status", "wall_ns"),
+# Per engine command, type -> the fields every record of that type carries
+# (the README's fields that are always present; optional ones are not
+# listed). The same type may mean different records in two commands
+# (`header`).
+RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "run": {
+        "header": ("engine", "argv", "probe", "variant", "options", "mode", "workers", "placement", "clock",
+                   "fixed", "warmup_s", "reps"),
+        "resources": ("rep", "tmpdir", "sysv_sem"),
+        "started": ("rep", "workers"),
+        "hist": ("probe", "variant", "hist"),
+        "detours": ("loop_ns", "threshold_ns", "iterations", "start_ns", "runtime_ns", "count", "total_ns",
+                    "max_ns", "overflow", "detours"),
+        "events": ("events",),
+        "trace": ("available",),
+        "cpustat": ("rep",),
+        "worker": ("rep", "worker", "cpu", "cpu_seen", "ops", "seconds", "ops_per_sec", "rusage"),
+        "rep": ("rep", "status"),
+        "error": ("message",),
+        "end": ("status",),
+    },
+    "profile": {
+        "header": ("mode", "argv", "pid", "cpus_possible", "cpus_online", "clk_tck", "page_size"),
+        "bpf": ("loaded",),
+        "procfs": ("when", "t_ns", "files"),
+        "thread": ("when", "source", "tid", "tgid", "comm"),
+        "target": ("pid", "t_ns"),
+        "end_target": ("how", "code", "signal", "wall_ns"),
+        "counters": ("events",),
+        "cpu_time": ("cpus",),
+        "switches": ("voluntary", "involuntary", "migrations"),
+        "faults": ("minor", "major"),
+        "irqs": ("hardirq", "softirq"),
+        "syscalls": ("rows",),
+        "locks": ("rows",),
+        "threads_dropped": ("count",),
+        "bpf_stats": ("lost",),
+        "error": (),
+        "end": ("status",),
+    },
+    "app": {
+        "app_info": ("name", "summary", "kind", "default_size", "size_unit", "uses_dir"),
+        "app": ("name", "workers", "mode", "size", "setup_ns", "work_ns", "merge_ns", "checksum"),
+    },
 }
+
+# Records oslens itself stores beside the engine's.
+OSLENS_RECORDS: dict[str, tuple[str, ...]] = {
+    "context": ("competition",),  # before each engine invocation: what ran on other CPUs meanwhile
+    "point": ("n", "cpus", "rep", "argv", "status", "how", "code", "signal", "wall_ns"),  # appscale, per repetition
+}
+
+
+def missing_fields(command: str, record: dict) -> list[str]:
+    """The documented fields a record of that command lacks ([] when complete)."""
+    fields = RECORD_FIELDS[command].get(record.get("type")) or OSLENS_RECORDS.get(record.get("type"), ())
+    return [f for f in fields if f not in record]
+
 
 # Fields of each event tuple in an `events` record, in order.
 EVENT_FIELDS = ("cpu", "start_ns", "end_ns", "kind", "id", "flags", "name")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import collectors, engine
-from .errors import MeasurementError
+from .errors import MeasurementError, UsageError
 from .store import Store
 
 
@@ -54,7 +54,10 @@ def execute(store: Store, kind: str, argv: list[str], params: dict,
             invocations: Iterable[Invocation], total: int,
             console: Console, quiet: bool) -> int:
     """Measures every invocation; returns the run id. Raises Interrupted or
-    MeasurementError after marking the run incomplete or failed."""
+    MeasurementError after marking the run incomplete or failed, and
+    UsageError, storing nothing, if the engine refuses an invocation."""
+    invocations = list(invocations)
+    check(invocations)
     run_id = store.begin_run(kind, argv, params, machine_metadata())
     progress = Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=console,
@@ -74,8 +77,37 @@ def execute(store: Store, kind: str, argv: list[str], params: dict,
     except MeasurementError as e:
         store.finish_run(run_id, "failed", str(e))
         raise
+    except UsageError as e:
+        # Refused input measures nothing; a refusal after some points were
+        # measured keeps them, as a failed run.
+        if store.records(run_id, "rep"):
+            store.finish_run(run_id, "failed", str(e))
+        else:
+            store.delete_run(run_id)
+        raise
     store.finish_run(run_id, "complete")
     return run_id
+
+
+def check(invocations: list[Invocation]) -> None:
+    """Has the engine validate the invocations before anything is stored
+    (its --dry-run parses and checks argv as a real run would). Points that
+    differ only in their worker count are checked at the largest count."""
+    largest: dict[tuple, tuple[int, tuple[str, ...]]] = {}
+    for inv in invocations:
+        args = getattr(inv, "args", None)
+        if args is None:
+            continue
+        key, workers = [], 0
+        for i, a in enumerate(args):
+            if i > 0 and args[i - 1] == "--workers":
+                workers = int(a)
+            else:
+                key.append(a)
+        if tuple(key) not in largest or workers > largest[tuple(key)][0]:
+            largest[tuple(key)] = (workers, tuple(args))
+    for _, args in largest.values():
+        engine.check(list(args))
 
 
 def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
@@ -105,5 +137,7 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
         rc = er.close()
     if er.end and er.end.get("status") == "interrupted":
         raise Interrupted(er.end.get("signal", signal.SIGINT))
+    if er.refused:
+        raise UsageError(er.failure())
     if rc != 0:
         raise MeasurementError(f"{inv.label}: {er.failure()}")

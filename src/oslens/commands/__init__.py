@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.text import Text
 
@@ -52,10 +53,15 @@ def common_options(fn):
     @click.option("-v", "--verbose", count=True, help="More detail.")
     @functools.wraps(fn)
     def wrapper(db, as_json, quiet, verbose, **kw):
-        root = click.get_current_context().find_root().params
-        # --db and --json also work before the subcommand (oslens --db X show 3).
-        return fn(Context(db or root.get("db"), as_json or root.get("as_json", False),
-                          quiet or root.get("quiet", False), verbose + root.get("verbose", 0)), **kw)
+        # --db and --json also work before the subcommand (oslens --db X show 3);
+        # typed after it, they win; OSLENS_DB applies where neither is typed.
+        here = click.get_current_context()
+        root = here.find_root()
+        if here.get_parameter_source("db") != ParameterSource.COMMANDLINE and \
+                root.get_parameter_source("db") == ParameterSource.COMMANDLINE:
+            db = root.params["db"]
+        return fn(Context(db, as_json or root.params.get("as_json", False), quiet or root.params.get("quiet", False),
+                          verbose + root.params.get("verbose", 0)), **kw)
     return wrapper
 
 
@@ -104,7 +110,7 @@ def measure(ctx: Context, kind: str, plan, headline: str) -> None:
 def renamed(old: str, new: str):
     """An old spelling kept for scripts: it still works, and says what replaced it."""
     def callback(click_ctx, param, value):
-        if value not in (None, False, ()):
+        if _given(value):
             click.echo(f"oslens: {old} is deprecated; use {new}", err=True)
         return value
     return callback
@@ -112,6 +118,11 @@ def renamed(old: str, new: str):
 
 def one_of(new_value, old_value, new: str, old: str):
     """The value of an option given under its new or its old spelling (not both)."""
-    if old_value not in (None, False) and new_value not in (None, False):
+    if _given(old_value) and _given(new_value):
         raise UsageError(f"{new} and {old} are one option: give it once")
-    return new_value if new_value not in (None, False) else old_value
+    return new_value if _given(new_value) else old_value
+
+
+def _given(value) -> bool:
+    """Typed by the user: 0 is a value, an unset option or flag is not."""
+    return value is not None and value is not False and value != ()

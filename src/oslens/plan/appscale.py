@@ -58,7 +58,7 @@ def plan(*, command: list[str], workload: str | None, cpus: str | None, placemen
     if size is not None and size <= 0:
         raise UsageError(f"--size: {size} is not a positive size")
     available = engine.topology()["available"]
-    counts = parse_worker_counts(cpus, available, option="--cpus")
+    counts = parse_worker_counts(cpus, available, option="--cpu-counts")
     if workload:
         known = engine.workloads()
         if workload not in known:
