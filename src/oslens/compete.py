@@ -19,9 +19,8 @@ def competing(spec: CompeteSpec, measured: list[int]) -> Iterator[dict]:
     """Runs the competitor for the duration of the block; yields the context
     record (what ran where) stored before the measurement's records."""
     cpus = competitor_cpus(spec, measured)
-    run = engine.EngineRun(["run", "--probe", spec.label, "--cpus", ",".join(map(str, cpus)),
-                            "--duration", str(COMPETITOR_LIMIT_S), "--warmup", "0",
-                            "--time-limit", str(COMPETITOR_LIMIT_S + 60)], confine_to=cpus)
+    run = engine.EngineRun(engine.run_argv(probe=spec.label, cpus=cpus, duration=COMPETITOR_LIMIT_S, warmup=0,
+                                           time_limit=COMPETITOR_LIMIT_S + 60), confine_to=cpus)
     try:
         started = None
         for rec in run:

@@ -9,19 +9,17 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.scale import run_notes, summarize
+from ...records import scale_points
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4   # the USL curve is drawn to this many times the largest count
 
 
 def _worker_rates(records: list[dict]) -> pd.DataFrame:
-    rows, header = [], None
-    for r in records:
-        if r.get("type") == "header":
-            header = r
-        elif r.get("type") == "worker" and header is not None and "ops_per_sec" in r:
-            rows.append({"probe": f"{header['probe']['name']}:{header['variant']}", "mode": header["mode"],
-                         "workers": header["workers"], "rep": r["rep"], "rate": r["ops_per_sec"]})
+    """Every worker's rate in the repetitions the analysis counts."""
+    rows = [{"probe": f"{p.probe}:{p.variant}", "mode": p.mode, "workers": p.workers, "rep": w["rep"],
+             "rate": w["ops_per_sec"]}
+            for p in scale_points(records) for ws in p.complete for w in ws]
     return pd.DataFrame(rows)
 
 
