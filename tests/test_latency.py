@@ -12,7 +12,8 @@ import pytest
 
 from oslens import engine
 from oslens.analysis.histogram import Histogram
-from oslens.compete import competing, parse_compete
+from oslens.compete import competing
+from oslens.parse import parse_compete
 
 from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, probe_args, run_engine
 
