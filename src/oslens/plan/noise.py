@@ -16,10 +16,11 @@ def plan(*, cpus: str | None, duration: float, threshold: int | None, reps: int,
     duration = check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
     if not (math.isfinite(step_us) and step_us > 0):
         raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
-    if threshold is not None and not 0 < threshold <= 10**9:
-        raise UsageError(f"--threshold-ns: {threshold} is not a number of ns from 1 to 1e9")
-    if ftq_us is not None and not 0 < ftq_us <= 10**6:
-        raise UsageError(f"--ftq-us: {ftq_us} is not a number of µs from 1 to 1000000")
+    options = engine.probes()["detour"].options  # the probe's own bounds; 0 means "not set" there
+    for flag, value, key in (("--threshold-ns", threshold, "threshold_ns"), ("--ftq-us", ftq_us, "ftq_us")):
+        most = options[key]["max"]
+        if value is not None and not 0 < value <= most:
+            raise UsageError(f"{flag}: {value} is not a whole number from 1 to {most}")
     chosen = parse_cpus(cpus)
     spec = parse_compete(compete) if compete else None
     if spec:
