@@ -30,10 +30,10 @@ class RunData:
 
 def build(runs: list[RunData]) -> Page:
     ids = " vs ".join(r.short for r in runs)
-    kinds = sorted({r.run.kind for r in runs})
-    page = Page(f"oslens report: {ids}", f"{', '.join(kinds)} · made by oslens from the results store")
+    names = sorted({r.run.kind for r in runs})
+    page = Page(f"oslens report: {ids}", f"{', '.join(names)} · made by oslens from the results store")
     page.sections += machine.sections(runs)
-    for kind in kinds:
+    for kind in names:
         of_kind = [r for r in runs if r.run.kind == kind]
         page.sections += kinds.get(kind, of_kind[0].run.id).load("sections")(of_kind)
     return page
