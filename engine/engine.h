@@ -4,13 +4,13 @@
 
 #include <stdint.h>
 
+#include "args.h"
 #include "clock.h"
 #include "probe.h"
 #include "topology.h"
 
 #define ENGINE_VERSION "0.1.0"
 #define EXIT_MEASURE_FAILED 1
-#define EXIT_USAGE 2
 
 /* A probe, its variant and its option values, as chosen on the command line. */
 struct choice {
@@ -37,18 +37,20 @@ struct run_config {
 	int reps;
 	double time_limit_s;        /* 0: none */
 	const char *tmpdir_base;
+	int dry_run;                /* --dry-run: parse and check, print the config, measure nothing */
 	int argc;
 	char **argv;
 };
 
+/* `run`'s argv into cfg and topo (run_args.c), or one line and exit 2. */
+void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo);
+/* --dry-run's one `config` record. */
+void run_emit_config(const struct run_config *cfg);
 /* Runs every repetition and returns the process exit status. */
 int run_probe(const struct run_config *cfg, const struct topology *topo);
 
 int cmd_inject(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_app(int argc, char **argv);
-void die_usage(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-/* A whole number in [min, max] given for option opt, or die_usage. */
-long parse_long(const char *opt, const char *s, long min, long max);
 
 #endif

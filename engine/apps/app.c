@@ -31,7 +31,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define APP_MAX_WORKERS 4096
 
 extern const struct app *const __start_oslens_apps[];
 extern const struct app *const __stop_oslens_apps[];
@@ -374,6 +373,24 @@ static void emit_app_info(const struct app *a)
 	json_emit(j);
 }
 
+/* --dry-run: what a run would do, after every check, doing nothing. */
+static int emit_app_config(const struct app_run *r, int prepare)
+{
+	struct json *j = json_record("config");
+	json_str(j, "command", "app");
+	json_str(j, "name", r->app->name);
+	json_bool(j, "prepare", prepare);
+	json_int(j, "workers", r->nworkers);
+	json_str(j, "mode", r->threaded ? "thread" : "process");
+	json_int(j, "size", r->size);
+	if (r->dir)
+		json_str(j, "dir", r->dir);
+	else
+		json_null(j, "dir");
+	json_emit(j);
+	return 0;
+}
+
 static void app_usage(void)
 {
 	die_usage("usage: oslens-engine app list | app NAME [--workers N] [--mode thread|process] "
@@ -398,10 +415,11 @@ int cmd_app(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"workers", required_argument, 0, 'w'}, {"mode", required_argument, 0, 'm'},
 		{"size", required_argument, 0, 's'},    {"dir", required_argument, 0, 'd'},
-		{"prepare", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+		{"prepare", required_argument, 0, 'p'}, {"dry-run", no_argument, 0, 'D'},
+		{0, 0, 0, 0}};
 	struct app_run r = {.app = app, .nworkers = 1, .threaded = 1, .size = app->default_size};
 	const char *prepare = NULL;
-	int workers_given = 0, mode_given = 0;
+	int workers_given = 0, mode_given = 0, dry_run = 0;
 	optind = 3;
 	opterr = 0; /* one line of our own instead of getopt's */
 	int c;
@@ -423,6 +441,7 @@ int cmd_app(int argc, char **argv)
 			break;
 		case 'd': r.dir = optarg; break;
 		case 'p': prepare = optarg; break;
+		case 'D': dry_run = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
@@ -437,6 +456,8 @@ int cmd_app(int argc, char **argv)
 		if (strlen(prepare) > PATH_MAX - 64)
 			die_usage("--prepare: a path of %zu bytes is too long", strlen(prepare));
 		r.dir = prepare;
+		if (dry_run)
+			return emit_app_config(&r, 1);
 		if (app->prepare(&r) != 0)
 			die_failed("%s --prepare %s: %s", app->name, prepare, r.err);
 		return 0;
@@ -448,6 +469,8 @@ int cmd_app(int argc, char **argv)
 			  app->name);
 	if (!app->uses_dir && r.dir)
 		die_usage("app %s makes its input in memory and takes no --dir", app->name);
+	if (dry_run)
+		return emit_app_config(&r, 0);
 
 	r.ctl = app_shared_alloc(&r, sizeof *r.ctl + r.nworkers * sizeof r.ctl->end_ns[0]);
 	if (!r.ctl)

@@ -320,16 +320,6 @@ static void emit_error(const char *msg)
 	json_emit(j);
 }
 
-static double parse_seconds(const char *opt, const char *s)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > 86400 * 7)
-		die_usage("%s: '%s' is not a positive number of seconds", opt, s);
-	return v;
-}
-
 static void arm_alarm(double s)
 {
 	struct itimerval it = {.it_value = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - (time_t)s) * 1e6)}};
@@ -417,8 +407,9 @@ int cmd_profile(int argc, char **argv)
 						 {"no-bpf", no_argument, 0, 'n'},
 						 {"no-syscalls", no_argument, 0, 's'},
 						 {"no-counters", no_argument, 0, 'c'},
+						 {"dry-run", no_argument, 0, 'D'},
 						 {0, 0, 0, 0}};
-	int out_fd = -1, no_bpf = 0, no_syscalls = 0, no_counters = 0;
+	int out_fd = -1, no_bpf = 0, no_syscalls = 0, no_counters = 0, dry_run = 0;
 	double duration = 0, time_limit = 0;
 	pid_t pid = 0;
 	optind = 2;
@@ -432,8 +423,8 @@ int cmd_profile(int argc, char **argv)
 			if (*end || out_fd < 0 || fcntl(out_fd, F_GETFD) < 0)
 				die_usage("--out-fd: '%s' is not an open file descriptor", optarg);
 			break;
-		case 'd': duration = parse_seconds("--duration", optarg); break;
-		case 't': time_limit = parse_seconds("--time-limit", optarg); break;
+		case 'd': duration = parse_seconds("--duration", optarg, 0); break;
+		case 't': time_limit = parse_seconds("--time-limit", optarg, 0); break;
 		case 'p':
 			pid = (pid_t)strtol(optarg, &end, 10);
 			if (*end || pid <= 0)
@@ -446,6 +437,7 @@ int cmd_profile(int argc, char **argv)
 		case 'n': no_bpf = 1; break;
 		case 's': no_syscalls = 1; break;
 		case 'c': no_counters = 1; break;
+		case 'D': dry_run = 1; break;
 		default: usage();
 		}
 	}
@@ -455,6 +447,27 @@ int cmd_profile(int argc, char **argv)
 		die_usage("profile: give either --pid PID or -- CMD ARGS...");
 	if (ncmd > 0 && duration > 0)
 		die_usage("profile: --duration is for --pid; a command is profiled until it exits (see --time-limit)");
+	if (dry_run) {
+		struct json *cfg = json_record("config");
+		json_str(cfg, "command", "profile");
+		json_str(cfg, "mode", ncmd ? "command" : "pid");
+		json_arr(cfg, "argv");
+		for (int i = 0; i < ncmd; i++)
+			json_str(cfg, NULL, cmd[i]);
+		json_end(cfg);
+		if (pid)
+			json_int(cfg, "pid", pid);
+		else
+			json_null(cfg, "pid");
+		json_num(cfg, "duration_s", duration);
+		json_num(cfg, "time_limit_s", time_limit);
+		json_int(cfg, "out_fd", out_fd);
+		json_bool(cfg, "bpf", !no_bpf);
+		json_bool(cfg, "syscalls", !no_syscalls);
+		json_bool(cfg, "counters", !no_counters);
+		json_emit(cfg);
+		return 0;
+	}
 
 	/* The records leave on out_fd; stdout goes back to the command. */
 	int saved_stdout = -1;

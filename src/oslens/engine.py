@@ -84,11 +84,6 @@ def limits() -> dict:
     for r in _listing():
         if r.get("type") == "limits":
             return {k: v for k, v in r.items() if k != "type"}
-    # TEMPORARY (removed when the engine publishes its limits; same session)
-    s = {"min": 0, "max": 86400.0, "unit": "s"}
-    return {"run": {"--duration": s, "--warmup": s, "--interval": s, "--time-limit": s,
-                    "--ops": {"min": 1, "max": 2**62, "unit": "count"}, "--reps": {"min": 1, "max": 100000, "unit": "count"}},
-            "profile": {"--duration": {"min": 0, "max": 7 * 86400.0}, "--time-limit": {"min": 0, "max": 7 * 86400.0}}}
     raise MeasurementError(f"{ENGINE} list publishes no limits: an engine older than this oslens")
 
 

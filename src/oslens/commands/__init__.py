@@ -98,11 +98,13 @@ def print_run_line(ctx: Context, run) -> None:
 def measure(ctx: Context, kind: str, plan, headline: str) -> None:
     """Runs a checked plan of engine invocations into the store, then prints
     the run as `show` would."""
-    from ..runner import execute
+    from ..runner import check, execute
 
+    check(plan.points)  # refused input says so before any progress line
     with ctx.store() as store:
         ctx.say(f"oslens {kind}: {headline}, store {store.path}")
-        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet)
+        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet,
+                         checked=True)
         print_run(ctx, store, run_id)
 
 

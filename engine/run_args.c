@@ -1,0 +1,332 @@
+/* `oslens-engine run`: its argv parsed into a run_config and checked against
+ * the probes, the topology and the system's task limits, before anything
+ * runs (and, with --dry-run, instead of running). */
+#include "engine.h"
+#include "json.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#ifndef OSLENS_STATIC
+/* The statically linked engine sits beside this one as <self>-static. */
+static void exec_static(char **argv)
+{
+	char self[PATH_MAX], path[PATH_MAX + 8];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n < 0)
+		die_usage("cannot find my own executable: %s", strerror(errno));
+	self[n] = 0;
+	snprintf(path, sizeof path, "%s-static", self);
+	execv(path, argv);
+	die_usage("this probe needs the statically linked engine %s: %s", path, strerror(errno));
+}
+#endif
+
+#ifndef OSLENS_STATIC
+/* A dry run checks that a run could hand over to the static engine. */
+static void check_static(void)
+{
+	char self[PATH_MAX], path[PATH_MAX + 8];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n < 0)
+		die_usage("cannot find my own executable: %s", strerror(errno));
+	self[n] = 0;
+	snprintf(path, sizeof path, "%s-static", self);
+	if (access(path, X_OK) != 0)
+		die_usage("this probe needs the statically linked engine %s: %s", path, strerror(errno));
+}
+#endif
+
+/* Refuses a run whose extra tasks would hit RLIMIT_NPROC or the kernel's
+ * task limit, rather than discovering it as fork failures mid-measurement. */
+static void check_task_budget(const struct run_config *cfg)
+{
+	long extra = 0;
+	for (int k = 0; k < cfg->nchoices; k++)
+		extra += cfg->choices[k].probe->processes_per_worker;
+	long need = (long)cfg->nworkers * (1 + extra) + 2;
+	long tasks = 0, threads_max = 0;
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f) {
+		if (fscanf(f, "%*f %*f %*f %*d/%ld", &tasks) != 1)
+			tasks = 0;
+		fclose(f);
+	}
+	f = fopen("/proc/sys/kernel/threads-max", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &threads_max) != 1)
+			threads_max = 0;
+		fclose(f);
+	}
+	if (threads_max && tasks + need > threads_max)
+		die_usage("%d workers need %ld more tasks; the system has %ld of kernel.threads-max %ld",
+			  cfg->nworkers, need, tasks, threads_max);
+	struct rlimit rl;
+	if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)need > rl.rlim_cur / 2)
+		die_usage("%d workers need %ld tasks but RLIMIT_NPROC is %lu; lower --workers or raise ulimit -u",
+			  cfg->nworkers, need, (unsigned long)rl.rlim_cur);
+}
+
+/* --opt KEY=VALUE sets the option in every chosen probe that has it. */
+static void set_opt(struct run_config *cfg, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq)
+		die_usage("--opt: '%s' is not KEY=VALUE", kv);
+	int takers = 0;
+	for (int k = 0; k < cfg->nchoices; k++) {
+		const struct probe *p = cfg->choices[k].probe;
+		for (int i = 0; i < PROBE_MAX_OPTS && p->opts[i].name; i++)
+			if (strlen(p->opts[i].name) == (size_t)(eq - kv) && !strncmp(p->opts[i].name, kv, eq - kv)) {
+				char what[80];
+				snprintf(what, sizeof what, "--opt %s", p->opts[i].name);
+				cfg->choices[k].opt[i] = parse_long(what, eq + 1, p->opts[i].min, p->opts[i].max);
+				takers++;
+			}
+	}
+	if (!takers)
+		die_usage("no chosen probe has an option '%.*s'", (int)(eq - kv), kv);
+}
+
+/* NAME[:VARIANT] -> a choice with default options. */
+static void parse_choice(const char *spec, struct choice *c)
+{
+	char name[64];
+	snprintf(name, sizeof name, "%s", spec);
+	char *colon = strchr(name, ':');
+	const char *variant = colon ? colon + 1 : NULL;
+	if (colon)
+		*colon = 0;
+	c->probe = probe_find(name);
+	if (!c->probe)
+		die_usage("unknown probe '%s' (see 'oslens-engine list')", name);
+	c->variant = 0;
+	if (variant) {
+		c->variant = -1;
+		for (int i = 0; i < PROBE_MAX_VARIANTS && c->probe->variants[i].name; i++)
+			if (!strcmp(c->probe->variants[i].name, variant))
+				c->variant = i;
+		if (c->variant < 0)
+			die_usage("probe %s has no variant '%s'", name, variant);
+	}
+	for (int i = 0; i < PROBE_MAX_OPTS && c->probe->opts[i].name; i++)
+		c->opt[i] = c->probe->opts[i].def;
+}
+
+/* Parses and checks `run`'s argv into cfg and topo, dying with one line on
+ * anything a run would refuse. A probe that needs the static engine is
+ * handed to it here (exec), unless this is a dry run. */
+void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo)
+{
+	static const struct option longopts[] = {
+		{"probe", required_argument, 0, 'p'},   {"workers", required_argument, 0, 'w'},
+		{"cpus", required_argument, 0, 'c'},    {"mode", required_argument, 0, 'm'},
+		{"placement", required_argument, 0, 'P'}, {"duration", required_argument, 0, 'd'},
+		{"ops", required_argument, 0, 'n'},     {"warmup", required_argument, 0, 'W'},
+		{"reps", required_argument, 0, 'r'},    {"interval", required_argument, 0, 'i'},
+		{"opt", required_argument, 0, 'o'},     {"time-limit", required_argument, 0, 't'},
+		{"clock", required_argument, 0, 'C'},   {"tmpdir", required_argument, 0, 'T'},
+		{"latency", no_argument, 0, 'L'},      {"mix", no_argument, 0, 'M'},
+		{"trace", no_argument, 0, 'R'},         {"dry-run", no_argument, 0, 'D'},
+		{0, 0, 0, 0}};
+	*cfg = (struct run_config){.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1,
+				   .reps = 1, .argc = argc, .argv = argv};
+	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
+	const char *opts[64];
+	int nopts = 0;
+	enum clock_want clock_want = CLOCK_WANT_AUTO;
+	cfg->tmpdir_base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+	optind = 2;
+	opterr = 0; /* one line of our own instead of getopt's */
+	int c;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p': probe_arg = optarg; break;
+		case 'w': workers_arg = optarg; break;
+		case 'c': cpus_arg = optarg; break;
+		case 'm':
+			if (strcmp(optarg, "process") && strcmp(optarg, "thread"))
+				die_usage("--mode: '%s' is not process or thread", optarg);
+			cfg->threaded = !strcmp(optarg, "thread");
+			break;
+		case 'P': cfg->placement = optarg; break;
+		case 'd': cfg->duration_s = parse_seconds("--duration", optarg, 0); break;
+		case 'n': cfg->ops = (uint64_t)parse_long("--ops", optarg, 1, RUN_MAX_OPS); break;
+		case 'W': cfg->warmup_s = parse_seconds("--warmup", optarg, 1); break;
+		case 'r': cfg->reps = (int)parse_long("--reps", optarg, 1, RUN_MAX_REPS); break;
+		case 'i': cfg->interval_s = parse_seconds("--interval", optarg, 0); break;
+		case 'o':
+			if (nopts == 64)
+				die_usage("--opt: too many options");
+			opts[nopts++] = optarg;
+			break;
+		case 't': cfg->time_limit_s = parse_seconds("--time-limit", optarg, 0); break;
+		case 'C':
+			if (!strcmp(optarg, "auto")) clock_want = CLOCK_WANT_AUTO;
+			else if (!strcmp(optarg, "tsc")) clock_want = CLOCK_WANT_TSC;
+			else if (!strcmp(optarg, "monotonic")) clock_want = CLOCK_WANT_MONOTONIC;
+			else die_usage("--clock: '%s' is not auto, tsc or monotonic", optarg);
+			break;
+		case 'T': cfg->tmpdir_base = optarg; break;
+		case 'L': cfg->latency = 1; break;
+		case 'M': cfg->mix = 1; break;
+		case 'R': cfg->trace = 1; break;
+		case 'D': cfg->dry_run = 1; break;
+		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'", argv[optind]);
+	if (!probe_arg)
+		die_usage("run needs --probe NAME (see 'oslens-engine list')");
+	if (cfg->duration_s && cfg->ops)
+		die_usage("--duration and --ops are exclusive: fixed time or fixed work");
+	if (!cfg->ops && !cfg->duration_s)
+		cfg->duration_s = 1.0;
+	if (cfg->interval_s > cfg->duration_s && cfg->duration_s)
+		cfg->interval_s = cfg->duration_s;
+	if (cfg->duration_s && cfg->duration_s / cfg->interval_s > RUN_MAX_SAMPLES)
+		die_usage("--interval %g s gives more than a million samples over %g s", cfg->interval_s, cfg->duration_s);
+
+	char specs[8192];
+	snprintf(specs, sizeof specs, "%s", probe_arg);
+	for (char *save, *t = strtok_r(specs, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		struct choice *more = realloc(cfg->choices, (cfg->nchoices + 1) * sizeof *more);
+		if (!more)
+			die_usage("out of memory");
+		cfg->choices = more;
+		parse_choice(t, &cfg->choices[cfg->nchoices++]);
+	}
+	if (!cfg->nchoices)
+		die_usage("--probe names no probe");
+	if (cfg->nchoices > 1 && !cfg->mix)
+		die_usage("several probes in one run need --mix (each worker runs them in turn)");
+	if (cfg->mix && !cfg->latency)
+		die_usage("--mix times every operation of a mixed stream: it needs --latency");
+#ifndef OSLENS_STATIC
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (cfg->choices[k].probe->needs_static) {
+			if (cfg->mix)
+				die_usage("probe %s needs the static engine and cannot be mixed", cfg->choices[k].probe->name);
+			if (!cfg->dry_run)
+				exec_static(argv);
+			check_static();
+		}
+#endif
+	for (int i = 0; i < nopts; i++)
+		set_opt(cfg, opts[i]);
+	for (int k = 0; k < cfg->nchoices && cfg->mix; k++)
+		if (cfg->choices[k].probe->variants[cfg->choices[k].variant].alone)
+			die_usage("%s:%s changes the whole worker (e.g. its address space) and cannot be mixed",
+				  cfg->choices[k].probe->name, cfg->choices[k].probe->variants[cfg->choices[k].variant].name);
+	for (int k = 0; k < cfg->nchoices && cfg->latency; k++)
+		if (!cfg->choices[k].probe->timed)
+			die_usage("probe %s has no per-operation latency (it is not a repeated operation)",
+				  cfg->choices[k].probe->name);
+
+	if (topology_read(topo) != 0)
+		die_usage("cannot read the CPU topology or affinity mask");
+	char err[256];
+	if (cpus_arg) {
+		int *list = malloc(sizeof(int) * (topo->n + 1));
+		int n = cpulist_parse(cpus_arg, list, topo->n + 1);
+		if (n <= 0)
+			die_usage("--cpus: '%s' is not a CPU list of at most %d CPUs (e.g. 0-3,8)", cpus_arg, topo->n);
+		cfg->nworkers = n;
+		cfg->placement = "explicit";
+		cfg->cpus = calloc(n, sizeof *cfg->cpus);
+		for (int i = 0; i < n; i++) {
+			const struct cpu_topo *t = topology_cpu(topo, list[i]);
+			if (!t)
+				die_usage("--cpus: CPU %d is not online or not in this process's affinity mask", list[i]);
+			for (int k = 0; k < i; k++)
+				if (list[k] == list[i])
+					die_usage("--cpus: CPU %d is listed twice", list[i]);
+			cfg->cpus[i] = *t;
+		}
+		free(list);
+	} else {
+		cfg->nworkers = !strcmp(workers_arg, "max") ? topo->n
+							   : (int)parse_long("--workers", workers_arg, 1, RUN_MAX_WORKERS);
+		cfg->cpus = calloc(cfg->nworkers, sizeof *cfg->cpus);
+		if (!cfg->cpus || placement_plan(topo, cfg->placement, cfg->nworkers, cfg->cpus, err, sizeof err) != 0)
+			die_usage("%s", err);
+	}
+	if (cfg->nworkers > RUN_MAX_WORKERS)
+		die_usage("--workers: at most %d workers per run", RUN_MAX_WORKERS);
+	/* A partner task goes, in order, to a CPU no worker uses (dealt out
+	 * round-robin), else to the next worker's CPU; the header records it. */
+	cfg->partner_cpus = calloc(cfg->nworkers, sizeof *cfg->partner_cpus);
+	int *spare = calloc(topo->n, sizeof *spare), nspare = 0;
+	for (int k = 0; k < topo->n; k++) {
+		int used = 0;
+		for (int i = 0; i < cfg->nworkers && !used; i++)
+			used = cfg->cpus[i].cpu == topo->cpus[k].cpu;
+		if (!used)
+			spare[nspare++] = topo->cpus[k].cpu;
+	}
+	for (int i = 0; i < cfg->nworkers; i++)
+		cfg->partner_cpus[i] = nspare ? spare[i % nspare]
+				  : cfg->nworkers > 1 ? cfg->cpus[(i + 1) % cfg->nworkers].cpu : -1;
+	free(spare);
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (cfg->choices[k].probe->needs_partner_cpu && topo->n < 2)
+			die_usage("probe %s needs a second CPU for its partner task; this process has one",
+				  cfg->choices[k].probe->name);
+	check_task_budget(cfg);
+	if (clock_init(clock_want) != 0)
+		die_usage("--clock tsc: %s", clock_info.reason);
+}
+
+
+/* --dry-run: the configuration a run would measure, after every check. */
+void run_emit_config(const struct run_config *cfg)
+{
+	struct json *j = json_record("config");
+	json_str(j, "command", "run");
+	json_arr(j, "probes");
+	for (int k = 0; k < cfg->nchoices; k++) {
+		const struct choice *c = &cfg->choices[k];
+		json_obj(j, NULL);
+		json_str(j, "name", c->probe->name);
+		json_str(j, "variant", c->probe->variants[c->variant].name);
+		json_obj(j, "options");
+		for (int i = 0; i < PROBE_MAX_OPTS && c->probe->opts[i].name; i++)
+			json_int(j, c->probe->opts[i].name, c->opt[i]);
+		json_end(j);
+		json_end(j);
+	}
+	json_end(j);
+	json_int(j, "workers", cfg->nworkers);
+	json_str(j, "mode", cfg->threaded ? "thread" : "process");
+	json_str(j, "placement", cfg->placement);
+	json_arr(j, "cpus");
+	for (int i = 0; i < cfg->nworkers; i++)
+		json_int(j, NULL, cfg->cpus[i].cpu);
+	json_end(j);
+	json_arr(j, "partner_cpus");
+	for (int i = 0; i < cfg->nworkers; i++)
+		json_int(j, NULL, cfg->partner_cpus[i]);
+	json_end(j);
+	json_str(j, "fixed", cfg->ops ? "ops" : "time");
+	json_num(j, "duration_s", cfg->duration_s);
+	json_uint(j, "ops", cfg->ops);
+	json_num(j, "warmup_s", cfg->warmup_s);
+	json_num(j, "interval_s", cfg->interval_s);
+	json_int(j, "reps", cfg->reps);
+	json_num(j, "time_limit_s", cfg->time_limit_s);
+	json_bool(j, "latency", cfg->latency);
+	json_bool(j, "mix", cfg->mix);
+	json_bool(j, "trace", cfg->trace);
+	json_str(j, "tmpdir_base", cfg->tmpdir_base);
+	json_str(j, "clock", clock_info.source);
+	json_emit(j);
+}
