@@ -154,32 +154,28 @@ def show(ctx: Context, run_ref: str):
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "parquet"]), default="json", show_default=True,
-              help="parquet: every record as one table (pandas/Arrow), to the -o file.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File (default stdout).")
+              help="json: metadata, every frame and every record; csv, parquet: one frame a file.")
+@click.option("-o", "--output", type=click.Path(writable=True),
+              help="File (default stdout; parquet needs one), or DIR/: every frame to its own file there.")
+@click.option("--frame", metavar="NAME", help="Only this frame (default: csv and parquet write the main one).")
 @common_options
-def export(ctx: Context, run_ref: str, fmt: str, output: str | None):
-    """Export a stored run with every record."""
+def export(ctx: Context, run_ref: str, fmt: str, output: str | None, frame: str | None):
+    """Export a stored run's tidy frames (and, in JSON, every record).
+
+    --json prints what was written (files, frames, rows, columns): give -o."""
+    from .api import Run
+    from .export import export as write
+
+    if ctx.as_json and not output:
+        raise UsageError("export --json describes the files written: give -o FILE or -o DIR/")
     with ctx.store(create=False) as store:
-        run = store.run(run_ref)
-        if fmt == "parquet":
-            if not output:
-                raise UsageError("--format parquet writes a file: give -o FILE.parquet")
-            try:
-                records_frame(store, run.id).to_parquet(output, index=False)
-            except OSError as e:
-                raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
-            ctx.say(f"run {run.id} written to {output}")
-            return
-        if output:
-            try:
-                f = open(output, "w", newline="")
-            except OSError as e:
-                raise UsageError(f"cannot write {output}: {e.strerror}") from None
-            with f:
-                export_run(store, run.id, fmt, f)
-            ctx.say(f"run {run.id} written to {output}")
-        else:
-            export_run(store, run.id, fmt, sys.stdout)
+        run = Run(store.run(run_ref), store)
+        done = write(run, fmt, output, frame, sys.stdout)
+    if ctx.as_json:
+        click.echo(json.dumps({"run": run.id, "kind": run.kind, "format": fmt, "written": done}, indent=1))
+    elif output:
+        files = sorted({str(d["path"]) for d in done})
+        ctx.say(f"run {run.id} written to {output}" + (f" ({len(files)} files)" if len(files) > 1 else ""))
 
 
 @cli.command()

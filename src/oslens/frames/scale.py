@@ -1,0 +1,86 @@
+"""The frames of a `scale` run.
+
+`workers` (main): one row per worker per repetition that counts, i.e. per
+repetition that ended ok with every worker's record (records.scale_points'
+complete repetitions: exactly those the analysis and `show` count).
+`points`: one row per point (probe, variant, mode, placement, fixed work or
+time, worker count), the figures `show --json` reports in its series'
+points: total and per-worker ops/s as median and interval over repetitions.
+"""
+from __future__ import annotations
+
+from ..records import scale_points
+from . import describe, joined, table
+
+_SERIES = {
+    "probe": ("str", "the probe (OS primitive)"),
+    "variant": ("str", "its variant"),
+    "mode": ("str", "process or thread workers"),
+    "placement": ("str", "CPU placement policy: compact, spread or explicit"),
+    "fixed": ("str", "time: fixed duration; ops: fixed work per worker"),
+    "workers": ("int64", "workers at this point"),
+}
+
+_INTERVAL = ("median", "low", "high")
+
+COLUMNS = {
+    "workers": {
+        **_SERIES,
+        "rep": ("int64", "repetition"),
+        "worker": ("int64", "worker index"),
+        "cpu": ("int64", "CPU the worker was pinned to"),
+        "cpu_seen": ("int64", "CPU it ran on at the end"),
+        "ops": ("int64", "operations completed in the measured window"),
+        "seconds": ("float64", "the measured window, s"),
+        "ops_per_s": ("float64", "ops / seconds"),
+        "user_s": ("float64", "user CPU time of the timed phase (rusage), s"),
+        "sys_s": ("float64", "system CPU time of the timed phase (rusage), s"),
+        "nvcsw": ("int64", "voluntary context switches (rusage)"),
+        "nivcsw": ("int64", "involuntary context switches (rusage)"),
+    },
+    "points": {
+        **_SERIES,
+        "reps": ("int64", "repetitions counted"),
+        **{f"total_{k}": ("float64", f"ops/s of all workers together: {k} (interval: "
+                          "distribution-free confidence interval of the median)") for k in _INTERVAL},
+        **{f"per_worker_{k}": ("float64", f"ops/s per worker: {k}") for k in _INTERVAL},
+        "coverage": ("float64", "confidence the interval covers the median"),
+        "imbalance": ("float64", "fastest worker's rate / slowest's, median over repetitions"),
+        "sys_share": ("float64", "kernel share of the workers' CPU time"),
+        "nivcsw_per_s": ("float64", "involuntary switches per worker-second"),
+        "efficiency": ("float64", "per-worker rate relative to the smallest worker count"),
+        **{f"{w}_s_{k}": ("float64", f"fixed work: time of the {w} worker, s: {k}")
+           for w in ("fastest", "slowest") for k in _INTERVAL},
+        "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
+    },
+}
+__doc__ += describe(COLUMNS)
+
+
+def frames(run, records: list[dict]) -> dict:
+    from ..analysis.scale import summarize
+
+    rows = []
+    for pt in scale_points(records):
+        series = dict(zip(("probe", "variant", "mode", "placement", "fixed"), pt.series), workers=pt.workers)
+        for rep, ws in zip(pt.complete_reps, pt.complete):
+            for w in sorted(ws, key=lambda w: w["worker"]):
+                ru = w["rusage"]
+                rows.append({**series, "rep": rep, "worker": w["worker"], "cpu": w["cpu"],
+                             "cpu_seen": w["cpu_seen"], "ops": w["ops"], "seconds": w["seconds"],
+                             "ops_per_s": w["ops_per_sec"], "user_s": ru["user_s"], "sys_s": ru["sys_s"],
+                             "nvcsw": ru["nvcsw"], "nivcsw": ru["nivcsw"]})
+    points = []
+    for s in summarize(records):
+        for p in s.points:
+            row = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement,
+                   "fixed": s.fixed, "workers": p.workers, "reps": p.reps, "coverage": p.total.coverage,
+                   "imbalance": p.imbalance, "sys_share": p.sys_share, "nivcsw_per_s": p.nivcsw_per_s,
+                   "efficiency": p.efficiency, "warnings": joined(p.warnings)}
+            for name in ("total", "per_worker", "fastest_s", "slowest_s"):
+                iv = getattr(p, name)
+                for k in _INTERVAL:
+                    row[f"{name}_{k}"] = getattr(iv, k) if iv is not None else None
+            points.append(row)
+    return {"workers": table(run.id, rows, COLUMNS["workers"]),
+            "points": table(run.id, points, COLUMNS["points"])}
