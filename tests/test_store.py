@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import oslens.store as store_mod
-from oslens.store import Store, StoreError, default_path, export_run
+from oslens.export import export_run
+from oslens.store import Store, StoreError, default_path
 
 HEADER = {"type": "header", "probe": {"name": "dup", "description": "dup/close"},
           "variant": "shared", "mode": "process", "workers": 2}
@@ -66,27 +67,44 @@ def test_round_trip(db):
     assert db.records(rid, type="nothing") == []
 
 
+def scale_header(probe, variant, mode, workers):
+    """A header as the engine writes it, with the fields the frames read."""
+    return {"type": "header", "probe": {"name": probe}, "variant": variant, "mode": mode, "workers": workers,
+            "placement": {"policy": "compact", "workers": [{"cpu": c, "smt": 0} for c in range(workers)]},
+            "fixed": "time"}
+
+
+def scale_worker(rep, w, cpu, ops):
+    return {**worker(rep, w, cpu, ops), "cpu_seen": cpu,
+            "rusage": {"user_s": 0.1, "sys_s": 0.2, "nvcsw": 0, "nivcsw": 1}}
+
+
+SCALE_RECORDS = [scale_header("dup", "shared", "process", 2), scale_worker(0, 0, 3, 100), scale_worker(0, 1, 5, 120),
+                 {"type": "rep", "rep": 0, "status": "ok"},
+                 scale_header("fork", "default", "thread", 1), scale_worker(0, 0, 7, 40),
+                 {"type": "rep", "rep": 0, "status": "ok"}, {"type": "end", "status": "ok"}]
+
+
 def test_export_json_and_csv(db):
     rid = db.begin_run("scale", [], {}, {})
-    db.add_records(rid, RECORDS)
+    db.add_records(rid, SCALE_RECORDS)
     db.finish_run(rid, "incomplete", "interrupted")
 
     out = io.StringIO()
     export_run(db, rid, "json", out)
     doc = json.loads(out.getvalue())
-    assert doc["records"] == RECORDS
+    assert doc["records"] == SCALE_RECORDS
     assert doc["run"]["id"] == rid and doc["run"]["status"] == "incomplete"
     assert doc["run"]["reason"] == "interrupted"
 
     out = io.StringIO()
     export_run(db, "last", "csv", out)
-    rows = list(csv.reader(io.StringIO(out.getvalue())))
-    assert rows[0] == ["run_id", "probe", "variant", "mode", "workers", "rep", "worker", "cpu",
-                       "ops", "seconds", "ops_per_sec"]
-    assert rows[1:] == [
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    old = ["run_id", "probe", "variant", "mode", "workers", "rep", "worker", "cpu", "ops", "seconds", "ops_per_s"]
+    assert [[r[k] for k in old] for r in rows] == [
         [str(rid), "dup", "shared", "process", "2", "0", "0", "3", "100", "0.5", "200.0"],
         [str(rid), "dup", "shared", "process", "2", "0", "1", "5", "120", "0.5", "240.0"],
-        [str(rid), "fork", "", "thread", "1", "0", "0", "7", "40", "0.5", "80.0"],
+        [str(rid), "fork", "default", "thread", "1", "0", "0", "7", "40", "0.5", "80.0"],
     ]
     with pytest.raises(ValueError, match="parquet"):
         export_run(db, rid, "parquet", io.StringIO())

@@ -7,7 +7,6 @@ running, which readers then report as incomplete.
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import json
 import os
@@ -15,7 +14,7 @@ import socket
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO
+from typing import Iterable, Iterator
 
 import platformdirs
 
@@ -25,8 +24,6 @@ APPLICATION_ID = 0x4F534C4E  # "OSLN"
 BUSY_TIMEOUT_S = 10.0
 FINAL_STATUSES = ("complete", "incomplete", "failed")
 DEAD_REASON = "process ended without finishing the run"
-CSV_COLUMNS = ("run_id", "probe", "variant", "mode", "workers", "rep", "worker", "cpu",
-               "ops", "seconds", "ops_per_sec")
 
 _SCHEMA = """
 CREATE TABLE run (
@@ -278,47 +275,3 @@ class Store:
                    machine=json.loads(machine), summary=summary and json.loads(summary),
                    reason=reason, n_records=n_records)
 
-
-def records_frame(store: Store, run_id: int | str):
-    """Every record of a run as one table (pandas): a row per record in
-    order, a column per field. A field that holds a list or an object, or
-    numbers in some records and text in others, is stored as JSON text, so
-    that the table has one type per column and nothing is lost."""
-    import pandas as pd
-
-    run = store.run(run_id)
-    rows = [{"run": run.id, "seq": i, **rec} for i, rec in enumerate(store.records(run.id))]
-    frame = pd.DataFrame(rows)
-    for col in frame.columns:
-        values = frame[col].dropna()
-        numeric = values.map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
-        flags = values.map(lambda v: isinstance(v, bool)).all()
-        text = values.map(lambda v: isinstance(v, str)).all()
-        if not (numeric or flags or text):
-            frame[col] = frame[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v)
-                                        else json.dumps(v))
-    return frame
-
-
-def export_run(store: Store, run_id: int | str, fmt: str, out: TextIO) -> None:
-    if fmt not in ("json", "csv"):
-        raise ValueError(f"unknown export format {fmt!r} (expected json or csv; parquet goes to a file)")
-    run = store.run(run_id)
-    records = store.records(run.id)
-    if fmt == "json":
-        json.dump({"run": dataclasses.asdict(run), "records": records}, out, indent=1)
-        out.write("\n")
-        return
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    context = {"probe": "", "variant": "", "mode": "", "workers": ""}
-    for rec in records:
-        if rec["type"] == "header":
-            probe = rec.get("probe")
-            context = {"probe": probe.get("name", "") if isinstance(probe, dict) else probe or "",
-                       "variant": rec.get("variant") or "", "mode": rec.get("mode", ""),
-                       "workers": rec.get("workers", "")}
-        elif rec["type"] == "worker":
-            writer.writerow([run.id, context["probe"], context["variant"], context["mode"],
-                             context["workers"]] +
-                            [rec.get(k, "") for k in CSV_COLUMNS[5:]])
