@@ -7,9 +7,9 @@ one module per format.
              -o DIR/ as DIR/run-<id>.json.
     csv      one frame, the kind's main one (or --frame NAME), to stdout or
              to -o FILE; with -o DIR/ every frame (or the --frame one) to
-             DIR/run-<id>-<frame>.csv. Read back with
-             pandas.read_csv(path, float_precision="round_trip") for
-             bit-exact floats.
+             DIR/run-<id>-<frame>.csv. Floats are written in full (they
+             read back bit-exact); give pandas.read_csv the text columns'
+             dtype ("str") so that a name like "true" stays text.
     parquet  one frame, the main one (or --frame NAME), to -o FILE; with
              -o DIR/ every frame (or the --frame one) to
              DIR/run-<id>-<frame>.parquet. Column dtypes are kept.
