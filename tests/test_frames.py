@@ -212,6 +212,13 @@ def test_noise_frames_equal_show(runs):
         for q, v in c["percentiles_ns"].items():
             assert same(row[f"{q}_ns"], v)
     assert run.frame("causes").empty  # --no-bpf: nothing attributed
+    tail = run.frame("tail")
+    for phase, p in shown["phases"].items():
+        for n, at in (p["tail"].get("nodes") or {}).items():
+            for delay, prob in at["p_delayed"].items():
+                [row] = tail[(tail["phase"] == phase) & (tail["nodes"] == int(n)) & (tail["delay"] == delay)
+                             ].to_dict("records")
+                assert (row["p_delayed"], row["expected_slowdown"]) == (prob, at["expected_slowdown"])
 
 
 def test_profile_frames_equal_show(runs):
@@ -396,3 +403,32 @@ def test_scale_csv_keeps_the_columns_scripts_read(runs):
         assert (r["run_id"], r["probe"], r["mode"], int(r["ops"]), int(r["cpu"])) == \
             (str(run.id), "dup", "process", w["ops"], w["cpu"])
         assert float(r["ops_per_s"]) == w["ops_per_sec"] and float(r["seconds"]) == w["seconds"]
+
+
+def test_appscale_fits_frame_holds_the_fitted_figures():
+    """Fits need several CPU counts; a synthetic sweep (no machine needed)."""
+    from types import SimpleNamespace
+
+    from oslens.analysis.appscale import summarize
+    from oslens.frames.appscale import frames
+
+    def point(n, rep):
+        wall = 1e9 * (0.1 + 0.9 / n) * (1 + 0.01 * rep)
+        return {"type": "point", "n": n, "cpus": list(range(n)), "rep": rep, "argv": [], "status": "ok",
+                "how": "exited", "code": 0, "signal": None, "wall_ns": wall, "confinement": "affinity",
+                "cpu_source": "rusage", "user_ns": wall * n, "system_ns": 0, "irq_ns": None, "softirq_ns": None,
+                "nvcsw": 1, "nivcsw": 0, "min_flt": 1, "maj_flt": 0}
+
+    records = [point(n, rep) for n in (1, 2, 4, 8, 16) for rep in range(3)]
+    run = SimpleNamespace(id=1, kind="appscale", params={"available_cpus": 16})
+    fits = frames(run, records)["fits"]
+    want = summarize(records, 16)["fits"]
+    for model, fit in want.items():
+        mine = fits[fits["model"] == model]
+        assert set(mine["fitted"]) == {fit["fitted"]}
+        if fit["fitted"]:
+            values = dict(zip(mine["name"], mine["value"]))
+            assert values["r2"] == fit["r2"]
+    assert want["amdahl"]["fitted"]
+    values = dict(zip(fits["name"], fits["value"]))
+    assert values["serial_fraction"] == pytest.approx(0.1, abs=0.02)

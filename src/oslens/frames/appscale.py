@@ -5,6 +5,10 @@
 `points`: one row per CPU count, the figures `show --json` reports in
 "rows": wall time median and interval over the repetitions that ended ok,
 user/system split, speedup and efficiency against the smallest count.
+`fits`: the Amdahl and USL fits, long: one row per model and figure
+(`lambda`, `sigma`, `kappa`, `serial_fraction`, `r2`, `peak_speedup`,
+`predicted.0.speedup` …; one row without a figure when the model was not
+fitted, with why).
 
 CPU lists are text, comma-separated ("0,1,4").
 """
@@ -52,6 +56,13 @@ COLUMNS = {
         "failures": ("int64", "repetitions that failed"),
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
+    "fits": {
+        "model": ("str", "amdahl or usl"),
+        "fitted": ("bool", "the model could be fitted"),
+        "why": ("str", "why not, when it was not"),
+        "name": ("str", "the figure (dotted path in the summary's fit)"),
+        "value": ("float64", "its value (a flag is 0 or 1)"),
+    },
 }
 __doc__ += describe(COLUMNS)
 
@@ -70,11 +81,29 @@ def frames(run, records: list[dict]) -> dict:
              **{k: p.get(k) for k in ("nvcsw", "nivcsw", "min_flt", "maj_flt")}}
             for p in of_type(records, "point")]
     points = []
-    for r in analyze(run, records).to_dict()["rows"]:
+    summary = analyze(run, records).to_dict()
+    for r in summary["rows"]:
         wall = r.get("wall_s") or {}
         points.append({**{k: r.get(k) for k in COLUMNS["points"]}, "cpus": joined(r["cpus"], ","),
                        "wall_s_median": wall.get("median"), "wall_s_low": wall.get("low"),
                        "wall_s_high": wall.get("high"), "coverage": wall.get("coverage"),
                        "failures": len(r["failures"]), "warnings": joined(r.get("warnings") or [])})
+    fits = []
+    for model, fit in summary.get("fits", {}).items():
+        head = {"model": model, "fitted": bool(fit.get("fitted")), "why": fit.get("why")}
+        figures = _figures({k: v for k, v in fit.items() if k not in ("fitted", "why", "model")})
+        fits += [{**head, "name": name, "value": value} for name, value in figures] or [head]
     return {"reps": table(run.id, reps, COLUMNS["reps"]),
-            "points": table(run.id, points, COLUMNS["points"])}
+            "points": table(run.id, points, COLUMNS["points"]),
+            "fits": table(run.id, fits, COLUMNS["fits"])}
+
+
+def _figures(node, path: str = "") -> list[tuple[str, float]]:
+    """The numbers (and flags, as 0/1) of a nested fit, by dotted path."""
+    if isinstance(node, dict):
+        return [f for k, v in node.items() for f in _figures(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [f for i, v in enumerate(node) for f in _figures(v, f"{path}.{i}")]
+    if isinstance(node, (int, float)):
+        return [(path, float(node))]
+    return []

@@ -4,7 +4,9 @@
 probe thread), with its cause: exactly the "detours" `show --json` prints.
 `cpus`: one row per phase and CPU, the per-CPU figures of the summary.
 `causes`: one row per phase and cause (only with attribution), the
-summary's cause table.
+summary's cause table. `tail`: the tail at scale, one row per phase, node
+count and delay: for a bulk-synchronous step on every node, the chance a
+step is delayed by more than the delay, and the expected slowdown.
 
 A phase is "alone" or "with <competitor> on CPUs …". Times are ns;
 `t_ns` is CLOCK_MONOTONIC.
@@ -54,6 +56,15 @@ COLUMNS = {
         "max_ns": ("float64", "most it took of one detour, ns"),
         "share": ("float64", "its share of all detour time"),
     },
+    "tail": {
+        **_PHASE,
+        "step_ns": ("float64", "the step of the bulk-synchronous computation, ns"),
+        "windows": ("int64", "step-long windows measured"),
+        "nodes": ("int64", "nodes computing in lockstep"),
+        "delay": ("str", "the delay: >10us, >100us, >1000us"),
+        "p_delayed": ("float64", "chance a step is delayed by more than that on one node of them"),
+        "expected_slowdown": ("float64", "expected step time with noise / step"),
+    },
 }
 __doc__ += describe(COLUMNS)
 
@@ -67,7 +78,7 @@ def frames(run, records: list[dict]) -> dict:
     doc = summary.to_dict()
     detours = [{"phase": phase, "cpu": cpu, "t_ns": start, "duration_ns": dur, "cause": cause}
                for phase, rows in summary.json_extra()["detours"].items() for cpu, start, dur, cause in rows]
-    cpus, causes = [], []
+    cpus, causes, tail = [], [], []
     for phase, p in doc["phases"].items():
         for c in p["cpus"]:
             ftq = c.get("ftq") or {}
@@ -75,6 +86,12 @@ def frames(run, records: list[dict]) -> dict:
                          **{f"{k}_ns": v for k, v in c["percentiles_ns"].items()},
                          **{f"ftq_{k}": ftq.get(k) for k in _FTQ}})
         causes += [{"phase": phase, "cause": cause, **row} for cause, row in p["causes"].items()]
+        t = p.get("tail") or {}
+        for n, at in (t.get("nodes") or {}).items():
+            tail += [{"phase": phase, "step_ns": t["step_ns"], "windows": t["windows"], "nodes": int(n),
+                      "delay": delay, "p_delayed": prob, "expected_slowdown": at["expected_slowdown"]}
+                     for delay, prob in at["p_delayed"].items()]
     return {"detours": table(run.id, detours, COLUMNS["detours"]),
             "cpus": table(run.id, cpus, COLUMNS["cpus"]),
-            "causes": table(run.id, causes, COLUMNS["causes"])}
+            "causes": table(run.id, causes, COLUMNS["causes"]),
+            "tail": table(run.id, tail, COLUMNS["tail"])}
