@@ -13,9 +13,9 @@ docstring lists them, and `columns(kind)` returns them.
 |----------|------------|--------------|
 | scale    | workers    | points |
 | latency  | hists      | histogram, summary |
-| noise    | detours    | cpus, causes |
+| noise    | detours    | cpus, causes, tail |
 | profile  | threads    | sections, figures, crosschecks, syscalls, locks, hardirqs, softirqs, vectors, … |
-| appscale | reps       | points |
+| appscale | reps       | points, fits |
 
 Every frame starts with `run_id`, so that frames of several runs can be
 concatenated. Columns that may be unknown use pandas' nullable dtypes
