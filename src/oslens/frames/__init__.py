@@ -7,7 +7,9 @@ first frame is the kind's main one: one row per measured thing, one column
 per variable. Every frame's values are those `oslens show RUN --json`
 reports (the same analysis computes them), and every column is declared
 once, with its dtype and meaning, in the module's `COLUMNS`; the module's
-docstring lists them, and `columns(kind)` returns them.
+docstring lists them, `columns(kind)` returns them, and
+`documentation()` is the text documenting every column of every kind
+(`python -c 'import oslens.frames as f; print(f.documentation())'`).
 
 | kind     | main frame | other frames |
 |----------|------------|--------------|
@@ -50,6 +52,17 @@ def columns(kind: str) -> dict[str, Spec]:
     module, _, _ = kinds.get(kind).frames.partition(":")
     import importlib
     return importlib.import_module(module, kinds.__package__).COLUMNS
+
+
+def documentation() -> str:
+    """Every kind's frames and the meaning and dtype of each column: the
+    docstrings of frames/<kind>.py, one after another."""
+    import importlib
+    out = []
+    for name, kind in kinds.KINDS.items():
+        module = importlib.import_module(kind.frames.partition(":")[0], kinds.__package__)
+        out.append(f"# {name}\n\n{(module.__doc__ or '').strip()}\n")
+    return "\n".join(out)
 
 
 def table(run_id: int, rows: Iterable[dict], spec: Spec) -> "pd.DataFrame":

@@ -22,6 +22,8 @@ _SERIES = {
 }
 
 _INTERVAL = ("median", "low", "high")
+_WHICH = {"median": "median over repetitions", "low": "low end of the median's confidence interval",
+          "high": "high end of it"}
 
 COLUMNS = {
     "workers": {
@@ -41,16 +43,16 @@ COLUMNS = {
     "points": {
         **_SERIES,
         "reps": ("int64", "repetitions counted"),
-        **{f"total_{k}": ("float64", f"ops/s of all workers together: {k} (interval: "
-                          "distribution-free confidence interval of the median)") for k in _INTERVAL},
-        **{f"per_worker_{k}": ("float64", f"ops/s per worker: {k}") for k in _INTERVAL},
+        **{f"total_{k}": ("float64", f"ops/s of all workers together: {_WHICH[k]}") for k in _INTERVAL},
+        **{f"per_worker_{k}": ("float64", f"ops/s per worker: {_WHICH[k]}") for k in _INTERVAL},
         "coverage": ("float64", "confidence the interval covers the median"),
         "imbalance": ("float64", "fastest worker's rate / slowest's, median over repetitions"),
         "sys_share": ("float64", "kernel share of the workers' CPU time"),
         "nivcsw_per_s": ("float64", "involuntary switches per worker-second"),
         "efficiency": ("float64", "per-worker rate relative to the smallest worker count"),
-        **{f"{w}_s_{k}": ("float64", f"fixed work: time of the {w} worker, s: {k}")
-           for w in ("fastest", "slowest") for k in _INTERVAL},
+        **{f"{w}_s_{k}": ("float64", f"fixed work: {what}, s: {_WHICH[k]}")
+           for w, what in (("fastest", "the fastest worker's time"), ("slowest", "the slowest worker's time"),
+                           ("mean", "the workers' mean time")) for k in _INTERVAL},
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
 }
@@ -77,7 +79,7 @@ def frames(run, records: list[dict]) -> dict:
                    "fixed": s.fixed, "workers": p.workers, "reps": p.reps, "coverage": p.total.coverage,
                    "imbalance": p.imbalance, "sys_share": p.sys_share, "nivcsw_per_s": p.nivcsw_per_s,
                    "efficiency": p.efficiency, "warnings": joined(p.warnings)}
-            for name in ("total", "per_worker", "fastest_s", "slowest_s"):
+            for name in ("total", "per_worker", "fastest_s", "slowest_s", "mean_s"):
                 iv = getattr(p, name)
                 for k in _INTERVAL:
                     row[f"{name}_{k}"] = getattr(iv, k) if iv is not None else None
