@@ -435,3 +435,35 @@ def test_appscale_fits_frame_holds_the_fitted_figures():
     assert want["amdahl"]["fitted"]
     values = dict(zip(fits["name"], fits["value"]))
     assert values["serial_fraction"] == pytest.approx(0.1, abs=0.02)
+
+
+@pytest.mark.parametrize("kind, args", [
+    ("scale", ["scale", "--probe", "dup", "--workers", "1", "--ops", "500", "--warmup", "0.05", "--reps", "2"]),
+    ("profile", ["profile", "--no-bpf", "--", "/bin/true"]),
+], ids=["scale-fixed-work", "profile-without-bpf"])
+def test_other_shapes_of_run(tmp_path, kind, args):
+    """Fixed work (the OSMark timings) and a profile without BPF: same
+    frames, same declared columns, values as `show --json`."""
+    db = tmp_path / "store.db"
+    p = cli("-q", *args, db=db, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    run = oslens.Store(db).last()
+    shown = json.loads(cli("show", str(run.id), "--json", db=db).stdout)
+    df = run.frame()
+    assert {c: str(t) for c, t in df.dtypes.items()} == SNAPSHOT[kind]
+    if kind == "scale":
+        assert (df["ops"] == 500).all() and len(df) == 2
+        [series] = shown["series"]
+        [point] = series["points"]
+        [row] = run.frame("points").to_dict("records")
+        for w in ("fastest_s", "slowest_s", "mean_s"):
+            assert (row[f"{w}_median"], row[f"{w}_low"], row[f"{w}_high"]) == \
+                (point[w]["median"], point[w]["low"], point[w]["high"])
+    else:
+        keys = list(SNAPSHOT["profile"])[1:]
+        assert records_of(df.to_dict("records"), keys) == records_of(shown["sections"]["time"]["threads"], keys)
+        sections = run.frame("sections")
+        assert list(sections["section"]) == list(shown["sections"])
+    for name, frame in run.frames().items():
+        back = json.loads(cli("export", str(run.id), "--format", "json", "--frame", name, db=db).stdout)
+        assert_same_rows(pd.DataFrame(back["frames"][name], columns=list(frame.columns)), frame)
