@@ -209,7 +209,7 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
     write(root, f"{base}/possible", f"0-{ncores * threads - 1}")
     blocks = []
     for p, c, sibs in per_core.values():
-        for i, cpu_ in enumerate(sibs):
+        for cpu_ in sibs:
             t = f"{base}/cpu{cpu_}/topology"
             write(root, f"{t}/physical_package_id", str(p))
             write(root, f"{t}/die_id", "0")

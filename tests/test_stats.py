@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -59,7 +60,7 @@ def test_infinities_take_their_place_in_the_order():
 
 def test_interval_is_frozen_and_serialisable():
     iv = median_ci([1, 2, 3, 4, 5, 6, 7])
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         iv.median = 0  # type: ignore[misc]
     assert iv.to_dict() == {"median": 4.0, "low": iv.low, "high": iv.high, "n": 7,
                             "coverage": iv.coverage}

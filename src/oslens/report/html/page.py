@@ -86,8 +86,10 @@ def _cell(v) -> str:
 
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
-h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em} h3{font-size:1.05em;margin:1.4em 0 .3em}
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1200px;
+padding:0 1em;color:#222}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+h3{font-size:1.05em;margin:1.4em 0 .3em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-variant-numeric:tabular-nums}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right} th{background:#f4f4f4}
 td:first-child,th:first-child,td.text{text-align:left}
