@@ -34,8 +34,10 @@ def check_target(command: list[str], pid: int | None, duration: float | None,
         elif shutil.which(exe) is None:
             raise UsageError(f"cannot run '{exe}': not found in PATH")
         return
-    if not 0 < pid <= PID_MAX:
+    if pid <= 0:
         raise UsageError(f"--pid: {pid} is not a process id")
+    if pid > PID_MAX:  # os.kill would overflow; no kernel hands out such a pid
+        raise UsageError(f"--pid: no process {pid}")
     if pid == os.getpid():
         raise UsageError("--pid: cannot profile oslens itself")
     try:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ...format import si
-from ._common import fmt_ns, fmt_rate, fmt_share, footer, heading, new_section, per_second, plain, ratio, table
+from .common import fmt_ns, fmt_rate, fmt_share, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Hardware counters: user vs kernel"
 HARDWARE = ("cycles", "instructions", "stalled-cycles-frontend", "L1-icache-misses", "iTLB-misses")

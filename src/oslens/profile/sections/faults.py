@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ._common import (FALLBACK, LATENCY_COLUMNS, add_crosscheck, bpf_record, distribution_table, fmt_count,
+from .common import (FALLBACK, LATENCY_COLUMNS, add_crosscheck, bpf_record, distribution_table, fmt_count,
                       fmt_rate, footer, heading, hist_stats, latency_cells, new_section, per_second, plain,
                       resolution_legend, table, thread_sum)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Page faults"
 BPF_PARTS = ("page_faults", "faults")

@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ...cpulist import format_cpulist
-from ._common import (FALLBACK, add_crosscheck, bpf_record, fmt_count, fmt_ns, fmt_rate, fmt_share, footer, heading,
+from .common import (FALLBACK, add_crosscheck, bpf_record, fmt_count, fmt_ns, fmt_rate, fmt_share, footer, heading,
                       new_section, per_second, plain, ratio, table)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Interrupts"
 BPF_PARTS = ("irqs", "hardirqs", "softirqs", "hardirq", "softirq", "irq_vectors", "vectors")

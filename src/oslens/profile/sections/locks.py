@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ._common import (bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio,
+from .common import (bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio,
                       table)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Kernel lock contention"
 BPF_PARTS = ("lock_contention", "locks")

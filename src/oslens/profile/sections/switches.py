@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ._common import (FALLBACK, LATENCY_COLUMNS, THREADS_PARTIAL, add_crosscheck, bpf_record, distribution_table,
+from .common import (FALLBACK, LATENCY_COLUMNS, THREADS_PARTIAL, add_crosscheck, bpf_record, distribution_table,
                       fmt_count, fmt_rate, fmt_share, footer, heading, hist_stats, latency_cells, new_section,
                       per_second, plain, ratio, resolution_legend, table, thread_sum)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Context switches"
 BPF_PARTS = ("sched_switch", "switches")

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from ._common import (bpf_record, fmt_count, fmt_ns, fmt_rate, footer, heading, hist_stats, new_section,
+from .common import (bpf_record, fmt_count, fmt_ns, fmt_rate, footer, heading, hist_stats, new_section,
                       per_second, plain, resolution_legend, table)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "System calls"
 BPF_PARTS = ("syscalls", "raw_syscalls")

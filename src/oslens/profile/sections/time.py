@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..procfs import TIME_FIELDS
-from ._common import (THREADS_PARTIAL, add_crosscheck, fmt_count, fmt_ns, fmt_share, footer, heading, new_section,
+from .common import (THREADS_PARTIAL, add_crosscheck, fmt_count, fmt_ns, fmt_share, footer, heading, new_section,
                       plain, ratio, table)
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 TITLE = "Execution time: user vs kernel"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ...profile.sections._common import (DECADES, crosscheck_text, fmt_count, fmt_ns, fmt_rate, fmt_share,
+from ...profile.sections.common import (DECADES, crosscheck_text, fmt_count, fmt_ns, fmt_rate, fmt_share,
                                          ratio, resolution_legend)
 from ...profile.sections.counters import METRICS, SCOPES
 from ...profile.sections.switches import LATENCIES

@@ -19,7 +19,7 @@ from ...analysis.histogram import Histogram
 from ...format import ns, si
 
 if TYPE_CHECKING:
-    from ..summary import Records
+    from ..records import Records
 
 # Decades for the distribution of a latency histogram: upper bound (ns), label.
 DECADES = ((1e3, "<1 µs"), (1e4, "1–10 µs"), (1e5, "10–100 µs"), (1e6, "0.1–1 ms"), (1e7, "1–10 ms"),
