@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +30,8 @@ from .analysis.stats import (SPREAD_LIMIT, Interval, adjust_fdr, bootstrap_ratio
                              repetitions_needed)
 from .errors import UsageError
 from .format import seconds, si
-from .analysis.metrics import HIGHER, LOWER, Metric, Metrics
-from .records import scale_series
+from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
+from . import kinds
 from .store import Run, Store
 
 DEFAULT_THRESHOLD = 0.05
@@ -52,105 +51,7 @@ RUN_LEVEL_NOTE = ("repetitions of one run share its conditions (boot, memory lay
 
 # ------------------------------------------------------------------ metrics
 
-def _scale(run: Run, records: list[dict]) -> Metrics:
-    out = Metrics()
-    for (probe, variant, mode, placement, fixed), points in scale_series(records).items():
-        group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'})"
-        for pt in points:
-            n, complete = pt.workers, pt.complete
-            base = f"scale/{probe}:{variant}/{mode}/{n} workers"
-            if base + "/ops per s per worker" in out:  # a second series of the same probe: keep both
-                base = f"scale/{probe}:{variant}/{mode}/{placement}/{fixed}/{n} workers"
-            out.add(f"{base}/ops per s per worker", [sum(w["ops_per_sec"] for w in ws) / n for ws in complete],
-                    "ops/s", HIGHER, group, f"{_workers(n)} · ops/s per worker")
-            if fixed == "ops":
-                out.add(f"{base}/slowest worker s", [max(w["seconds"] for w in ws) for ws in complete],
-                        "s", LOWER, group, f"{_workers(n)} · slowest worker's time")
-    return out
 
-
-def _workers(n: int) -> str:
-    return "1 worker" if n == 1 else f"{n} workers"
-
-
-def _cpus(n: int) -> str:
-    return "1 CPU" if n == 1 else f"{n} CPUs"
-
-
-LATENCY_QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
-
-
-def _latency(run: Run, records: list[dict]) -> Metrics:
-    from .analysis.histogram import Histogram, merge_all
-    from .analysis.latency import phase_of
-
-    by_key: dict = defaultdict(lambda: defaultdict(list))  # (probe, variant, phase) -> rep -> [Histogram]
-    context = None
-    for r in records:
-        t = r.get("type")
-        if t == "context":
-            context = r
-        elif t == "hist":
-            by_key[(r["probe"], r["variant"], phase_of(context))][r["rep"]].append(Histogram.from_record(r["hist"]))
-    out = Metrics()
-    for (probe, variant, phase), by_rep in by_key.items():
-        per_rep = [h for h in (merge_all(hs) for _, hs in sorted(by_rep.items())) if h.count]
-        op = f"{probe}:{variant}"
-        group = f"timing overhead ({op}), {phase}" if probe == "null" else phase
-        for label, q in LATENCY_QUANTILES:
-            out.add(f"latency/{op}/{phase}/{label} ns", [h.percentile(q) for h in per_rep], "ns", LOWER,
-                    group, f"{op} {label}")
-    return out
-
-
-def _noise(run: Run, records: list[dict]) -> Metrics:
-    from .analysis.latency import phase_of
-
-    by_rep: dict = defaultdict(lambda: defaultdict(list))  # phase -> rep -> [detours records]
-    phase = phase_of(None)
-    for r in records:
-        if r.get("type") == "context":
-            phase = phase_of(r)
-        elif r.get("type") == "detours":
-            by_rep[phase][r["rep"]].append(r)
-    out = Metrics()
-    for phase, reps in by_rep.items():
-        rows = [recs for _, recs in sorted(reps.items())]
-        runtime = [sum(r["runtime_ns"] for r in recs) for recs in rows]
-        out.add(f"noise/{phase}/all CPUs/lost share",
-                [sum(r["total_ns"] for r in recs) / t for recs, t in zip(rows, runtime) if t],
-                "share", LOWER, phase, "all CPUs · share of CPU time lost")
-        out.add(f"noise/{phase}/all CPUs/detours per CPU-s",
-                [sum(r["count"] for r in recs) / (t / 1e9) for recs, t in zip(rows, runtime) if t],
-                "/s", LOWER, phase, "all CPUs · interruptions per CPU-second")
-        out.add(f"noise/{phase}/all CPUs/longest detour ns", [max(r["max_ns"] for r in recs) for recs in rows],
-                "ns", LOWER, phase, "all CPUs · longest interruption")
-        for cpu in sorted({r["cpu"] for recs in rows for r in recs}):
-            out.add(f"noise/{phase}/cpu {cpu}/lost share",
-                    [r["total_ns"] / r["runtime_ns"] for recs in rows for r in recs
-                     if r["cpu"] == cpu and r["runtime_ns"]],
-                    "share", LOWER, phase, f"CPU {cpu} · share of CPU time lost")
-    return out
-
-
-def _appscale(run: Run, records: list[dict]) -> Metrics:
-    by_n: dict[int, list[dict]] = defaultdict(list)
-    for p in records:
-        if p.get("type") == "point" and p.get("status") == "ok":
-            by_n[p["n"]].append(p)
-    p = run.params or {}
-    group = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
-    out = Metrics()
-    for n in sorted(by_n):
-        ok = by_n[n]
-        out.add(f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group,
-                f"{_cpus(n)} · wall time")
-        out.add(f"appscale/{n} CPUs/system share",
-                [q["system_ns"] / (q["user_ns"] + q["system_ns"]) for q in ok
-                 if q.get("user_ns") is not None and q.get("system_ns") is not None
-                 and q["user_ns"] + q["system_ns"] > 0],
-                "share", LOWER, group, f"{_cpus(n)} · system share of CPU time")
-    return out
 
 
 def _dig(d, *keys):
@@ -161,34 +62,6 @@ def _dig(d, *keys):
     return d
 
 
-def _profile(run: Run, records: list[dict]) -> Metrics:
-    from .profile import summary as profile_summary
-
-    s = profile_summary.summarize(records)
-    sec = s["sections"]
-    counts = _dig(sec, "switches", "counts") or {}
-    if counts.get("voluntary_per_s") is not None and counts.get("involuntary_per_s") is not None:
-        switches = counts["voluntary_per_s"] + counts["involuntary_per_s"]
-    else:
-        switches = counts.get("total_per_s")
-    group = "headline figures (one run each)"
-    out = Metrics()
-    for key, value, unit, label in (
-            ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
-            ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
-            ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
-            ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
-            ("context switches per s", switches, "/s", "context switches per second"),
-            ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
-            ("kernel cycle share", _dig(sec, "counters", "hardware", "kernel_cycle_share"), "share",
-             "kernel share of cycles")):
-        out.add(f"profile/{key}", [value] if isinstance(value, (int, float)) else [], unit, LOWER, group, label)
-    return out
-
-
-EXTRACTORS = {"scale": _scale, "latency": _latency, "noise": _noise, "appscale": _appscale, "profile": _profile}
-
-
 def _as_run(store: Store, run) -> Run:
     return run if isinstance(run, Run) else store.run(run)
 
@@ -197,9 +70,7 @@ def metrics(store: Store, run) -> dict[str, Metric]:
     """Every comparable metric of a run (a Run or a reference: id or 'last'),
     keyed by its stable name, in the order the run measured them."""
     run = _as_run(store, run)
-    if run.kind not in EXTRACTORS:
-        raise UsageError(f"run {run.id} is a '{run.kind}' run, which this oslens cannot compare")
-    return dict(EXTRACTORS[run.kind](run, store.records(run.id)))
+    return dict(kinds.get(run.kind, run.id).load("metrics")(run, store.records(run.id)))
 
 
 # --------------------------------------------------------------- comparison

@@ -5,6 +5,7 @@ and USL fits, whose predictions beyond the CPUs measured are marked as
 extrapolations."""
 from __future__ import annotations
 
+from .metrics import LOWER, Metrics
 from collections import defaultdict
 
 import numpy as np
@@ -103,3 +104,29 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
 
 def analyze(run, records: list[dict]) -> DictSummary:
     return DictSummary(summarize(records, run.params.get("available_cpus")))
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    by_n: dict[int, list[dict]] = defaultdict(list)
+    for p in records:
+        if p.get("type") == "point" and p.get("status") == "ok":
+            by_n[p["n"]].append(p)
+    p = run.params or {}
+    group = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
+    out = Metrics()
+    for n in sorted(by_n):
+        ok = by_n[n]
+        out.add(f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group,
+                f"{_cpus(n)} · wall time")
+        out.add(f"appscale/{n} CPUs/system share",
+                [q["system_ns"] / (q["user_ns"] + q["system_ns"]) for q in ok
+                 if q.get("user_ns") is not None and q.get("system_ns") is not None
+                 and q["user_ns"] + q["system_ns"] > 0],
+                "share", LOWER, group, f"{_cpus(n)} · system share of CPU time")
+    return out
+
+
+
+
+def _cpus(n: int) -> str:
+    return "1 CPU" if n == 1 else f"{n} CPUs"

@@ -4,6 +4,7 @@ cost of timing itself (the null probe), and the variability buckets of the
 kernel-variability study."""
 from __future__ import annotations
 
+from .metrics import LOWER, Metrics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -122,3 +123,26 @@ def summarize(records: list[dict]) -> LatencySummary:
 
 def analyze(run, records: list[dict]) -> LatencySummary:
     return summarize(records)
+
+
+LATENCY_QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    by_key: dict = defaultdict(lambda: defaultdict(list))  # (probe, variant, phase) -> rep -> [Histogram]
+    context = None
+    for r in records:
+        t = r.get("type")
+        if t == "context":
+            context = r
+        elif t == "hist":
+            by_key[(r["probe"], r["variant"], phase_of(context))][r["rep"]].append(Histogram.from_record(r["hist"]))
+    out = Metrics()
+    for (probe, variant, phase), by_rep in by_key.items():
+        per_rep = [h for h in (merge_all(hs) for _, hs in sorted(by_rep.items())) if h.count]
+        op = f"{probe}:{variant}"
+        group = f"timing overhead ({op}), {phase}" if probe == "null" else phase
+        for label, q in LATENCY_QUANTILES:
+            out.add(f"latency/{op}/{phase}/{label} ns", [h.percentile(q) for h in per_rep], "ns", LOWER,
+                    group, f"{op} {label}")
+    return out

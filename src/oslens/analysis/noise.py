@@ -8,6 +8,7 @@ IRQ's), so nested events are never counted twice; instants no event covers
 are "unexplained (hardware, hypervisor or SMI)"."""
 from __future__ import annotations
 
+from .metrics import LOWER, Metrics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -247,3 +248,33 @@ def analyze(run, records: list[dict]) -> NoiseRunSummary:
     phases = summarize_phases(records)
     step = run.params.get("step_ns", 1e6)
     return NoiseRunSummary(phases, {p: tail_at_scale(s, step) for p, s in phases.items()})
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    from .latency import phase_of
+
+    by_rep: dict = defaultdict(lambda: defaultdict(list))  # phase -> rep -> [detours records]
+    phase = phase_of(None)
+    for r in records:
+        if r.get("type") == "context":
+            phase = phase_of(r)
+        elif r.get("type") == "detours":
+            by_rep[phase][r["rep"]].append(r)
+    out = Metrics()
+    for phase, reps in by_rep.items():
+        rows = [recs for _, recs in sorted(reps.items())]
+        runtime = [sum(r["runtime_ns"] for r in recs) for recs in rows]
+        out.add(f"noise/{phase}/all CPUs/lost share",
+                [sum(r["total_ns"] for r in recs) / t for recs, t in zip(rows, runtime) if t],
+                "share", LOWER, phase, "all CPUs · share of CPU time lost")
+        out.add(f"noise/{phase}/all CPUs/detours per CPU-s",
+                [sum(r["count"] for r in recs) / (t / 1e9) for recs, t in zip(rows, runtime) if t],
+                "/s", LOWER, phase, "all CPUs · interruptions per CPU-second")
+        out.add(f"noise/{phase}/all CPUs/longest detour ns", [max(r["max_ns"] for r in recs) for recs in rows],
+                "ns", LOWER, phase, "all CPUs · longest interruption")
+        for cpu in sorted({r["cpu"] for recs in rows for r in recs}):
+            out.add(f"noise/{phase}/cpu {cpu}/lost share",
+                    [r["total_ns"] / r["runtime_ns"] for recs in rows for r in recs
+                     if r["cpu"] == cpu and r["runtime_ns"]],
+                    "share", LOWER, phase, f"CPU {cpu} · share of CPU time lost")
+    return out

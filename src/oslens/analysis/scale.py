@@ -2,6 +2,7 @@
 so that `oslens show` and the live command print the same thing."""
 from __future__ import annotations
 
+from .metrics import HIGHER, LOWER, Metrics
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -155,3 +156,26 @@ class ScaleSummary:
 
 def analyze(run, records: list[dict]) -> ScaleSummary:
     return ScaleSummary(summarize(records))
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    out = Metrics()
+    for (probe, variant, mode, placement, fixed), points in scale_series(records).items():
+        group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'})"
+        for pt in points:
+            n, complete = pt.workers, pt.complete
+            base = f"scale/{probe}:{variant}/{mode}/{n} workers"
+            if base + "/ops per s per worker" in out:  # a second series of the same probe: keep both
+                base = f"scale/{probe}:{variant}/{mode}/{placement}/{fixed}/{n} workers"
+            out.add(f"{base}/ops per s per worker", [sum(w["ops_per_sec"] for w in ws) / n for ws in complete],
+                    "ops/s", HIGHER, group, f"{_workers(n)} · ops/s per worker")
+            if fixed == "ops":
+                out.add(f"{base}/slowest worker s", [max(w["seconds"] for w in ws) for ws in complete],
+                        "s", LOWER, group, f"{_workers(n)} · slowest worker's time")
+    return out
+
+
+
+
+def _workers(n: int) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import signal
 
+from ..analysis.metrics import LOWER, Metrics
 from rich.console import Console
 from rich.text import Text
 
@@ -90,3 +91,36 @@ def analyze(run, records: list[dict]) -> DictSummary:
 
 def show(console: Console, run, summary: dict) -> None:
     render(console, summary)
+
+
+def _dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    s = summarize(records)
+    sec = s["sections"]
+    counts = _dig(sec, "switches", "counts") or {}
+    if counts.get("voluntary_per_s") is not None and counts.get("involuntary_per_s") is not None:
+        switches = counts["voluntary_per_s"] + counts["involuntary_per_s"]
+    else:
+        switches = counts.get("total_per_s")
+    group = "headline figures (one run each)"
+    out = Metrics()
+    for key, value, unit, label in (
+            ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
+            ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
+            ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
+            ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
+            ("context switches per s", switches, "/s", "context switches per second"),
+            ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
+            ("kernel cycle share", _dig(sec, "counters", "hardware", "kernel_cycle_share"), "share",
+             "kernel share of cycles")):
+        out.add(f"profile/{key}", [value] if isinstance(value, (int, float)) else [], unit, LOWER, group, label)
+    return out
