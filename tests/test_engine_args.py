@@ -1,0 +1,103 @@
+"""Each engine command's argument parser, through --dry-run: argv parsed and
+checked exactly as a real invocation would, one `config` record, nothing
+measured. Bad argv: exit 2, one line on stderr, nothing on stdout."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import NCPU, run_engine
+from oslens import engine
+
+CPUS = [c["cpu"] for c in engine.topology()["cpus"]]
+LIMITS = engine.limits()
+
+
+def config(*args: str) -> dict:
+    r = run_engine(*args)
+    assert r.rc == 0, r.stderr
+    (rec,) = r.records
+    assert rec["type"] == "config"
+    return rec
+
+
+def refused(*args: str) -> str:
+    r = run_engine(*args)
+    assert r.rc == 2 and r.records == [], (r.rc, r.records)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_run_config_has_what_was_asked():
+    c = config("run", "--dry-run", "--probe", "dup", "--workers", str(NCPU), "--mode", "thread", "--ops", "500",
+               "--reps", "3", "--warmup", "0.5")
+    assert c["command"] == "run" and c["probes"] == [{"name": "dup", "variant": "default", "options": {}}]
+    assert (c["workers"], c["mode"], c["fixed"], c["ops"], c["reps"], c["warmup_s"]) == \
+        (NCPU, "thread", "ops", 500, 3, 0.5)
+    assert sorted(c["cpus"]) == sorted(CPUS)
+
+
+def test_run_config_with_an_explicit_cpu_list_and_options():
+    c = config("run", "--dry-run", "--probe", "mmap:private", "--cpus", str(CPUS[-1]), "--opt", "pages=16",
+               "--duration", "2")
+    assert c["cpus"] == [CPUS[-1]] and c["placement"] == "explicit" and c["duration_s"] == 2
+    assert c["probes"][0]["variant"] == "private" and c["probes"][0]["options"]["pages"] == 16
+
+
+def test_a_dry_run_creates_nothing(tmp_path):
+    config("run", "--dry-run", "--probe", "sem", "--workers", "1", "--tmpdir", str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--probe", "nope"], "unknown probe"),
+    (["--probe", "dup:nope"], "variant"),
+    (["--probe", "dup", "--bogus"], "unknown option"),
+    (["--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
+    (["--probe", "dup", "--reps", "0"], "--reps"),
+    (["--probe", "dup", "--reps", "²"], "--reps"),
+    (["--probe", "dup", "--workers", "x"], "--workers"),
+    (["--probe", "dup", "--cpus", "x"], "--cpus"),
+    (["--probe", "dup", "--cpus", str(max(CPUS) + 1000)], "--cpus"),
+    (["--probe", "dup", "--duration", "-1"], "--duration"),
+    (["--probe", "dup", "--opt", "nokey=1"], "option"),
+    (["--probe", "dup", "--mode", "fibre"], "--mode"),
+    (["--probe", "dup,getppid"], "--mix"),
+    (["--probe", "dup", "--duration", "200", "--interval", "0.0001"], "--interval"),
+])
+def test_bad_run_argv(args, word):
+    assert word in refused("run", "--dry-run", *args)
+
+
+@pytest.mark.parametrize("option", ["--duration", "--reps", "--time-limit", "--warmup"])
+def test_published_limits_are_the_parsers_bounds(option):
+    bound = LIMITS["run"][option]["max"]
+    most = f"{bound:g}" if isinstance(bound, float) and not bound.is_integer() else str(int(bound))
+    above = str(int(bound) + 1)
+    # a long enough interval keeps the sample count within its own bound
+    base = ("run", "--dry-run", "--probe", "dup", "--workers", "1", "--interval", "1")
+    config(*base, option, most)
+    assert option in refused(*base, option, above)
+
+
+def test_profile_parser():
+    c = config("profile", "--dry-run", "--no-bpf", "--time-limit", "5", "--", "/bin/true")
+    assert (c["mode"], c["argv"], c["bpf"], c["time_limit_s"]) == ("command", ["/bin/true"], False, 5)
+    assert "either" in refused("profile", "--dry-run")
+    assert "--duration" in refused("profile", "--dry-run", "--duration", "1", "--", "/bin/true")
+    most = int(LIMITS["profile"]["--time-limit"]["max"])
+    assert "--time-limit" in refused("profile", "--dry-run", "--time-limit", str(most + 1), "--", "/bin/true")
+
+
+def test_app_parser(tmp_path):
+    c = config("app", "kmeans", "--dry-run", "--workers", "2", "--mode", "process", "--size", "1000")
+    assert (c["name"], c["workers"], c["mode"], c["size"]) == ("kmeans", 2, "process", 1000)
+    most = int(LIMITS["app"]["--workers"]["max"])
+    assert "--workers" in refused("app", "kmeans", "--dry-run", "--workers", str(most + 1))
+    assert "--dir" in refused("app", "psearchy", "--dry-run")
+    c = config("app", "psearchy", "--dry-run", "--prepare", str(tmp_path / "in"))
+    assert c["prepare"] and not (tmp_path / "in").exists()
+
+
+def test_unknown_command_is_one_line():
+    assert "unknown command" in refused("frobnicate")
