@@ -8,6 +8,7 @@
 
 Usage: python bench/instrument.py [--rounds 9] [--reps 5] [--duration 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,7 @@ CFLAGS = ["-O2", "-g", "-std=gnu11", "-pthread", "-D_GNU_SOURCE"]  # as engine/M
 
 def build_bare(tmp: Path) -> Path:
     exe = tmp / "bare_getppid"
-    subprocess.run([os.environ.get("CC", "cc"), *CFLAGS, str(HERE / "bare_getppid.c"), "-o", str(exe)],
-                   check=True)
+    subprocess.run([os.environ.get("CC", "cc"), *CFLAGS, str(HERE / "bare_getppid.c"), "-o", str(exe)], check=True)
     return exe
 
 
@@ -46,16 +46,26 @@ def harness_cost(rounds: int, duration: float) -> dict:
         n = 3_000_000
         bare, harnessed = [], []
         for _ in range(rounds):
-            bare.append(float(subprocess.run([str(bare_exe), str(n), str(cpu)], capture_output=True,
-                                             text=True, check=True).stdout))
-            recs = engine_records("run", "--probe", "getppid", "--cpus", str(cpu),
-                                  "--duration", str(duration), "--warmup", "0.2")
+            bare.append(
+                float(
+                    subprocess.run([str(bare_exe), str(n), str(cpu)], capture_output=True, text=True, check=True).stdout
+                )
+            )
+            recs = engine_records(
+                "run", "--probe", "getppid", "--cpus", str(cpu), "--duration", str(duration), "--warmup", "0.2"
+            )
             w = next(r for r in recs if r["type"] == "worker")
             harnessed.append(1e9 / w["ops_per_sec"])
     b, h = median_ci(bare), median_ci(harnessed)
     diffs = np.array(harnessed) - np.array(bare)
-    return {"cpu": cpu, "bare_ns": b, "engine_ns": h, "paired_diff_ns": median_ci(diffs.tolist()),
-            "bare_spread": relative_spread(bare), "engine_spread": relative_spread(harnessed)}
+    return {
+        "cpu": cpu,
+        "bare_ns": b,
+        "engine_ns": h,
+        "paired_diff_ns": median_ci(diffs.tolist()),
+        "bare_spread": relative_spread(bare),
+        "engine_spread": relative_spread(harnessed),
+    }
 
 
 def probe_spread(reps: int, duration: float) -> list[dict]:
@@ -63,16 +73,33 @@ def probe_spread(reps: int, duration: float) -> list[dict]:
     rows = []
     for probe in ("fork", "mmap", "dup", "socket", "sem"):
         for workers in sorted({1, ncpu}):
-            recs = engine_records("run", "--probe", probe, "--workers", str(workers), "--reps", str(reps),
-                                  "--duration", str(duration), "--warmup", "0.3")
+            recs = engine_records(
+                "run",
+                "--probe",
+                probe,
+                "--workers",
+                str(workers),
+                "--reps",
+                str(reps),
+                "--duration",
+                str(duration),
+                "--warmup",
+                "0.3",
+            )
             per_rep: dict[int, float] = {}
             for r in recs:
                 if r["type"] == "worker":
                     per_rep[r["rep"]] = per_rep.get(r["rep"], 0.0) + r["ops_per_sec"]
             totals = list(per_rep.values())
-            rows.append({"probe": probe, "workers": workers, "total": median_ci(totals),
-                         "spread": relative_spread(totals),
-                         "cv": float(np.std(totals, ddof=1) / np.mean(totals)) if len(totals) > 1 else 0.0})
+            rows.append(
+                {
+                    "probe": probe,
+                    "workers": workers,
+                    "total": median_ci(totals),
+                    "spread": relative_spread(totals),
+                    "cv": float(np.std(totals, ddof=1) / np.mean(totals)) if len(totals) > 1 else 0.0,
+                }
+            )
     return rows
 
 
@@ -85,8 +112,7 @@ def main() -> None:
 
     c = harness_cost(a.rounds, a.duration)
     print(f"getppid on CPU {c['cpu']}, {a.rounds} alternated rounds (median [interval]):")
-    for key, label in (("bare_ns", "bare C loop"), ("engine_ns", "oslens-engine"),
-                       ("paired_diff_ns", "engine - bare")):
+    for key, label in (("bare_ns", "bare C loop"), ("engine_ns", "oslens-engine"), ("paired_diff_ns", "engine - bare")):
         iv = c[key]
         print(f"  {label:<14} {iv.median:8.2f} ns/op  [{iv.low:.2f} – {iv.high:.2f}] ({iv.coverage:.0%})")
     print(f"  run-to-run spread: bare {c['bare_spread']:.1%}, engine {c['engine_spread']:.1%}")

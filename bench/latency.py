@@ -10,6 +10,7 @@
 
 Usage: python bench/latency.py [--seconds 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,18 +32,47 @@ ENGINE_SRC = HERE.parent / "engine"
 def timing_cost(cpu: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         exe = Path(tmp) / "timing_cost"
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=gnu11", "-D_GNU_SOURCE", f"-I{ENGINE_SRC}",
-                        str(HERE / "timing_cost.c"), *(str(ENGINE_SRC / f) for f in ("clock.c", "hist.c", "json.c")),
-                        "-lm", "-o", str(exe)], check=True)
+        subprocess.run(
+            [
+                os.environ.get("CC", "cc"),
+                "-O2",
+                "-std=gnu11",
+                "-D_GNU_SOURCE",
+                f"-I{ENGINE_SRC}",
+                str(HERE / "timing_cost.c"),
+                *(str(ENGINE_SRC / f) for f in ("clock.c", "hist.c", "json.c")),
+                "-lm",
+                "-o",
+                str(exe),
+            ],
+            check=True,
+        )
         out = subprocess.run(["taskset", "-c", str(cpu), str(exe)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
 def oslens_hist(probe: str, cpu: int, seconds: float) -> Histogram:
-    p = subprocess.run([str(engine.engine_path()), "run", "--probe", probe, "--cpus", str(cpu), "--latency",
-                        "--duration", str(seconds), "--warmup", "0.3"], capture_output=True, text=True, check=True)
-    hists = [Histogram.from_record(json.loads(line)["hist"]) for line in p.stdout.splitlines()
-             if '"type":"hist"' in line]
+    p = subprocess.run(
+        [
+            str(engine.engine_path()),
+            "run",
+            "--probe",
+            probe,
+            "--cpus",
+            str(cpu),
+            "--latency",
+            "--duration",
+            str(seconds),
+            "--warmup",
+            "0.3",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    hists = [
+        Histogram.from_record(json.loads(line)["hist"]) for line in p.stdout.splitlines() if '"type":"hist"' in line
+    ]
     return merge_all(hists)
 
 
@@ -68,24 +98,32 @@ def main() -> None:
     print(f"  histogram update alone            {t['record_only_ns']:7.2f}   (target ≤ 5 ns)")
     print(f"  serialised clock pair, no work    {t['clock_pair_ns']:7.2f}")
     print(f"  clock pair + histogram update     {t['timed_ns']:7.2f}")
-    print(f"  null probe as reported: p50 {floor.percentile(50):.1f} ns, p99 {floor.percentile(99):.1f} ns "
-          "(the part of the pair inside the timed window)")
+    print(
+        f"  null probe as reported: p50 {floor.percentile(50):.1f} ns, p99 {floor.percentile(99):.1f} ns "
+        "(the part of the pair inside the timed window)"
+    )
 
     print("\noslens against perf bench, run back to back (ns per operation):")
     getppid = oslens_hist("getppid", cpu, a.seconds)
     perf_sys = perf_usecs("taskset", "-c", str(cpu), "perf", "bench", "syscall", "basic")
-    print(f"  getppid          oslens p50 {getppid.percentile(50):8.0f}  mean {getppid.mean_ns:8.0f}   "
-          f"perf bench syscall basic (mean) {perf_sys if perf_sys else 'n/a':>8}")
+    print(
+        f"  getppid          oslens p50 {getppid.percentile(50):8.0f}  mean {getppid.mean_ns:8.0f}   "
+        f"perf bench syscall basic (mean) {perf_sys if perf_sys else 'n/a':>8}"
+    )
     same = oslens_hist("pingpong:pipe", cpu, a.seconds)
     perf_same = perf_usecs("taskset", "-c", str(cpu), "perf", "bench", "sched", "pipe", "-l", "200000")
-    print(f"  pipe, same CPU   oslens p50 {same.percentile(50):8.0f}  mean {same.mean_ns:8.0f}   "
-          f"perf bench sched pipe (mean)    {perf_same if perf_same else 'n/a':>8}")
+    print(
+        f"  pipe, same CPU   oslens p50 {same.percentile(50):8.0f}  mean {same.mean_ns:8.0f}   "
+        f"perf bench sched pipe (mean)    {perf_same if perf_same else 'n/a':>8}"
+    )
     if len(cpus) > 1:
         other = oslens_hist("pingpong-other:pipe", cpu, a.seconds)
         pair = f"{cpus[0]},{cpus[1]}"
         perf_other = perf_usecs("taskset", "-c", pair, "perf", "bench", "sched", "pipe", "-l", "200000")
-        print(f"  pipe, two CPUs   oslens p50 {other.percentile(50):8.0f}  mean {other.mean_ns:8.0f}   "
-              f"perf bench sched pipe on {pair} {perf_other if perf_other else 'n/a':>8}")
+        print(
+            f"  pipe, two CPUs   oslens p50 {other.percentile(50):8.0f}  mean {other.mean_ns:8.0f}   "
+            f"perf bench sched pipe on {pair} {perf_other if perf_other else 'n/a':>8}"
+        )
     if shutil.which("perf") is None:
         print("  (perf not installed: apt-get install linux-perf)")
 

@@ -7,6 +7,7 @@
 
 Usage: python bench/noise.py [--rounds 5] [--seconds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,16 +21,33 @@ from oslens.analysis.stats import median_ci
 
 
 def detour(cpu: int, seconds: float, trace: bool) -> dict:
-    args = [str(engine.engine_path()), "run", "--probe", "detour", "--cpus", str(cpu), "--duration", str(seconds),
-            "--warmup", "0.2", "--interval", "0.5"]
+    args = [
+        str(engine.engine_path()),
+        "run",
+        "--probe",
+        "detour",
+        "--cpus",
+        str(cpu),
+        "--duration",
+        str(seconds),
+        "--warmup",
+        "0.2",
+        "--interval",
+        "0.5",
+    ]
     if trace:
         args.append("--trace")
     p = subprocess.run(args, capture_output=True, text=True, check=True)
     recs = [json.loads(line) for line in p.stdout.splitlines()]
     d = next(r for r in recs if r["type"] == "detours")
     t = next((r for r in recs if r["type"] == "trace"), None)
-    return {"loop_ns": d["runtime_ns"] / d["iterations"], "lost": d["total_ns"] / d["runtime_ns"],
-            "count": d["count"], "traced": bool(t and t.get("available")), "reason": t and t.get("reason")}
+    return {
+        "loop_ns": d["runtime_ns"] / d["iterations"],
+        "lost": d["total_ns"] / d["runtime_ns"],
+        "count": d["count"],
+        "traced": bool(t and t.get("available")),
+        "reason": t and t.get("reason"),
+    }
 
 
 def main() -> None:
@@ -49,11 +67,15 @@ def main() -> None:
     print(f"  loop time per iteration      {loop.median:6.2f} ns [{loop.low:.2f} – {loop.high:.2f}]  (target ≤ 30 ns)")
     for label, rs in (("attribution off", off), ("attribution on ", on)):
         iv = median_ci([100 * r["lost"] for r in rs])
-        print(f"  CPU lost, {label}    {iv.median:7.3f} % [{iv.low:.3f} – {iv.high:.3f}]"
-              f"   detours/s {np.median([r['count'] for r in rs]) / a.seconds:,.0f}")
+        print(
+            f"  CPU lost, {label}    {iv.median:7.3f} % [{iv.low:.3f} – {iv.high:.3f}]"
+            f"   detours/s {np.median([r['count'] for r in rs]) / a.seconds:,.0f}"
+        )
     diff = median_ci([100 * (b["lost"] - x["lost"]) for x, b in zip(off, on)])
-    print(f"  paired difference (on - off) {diff.median:+7.3f} points [{diff.low:+.3f} – {diff.high:+.3f}]"
-          "  (target ≤ 1 point)")
+    print(
+        f"  paired difference (on - off) {diff.median:+7.3f} points [{diff.low:+.3f} – {diff.high:+.3f}]"
+        "  (target ≤ 1 point)"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Workloads:
 
 Usage: python bench/profile.py [--rounds 7] [--calls 2000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,9 @@ def make_project(root: Path, files: int = 40) -> None:
         (root / "src" / f"m{i}.h").write_text(f"int f{i}(int);\n")
         body = "\n".join(f"static int g{i}_{k}(int x) {{ return x * {k + 3} + (x >> {k % 7}); }}" for k in range(60))
         calls = " + ".join(f"g{i}_{k}(x)" for k in range(60))
-        (root / "src" / f"m{i}.c").write_text(f'#include "m{i}.h"\n#include <stdio.h>\n{body}\n'
-                                              f"int f{i}(int x) {{ return {calls}; }}\n")
+        (root / "src" / f"m{i}.c").write_text(
+            f'#include "m{i}.h"\n#include <stdio.h>\n{body}\nint f{i}(int x) {{ return {calls}; }}\n'
+        )
     objs = " ".join(f"src/m{i}.o" for i in range(files))
     (root / "Makefile").write_text(f"all: {objs}\n%.o: %.c\n\tcc -O2 -c $< -o $@\nclean:\n\trm -f src/*.o\n")
 
@@ -85,9 +87,11 @@ def bench(name: str, cmd: list[str], rounds: int, before=None, cwd: str | None =
     print(f"{name}: bare {base.median * 1e3:.1f} ms [{base.low * 1e3:.1f} – {base.high * 1e3:.1f}]")
     for mode in modes[1:]:
         m = median_ci(times[mode])
-        print(f"  {mode:<11} {m.median * 1e3:8.1f} ms [{m.low * 1e3:.1f} – {m.high * 1e3:.1f}]  "
-              f"slowdown {m.median / base.median - 1:+.1%}   (start-up and report: "
-              f"{median_ci(fixed[mode]).median * 1e3:.0f} ms more)")
+        print(
+            f"  {mode:<11} {m.median * 1e3:8.1f} ms [{m.low * 1e3:.1f} – {m.high * 1e3:.1f}]  "
+            f"slowdown {m.median / base.median - 1:+.1%}   (start-up and report: "
+            f"{median_ci(fixed[mode]).median * 1e3:.0f} ms more)"
+        )
 
 
 def main() -> None:
@@ -106,8 +110,13 @@ def main() -> None:
         make_project(proj)
         jobs = str(os.cpu_count() or 1)
         make = shutil.which("make")
-        bench(f"make -j{jobs} of 40 C files", [make, "-s", "-j", jobs], a.rounds,
-              before=lambda: subprocess.run([make, "-s", "clean"], cwd=proj, check=True), cwd=str(proj))
+        bench(
+            f"make -j{jobs} of 40 C files",
+            [make, "-s", "-j", jobs],
+            a.rounds,
+            before=lambda: subprocess.run([make, "-s", "clean"], cwd=proj, check=True),
+            cwd=str(proj),
+        )
 
 
 if __name__ == "__main__":

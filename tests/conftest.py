@@ -1,11 +1,12 @@
 """Shared helpers: the real engine, the real CLI, and a way to see leaks."""
+
 from __future__ import annotations
 
 import glob
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,15 +69,21 @@ def run_engine(*args: str, timeout: float = 120, env: dict | None = None) -> Eng
 
 def oslens(*args: str, db: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "OSLENS_DB": str(db)}
-    return subprocess.run([sys.executable, "-m", "oslens", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "oslens", *args], capture_output=True, text=True, timeout=timeout, env=env, **kw
+    )
 
 
 def oslens_until(marker: Path, *args: str, db: Path, timeout: float = 30) -> subprocess.Popen:
     """Starts `oslens ARGS` and returns once the command it runs has made
     `marker` (so that a signal then finds it measuring)."""
-    proc = subprocess.Popen([sys.executable, "-m", "oslens", *args], env={**os.environ, "OSLENS_DB": str(db)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", *args],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + timeout
     while not marker.exists():
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
@@ -88,8 +95,9 @@ class StreamingEngine:
     """An engine run read line by line, to act on it while it measures."""
 
     def __init__(self, *args: str, cmd: list[str] | None = None, env: dict | None = None):
-        self.proc = subprocess.Popen(cmd or [engine_bin(), *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd or [engine_bin(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         self.records: list[dict] = []
 
     def wait_for(self, kind: str, timeout: float = 30) -> dict:
@@ -206,6 +214,7 @@ def can_run_as_nobody() -> bool:
         return False
     try:
         import pwd
+
         pwd.getpwnam("nobody")
     except KeyError:
         return False

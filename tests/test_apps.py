@@ -1,6 +1,7 @@
 """The engine's built-in application workloads (`oslens-engine app`): each is
 a fixed amount of work, so its checksum must not depend on how many workers
 share it or whether they are threads or processes."""
+
 from __future__ import annotations
 
 import glob
@@ -57,8 +58,7 @@ def test_checksum_is_the_same_for_any_split(name, prepared, no_leaks):
     assert (one["workers"], one["mode"], one["size"]) == (1, "thread", SIZES[name])
     assert one["work_ns"] > 0
     for workers, mode in SPLITS:
-        rec = the_app_record(run_engine(*app_args(name, prepared), "--workers", str(workers),
-                                        "--mode", mode))
+        rec = the_app_record(run_engine(*app_args(name, prepared), "--workers", str(workers), "--mode", mode))
         assert (rec["workers"], rec["mode"]) == (workers, mode)
         assert rec["work_ns"] > 0
         assert rec["checksum"] == one["checksum"], f"{workers} {mode} workers got another result"
@@ -75,8 +75,7 @@ def test_more_workers_than_work(no_leaks):
     """Workers with an empty share still take part (kmeans: in every barrier)."""
     for name, size in [("kmeans", "16"), ("wordcount", "2")]:
         ref = the_app_record(run_engine("app", name, "--size", size))
-        rec = the_app_record(run_engine("app", name, "--size", size, "--workers", "7",
-                                        "--mode", "process"))
+        rec = the_app_record(run_engine("app", name, "--size", size, "--workers", "7", "--mode", "process"))
         assert rec["checksum"] == ref["checksum"]
 
 
@@ -99,9 +98,11 @@ def test_psearchy_runs_all_prepared_files_by_default(prepared):
 
 @pytest.mark.parametrize("how", ["empty", "missing", "too_few"])
 def test_psearchy_without_its_files_fails_in_one_line(how, tmp_path, prepared, no_leaks):
-    args = {"empty": ["--dir", str(tmp_path)],
-            "missing": ["--dir", str(tmp_path / "nothing-here")],
-            "too_few": ["--dir", str(prepared), "--size", str(SIZES["psearchy"] + 1)]}[how]
+    args = {
+        "empty": ["--dir", str(tmp_path)],
+        "missing": ["--dir", str(tmp_path / "nothing-here")],
+        "too_few": ["--dir", str(prepared), "--size", str(SIZES["psearchy"] + 1)],
+    }[how]
     r = run_engine("app", "psearchy", *args, "--workers", "2")
     assert r.rc == 1
     assert r.records == []
@@ -119,21 +120,24 @@ def test_a_file_that_vanished_fails_the_run(mode, tmp_path, no_leaks):
     assert os.path.basename(victim) in one_line_error(r.stderr)
 
 
-@pytest.mark.parametrize("args", [
-    ["app"],
-    ["app", "bogus"],
-    ["app", "kmeans", "--workers", "0"],
-    ["app", "kmeans", "--workers", "two"],
-    ["app", "kmeans", "--mode", "bogus"],
-    ["app", "kmeans", "--size", "-1"],
-    ["app", "wordcount", "--size", "0"],
-    ["app", "kmeans", "--bogus"],
-    ["app", "kmeans", "extra"],
-    ["app", "kmeans", "--dir", "/tmp"],
-    ["app", "kmeans", "--prepare", "/tmp/x"],
-    ["app", "psearchy"],
-    ["app", "list", "extra"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["app"],
+        ["app", "bogus"],
+        ["app", "kmeans", "--workers", "0"],
+        ["app", "kmeans", "--workers", "two"],
+        ["app", "kmeans", "--mode", "bogus"],
+        ["app", "kmeans", "--size", "-1"],
+        ["app", "wordcount", "--size", "0"],
+        ["app", "kmeans", "--bogus"],
+        ["app", "kmeans", "extra"],
+        ["app", "kmeans", "--dir", "/tmp"],
+        ["app", "kmeans", "--prepare", "/tmp/x"],
+        ["app", "psearchy"],
+        ["app", "list", "extra"],
+    ],
+)
 def test_bad_input_is_refused_in_one_line(args):
     r = run_engine(*args)
     assert r.rc == 2, r.stderr
@@ -165,9 +169,12 @@ def started_workers(proc: subprocess.Popen, n: int, timeout: float = 10) -> list
 
 
 def long_kmeans() -> subprocess.Popen:
-    return subprocess.Popen([engine_bin(), "app", "kmeans", "--size", "4000000", "--workers", "2",
-                             "--mode", "process"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [engine_bin(), "app", "kmeans", "--size", "4000000", "--workers", "2", "--mode", "process"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_process_workers_die_with_the_engine(no_leaks):

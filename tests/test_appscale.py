@@ -2,6 +2,7 @@
 count, a failing command is reported (not timed), the fits recover known
 parameters, the built-in workloads contrast as they should, and nothing
 (process, cgroup, input files) is left behind."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,10 @@ def appscale(tmp_path: Path, *args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def test_command_runs_only_on_the_cpus_asked_for_with_n_substituted(tmp_path, no_leaks, no_cgroups_left):
-    probe = (f"grep Cpus_allowed_list /proc/self/status > {tmp_path}/affinity_{{n}}; "
-             f"cat /proc/self/cgroup > {tmp_path}/cgroup_{{n}}")
+    probe = (
+        f"grep Cpus_allowed_list /proc/self/status > {tmp_path}/affinity_{{n}}; "
+        f"cat /proc/self/cgroup > {tmp_path}/cgroup_{{n}}"
+    )
     p = appscale(tmp_path, "--cpu-counts", ",".join(map(str, COUNTS)), "--reps", "1", "--", "sh", "-c", probe)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -89,10 +92,30 @@ def synthetic(sigma: float, kappa: float, counts, reps: int = 3, noise: float = 
     for n in counts:
         for r in range(reps):
             wall = 10.0 / usl(n, 1.0, sigma, kappa) * (1 + rng.normal(0, noise))
-            recs.append({"type": "point", "n": n, "cpus": list(range(n)), "rep": r, "status": "ok", "how": "exited",
-                         "code": 0, "signal": None, "wall_ns": int(wall * 1e9), "confinement": "test",
-                         "cpu_source": "test", "user_ns": int(wall * 1e9), "system_ns": 0, "usage_ns": None,
-                         "irq_ns": 0, "softirq_ns": 0, "nvcsw": 0, "nivcsw": 0, "min_flt": 0, "maj_flt": 0})
+            recs.append(
+                {
+                    "type": "point",
+                    "n": n,
+                    "cpus": list(range(n)),
+                    "rep": r,
+                    "status": "ok",
+                    "how": "exited",
+                    "code": 0,
+                    "signal": None,
+                    "wall_ns": int(wall * 1e9),
+                    "confinement": "test",
+                    "cpu_source": "test",
+                    "user_ns": int(wall * 1e9),
+                    "system_ns": 0,
+                    "usage_ns": None,
+                    "irq_ns": 0,
+                    "softirq_ns": 0,
+                    "nvcsw": 0,
+                    "nivcsw": 0,
+                    "min_flt": 0,
+                    "maj_flt": 0,
+                }
+            )
     return recs
 
 
@@ -125,8 +148,20 @@ def test_speedup_and_efficiency_are_against_the_smallest_count():
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left):
     marker = tmp_path / "started"
-    proc = oslens_until(marker, "appscale", "-q", "--cpu-counts", "1", "--reps", "3", "--",
-                        "sh", "-c", f"touch {marker}; sleep 1000 & sleep 1000", db=tmp_path / "s.db")
+    proc = oslens_until(
+        marker,
+        "appscale",
+        "-q",
+        "--cpu-counts",
+        "1",
+        "--reps",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        f"touch {marker}; sleep 1000 & sleep 1000",
+        db=tmp_path / "s.db",
+    )
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
@@ -136,16 +171,19 @@ def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left
     assert runs[-1]["status"] == "incomplete"
 
 
-@pytest.mark.parametrize("args, word", [
-    ([], "one application"),
-    (["--workload", "kmeans", "--", "true"], "one application"),
-    (["--workload", "no-such-app"], "no workload"),
-    (["--cpu-counts", "0", "--", "true"], "--cpu-counts"),
-    (["--cpu-counts", "100000", "--", "true"], "--cpu-counts"),
-    (["--reps", "0", "--", "true"], "--reps"),
-    (["--size", "5", "--", "true"], "--size"),
-    (["--", "/no/such/program"], "cannot run"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        ([], "one application"),
+        (["--workload", "kmeans", "--", "true"], "one application"),
+        (["--workload", "no-such-app"], "no workload"),
+        (["--cpu-counts", "0", "--", "true"], "--cpu-counts"),
+        (["--cpu-counts", "100000", "--", "true"], "--cpu-counts"),
+        (["--reps", "0", "--", "true"], "--reps"),
+        (["--size", "5", "--", "true"], "--size"),
+        (["--", "/no/such/program"], "cannot run"),
+    ],
+)
 def test_bad_appscale_input_is_one_line_and_stores_nothing(tmp_path, args, word):
     p = oslens("appscale", *args, db=tmp_path / "s.db")
     assert p.returncode == 2, p.stderr
@@ -153,12 +191,12 @@ def test_bad_appscale_input_is_one_line_and_stores_nothing(tmp_path, args, word)
     assert not (tmp_path / "s.db").exists() or json.loads(oslens("runs", "--json", db=tmp_path / "s.db").stdout) == []
 
 
-def test_compute_scales_in_user_time_and_the_kernel_heavy_one_spends_in_the_kernel(tmp_path, no_leaks,
-                                                                                   no_cgroups_left):
+def test_compute_scales_in_user_time_and_the_kernel_heavy_one_spends_in_the_kernel(tmp_path, no_leaks, no_cgroups_left):
     shares = {}
     for workload, size in (("kmeans", "200000"), ("psearchy", "3000")):
-        p = appscale(tmp_path, "--workload", workload, "--size", size, "--cpu-counts", ",".join(map(str, COUNTS)),
-                     "--reps", "1")
+        p = appscale(
+            tmp_path, "--workload", workload, "--size", size, "--cpu-counts", ",".join(map(str, COUNTS)), "--reps", "1"
+        )
         assert p.returncode == 0, p.stderr
         rows = json.loads(p.stdout)["rows"]
         assert all(r["ok"] == 1 and r["user_s"] > 0 for r in rows)

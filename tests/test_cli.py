@@ -1,5 +1,6 @@
 """The `oslens` command line against the real engine: usage errors, a run's
 round trip through the store, fixed work, modes, interruption and a crash."""
+
 from __future__ import annotations
 
 import csv
@@ -15,9 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import NCPU, TWO, engine_processes, oslens, one_line_error, run_engine
 
 from oslens.store import Store
+
+from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, run_engine
 
 SHORT = ("--duration", "0.2", "--warmup", "0.05", "--reps", "2")
 # A measurement that would succeed: each bad-input case overrides one thing
@@ -114,11 +116,14 @@ def store_with_a_run(tmp_path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("args, word", [
-    pytest.param(["show", "999"], "999", id="show-unknown-run"),
-    pytest.param(["show", "first"], "'first'", id="show-first"),
-    pytest.param(["export", "1", "--format", "xml"], "xml", id="export-xml"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        pytest.param(["show", "999"], "999", id="show-unknown-run"),
+        pytest.param(["show", "first"], "'first'", id="show-first"),
+        pytest.param(["export", "1", "--format", "xml"], "xml", id="export-xml"),
+    ],
+)
 def test_bad_store_command_is_one_line_and_changes_nothing(store_with_a_run, args, word):
     before = store_contents(store_with_a_run)
     p = oslens(*args, db=store_with_a_run)
@@ -144,6 +149,7 @@ def test_show_on_a_missing_store_does_not_create_it(tmp_path):
 
 
 # ------------------------------------------------------------ round trip
+
 
 def test_scale_round_trip_through_the_store(tmp_path, no_leaks):
     db = tmp_path / "store.db"
@@ -178,8 +184,7 @@ def test_scale_round_trip_through_the_store(tmp_path, no_leaks):
 
 def test_fixed_work_times_exactly_n_operations(tmp_path, no_leaks):
     db = tmp_path / "store.db"
-    doc = scale_json(db, "--probe", "dup", "--workers", str(TWO), "--ops", "500",
-                     "--warmup", "0.05", "--reps", "2")
+    doc = scale_json(db, "--probe", "dup", "--workers", str(TWO), "--ops", "500", "--warmup", "0.05", "--reps", "2")
     workers = worker_records(export_json(db, doc["run"]))
     assert len(workers) == 2 * TWO
     assert all(w["ops"] == 500 for w in workers)
@@ -199,6 +204,7 @@ def test_modes_give_a_series_each(tmp_path, no_leaks, mode, expected):
 
 # ------------------------------------------------- interruption and crash
 
+
 def _sigint_default() -> None:
     # A shell without job control starts background jobs with SIGINT ignored,
     # and Python then never installs its Ctrl-C handler: undo that here.
@@ -206,9 +212,14 @@ def _sigint_default() -> None:
 
 
 def start_scale(db: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "oslens", "scale", "-q", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OSLENS_DB": str(db)}, preexec_fn=_sigint_default)
+    return subprocess.Popen(
+        [sys.executable, "-m", "oslens", "scale", "-q", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OSLENS_DB": str(db)},
+        preexec_fn=_sigint_default,
+    )
 
 
 def wait_for_first_rep(db: Path, proc: subprocess.Popen, timeout: float = 60) -> int:
@@ -267,8 +278,9 @@ def engine_workers(cli_pid: int, n: int, timeout: float = 30) -> list[int]:
 
 def test_crashed_worker_fails_the_run(tmp_path, no_leaks):
     db = tmp_path / "store.db"
-    proc = start_scale(db, "--probe", "sem", "--workers", str(TWO), "--duration", "5", "--reps", "1",
-                       "--warmup", "0.05", "--json")
+    proc = start_scale(
+        db, "--probe", "sem", "--workers", str(TWO), "--duration", "5", "--reps", "1", "--warmup", "0.05", "--json"
+    )
     victim = engine_workers(proc.pid, TWO)[0]
     time.sleep(0.5)  # into the timed phase
     os.kill(victim, signal.SIGKILL)
@@ -283,6 +295,7 @@ def test_crashed_worker_fails_the_run(tmp_path, no_leaks):
 
 # ------------------------------------------------------------- the rest
 
+
 def test_probes_lists_every_engine_probe(tmp_path):
     listed = {r["name"] for r in run_engine("list").of("probe")}
     assert listed
@@ -294,16 +307,19 @@ def test_probes_lists_every_engine_probe(tmp_path):
 
 def test_version(tmp_path):
     from oslens import __version__
+
     assert __version__ in ok("--version", db=tmp_path / "store.db")
 
 
 # ------------------------------------------------- one door, one vocabulary
 
+
 def test_an_argv_the_engine_refuses_is_a_usage_error_and_stores_nothing(tmp_path):
     # Python has no rule against this; the engine does (too many samples).
     db = tmp_path / "store.db"
-    p = oslens("scale", "--probe", "dup", "--workers", "1", "--duration", "200", "--interval", "0.0001",
-               "--reps", "1", db=db)
+    p = oslens(
+        "scale", "--probe", "dup", "--workers", "1", "--duration", "200", "--interval", "0.0001", "--reps", "1", db=db
+    )
     assert p.returncode == 2
     assert "--interval" in one_line_error(p.stderr)
     assert store_contents(db) == [] if db.exists() else True
@@ -318,12 +334,15 @@ def test_a_duration_the_engine_cannot_bound_is_refused_in_the_users_words(tmp_pa
     assert not db.exists() or store_contents(db) == []
 
 
-@pytest.mark.parametrize("old, new, rest", [
-    (["noise", "--threshold", "0"], "--threshold-ns", []),
-    (["noise", "--no-attribution", "--cpus", "x"], "--no-bpf", []),
-    (["appscale", "--cpus", "0", "--", "true"], "--cpu-counts", []),
-    (["compare", "1", "2", "--threshold", "5%"], "--threshold-pct", []),
-])
+@pytest.mark.parametrize(
+    "old, new, rest",
+    [
+        (["noise", "--threshold", "0"], "--threshold-ns", []),
+        (["noise", "--no-attribution", "--cpus", "x"], "--no-bpf", []),
+        (["appscale", "--cpus", "0", "--", "true"], "--cpu-counts", []),
+        (["compare", "1", "2", "--threshold", "5%"], "--threshold-pct", []),
+    ],
+)
 def test_old_spellings_still_work_and_say_what_replaced_them(tmp_path, old, new, rest):
     p = oslens(*old, *rest, db=tmp_path / "store.db")
     lines = [line for line in p.stderr.splitlines() if line.strip()]
@@ -333,8 +352,9 @@ def test_old_spellings_still_work_and_say_what_replaced_them(tmp_path, old, new,
 
 def test_db_and_json_work_before_the_command(tmp_path):
     db = tmp_path / "store.db"
-    doc = json.loads(ok("--db", str(db), "--json", "scale", "-q", *VALID, "--duration", "0.1",
-                        db=tmp_path / "elsewhere.db"))
+    doc = json.loads(
+        ok("--db", str(db), "--json", "scale", "-q", *VALID, "--duration", "0.1", db=tmp_path / "elsewhere.db")
+    )
     assert db.exists() and not (tmp_path / "elsewhere.db").exists()
     listed = json.loads(ok("--db", str(db), "runs", "--json", db=tmp_path / "elsewhere.db"))
     assert [r["id"] for r in listed] == [doc["run"]]

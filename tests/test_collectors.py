@@ -11,19 +11,62 @@ from oslens import collectors, cpulist
 from oslens.collectors import _read, cpu, kernel, load, software, virt
 
 DOCUMENTED_KEYS = {
-    "kernel": {"release", "version", "cmdline", "clocksource", "preemption", "mitigations", "thp",
-               "numa_balancing", "btf_vmlinux", "perf_event_paranoid"},
-    "cpu": {"model_name", "vendor", "arch", "flags", "online_cpus", "possible_cpus", "online_list",
-            "allowed_cpus", "topology", "frequency", "cpuinfo_mhz", "turbo", "smt", "cpuidle"},
-    "virt": {"vm", "container", "systemd_detect_virt", "hypervisor_flag", "hypervisor_type", "dmi",
-             "container_hints"},
-    "load": {"loadavg", "tasks_running", "tasks_total", "window_s", "busy_share", "steal_share",
-             "busiest_cpu", "mem_total_bytes", "mem_available_bytes", "uptime_s", "hostname",
-             "timestamp", "timestamp_unix"},
+    "kernel": {
+        "release",
+        "version",
+        "cmdline",
+        "clocksource",
+        "preemption",
+        "mitigations",
+        "thp",
+        "numa_balancing",
+        "btf_vmlinux",
+        "perf_event_paranoid",
+    },
+    "cpu": {
+        "model_name",
+        "vendor",
+        "arch",
+        "flags",
+        "online_cpus",
+        "possible_cpus",
+        "online_list",
+        "allowed_cpus",
+        "topology",
+        "frequency",
+        "cpuinfo_mhz",
+        "turbo",
+        "smt",
+        "cpuidle",
+    },
+    "virt": {"vm", "container", "systemd_detect_virt", "hypervisor_flag", "hypervisor_type", "dmi", "container_hints"},
+    "load": {
+        "loadavg",
+        "tasks_running",
+        "tasks_total",
+        "window_s",
+        "busy_share",
+        "steal_share",
+        "busiest_cpu",
+        "mem_total_bytes",
+        "mem_available_bytes",
+        "uptime_s",
+        "hostname",
+        "timestamp",
+        "timestamp_unix",
+    },
     "software": {"python", "oslens", "libc", "distribution"},
 }
-TOPOLOGY_KEYS = {"packages", "dies", "cores", "threads_per_core", "cores_per_package",
-                 "package_cpus", "numa_nodes", "node_cpus"}
+TOPOLOGY_KEYS = {
+    "packages",
+    "dies",
+    "cores",
+    "threads_per_core",
+    "cores_per_package",
+    "package_cpus",
+    "numa_nodes",
+    "node_cpus",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +89,7 @@ def walk(value, path=""):
 
 
 # ---- the whole machine ----------------------------------------------------
+
 
 def test_every_collector_is_discovered(machine):
     names = {m.NAME for m in collectors.collector_modules()}
@@ -84,6 +128,7 @@ def test_raising_collector_becomes_unavailable(monkeypatch):
 
 # ---- kernel ---------------------------------------------------------------
 
+
 def test_kernel_identity(machine):
     k = machine["kernel"]
     assert k["release"] == os.uname().release
@@ -99,8 +144,16 @@ def test_kernel_identity(machine):
         assert 0 <= k["numa_balancing"] <= 3
     for setting in ("enabled", "defrag"):
         v = k["thp"][setting]
-        assert unavailable(v) or v in {"always", "madvise", "never", "defer", "defer+madvise",
-                                       "within_size", "advise", "inherit"}
+        assert unavailable(v) or v in {
+            "always",
+            "madvise",
+            "never",
+            "defer",
+            "defer+madvise",
+            "within_size",
+            "advise",
+            "inherit",
+        }
     if not unavailable(k["mitigations"]):
         assert all(isinstance(v, str) or unavailable(v) for v in k["mitigations"].values())
 
@@ -119,12 +172,13 @@ def test_preemption_current_has_a_value_or_reason(machine):
 
 # ---- cpu: this machine ----------------------------------------------------
 
+
 def test_cpu_counts_agree_with_os(machine):
     c = machine["cpu"]
     assert c["online_cpus"] == os.cpu_count()
     assert cpulist.parse_cpulist(c["online_list"]) == sorted(
-        int(p.name[3:]) for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*")
-        if (p / "topology").is_dir())
+        int(p.name[3:]) for p in Path("/sys/devices/system/cpu").glob("cpu[0-9]*") if (p / "topology").is_dir()
+    )
     assert unavailable(c["possible_cpus"]) or c["possible_cpus"] >= c["online_cpus"]
     allowed = os.sched_getaffinity(0)
     assert c["allowed_cpus"]["count"] == len(allowed)
@@ -175,12 +229,14 @@ def test_cpu_frequency_and_flags(machine):
         covered = sorted(x for cpus in f["governor"].values() for x in cpus)
         assert sorted(covered + f["cpus_without_cpufreq"]) == online
     else:
-        assert not any(Path(f"/sys/devices/system/cpu/cpu{i}/cpufreq").is_dir()
-                       for i in cpulist.parse_cpulist(c["online_list"]))
+        assert not any(
+            Path(f"/sys/devices/system/cpu/cpu{i}/cpufreq").is_dir() for i in cpulist.parse_cpulist(c["online_list"])
+        )
     assert unavailable(c["smt"]["active"]) or isinstance(c["smt"]["active"], bool)
 
 
 # ---- cpu: machines this one is not ---------------------------------------
+
 
 def write(root: Path, rel: str, text: str) -> None:
     p = root / rel
@@ -188,8 +244,7 @@ def write(root: Path, rel: str, text: str) -> None:
     p.write_text(text + "\n")
 
 
-def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq=True,
-                 skip_threads_on=()):
+def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq=True, skip_threads_on=()):
     """A sysfs tree numbered like Intel servers: cpu p*cores+c is the first
     thread of core c in package p, its SMT sibling is that plus the count of
     cores. `skip_threads_on` lists cores whose second thread is offline."""
@@ -199,8 +254,7 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
     for p in range(packages):
         for c in range(cores):
             first = p * cores + c
-            sibs = [first + t * ncores for t in range(threads)
-                    if t == 0 or first not in skip_threads_on]
+            sibs = [first + t * ncores for t in range(threads) if t == 0 or first not in skip_threads_on]
             per_core[first] = (p, c, sibs)
             online += sibs
     online.sort()
@@ -222,9 +276,11 @@ def fake_machine(root: Path, packages=2, cores=4, threads=2, nodes=True, cpufreq
                 write(root, f"{d}/scaling_min_freq", "800000")
                 write(root, f"{d}/scaling_max_freq", "3500000")
                 write(root, f"{d}/scaling_cur_freq", str(2000000 + 1000 * cpu_))
-            blocks.append(f"processor\t: {cpu_}\nvendor_id\t: GenuineIntel\n"
-                          f"model name\t: Fake Xeon\ncpu MHz\t\t: {2000 + cpu_}.000\n"
-                          f"flags\t\t: fpu tsc rdtscp constant_tsc nonstop_tsc\n")
+            blocks.append(
+                f"processor\t: {cpu_}\nvendor_id\t: GenuineIntel\n"
+                f"model name\t: Fake Xeon\ncpu MHz\t\t: {2000 + cpu_}.000\n"
+                f"flags\t\t: fpu tsc rdtscp constant_tsc nonstop_tsc\n"
+            )
     write(root, "proc/cpuinfo", "\n".join(blocks))
     write(root, f"{base}/smt/active", "1" if threads > 1 else "0")
     write(root, f"{base}/smt/control", "on")
@@ -246,8 +302,7 @@ def test_two_socket_smt_machine(tmp_path, monkeypatch):
     assert set(c) == DOCUMENTED_KEYS["cpu"]
     assert c["online_cpus"] == 16 and c["possible_cpus"] == 16
     assert c["model_name"] == "Fake Xeon" and c["vendor"] == "GenuineIntel"
-    assert c["flags"] == {"constant_tsc": True, "nonstop_tsc": True, "hypervisor": False,
-                          "rdtscp": True}
+    assert c["flags"] == {"constant_tsc": True, "nonstop_tsc": True, "hypervisor": False, "rdtscp": True}
     topo = c["topology"]
     check_topology(topo, online)
     assert (topo["packages"], topo["dies"], topo["cores"]) == (2, 2, 8)
@@ -256,8 +311,7 @@ def test_two_socket_smt_machine(tmp_path, monkeypatch):
     assert topo["numa_nodes"] == 3 and topo["node_cpus"]["2"] == []
     f = c["frequency"]
     assert f["driver"] == {"intel_pstate": online}
-    assert f["governor"] == {"performance": [0, 1, 2, 3, 8, 9, 10, 11],
-                             "powersave": [4, 5, 6, 7, 12, 13, 14, 15]}
+    assert f["governor"] == {"performance": [0, 1, 2, 3, 8, 9, 10, 11], "powersave": [4, 5, 6, 7, 12, 13, 14, 15]}
     assert (f["min_mhz"], f["max_mhz"]) == (800.0, 3500.0)
     assert f["cur_mhz"] == {"min": 2000.0, "median": 2007.5, "max": 2015.0}
     assert f["cpus_without_cpufreq"] == []
@@ -267,8 +321,7 @@ def test_two_socket_smt_machine(tmp_path, monkeypatch):
 
 
 def test_partly_offlined_siblings_and_no_numa_no_cpufreq(tmp_path, monkeypatch):
-    online = fake_machine(tmp_path, packages=2, cores=2, threads=2, nodes=False, cpufreq=False,
-                          skip_threads_on=(0, 1))
+    online = fake_machine(tmp_path, packages=2, cores=2, threads=2, nodes=False, cpufreq=False, skip_threads_on=(0, 1))
     monkeypatch.setattr(cpu, "ROOT", tmp_path)
     c = cpu.collect()
     topo = c["topology"]
@@ -289,6 +342,7 @@ def test_missing_topology_file_is_reported_not_guessed(tmp_path, monkeypatch):
 
 # ---- helpers ---------------------------------------------------------------
 
+
 def test_cpulist_round_trip():
     assert cpulist.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
     assert cpulist.parse_cpulist("") == []
@@ -304,6 +358,7 @@ def test_bracketed_choice():
 
 
 # ---- load ------------------------------------------------------------------
+
 
 def test_load_before_the_run(machine):
     ld = machine["load"]
@@ -333,6 +388,7 @@ def test_busy_and_steal_shares_by_hand():
 
 # ---- virt ------------------------------------------------------------------
 
+
 def test_virt(machine):
     v = machine["virt"]
     assert isinstance(v["vm"], str) and v["vm"]
@@ -343,13 +399,16 @@ def test_virt(machine):
 
 
 def test_parse_cgroup():
-    assert virt.parse_cgroup("0::/user.slice/session-1.scope\n") == {
-        "unified": "/user.slice/session-1.scope"}
+    assert virt.parse_cgroup("0::/user.slice/session-1.scope\n") == {"unified": "/user.slice/session-1.scope"}
     assert virt.parse_cgroup("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n") == {
-        "memory": "/docker/abc", "cpu,cpuacct": "/docker/abc", "unified": "/"}
+        "memory": "/docker/abc",
+        "cpu,cpuacct": "/docker/abc",
+        "unified": "/",
+    }
 
 
 # ---- software --------------------------------------------------------------
+
 
 def test_software(machine):
     s = machine["software"]

@@ -1,5 +1,6 @@
 """`oslens compare`: synthetic runs with known differences, and an A/A
 comparison of two real runs of the same thing."""
+
 from __future__ import annotations
 
 import io
@@ -10,13 +11,17 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from conftest import oslens
 from oslens import compare as cmp
 from oslens.errors import UsageError
 from oslens.store import Store
 
-MACHINE = {"kernel": {"release": "6.1.0", "cmdline": "quiet"}, "cpu": {"model_name": "Test CPU"},
-           "load": {"busy_share": 0.01, "loadavg": {"1min": 0.1}}}
+from conftest import oslens
+
+MACHINE = {
+    "kernel": {"release": "6.1.0", "cmdline": "quiet"},
+    "cpu": {"model_name": "Test CPU"},
+    "load": {"busy_share": 0.01, "loadavg": {"1min": 0.1}},
+}
 
 
 def _machine(**kernel) -> dict:
@@ -30,11 +35,31 @@ def scale_run(store: Store, per_worker: dict[int, list[float]], machine: dict = 
     run_id = store.begin_run("scale", ["oslens", "scale"], params, machine)
     records: list[dict] = [{"type": "context", "competition": None}]
     for n, rates in sorted(per_worker.items()):
-        records.append({"type": "header", "probe": {"name": "dup"}, "variant": "default", "mode": "process",
-                        "placement": {"policy": "compact", "workers": []}, "fixed": "time", "workers": n})
+        records.append(
+            {
+                "type": "header",
+                "probe": {"name": "dup"},
+                "variant": "default",
+                "mode": "process",
+                "placement": {"policy": "compact", "workers": []},
+                "fixed": "time",
+                "workers": n,
+            }
+        )
         for rep, rate in enumerate(rates):
-            records += [{"type": "worker", "rep": rep, "worker": w, "cpu": w, "cpu_seen": w, "ops": int(rate),
-                         "seconds": 1.0, "ops_per_sec": rate} for w in range(n)]
+            records += [
+                {
+                    "type": "worker",
+                    "rep": rep,
+                    "worker": w,
+                    "cpu": w,
+                    "cpu_seen": w,
+                    "ops": int(rate),
+                    "seconds": 1.0,
+                    "ops_per_sec": rate,
+                }
+                for w in range(n)
+            ]
             records.append({"type": "rep", "rep": rep, "status": "ok"})
         records.append({"type": "end", "status": "ok"})
     store.add_records(run_id, records)
@@ -45,9 +70,22 @@ def scale_run(store: Store, per_worker: dict[int, list[float]], machine: dict = 
 def appscale_run(store: Store, walls_s: list[float]) -> int:
     """An appscale run on 1 CPU with these wall times, 5 % of CPU time in the kernel."""
     run_id = store.begin_run("appscale", ["oslens", "appscale"], {"workload": "kmeans", "cpus": [1]}, MACHINE)
-    store.add_records(run_id, [
-        {"type": "point", "n": 1, "cpus": [0], "rep": rep, "status": "ok", "wall_ns": int(w * 1e9),
-         "user_ns": int(w * 0.95e9), "system_ns": int(w * 0.05e9)} for rep, w in enumerate(walls_s)])
+    store.add_records(
+        run_id,
+        [
+            {
+                "type": "point",
+                "n": 1,
+                "cpus": [0],
+                "rep": rep,
+                "status": "ok",
+                "wall_ns": int(w * 1e9),
+                "user_ns": int(w * 0.95e9),
+                "system_ns": int(w * 0.05e9),
+            }
+            for rep, w in enumerate(walls_s)
+        ],
+    )
     store.finish_run(run_id, "complete")
     return run_id
 
@@ -162,8 +200,10 @@ def test_three_against_three_is_not_testable_never_no_difference(store):
     assert cmp.compare(store, a4, b4).metrics[0].verdict == cmp.REGRESSION
 
 
-@pytest.mark.parametrize("text,value", [("5%", 0.05), ("5 %", 0.05), (" 12.5% ", 0.125), ("0.05", 0.05),
-                                        ("0%", 0.0), ("0", 0.0), (".1", 0.1)])
+@pytest.mark.parametrize(
+    "text,value",
+    [("5%", 0.05), ("5 %", 0.05), (" 12.5% ", 0.125), ("0.05", 0.05), ("0%", 0.0), ("0", 0.0), (".1", 0.1)],
+)
 def test_parse_threshold_accepts(text, value):
     assert cmp.parse_threshold(text) == pytest.approx(value)
 
@@ -206,9 +246,22 @@ def test_values_that_cannot_reach_significance_do_not_dilute_the_others(store):
     rid = []
     for walls in ([1.0, 1.1, 1.2, 1.05], [2.0, 2.1, 2.2, 2.05]):
         run_id = store.begin_run("appscale", ["oslens"], {"command": ["app"], "cpus": [1]}, MACHINE)
-        store.add_records(run_id, [{"type": "point", "n": 1, "cpus": [0], "rep": i, "status": "ok",
-                                    "wall_ns": int(w * 1e9), "user_ns": int(w * 1e9), "system_ns": 0}
-                                   for i, w in enumerate(walls)])
+        store.add_records(
+            run_id,
+            [
+                {
+                    "type": "point",
+                    "n": 1,
+                    "cpus": [0],
+                    "rep": i,
+                    "status": "ok",
+                    "wall_ns": int(w * 1e9),
+                    "user_ns": int(w * 1e9),
+                    "system_ns": 0,
+                }
+                for i, w in enumerate(walls)
+            ],
+        )
         store.finish_run(run_id, "complete")
         rid.append(run_id)
     c = cmp.compare(store, *rid)
@@ -223,15 +276,21 @@ def test_values_that_cannot_reach_significance_do_not_dilute_the_others(store):
 def test_rank_test_statistics():
     from scipy import stats as sps
 
-    from oslens.analysis.stats import (adjust_fdr, mann_whitney, min_two_sided_p, min_two_sided_p_given,
-                                       repetitions_for_test)
+    from oslens.analysis.stats import (
+        adjust_fdr,
+        mann_whitney,
+        min_two_sided_p,
+        min_two_sided_p_given,
+        repetitions_for_test,
+    )
+
     assert min_two_sided_p(3, 3) == pytest.approx(0.1)
     assert min_two_sided_p(4, 4) == pytest.approx(2 / 70)
     assert repetitions_for_test(0.95) == 4 and repetitions_for_test(0.99) == 5
     # With ties: the exact permutation distribution, as scipy's permutation test enumerates it.
     a, b = [140, 150, 150, 140, 150, 160], [150, 160, 160, 150, 170, 160]
     t = mann_whitney(a, b)
-    ref = sps.mannwhitneyu(a, b, alternative="two-sided", method=sps.PermutationMethod(n_resamples=10 ** 5))
+    ref = sps.mannwhitneyu(a, b, alternative="two-sided", method=sps.PermutationMethod(n_resamples=10**5))
     assert t.method == "exact with ties" and t.p == pytest.approx(ref.pvalue)
     assert mann_whitney([1, 2, 3], [4, 5, 6]).p == pytest.approx(0.1)
     assert min_two_sided_p_given([0, 0, 0, 0], [0, 0, 0, 0]) == 1.0
@@ -242,18 +301,22 @@ def test_rank_test_statistics():
 
 def test_real_latency_noise_and_profile_runs_have_metrics(tmp_path):
     db = tmp_path / "kinds.db"
-    commands = [("latency", "--probe", "getppid", "--duration", "0.05", "--reps", "2", "-q"),
-                ("noise", "--cpus", "0", "--duration", "0.1", "--reps", "1", "--no-attribution", "-q"),
-                ("profile", "-q", "--", "true")]
+    commands = [
+        ("latency", "--probe", "getppid", "--duration", "0.05", "--reps", "2", "-q"),
+        ("noise", "--cpus", "0", "--duration", "0.1", "--reps", "1", "--no-attribution", "-q"),
+        ("profile", "-q", "--", "true"),
+    ]
     with ThreadPoolExecutor(len(commands)) as pool:
         for p in list(pool.map(lambda args: oslens(*args, db=db, timeout=120), commands)):
             assert p.returncode == 0, p.stderr
     with Store(db) as store:
         for run in store.runs():
             names = list(cmp.metrics(store, run))
-            expected = {"latency": ["latency/getppid:default/alone/p50 ns", "latency/null:default/alone/p99 ns"],
-                        "noise": ["noise/alone/all CPUs/lost share", "noise/alone/cpu 0/lost share"],
-                        "profile": ["profile/wall s", "profile/page faults per s"]}[run.kind]
+            expected = {
+                "latency": ["latency/getppid:default/alone/p50 ns", "latency/null:default/alone/p99 ns"],
+                "noise": ["noise/alone/all CPUs/lost share", "noise/alone/cpu 0/lost share"],
+                "profile": ["profile/wall s", "profile/page faults per s"],
+            }[run.kind]
             assert set(expected) <= set(names), (run.kind, names)
             c = cmp.compare(store, run.id, run.id)
             assert all(m.verdict == cmp.NOT_TESTABLE for m in c.metrics)  # 2, 1 and 1 repetitions

@@ -1,4 +1,5 @@
 """The engine against the real kernel: counts, placement, clean-up."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,17 @@ import pytest
 from oslens import engine
 from oslens.engine import EngineRun
 
-from conftest import (NCPU, TWO, StreamingEngine, can_run_as_nobody, engine_for_nobody,
-                      one_line_error, probe_args, run_engine, sem_ids)
+from conftest import (
+    NCPU,
+    TWO,
+    StreamingEngine,
+    can_run_as_nobody,
+    engine_for_nobody,
+    one_line_error,
+    probe_args,
+    run_engine,
+    sem_ids,
+)
 
 SHORT = ("--duration", "0.2", "--warmup", "0.05", "--interval", "0.05")
 PROBE_VARIANTS = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants]
@@ -48,8 +58,9 @@ def test_every_probe_measures(probe, mode, workers, no_leaks):
 @pytest.mark.parametrize("mode", ["process", "thread"])
 @pytest.mark.parametrize("probe", PROBE_VARIANTS)
 def test_fixed_work_reports_exactly_n_ops(probe, mode, no_leaks):
-    r = run_engine("run", *probe_args(probe), "--mode", mode, "--workers", str(TWO), "--ops", "50",
-                   "--warmup", "0", "--reps", "2")
+    r = run_engine(
+        "run", *probe_args(probe), "--mode", mode, "--workers", str(TWO), "--ops", "50", "--warmup", "0", "--reps", "2"
+    )
     assert r.rc == 0, r.stderr
     ws = r.of("worker")
     assert len(ws) == 2 * TWO
@@ -61,9 +72,31 @@ def test_fixed_work_reports_exactly_n_ops(probe, mode, no_leaks):
 def test_fixed_work_issues_exactly_n_syscalls(mode, no_leaks):
     """Counted by the kernel's side (strace), not by the engine's own counter."""
     ops = 3000
-    p = subprocess.run(["strace", "-f", "-qq", "-c", "-e", "trace=dup", engine.engine_path(), "run",
-                        "--probe", "dup", "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
-                        "--warmup", "0"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-c",
+            "-e",
+            "trace=dup",
+            engine.engine_path(),
+            "run",
+            "--probe",
+            "dup",
+            "--mode",
+            mode,
+            "--workers",
+            str(TWO),
+            "--ops",
+            str(ops),
+            "--warmup",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     calls = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?dup$", p.stderr, re.M)
     assert calls, p.stderr
@@ -72,8 +105,9 @@ def test_fixed_work_issues_exactly_n_syscalls(mode, no_leaks):
 
 @pytest.mark.parametrize("mode", ["process", "thread"])
 def test_workers_run_on_the_planned_cpus(mode, no_leaks):
-    run = StreamingEngine("run", "--probe", "getppid", "--mode", mode, "--workers", "max",
-                          "--duration", "5", "--warmup", "0")
+    run = StreamingEngine(
+        "run", "--probe", "getppid", "--mode", mode, "--workers", "max", "--duration", "5", "--warmup", "0"
+    )
     try:
         header = run.wait_for("header")
         started = run.wait_for("started")
@@ -102,16 +136,21 @@ def _assert_cleaned(resources: dict, started: dict) -> None:
     assert not Path(resources["tmpdir"]).exists()
     assert not set(resources["sysv_sem"]) & sem_ids()
     for w in started["workers"]:
-        assert not Path(f"/proc/{w['pid']}").exists() or \
-            Path(f"/proc/{w['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        assert (
+            not Path(f"/proc/{w['pid']}").exists()
+            or Path(f"/proc/{w['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("probe,mode", [("sem", "process"), ("sem", "thread"), ("fork", "process"),
-                                        ("mmap", "thread"), ("open:shared", "process")])
+@pytest.mark.parametrize(
+    "probe,mode",
+    [("sem", "process"), ("sem", "thread"), ("fork", "process"), ("mmap", "thread"), ("open:shared", "process")],
+)
 def test_signal_mid_run_leaves_nothing(probe, mode, sig, no_leaks):
-    run, resources, started = _run_until_started("--probe", probe, "--mode", mode, "--workers", str(TWO),
-                                                 "--duration", "30")
+    run, resources, started = _run_until_started(
+        "--probe", probe, "--mode", mode, "--workers", str(TWO), "--duration", "30"
+    )
     if probe == "sem":
         assert len(resources["sysv_sem"]) == TWO and set(resources["sysv_sem"]) <= sem_ids()
     time.sleep(0.3)
@@ -123,8 +162,9 @@ def test_signal_mid_run_leaves_nothing(probe, mode, sig, no_leaks):
 
 @pytest.mark.parametrize("mode", ["process", "thread"])
 def test_killed_worker_fails_the_run_and_leaves_nothing(mode, no_leaks):
-    run, resources, started = _run_until_started("--probe", "sem", "--mode", mode, "--workers", str(TWO),
-                                                 "--duration", "30")
+    run, resources, started = _run_until_started(
+        "--probe", "sem", "--mode", mode, "--workers", str(TWO), "--duration", "30"
+    )
     victim = started["workers"][-1]
     os.kill(victim["pid"], signal.SIGKILL)
     assert run.finish(timeout=30) == 1
@@ -181,23 +221,26 @@ def test_fixed_work_workers_start_together():
     assert min(w["start_offset_ns"] for w in r.of("worker")) == 0
 
 
-@pytest.mark.parametrize("args,word", [
-    (["run", "--probe", "nope"], "unknown probe"),
-    (["run", "--probe", "dup:nope"], "variant"),
-    (["run", "--probe", "dup", "--workers", str(NCPU + 1)], "CPUs"),
-    (["run", "--probe", "dup", "--cpus", str(NCPU + 7)], "CPU"),
-    (["run", "--probe", "dup", "--cpus", "0,0"], "twice"),
-    (["run", "--probe", "dup", "--duration", "-1"], "--duration"),
-    (["run", "--probe", "dup", "--duration", "0"], "--duration"),
-    (["run", "--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
-    (["run", "--probe", "mmap", "--opt", "pages=0"], "pages"),
-    (["run", "--probe", "dup", "--opt", "pages=3"], "option 'pages'"),
-    (["run", "--probe", "dup,getppid"], "--mix"),
-    (["run", "--probe", "dup,getppid", "--mix"], "--latency"),
-    (["run", "--probe", "dup", "--bogus"], "--bogus"),
-    (["run", "--probe", "dup", "--tmpdir", "/proc/nonexistent"], "temporary"),
-    (["frobnicate"], "unknown command"),
-])
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["run", "--probe", "nope"], "unknown probe"),
+        (["run", "--probe", "dup:nope"], "variant"),
+        (["run", "--probe", "dup", "--workers", str(NCPU + 1)], "CPUs"),
+        (["run", "--probe", "dup", "--cpus", str(NCPU + 7)], "CPU"),
+        (["run", "--probe", "dup", "--cpus", "0,0"], "twice"),
+        (["run", "--probe", "dup", "--duration", "-1"], "--duration"),
+        (["run", "--probe", "dup", "--duration", "0"], "--duration"),
+        (["run", "--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
+        (["run", "--probe", "mmap", "--opt", "pages=0"], "pages"),
+        (["run", "--probe", "dup", "--opt", "pages=3"], "option 'pages'"),
+        (["run", "--probe", "dup,getppid"], "--mix"),
+        (["run", "--probe", "dup,getppid", "--mix"], "--latency"),
+        (["run", "--probe", "dup", "--bogus"], "--bogus"),
+        (["run", "--probe", "dup", "--tmpdir", "/proc/nonexistent"], "temporary"),
+        (["frobnicate"], "unknown command"),
+    ],
+)
 def test_bad_usage_is_one_line_and_status_2(args, word, no_leaks):
     r = run_engine(*args)
     assert r.rc == 2
@@ -207,10 +250,15 @@ def test_bad_usage_is_one_line_and_status_2(args, word, no_leaks):
 @pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
 def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
     with engine_for_nobody() as (nobody, exe, env):
-        ok = subprocess.run([*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True,
-                            env=env)
+        ok = subprocess.run(
+            [*nobody, exe, "run", "--probe", "getppid", *SHORT], capture_output=True, text=True, env=env
+        )
         assert ok.returncode == 0, ok.stderr
-        limited = subprocess.run(["prlimit", "--nproc=2", *nobody, exe, "run", "--probe", "fork", *SHORT],
-                                 capture_output=True, text=True, env=env)
+        limited = subprocess.run(
+            ["prlimit", "--nproc=2", *nobody, exe, "run", "--probe", "fork", *SHORT],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         assert limited.returncode == 2
         assert "RLIMIT_NPROC" in one_line_error(limited.stderr)

@@ -1,12 +1,14 @@
 """Each engine command's argument parser, through --dry-run: argv parsed and
 checked exactly as a real invocation would, one `config` record, nothing
 measured. Bad argv: exit 2, one line on stderr, nothing on stdout."""
+
 from __future__ import annotations
 
 import pytest
 
-from conftest import NCPU, run_engine
 from oslens import engine
+
+from conftest import NCPU, run_engine
 
 CPUS = [c["cpu"] for c in engine.topology()["cpus"]]
 LIMITS = engine.limits()
@@ -29,17 +31,38 @@ def refused(*args: str) -> str:
 
 
 def test_run_config_has_what_was_asked():
-    c = config("run", "--dry-run", "--probe", "dup", "--workers", str(NCPU), "--mode", "thread", "--ops", "500",
-               "--reps", "3", "--warmup", "0.5")
+    c = config(
+        "run",
+        "--dry-run",
+        "--probe",
+        "dup",
+        "--workers",
+        str(NCPU),
+        "--mode",
+        "thread",
+        "--ops",
+        "500",
+        "--reps",
+        "3",
+        "--warmup",
+        "0.5",
+    )
     assert c["command"] == "run" and c["probes"] == [{"name": "dup", "variant": "default", "options": {}}]
-    assert (c["workers"], c["mode"], c["fixed"], c["ops"], c["reps"], c["warmup_s"]) == \
-        (NCPU, "thread", "ops", 500, 3, 0.5)
+    assert (c["workers"], c["mode"], c["fixed"], c["ops"], c["reps"], c["warmup_s"]) == (
+        NCPU,
+        "thread",
+        "ops",
+        500,
+        3,
+        0.5,
+    )
     assert sorted(c["cpus"]) == sorted(CPUS)
 
 
 def test_run_config_with_an_explicit_cpu_list_and_options():
-    c = config("run", "--dry-run", "--probe", "mmap:private", "--cpus", str(CPUS[-1]), "--opt", "pages=16",
-               "--duration", "2")
+    c = config(
+        "run", "--dry-run", "--probe", "mmap:private", "--cpus", str(CPUS[-1]), "--opt", "pages=16", "--duration", "2"
+    )
     assert c["cpus"] == [CPUS[-1]] and c["placement"] == "explicit" and c["duration_s"] == 2
     assert c["probes"][0]["variant"] == "private" and c["probes"][0]["options"]["pages"] == 16
 
@@ -49,22 +72,25 @@ def test_a_dry_run_creates_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args, word", [
-    (["--probe", "nope"], "unknown probe"),
-    (["--probe", "dup:nope"], "variant"),
-    (["--probe", "dup", "--bogus"], "unknown option"),
-    (["--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
-    (["--probe", "dup", "--reps", "0"], "--reps"),
-    (["--probe", "dup", "--reps", "²"], "--reps"),
-    (["--probe", "dup", "--workers", "x"], "--workers"),
-    (["--probe", "dup", "--cpus", "x"], "--cpus"),
-    (["--probe", "dup", "--cpus", str(max(CPUS) + 1000)], "--cpus"),
-    (["--probe", "dup", "--duration", "-1"], "--duration"),
-    (["--probe", "dup", "--opt", "nokey=1"], "option"),
-    (["--probe", "dup", "--mode", "fibre"], "--mode"),
-    (["--probe", "dup,getppid"], "--mix"),
-    (["--probe", "dup", "--duration", "200", "--interval", "0.0001"], "--interval"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--probe", "nope"], "unknown probe"),
+        (["--probe", "dup:nope"], "variant"),
+        (["--probe", "dup", "--bogus"], "unknown option"),
+        (["--probe", "dup", "--duration", "1", "--ops", "5"], "exclusive"),
+        (["--probe", "dup", "--reps", "0"], "--reps"),
+        (["--probe", "dup", "--reps", "²"], "--reps"),
+        (["--probe", "dup", "--workers", "x"], "--workers"),
+        (["--probe", "dup", "--cpus", "x"], "--cpus"),
+        (["--probe", "dup", "--cpus", str(max(CPUS) + 1000)], "--cpus"),
+        (["--probe", "dup", "--duration", "-1"], "--duration"),
+        (["--probe", "dup", "--opt", "nokey=1"], "option"),
+        (["--probe", "dup", "--mode", "fibre"], "--mode"),
+        (["--probe", "dup,getppid"], "--mix"),
+        (["--probe", "dup", "--duration", "200", "--interval", "0.0001"], "--interval"),
+    ],
+)
 def test_bad_run_argv(args, word):
     assert word in refused("run", "--dry-run", *args)
 

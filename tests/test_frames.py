@@ -4,6 +4,7 @@
 One tiny real run of each kind, made once through the real CLI; every
 frame value is checked against what `oslens show N --json` reports, and
 every export format is read back with pandas and compared with frame()."""
+
 from __future__ import annotations
 
 import importlib
@@ -38,23 +39,88 @@ CPUS = {c["cpu"] for c in engine.topology()["cpus"]}
 # Snapshots: the main frame's columns and dtypes, per kind. A change here is
 # a change of the public frames (and of every CSV and Parquet export).
 SNAPSHOT = {
-    "scale": {"run_id": "int64", "probe": "str", "variant": "str", "mode": "str", "placement": "str",
-              "fixed": "str", "workers": "int64", "rep": "int64", "worker": "int64", "cpu": "int64",
-              "cpu_seen": "int64", "ops": "int64", "seconds": "float64", "ops_per_s": "float64",
-              "user_s": "float64", "sys_s": "float64", "nvcsw": "int64", "nivcsw": "int64"},
-    "latency": {"run_id": "int64", "operation": "str", "probe": "str", "variant": "str", "phase": "str",
-                "rep": "int64", "worker": "int64", "cpu": "Int64", "count": "int64", "min_ns": "float64",
-                "p50_ns": "float64", "p90_ns": "float64", "p99_ns": "float64", "p99.9_ns": "float64",
-                "p99.99_ns": "float64", "max_ns": "float64", "mean_ns": "float64"},
-    "noise": {"run_id": "int64", "phase": "str", "cpu": "int64", "t_ns": "int64", "duration_ns": "int64",
-              "cause": "str"},
-    "profile": {"run_id": "int64", "tid": "int64", "tgid": "int64", "comm": "str", "user_ns": "int64",
-                "system_ns": "int64", "runtime_ns": "int64", "kernel_share": "float64", "nvcsw": "int64",
-                "nivcsw": "int64", "min_flt": "int64", "maj_flt": "int64", "ended": "str", "since_begin": "bool"},
-    "appscale": {"run_id": "int64", "n": "int64", "rep": "int64", "cpus": "str", "status": "str", "how": "str",
-                 "code": "Int64", "signal": "Int64", "wall_s": "float64", "user_s": "float64",
-                 "system_s": "float64", "irq_s": "float64", "softirq_s": "float64", "nvcsw": "Int64",
-                 "nivcsw": "Int64", "min_flt": "Int64", "maj_flt": "Int64"},
+    "scale": {
+        "run_id": "int64",
+        "probe": "str",
+        "variant": "str",
+        "mode": "str",
+        "placement": "str",
+        "fixed": "str",
+        "workers": "int64",
+        "rep": "int64",
+        "worker": "int64",
+        "cpu": "int64",
+        "cpu_seen": "int64",
+        "ops": "int64",
+        "seconds": "float64",
+        "ops_per_s": "float64",
+        "user_s": "float64",
+        "sys_s": "float64",
+        "nvcsw": "int64",
+        "nivcsw": "int64",
+    },
+    "latency": {
+        "run_id": "int64",
+        "operation": "str",
+        "probe": "str",
+        "variant": "str",
+        "phase": "str",
+        "rep": "int64",
+        "worker": "int64",
+        "cpu": "Int64",
+        "count": "int64",
+        "min_ns": "float64",
+        "p50_ns": "float64",
+        "p90_ns": "float64",
+        "p99_ns": "float64",
+        "p99.9_ns": "float64",
+        "p99.99_ns": "float64",
+        "max_ns": "float64",
+        "mean_ns": "float64",
+    },
+    "noise": {
+        "run_id": "int64",
+        "phase": "str",
+        "cpu": "int64",
+        "t_ns": "int64",
+        "duration_ns": "int64",
+        "cause": "str",
+    },
+    "profile": {
+        "run_id": "int64",
+        "tid": "int64",
+        "tgid": "int64",
+        "comm": "str",
+        "user_ns": "int64",
+        "system_ns": "int64",
+        "runtime_ns": "int64",
+        "kernel_share": "float64",
+        "nvcsw": "int64",
+        "nivcsw": "int64",
+        "min_flt": "int64",
+        "maj_flt": "int64",
+        "ended": "str",
+        "since_begin": "bool",
+    },
+    "appscale": {
+        "run_id": "int64",
+        "n": "int64",
+        "rep": "int64",
+        "cpus": "str",
+        "status": "str",
+        "how": "str",
+        "code": "Int64",
+        "signal": "Int64",
+        "wall_s": "float64",
+        "user_s": "float64",
+        "system_s": "float64",
+        "irq_s": "float64",
+        "softirq_s": "float64",
+        "nvcsw": "Int64",
+        "nivcsw": "Int64",
+        "min_flt": "Int64",
+        "maj_flt": "Int64",
+    },
 }
 
 
@@ -94,8 +160,10 @@ def same(a, b) -> bool:
     """One cell equal to another, across what a format keeps: missing is
     None, NaN, NA or an empty text; numbers compare as numbers (a CSV reads
     "0" back as 0), exactly."""
+
     def missing(v):
         return v is None or v is pd.NA or v == "" or (isinstance(v, float) and math.isnan(v))
+
     if missing(a) or missing(b):
         return missing(a) and missing(b)
     if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
@@ -126,6 +194,7 @@ def records_of(rows: list[dict], keys) -> list[tuple]:
 
 
 # ------------------------------------------------------------ main frames
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_main_frame_has_the_documented_columns(runs, kind):
@@ -207,8 +276,18 @@ def test_noise_frames_equal_show(runs):
     assert {c for _, c in measured} <= CPUS
     for row in cpus.to_dict("records"):
         c = measured[(row["phase"], row["cpu"])]
-        for k in ("runtime_ns", "count", "total_ns", "max_ns", "loop_ns", "threshold_ns", "kept", "steal_ns",
-                  "lost_share", "rate_per_s"):
+        for k in (
+            "runtime_ns",
+            "count",
+            "total_ns",
+            "max_ns",
+            "loop_ns",
+            "threshold_ns",
+            "kept",
+            "steal_ns",
+            "lost_share",
+            "rate_per_s",
+        ):
             assert same(row[k], c[k]), k
         for q, v in c["percentiles_ns"].items():
             assert same(row[f"{q}_ns"], v)
@@ -217,8 +296,9 @@ def test_noise_frames_equal_show(runs):
     for phase, p in shown["phases"].items():
         for n, at in (p["tail"].get("nodes") or {}).items():
             for delay, prob in at["p_delayed"].items():
-                [row] = tail[(tail["phase"] == phase) & (tail["nodes"] == int(n)) & (tail["delay"] == delay)
-                             ].to_dict("records")
+                [row] = tail[(tail["phase"] == phase) & (tail["nodes"] == int(n)) & (tail["delay"] == delay)].to_dict(
+                    "records"
+                )
                 assert (row["p_delayed"], row["expected_slowdown"]) == (prob, at["expected_slowdown"])
 
 
@@ -254,14 +334,28 @@ def test_appscale_frames_equal_show(runs):
         assert list(ok["wall_s"]) == row["walls_s"]
         [got] = points[points["n"] == row["n"]].to_dict("records")
         assert got["cpus"] == ",".join(map(str, row["cpus"]))
-        assert (got["wall_s_median"], got["wall_s_low"], got["wall_s_high"]) == \
-            (row["wall_s"]["median"], row["wall_s"]["low"], row["wall_s"]["high"])
-        for k in ("reps", "ok", "user_s", "system_s", "system_share", "irq_softirq_s", "context_switches",
-                  "page_faults", "speedup", "efficiency"):
+        assert (got["wall_s_median"], got["wall_s_low"], got["wall_s_high"]) == (
+            row["wall_s"]["median"],
+            row["wall_s"]["low"],
+            row["wall_s"]["high"],
+        )
+        for k in (
+            "reps",
+            "ok",
+            "user_s",
+            "system_s",
+            "system_share",
+            "irq_softirq_s",
+            "context_switches",
+            "page_faults",
+            "speedup",
+            "efficiency",
+        ):
             assert same(got[k], row[k]), k
 
 
 # ------------------------------------------------------------------- API
+
 
 def test_api(runs, monkeypatch):
     for kind in KINDS:
@@ -282,16 +376,18 @@ def test_api(runs, monkeypatch):
     assert run.params["reps"] == 2
     assert len(run.records()) == run.metadata()["n_records"]
     shown = runs.show("scale")
-    assert run.summary() == {k: v for k, v in shown.items() if k not in ("run", "kind", "status", "started",
-                                                                         "params", "machine")}
+    assert run.summary() == {
+        k: v for k, v in shown.items() if k not in ("run", "kind", "status", "started", "params", "machine")
+    }
 
 
 def test_api_summary_is_show_json(runs):
     for kind in ("noise", "appscale"):
         shown = runs.show(kind)
         meta = ("run", "kind", "status", "started", "params", "machine")
-        assert json.loads(json.dumps(runs.run(kind).summary(), default=str)) == \
-            {k: v for k, v in shown.items() if k not in meta}
+        assert json.loads(json.dumps(runs.run(kind).summary(), default=str)) == {
+            k: v for k, v in shown.items() if k not in meta
+        }
 
 
 def test_a_missing_store_is_an_error_not_a_new_file(tmp_path):
@@ -302,12 +398,15 @@ def test_a_missing_store_is_an_error_not_a_new_file(tmp_path):
 
 
 def test_import_oslens_stays_light():
-    code = ("import sys, oslens; assert 'pandas' not in sys.modules and 'oslens.api' not in sys.modules; "
-            "oslens.Store; assert 'oslens.api' in sys.modules and 'pandas' not in sys.modules")
+    code = (
+        "import sys, oslens; assert 'pandas' not in sys.modules and 'oslens.api' not in sys.modules; "
+        "oslens.Store; assert 'oslens.api' in sys.modules and 'pandas' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # --------------------------------------------------------------- exports
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_csv_export_round_trips(runs, kind, tmp_path):
@@ -372,6 +471,7 @@ def test_export_snapshot(runs, kind, tmp_path):
     main = doc["frames"][MAIN[kind]]
     assert all(list(r) == cols for r in main)
     import pyarrow.parquet as pq
+
     out = tmp_path / "x.parquet"
     cli("export", str(run.id), "--format", "parquet", "-o", str(out), db=runs.db)
     assert pq.read_schema(out).names == cols
@@ -379,10 +479,12 @@ def test_export_snapshot(runs, kind, tmp_path):
 
 def test_export_refusals_are_one_line(runs, tmp_path):
     rid = str(runs.id("noise"))
-    for args, word in ((["--format", "csv", "--frame", "nope"], "nope"),
-                       (["--format", "parquet"], "-o"),
-                       (["--format", "csv", "--json"], "-o"),
-                       (["--format", "csv", "-o", str(tmp_path / "nodir" / "x.csv")], "nodir")):
+    for args, word in (
+        (["--format", "csv", "--frame", "nope"], "nope"),
+        (["--format", "parquet"], "-o"),
+        (["--format", "csv", "--json"], "-o"),
+        (["--format", "csv", "-o", str(tmp_path / "nodir" / "x.csv")], "nodir"),
+    ):
         p = cli("export", rid, *args, db=runs.db)
         assert p.returncode == 2, args
         assert word in one_line_error(p.stderr)
@@ -393,18 +495,23 @@ def test_scale_csv_keeps_the_columns_scripts_read(runs):
     """The columns the bare CSV of old had are still there, with the same values."""
     import csv
     import io
+
     run = runs.run("scale")
     rows = list(csv.DictReader(io.StringIO(cli("export", str(run.id), "--format", "csv", db=runs.db).stdout)))
     workers = [r for r in run.records() if r["type"] == "worker"]
-    assert Counter((r["rep"], r["worker"]) for r in rows) == Counter((str(w["rep"]), str(w["worker"]))
-                                                                     for w in workers)
+    assert Counter((r["rep"], r["worker"]) for r in rows) == Counter((str(w["rep"]), str(w["worker"])) for w in workers)
     by_key = defaultdict(list)
     for w in workers:
         by_key[(w["rep"], w["worker"])].append(w)
     for r in rows:
         [w] = by_key[(int(r["rep"]), int(r["worker"]))]
-        assert (r["run_id"], r["probe"], r["mode"], int(r["ops"]), int(r["cpu"])) == \
-            (str(run.id), "dup", "process", w["ops"], w["cpu"])
+        assert (r["run_id"], r["probe"], r["mode"], int(r["ops"]), int(r["cpu"])) == (
+            str(run.id),
+            "dup",
+            "process",
+            w["ops"],
+            w["cpu"],
+        )
         assert float(r["ops_per_s"]) == w["ops_per_sec"] and float(r["seconds"]) == w["seconds"]
 
 
@@ -417,10 +524,28 @@ def test_appscale_fits_frame_holds_the_fitted_figures():
 
     def point(n, rep):
         wall = 1e9 * (0.1 + 0.9 / n) * (1 + 0.01 * rep)
-        return {"type": "point", "n": n, "cpus": list(range(n)), "rep": rep, "argv": [], "status": "ok",
-                "how": "exited", "code": 0, "signal": None, "wall_ns": wall, "confinement": "affinity",
-                "cpu_source": "rusage", "user_ns": wall * n, "system_ns": 0, "irq_ns": None, "softirq_ns": None,
-                "nvcsw": 1, "nivcsw": 0, "min_flt": 1, "maj_flt": 0}
+        return {
+            "type": "point",
+            "n": n,
+            "cpus": list(range(n)),
+            "rep": rep,
+            "argv": [],
+            "status": "ok",
+            "how": "exited",
+            "code": 0,
+            "signal": None,
+            "wall_ns": wall,
+            "confinement": "affinity",
+            "cpu_source": "rusage",
+            "user_ns": wall * n,
+            "system_ns": 0,
+            "irq_ns": None,
+            "softirq_ns": None,
+            "nvcsw": 1,
+            "nivcsw": 0,
+            "min_flt": 1,
+            "maj_flt": 0,
+        }
 
     records = [point(n, rep) for n in (1, 2, 4, 8, 16) for rep in range(3)]
     run = SimpleNamespace(id=1, kind="appscale", params={"available_cpus": 16})
@@ -437,10 +562,14 @@ def test_appscale_fits_frame_holds_the_fitted_figures():
     assert values["serial_fraction"] == pytest.approx(0.1, abs=0.02)
 
 
-@pytest.mark.parametrize("kind, args", [
-    ("scale", ["scale", "--probe", "dup", "--workers", "1", "--ops", "500", "--warmup", "0.05", "--reps", "2"]),
-    ("profile", ["profile", "--no-bpf", "--", "/bin/true"]),
-], ids=["scale-fixed-work", "profile-without-bpf"])
+@pytest.mark.parametrize(
+    "kind, args",
+    [
+        ("scale", ["scale", "--probe", "dup", "--workers", "1", "--ops", "500", "--warmup", "0.05", "--reps", "2"]),
+        ("profile", ["profile", "--no-bpf", "--", "/bin/true"]),
+    ],
+    ids=["scale-fixed-work", "profile-without-bpf"],
+)
 def test_other_shapes_of_run(tmp_path, kind, args):
     """Fixed work (the OSMark timings) and a profile without BPF: same
     frames, same declared columns, values as `show --json`."""
@@ -457,8 +586,11 @@ def test_other_shapes_of_run(tmp_path, kind, args):
         [point] = series["points"]
         [row] = run.frame("points").to_dict("records")
         for w in ("fastest_s", "slowest_s", "mean_s"):
-            assert (row[f"{w}_median"], row[f"{w}_low"], row[f"{w}_high"]) == \
-                (point[w]["median"], point[w]["low"], point[w]["high"])
+            assert (row[f"{w}_median"], row[f"{w}_low"], row[f"{w}_high"]) == (
+                point[w]["median"],
+                point[w]["low"],
+                point[w]["high"],
+            )
     else:
         keys = list(SNAPSHOT["profile"])[1:]
         assert records_of(df.to_dict("records"), keys) == records_of(shown["sections"]["time"]["threads"], keys)

@@ -1,5 +1,6 @@
 """The engine's histogram (C) decoded by oslens (Python) against exact
 statistics of the raw values."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,6 +20,7 @@ def engine_hist(values) -> Histogram:
     text = "\n".join(str(int(v)) for v in values) + "\n"
     p = subprocess.run([engine_bin(), "histtest"], input=text, capture_output=True, text=True, check=True)
     import json
+
     return Histogram.from_record(json.loads(p.stdout)["hist"])
 
 
@@ -62,8 +64,9 @@ def test_extremes_of_the_range():
 
 
 def test_units_must_agree_to_merge():
-    a = Histogram.from_record({"unit_ns": 0.4, "sub_bucket_bits": 7, "count": 1, "sum": 5, "min": 5,
-                               "max": 5, "buckets": [[5, 1]]})
+    a = Histogram.from_record(
+        {"unit_ns": 0.4, "sub_bucket_bits": 7, "count": 1, "sum": 5, "min": 5, "max": 5, "buckets": [[5, 1]]}
+    )
     b = Histogram.from_record({**a.to_record(), "unit_ns": 1.0})
     with pytest.raises(ValueError):
         a.merge(b)

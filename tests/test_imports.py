@@ -2,6 +2,7 @@
 another package's private module, and the bottom modules import nothing of
 oslens. Imports are read with `ast` (every import statement, including
 those inside functions: a deferred import is still a dependency)."""
+
 from __future__ import annotations
 
 import ast
@@ -59,8 +60,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """A cycle of imports, or None. Importing a.b.c also runs a and a.b
     (their __init__), so those edges count too, except a package's own
     submodules importing it back (that is how a package works)."""
-    edges = {m: {d for dep in deps for d in (dep, *parents(dep)) if not m.startswith(d + ".") and d != m}
-             for m, deps in graph.items()}
+    edges = {
+        m: {d for dep in deps for d in (dep, *parents(dep)) if not m.startswith(d + ".") and d != m}
+        for m, deps in graph.items()
+    }
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -69,7 +72,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for d in sorted(edges.get(m, ())):
             if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in state and (c := visit(d)):
                 return c
         stack.pop()
@@ -104,8 +107,13 @@ def test_bottom_modules_import_nothing_of_oslens(bottom):
 
 def test_analysis_does_not_import_report_or_the_cli():
     graph = imports_of(SRC, "oslens")
-    upward = [f"{m} imports {d}" for m, deps in graph.items() if m.startswith(("oslens.analysis", "oslens.records"))
-              for d in deps if d.startswith(("oslens.report", "oslens.cli", "oslens.commands", "oslens.compare"))]
+    upward = [
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        if m.startswith(("oslens.analysis", "oslens.records"))
+        for d in deps
+        if d.startswith(("oslens.report", "oslens.cli", "oslens.commands", "oslens.compare"))
+    ]
     assert not upward, "; ".join(upward)
 
 
@@ -117,16 +125,30 @@ def write_package(root: Path, files: dict[str, str]) -> None:
 
 
 def test_the_check_finds_a_cycle_in_a_synthetic_package(tmp_path):
-    write_package(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from . import b\n",
-                             "pkg/b.py": "def f():\n    from .sub import c\n",
-                             "pkg/sub/__init__.py": "", "pkg/sub/c.py": "from ..a import thing\n"})
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from . import b\n",
+            "pkg/b.py": "def f():\n    from .sub import c\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/c.py": "from ..a import thing\n",
+        },
+    )
     cycle = find_cycle(imports_of(tmp_path, "pkg"))
     assert cycle is not None and set(cycle) == {"pkg.a", "pkg.b", "pkg.sub.c"}
 
 
 def test_the_check_passes_a_synthetic_package_without_cycle(tmp_path):
-    write_package(tmp_path, {"pkg/__init__.py": "from .a import x\n", "pkg/a.py": "from .b import y\nx = y\n",
-                             "pkg/b.py": "import os\ny = 1\n", "pkg/c.py": "import pkg.a\nfrom pkg import b\n"})
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .a import x\n",
+            "pkg/a.py": "from .b import y\nx = y\n",
+            "pkg/b.py": "import os\ny = 1\n",
+            "pkg/c.py": "import pkg.a\nfrom pkg import b\n",
+        },
+    )
     graph = imports_of(tmp_path, "pkg")
     assert graph["pkg.c"] == {"pkg.a", "pkg.b"}
     assert find_cycle(graph) is None
@@ -134,6 +156,13 @@ def test_the_check_passes_a_synthetic_package_without_cycle(tmp_path):
 
 def test_the_check_sees_a_cycle_through_a_package_init(tmp_path):
     # pkg.x imports pkg.sub.y, which runs pkg/sub/__init__, which imports pkg.x
-    write_package(tmp_path, {"pkg/__init__.py": "", "pkg/x.py": "from .sub.y import z\n",
-                             "pkg/sub/__init__.py": "from ..x import w\n", "pkg/sub/y.py": "z = 1\n"})
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/x.py": "from .sub.y import z\n",
+            "pkg/sub/__init__.py": "from ..x import w\n",
+            "pkg/sub/y.py": "z = 1\n",
+        },
+    )
     assert find_cycle(imports_of(tmp_path, "pkg")) is not None

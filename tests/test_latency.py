@@ -1,5 +1,6 @@
 """`latency`: every catalogue operation timed, counted exactly, with sane
 percentiles, its timing floor, competition and the mixed stream."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ from oslens.parse import parse_compete
 
 from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, probe_args, run_engine
 
-CATALOGUE = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants
-             if p.name != "fork-static" and p.timed]
+CATALOGUE = [
+    f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants if p.name != "fork-static" and p.timed
+]
 QS = [0, 50, 90, 99, 99.9, 99.99, 100]
 
 
@@ -26,8 +28,19 @@ QS = [0, 50, 90, 99, 99.9, 99.99, 100]
 @pytest.mark.parametrize("probe", CATALOGUE)
 def test_every_operation_is_timed_exactly_n_times(probe, mode, no_leaks):
     ops = 20
-    r = run_engine("run", *probe_args(probe), "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
-                   "--warmup", "0.02", "--latency")
+    r = run_engine(
+        "run",
+        *probe_args(probe),
+        "--mode",
+        mode,
+        "--workers",
+        str(TWO),
+        "--ops",
+        str(ops),
+        "--warmup",
+        "0.02",
+        "--latency",
+    )
     assert r.rc == 0, r.stderr
     hists = r.of("hist")
     assert len(hists) == TWO
@@ -41,8 +54,21 @@ def test_every_operation_is_timed_exactly_n_times(probe, mode, no_leaks):
 
 def test_mixed_stream_times_every_operation_every_round(no_leaks):
     ops = 50
-    r = run_engine("run", "--probe", "getppid,dup,open:shared,null", "--mix", "--latency", "--workers", str(TWO),
-                   "--ops", str(ops), "--warmup", "0", "--mode", "thread")
+    r = run_engine(
+        "run",
+        "--probe",
+        "getppid,dup,open:shared,null",
+        "--mix",
+        "--latency",
+        "--workers",
+        str(TWO),
+        "--ops",
+        str(ops),
+        "--warmup",
+        "0",
+        "--mode",
+        "thread",
+    )
     assert r.rc == 0, r.stderr
     assert r.of("header")[0]["probe"]["name"] == "mix"
     counts = {(h["worker"], h["probe"]): h["hist"]["count"] for h in r.of("hist")}
@@ -101,13 +127,16 @@ def test_cli_measures_alone_and_with_competition(tmp_path, no_leaks):
     assert set(doc["timing_overhead"]) == set(doc["phases"])
 
 
-@pytest.mark.parametrize("args,word", [
-    (["--workers", "1,2"], "one worker count"),
-    (["--compete", "nope"], "unknown probe"),
-    (["--workers", "max", "--compete", "fork"], "every CPU"),
-    (["--compete", f"fork:{NCPU + 3}"], "not available"),
-    (["--probe", "getppid", "--ops", "0"], "--ops"),
-])
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--workers", "1,2"], "one worker count"),
+        (["--compete", "nope"], "unknown probe"),
+        (["--workers", "max", "--compete", "fork"], "every CPU"),
+        (["--compete", f"fork:{NCPU + 3}"], "not available"),
+        (["--probe", "getppid", "--ops", "0"], "--ops"),
+    ],
+)
 def test_bad_latency_input(tmp_path, args, word):
     p = oslens("latency", "--probe", "getppid", "--duration", "0.1", *args, db=tmp_path / "s.db")
     assert p.returncode == 2

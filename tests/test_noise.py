@@ -1,5 +1,6 @@
 """`noise`: the detour probe finds interruptions it is shown, attribution
 names their causes, and nothing stays loaded in the kernel."""
+
 from __future__ import annotations
 
 import json
@@ -14,15 +15,37 @@ import pytest
 from oslens import engine
 from oslens.analysis.noise import NoiseSummary, summarize, tail_at_scale
 
-from conftest import (NCPU, StreamingEngine, bpf_programs, can_run_as_nobody, engine_bin, engine_for_nobody,
-                      one_line_error, oslens, run_engine)
+from conftest import (
+    NCPU,
+    StreamingEngine,
+    bpf_programs,
+    can_run_as_nobody,
+    engine_bin,
+    engine_for_nobody,
+    one_line_error,
+    oslens,
+    run_engine,
+)
 
 CPU = engine.topology()["cpus"][-1]["cpu"]  # the last CPU: never assume CPU 0
 
 
 def detour_run(*extra: str, duration: float = 3.0) -> list[dict]:
-    r = run_engine("run", "--probe", "detour", "--cpus", str(CPU), "--duration", str(duration),
-                   "--warmup", "0.1", "--interval", "0.5", "--trace", *extra)
+    r = run_engine(
+        "run",
+        "--probe",
+        "detour",
+        "--cpus",
+        str(CPU),
+        "--duration",
+        str(duration),
+        "--warmup",
+        "0.1",
+        "--interval",
+        "0.5",
+        "--trace",
+        *extra,
+    )
     assert r.rc == 0, r.stderr
     return r.records
 
@@ -38,9 +61,23 @@ def test_injected_detours_are_found_measured_and_named(no_leaks):
     # context switches around it (up to ~100 µs in a VM): 5 ms keeps that
     # fixed part within the 10 % the probe must meet.
     busy_us = 5000
-    inject = subprocess.Popen([engine_bin(), "inject", "--cpu", str(CPU), "--period-us", "25000",
-                               "--busy-us", str(busy_us), "--duration", "2.6"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    inject = subprocess.Popen(
+        [
+            engine_bin(),
+            "inject",
+            "--cpu",
+            str(CPU),
+            "--period-us",
+            "25000",
+            "--busy-us",
+            str(busy_us),
+            "--duration",
+            "2.6",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     records = detour_run(duration=3.0)
     out, err = inject.communicate(timeout=30)
     assert inject.returncode == 0, err
@@ -62,8 +99,7 @@ def test_injected_detours_are_found_measured_and_named(no_leaks):
     attribution_or_skip(records)
     s = summarize(records)
     named = [d for d in s.detours if d.duration_ns > 0.9 * busy_us * 1000]
-    assert named and np.mean([d.cause.startswith("oslens-inject") for d in named]) >= 0.95, \
-        {d.cause for d in named}
+    assert named and np.mean([d.cause.startswith("oslens-inject") for d in named]) >= 0.95, {d.cause for d in named}
 
 
 def test_timer_signal_found_at_its_rate_and_attributed(no_leaks):
@@ -83,8 +119,12 @@ def test_timer_signal_found_at_its_rate_and_attributed(no_leaks):
 @pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
 def test_without_privileges_detours_are_measured_and_attribution_says_why(no_leaks):
     with engine_for_nobody() as (nobody, exe, env):
-        p = subprocess.run([*nobody, exe, "run", "--probe", "detour", "--cpus", str(CPU), "--duration", "0.5",
-                            "--trace"], capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [*nobody, exe, "run", "--probe", "detour", "--cpus", str(CPU), "--duration", "0.5", "--trace"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     assert p.returncode == 0, p.stderr
     recs = [json.loads(line) for line in p.stdout.splitlines()]
     trace = next(r for r in recs if r["type"] == "trace")
@@ -110,8 +150,20 @@ def test_nothing_stays_loaded(how, no_leaks):
 
 
 def test_cli_noise_round_trip(tmp_path, no_leaks):
-    p = oslens("noise", "-q", "--json", "--cpus", str(CPU), "--duration", "0.5", "--step-us", "500",
-               "--ftq-us", "100", db=tmp_path / "s.db")
+    p = oslens(
+        "noise",
+        "-q",
+        "--json",
+        "--cpus",
+        str(CPU),
+        "--duration",
+        "0.5",
+        "--step-us",
+        "500",
+        "--ftq-us",
+        "100",
+        db=tmp_path / "s.db",
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     alone = doc["phases"]["alone"]
@@ -127,15 +179,18 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
     assert json.loads(shown.stdout)["phases"] == doc["phases"]
 
 
-@pytest.mark.parametrize("args,word", [
-    (["--cpus", str(NCPU + 5)], "not online"),
-    (["--cpus", "x"], "--cpus"),
-    (["--threshold-ns", "0"], "--threshold-ns"),
-    (["--duration", "0"], "--duration"),
-    (["--step-us", "0"], "--step-us"),
-    (["--ftq-us", "0"], "--ftq-us"),
-    (["--compete", "fork"], "every CPU"),
-])
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--cpus", str(NCPU + 5)], "not online"),
+        (["--cpus", "x"], "--cpus"),
+        (["--threshold-ns", "0"], "--threshold-ns"),
+        (["--duration", "0"], "--duration"),
+        (["--step-us", "0"], "--step-us"),
+        (["--ftq-us", "0"], "--ftq-us"),
+        (["--compete", "fork"], "every CPU"),
+    ],
+)
 def test_bad_noise_input(tmp_path, args, word):
     p = oslens("noise", "--duration", "0.2", *args, db=tmp_path / "s.db")
     assert p.returncode == 2
@@ -146,12 +201,14 @@ def test_bad_noise_input(tmp_path, args, word):
 def test_tail_at_scale_arithmetic():
     # One node's 1 ms steps: 1 % of them carry a 200 µs detour.
     step, n_windows = 1e6, 10_000
-    detours = [type("D", (), {"cpu": 0, "start_ns": int(k * step + 10), "duration_ns": 200_000})()
-               for k in range(0, n_windows, 100)]
+    detours = [
+        type("D", (), {"cpu": 0, "start_ns": int(k * step + 10), "duration_ns": 200_000})()
+        for k in range(0, n_windows, 100)
+    ]
     s = NoiseSummary(cpus=[], detours=detours, attribution="bpf", windows=[(0, 0, n_windows * step)])
     t = tail_at_scale(s, step, nodes=(1, 100), delays_ns=(1e5,))
     assert t["windows"] == n_windows
     assert t["nodes"]["1"]["p_delayed"][">100us"] == pytest.approx(0.01)
-    assert t["nodes"]["100"]["p_delayed"][">100us"] == pytest.approx(1 - 0.99 ** 100)  # 63 %
+    assert t["nodes"]["100"]["p_delayed"][">100us"] == pytest.approx(1 - 0.99**100)  # 63 %
     assert t["nodes"]["1"]["expected_slowdown"] == pytest.approx(1 + 0.01 * 0.2)
     assert 1.002 < t["nodes"]["100"]["expected_slowdown"] <= 1.2

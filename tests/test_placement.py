@@ -1,5 +1,6 @@
 """Placement on machines we do not have: the engine reads a model sysfs tree
 (OSLENS_SYSFS) describing several sockets, SMT and NUMA nodes."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """`profile`: real workloads built here, profiled by the real engine; each
 test checks a relation the workload guarantees (N calls made, N pages
 touched, K children forked), never a machine-dependent speed."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,15 @@ import pytest
 from oslens.analysis.histogram import Histogram
 from oslens.profile import collect
 
-from conftest import (SESSION_TMP, bpf_programs, can_run_as_nobody, engine_for_nobody, one_line_error, oslens,
-                      oslens_until)
+from conftest import (
+    SESSION_TMP,
+    bpf_programs,
+    can_run_as_nobody,
+    engine_for_nobody,
+    one_line_error,
+    oslens,
+    oslens_until,
+)
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -107,7 +115,6 @@ def test_the_process_tree_is_followed(build, no_leaks):
     assert len({t["tgid"] for t in threads(prof)}) == k + 1
 
 
-
 def test_faults_of_children_are_timed(build, no_leaks):
     n = 3000
     prof = profile("sh", "-c", f"{build['touch_pages']} {n}; {build['touch_pages']} {n}")
@@ -165,8 +172,16 @@ def test_nothing_stays_loaded_and_no_process_is_left(build, tmp_path, how, no_le
         assert p.returncode == 3, p.stderr
     else:
         marker = tmp_path / "started"
-        proc = oslens_until(marker, "profile", "-q", "--", "sh", "-c",
-                            f"touch {marker}; exec {build['getppid_loop']} 1000000000000", db=db)
+        proc = oslens_until(
+            marker,
+            "profile",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            f"touch {marker}; exec {build['getppid_loop']} 1000000000000",
+            db=db,
+        )
         proc.send_signal(how)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + how, err
@@ -181,7 +196,7 @@ def test_exit_status_and_output_pass_through(tmp_path, no_leaks):
     db = tmp_path / "s.db"
     p = oslens("profile", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7", db=db)
     assert p.returncode == 7
-    assert p.stdout == "to-stdout\n"          # the report is on stderr, like perf stat's
+    assert p.stdout == "to-stdout\n"  # the report is on stderr, like perf stat's
     assert "to-stderr" in p.stderr and "system calls" in p.stderr.lower()
 
 
@@ -210,15 +225,18 @@ def test_without_bpf_the_rest_is_measured_and_the_report_says_why(build, tmp_pat
     assert counters  # software counters still counted
 
 
-@pytest.mark.parametrize("args, word", [
-    ([], "target"),
-    (["--", "/nonexistent/command"], "cannot run"),
-    (["--", "no-such-command-oslens"], "cannot run"),
-    (["--pid", "999999999"], "no process"),
-    (["--pid", "1", "--", "true"], "target"),
-    (["--duration", "1", "--", "true"], "--duration"),
-    (["--pid", "1", "--duration", "-1"], "--duration"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        ([], "target"),
+        (["--", "/nonexistent/command"], "cannot run"),
+        (["--", "no-such-command-oslens"], "cannot run"),
+        (["--pid", "999999999"], "no process"),
+        (["--pid", "1", "--", "true"], "target"),
+        (["--duration", "1", "--", "true"], "--duration"),
+        (["--pid", "1", "--duration", "-1"], "--duration"),
+    ],
+)
 def test_bad_profile_input_is_one_line_and_stores_nothing(tmp_path, args, word):
     db = tmp_path / "s.db"
     p = oslens("profile", *args, db=db)
@@ -240,8 +258,9 @@ def test_without_privileges_procfs_and_counters_still_run_and_say_why(no_leaks):
     from oslens.profile.summary import summarize
 
     with engine_for_nobody() as (nobody, exe, env):
-        p = subprocess.run([*nobody, exe, "profile", "--", "sh", "-c", "exit 5"], capture_output=True, text=True,
-                           env=env)
+        p = subprocess.run(
+            [*nobody, exe, "profile", "--", "sh", "-c", "exit 5"], capture_output=True, text=True, env=env
+        )
     assert p.returncode == 0, p.stderr
     recs = [json.loads(line) for line in p.stdout.splitlines()]
     bpf = next(r for r in recs if r["type"] == "bpf")

@@ -1,6 +1,7 @@
 """`profile` analysis: procfs parsing and the arithmetic of every section, on
 hand-made records that follow the engine's profile record spec, and the
 rendering of each section with and without the BPF aggregates."""
+
 from __future__ import annotations
 
 import io
@@ -23,6 +24,7 @@ VM_ERROR = "not supported by this CPU or hypervisor (perf_event_open: No such fi
 
 # ---- building records ------------------------------------------------------
 
+
 def bucket_index(value: int, sub_bits: int = SUB_BITS) -> int:
     """The engine's log-linear bucket of a value (engine/hist.h)."""
     if value < 1 << (sub_bits + 1):
@@ -35,8 +37,15 @@ def hist(values: list[int]) -> dict:
     buckets: dict[int, int] = {}
     for v in values:
         buckets[bucket_index(v)] = buckets.get(bucket_index(v), 0) + 1
-    return {"unit_ns": 1, "sub_bucket_bits": SUB_BITS, "count": len(values), "sum": sum(values),
-            "min": min(values, default=0), "max": max(values, default=0), "buckets": sorted(buckets.items())}
+    return {
+        "unit_ns": 1,
+        "sub_bucket_bits": SUB_BITS,
+        "count": len(values),
+        "sum": sum(values),
+        "min": min(values, default=0),
+        "max": max(values, default=0),
+        "buckets": sorted(buckets.items()),
+    }
 
 
 def test_test_histograms_decode_to_their_values():
@@ -44,7 +53,7 @@ def test_test_histograms_decode_to_their_values():
     h = Histogram.from_record(hist(values))
     assert h.count == 5 and h.min == 3 and h.max == 7_000_000
     for q, v in zip((20, 40, 60, 80, 100), values):
-        assert h.percentile(q) == pytest.approx(v, rel=2 ** -SUB_BITS / 2)
+        assert h.percentile(q) == pytest.approx(v, rel=2**-SUB_BITS / 2)
 
 
 STAT_BEGIN = """\
@@ -116,89 +125,224 @@ OFFCPU_VALUES = [10_000] * 10 + [1 * MS] * 8
 
 
 def procfs_record(when: str, stat: str, irqs: str, softirqs: str, vmstat: str) -> dict:
-    return {"type": "procfs", "when": when, "t_ns": 1, "files": {
-        "/proc/stat": stat, "/proc/interrupts": irqs, "/proc/softirqs": softirqs, "/proc/vmstat": vmstat}}
+    return {
+        "type": "procfs",
+        "when": when,
+        "t_ns": 1,
+        "files": {"/proc/stat": stat, "/proc/interrupts": irqs, "/proc/softirqs": softirqs, "/proc/vmstat": vmstat},
+    }
 
 
-def thread(tid: int, comm: str, utime_ms: float, stime_ms: float, runtime_ms: float, nvcsw: int, nivcsw: int,
-           min_flt: int, maj_flt: int, when: str = "exit", source: str = "bpf") -> dict:
-    return {"type": "thread", "when": when, "source": source, "tid": tid, "tgid": 100, "comm": comm,
-            "utime_ns": int(utime_ms * MS), "stime_ns": int(stime_ms * MS), "runtime_ns": int(runtime_ms * MS),
-            "nvcsw": nvcsw, "nivcsw": nivcsw, "min_flt": min_flt, "maj_flt": maj_flt, "cpu": 2}
+def thread(
+    tid: int,
+    comm: str,
+    utime_ms: float,
+    stime_ms: float,
+    runtime_ms: float,
+    nvcsw: int,
+    nivcsw: int,
+    min_flt: int,
+    maj_flt: int,
+    when: str = "exit",
+    source: str = "bpf",
+) -> dict:
+    return {
+        "type": "thread",
+        "when": when,
+        "source": source,
+        "tid": tid,
+        "tgid": 100,
+        "comm": comm,
+        "utime_ns": int(utime_ms * MS),
+        "stime_ns": int(stime_ms * MS),
+        "runtime_ns": int(runtime_ms * MS),
+        "nvcsw": nvcsw,
+        "nivcsw": nivcsw,
+        "min_flt": min_flt,
+        "maj_flt": maj_flt,
+        "cpu": 2,
+    }
 
 
 def counters(hardware: dict[tuple[str, str], int] | None = None) -> dict:
-    events = [{"name": name, "scope": "all", "value": value, "enabled_ns": 2000 * MS, "running_ns": 2000 * MS,
-               "error": None}
-              for name, value in (("task-clock", 54 * MS), ("context-switches", 18), ("cpu-migrations", 3),
-                                  ("page-faults-min", 1024), ("page-faults-maj", 2))]
+    events = [
+        {"name": name, "scope": "all", "value": value, "enabled_ns": 2000 * MS, "running_ns": 2000 * MS, "error": None}
+        for name, value in (
+            ("task-clock", 54 * MS),
+            ("context-switches", 18),
+            ("cpu-migrations", 3),
+            ("page-faults-min", 1024),
+            ("page-faults-maj", 2),
+        )
+    ]
     for name in ("cycles", "instructions", "stalled-cycles-frontend", "L1-icache-misses", "iTLB-misses"):
         for scope in ("user", "kernel"):
             value = (hardware or {}).get((name, scope))
-            events.append({"name": name, "scope": scope, "value": value, "enabled_ns": 2000 * MS,
-                           "running_ns": 2000 * MS if value is not None else 0,
-                           "error": None if value is not None else VM_ERROR})
+            events.append(
+                {
+                    "name": name,
+                    "scope": scope,
+                    "value": value,
+                    "enabled_ns": 2000 * MS,
+                    "running_ns": 2000 * MS if value is not None else 0,
+                    "error": None if value is not None else VM_ERROR,
+                }
+            )
     return {"type": "counters", "events": events}
 
 
 def bpf_aggregates() -> list[dict]:
     return [
         {"type": "cpu_time", "cpus": [{"cpu": 0, "ns": 0}, {"cpu": 2, "ns": 40 * MS}, {"cpu": 3, "ns": 14 * MS}]},
-        {"type": "switches", "voluntary": 12, "involuntary": 6, "migrations": 3, "migrated_switch_ins": 4,
-         "switch_ins": 20, "wakeups": 12, "offcpu": hist(OFFCPU_VALUES), "offcpu_voluntary": hist([1 * MS] * 8),
-         "offcpu_involuntary": hist([10_000] * 10), "runq": hist([5_000] * 18),
-         "preempted_by": [
-             {"comm": "kworker/2:1", "kthread": True, "workload": False, "count": 2},
-             {"comm": "kworker/3:0H", "kthread": True, "workload": False, "count": 1},
-             {"comm": "ksoftirqd/2", "kthread": True, "workload": False, "count": 1},
-             {"comm": "bash", "kthread": False, "workload": False, "count": 1},
-             {"comm": "worker", "kthread": False, "workload": True, "count": 1}]},
+        {
+            "type": "switches",
+            "voluntary": 12,
+            "involuntary": 6,
+            "migrations": 3,
+            "migrated_switch_ins": 4,
+            "switch_ins": 20,
+            "wakeups": 12,
+            "offcpu": hist(OFFCPU_VALUES),
+            "offcpu_voluntary": hist([1 * MS] * 8),
+            "offcpu_involuntary": hist([10_000] * 10),
+            "runq": hist([5_000] * 18),
+            "preempted_by": [
+                {"comm": "kworker/2:1", "kthread": True, "workload": False, "count": 2},
+                {"comm": "kworker/3:0H", "kthread": True, "workload": False, "count": 1},
+                {"comm": "ksoftirqd/2", "kthread": True, "workload": False, "count": 1},
+                {"comm": "bash", "kthread": False, "workload": False, "count": 1},
+                {"comm": "worker", "kthread": False, "workload": True, "count": 1},
+            ],
+        },
         {"type": "faults", "minor": 1024, "major": 2, "hist": hist(FAULT_VALUES), "major_hist": hist([50_000] * 2)},
-        {"type": "irqs",
-         "hardirq": [
-             {"irq": 25, "name": "virtio0-output.0", "count": 30, "ns": 30_000, "workload_count": 0,
-              "workload_ns": 0},
-             {"irq": 24, "name": "virtio0-input.0", "count": 905, "ns": 905 * 2000, "workload_count": 100,
-              "workload_ns": 200_000}],
-         "softirq": [
-             {"vec": 1, "name": "TIMER", "count": 590, "ns": 590 * 3000, "workload_count": 200,
-              "workload_ns": 600_000},
-             {"vec": 3, "name": "NET_RX", "count": 910, "ns": 910 * 10_000, "workload_count": 5,
-              "workload_ns": 50_000}],
-         "vectors": [{"name": "local_timer", "count": 6000, "ns": 6000 * 1500, "workload_count": 50,
-                      "workload_ns": 75_000}],
-         "per_cpu": [{"cpu": c, "hardirq_count": n, "hardirq_ns": n * 2000, "softirq_count": n, "softirq_ns": n,
-                      "vector_count": n, "vector_ns": n} for c, n in ((0, 900), (2, 20), (3, 0))]},
-        {"type": "syscalls", "rows": [
-            {"nr": 0, "name": "read", "count": 10, "errors": 2, "hist": hist([1 * MS] * 10)},
-            {"nr": 110, "name": "getppid", "count": 1000, "errors": 0, "hist": hist([100] * 1000)},
-            {"nr": 231, "name": "exit_group", "count": 1, "errors": 0, "hist": hist([])}]},
-        {"type": "locks", "rows": [
-            {"lock": "0xffff888100001000", "lock_name": None, "flags": 0, "kind": "spinlock", "count": 10,
-             "total_ns": 1000, "max_ns": 300, "stack": ["0xffffffff8123abcd", "0xffffffff8123ffff"]},
-            {"lock": "0xffff888100002000", "lock_name": "mmap_lock", "flags": 0, "kind": "rwsem:W", "count": 5,
-             "total_ns": 5000, "max_ns": 2000, "stack": ["0xffffffff81000000"],
-             "caller": "down_write_killable+0x5c"}]},
+        {
+            "type": "irqs",
+            "hardirq": [
+                {
+                    "irq": 25,
+                    "name": "virtio0-output.0",
+                    "count": 30,
+                    "ns": 30_000,
+                    "workload_count": 0,
+                    "workload_ns": 0,
+                },
+                {
+                    "irq": 24,
+                    "name": "virtio0-input.0",
+                    "count": 905,
+                    "ns": 905 * 2000,
+                    "workload_count": 100,
+                    "workload_ns": 200_000,
+                },
+            ],
+            "softirq": [
+                {
+                    "vec": 1,
+                    "name": "TIMER",
+                    "count": 590,
+                    "ns": 590 * 3000,
+                    "workload_count": 200,
+                    "workload_ns": 600_000,
+                },
+                {
+                    "vec": 3,
+                    "name": "NET_RX",
+                    "count": 910,
+                    "ns": 910 * 10_000,
+                    "workload_count": 5,
+                    "workload_ns": 50_000,
+                },
+            ],
+            "vectors": [
+                {"name": "local_timer", "count": 6000, "ns": 6000 * 1500, "workload_count": 50, "workload_ns": 75_000}
+            ],
+            "per_cpu": [
+                {
+                    "cpu": c,
+                    "hardirq_count": n,
+                    "hardirq_ns": n * 2000,
+                    "softirq_count": n,
+                    "softirq_ns": n,
+                    "vector_count": n,
+                    "vector_ns": n,
+                }
+                for c, n in ((0, 900), (2, 20), (3, 0))
+            ],
+        },
+        {
+            "type": "syscalls",
+            "rows": [
+                {"nr": 0, "name": "read", "count": 10, "errors": 2, "hist": hist([1 * MS] * 10)},
+                {"nr": 110, "name": "getppid", "count": 1000, "errors": 0, "hist": hist([100] * 1000)},
+                {"nr": 231, "name": "exit_group", "count": 1, "errors": 0, "hist": hist([])},
+            ],
+        },
+        {
+            "type": "locks",
+            "rows": [
+                {
+                    "lock": "0xffff888100001000",
+                    "lock_name": None,
+                    "flags": 0,
+                    "kind": "spinlock",
+                    "count": 10,
+                    "total_ns": 1000,
+                    "max_ns": 300,
+                    "stack": ["0xffffffff8123abcd", "0xffffffff8123ffff"],
+                },
+                {
+                    "lock": "0xffff888100002000",
+                    "lock_name": "mmap_lock",
+                    "flags": 0,
+                    "kind": "rwsem:W",
+                    "count": 5,
+                    "total_ns": 5000,
+                    "max_ns": 2000,
+                    "stack": ["0xffffffff81000000"],
+                    "caller": "down_write_killable+0x5c",
+                },
+            ],
+        },
         {"type": "bpf_stats", "lost": 0},
     ]
 
 
-def profile(bpf: bool = True, bpf_missing: list[str] | None = None, hardware: dict | None = None,
-            extra_threads: list[dict] | None = None) -> list[dict]:
+def profile(
+    bpf: bool = True,
+    bpf_missing: list[str] | None = None,
+    hardware: dict | None = None,
+    extra_threads: list[dict] | None = None,
+) -> list[dict]:
     """A two-second profile of ./app (pid 100) and its thread 'worker', on a
     machine whose CPU 1 is offline; with BPF aggregates or without BPF at all."""
-    threads = [thread(100, "app", 30, 10, 50, 10, 5, 1000, 2),   # tick samples 3:1, scaled to 50 ms runtime
-               thread(101, "worker", 0, 0, 4, 2, 1, 24, 0)]     # never sampled by a tick: all user
-    if not bpf:     # without BPF, only threads alive at the end are seen, through /proc
+    threads = [
+        thread(100, "app", 30, 10, 50, 10, 5, 1000, 2),  # tick samples 3:1, scaled to 50 ms runtime
+        thread(101, "worker", 0, 0, 4, 2, 1, 24, 0),
+    ]  # never sampled by a tick: all user
+    if not bpf:  # without BPF, only threads alive at the end are seen, through /proc
         threads = [thread(101, "worker", 3, 1, 4, 2, 1, 24, 0, when="end", source="proc")]
     return [
-        {"type": "header", "command": "profile", "mode": "command", "argv": ["./app", "--fast"], "pid": None,
-         "cpus_possible": 4, "cpus_online": [0, 2, 3], "clk_tck": 100, "page_size": 4096},
-        {"type": "bpf", "loaded": bpf, "why": None if bpf else "not root (needs CAP_BPF and CAP_PERFMON)",
-         "missing": bpf_missing or []},
+        {
+            "type": "header",
+            "command": "profile",
+            "mode": "command",
+            "argv": ["./app", "--fast"],
+            "pid": None,
+            "cpus_possible": 4,
+            "cpus_online": [0, 2, 3],
+            "clk_tck": 100,
+            "page_size": 4096,
+        },
+        {
+            "type": "bpf",
+            "loaded": bpf,
+            "why": None if bpf else "not root (needs CAP_BPF and CAP_PERFMON)",
+            "missing": bpf_missing or [],
+        },
         procfs_record("begin", STAT_BEGIN, IRQ_BEGIN, SOFTIRQ_BEGIN, VMSTAT_BEGIN),
         {"type": "target", "pid": 100, "t_ns": 2},
-        *threads, *(extra_threads or []),
+        *threads,
+        *(extra_threads or []),
         {"type": "end_target", "how": "exited", "code": 0, "signal": None, "wall_ns": 2_000_000_000},
         procfs_record("end", STAT_END, IRQ_END, SOFTIRQ_END, VMSTAT_END),
         counters(hardware),
@@ -213,11 +357,22 @@ def sections(records: list[dict]) -> dict:
 
 # ---- procfs ----------------------------------------------------------------
 
+
 def test_proc_stat_per_cpu_ticks_and_counters():
     stat = procfs.parse_stat(STAT_BEGIN)
-    assert sorted(stat.cpus) == [0, 2, 3]      # CPU 1 offline: no line
-    assert stat.cpus[2] == {"user": 1000, "nice": 0, "system": 500, "idle": 3000, "iowait": 5, "irq": 0,
-                            "softirq": 20, "steal": 5, "guest": 10, "guest_nice": 0}
+    assert sorted(stat.cpus) == [0, 2, 3]  # CPU 1 offline: no line
+    assert stat.cpus[2] == {
+        "user": 1000,
+        "nice": 0,
+        "system": 500,
+        "idle": 3000,
+        "iowait": 5,
+        "irq": 0,
+        "softirq": 20,
+        "steal": 5,
+        "guest": 10,
+        "guest_nice": 0,
+    }
     assert stat.total["idle"] == 9000
     assert stat.counters["ctxt"] == 9000 and stat.counters["intr"] == 5000 and stat.counters["softirq"] == 7000
 
@@ -259,16 +414,18 @@ def test_diff_keeps_only_what_both_snapshots_have():
     # CPU 3 went offline and IRQ 25's device went away before the end.
     end_stat = "\n".join(line for line in STAT_END.splitlines() if not line.startswith("cpu3"))
     end_irqs = "\n".join(line for line in IRQ_END.splitlines() if not line.strip().startswith("25:"))
-    end = procfs.ProcSnapshot.from_files({"/proc/stat": end_stat, "/proc/interrupts": end_irqs,
-                                          "/proc/vmstat": VMSTAT_END})
+    end = procfs.ProcSnapshot.from_files(
+        {"/proc/stat": end_stat, "/proc/interrupts": end_irqs, "/proc/vmstat": VMSTAT_END}
+    )
     delta = procfs.diff(begin, end)
     assert sorted(delta.stat.cpus) == [0, 2]
     assert delta.stat.cpus[2]["user"] == 150 and delta.stat.counters["ctxt"] == 500
     assert "25" not in delta.interrupts
-    assert delta.vmstat is None and delta.softirqs is None     # absent at one end or both
+    assert delta.vmstat is None and delta.softirqs is None  # absent at one end or both
 
 
 # ---- threads ---------------------------------------------------------------
+
 
 def test_tick_sampled_times_are_scaled_to_the_runtime_as_the_kernel_does():
     assert user_system_ns(30 * MS, 10 * MS, 50 * MS) == (37_500_000, 12_500_000)
@@ -277,10 +434,12 @@ def test_tick_sampled_times_are_scaled_to_the_runtime_as_the_kernel_does():
 
 
 def test_attached_threads_count_only_what_they_did_since_the_profile_began():
-    recs = [thread(7, "srv", 100, 50, 150, 10, 2, 500, 1, when="begin", source="proc"),
-            thread(7, "srv", 130, 60, 190, 15, 3, 520, 1, when="end", source="proc"),
-            thread(8, "srv-new", 30, 10, 50, 1, 0, 5, 0, when="exit", source="bpf"),
-            thread(7, "srv", 1, 1, 2, 1, 0, 0, 0, when="exit", source="bpf")]     # tid 7 reused later
+    recs = [
+        thread(7, "srv", 100, 50, 150, 10, 2, 500, 1, when="begin", source="proc"),
+        thread(7, "srv", 130, 60, 190, 15, 3, 520, 1, when="end", source="proc"),
+        thread(8, "srv-new", 30, 10, 50, 1, 0, 5, 0, when="exit", source="bpf"),
+        thread(7, "srv", 1, 1, 2, 1, 0, 0, 0, when="exit", source="bpf"),
+    ]  # tid 7 reused later
     old, new, reused = thread_times(recs)
     assert (old.user_ns, old.system_ns, old.runtime_ns) == (30 * MS, 10 * MS, 40 * MS)
     assert (old.nvcsw, old.nivcsw, old.min_flt, old.maj_flt) == (5, 1, 20, 0) and old.since_begin
@@ -289,6 +448,7 @@ def test_attached_threads_count_only_what_they_did_since_the_profile_began():
 
 
 # ---- sections --------------------------------------------------------------
+
 
 def test_time_per_thread_total_and_cpu_split_over_the_cpus_the_workload_ran_on():
     s = sections(profile())["time"]
@@ -314,7 +474,7 @@ def test_time_per_thread_total_and_cpu_split_over_the_cpus_the_workload_ran_on()
 
 def test_time_without_bpf_splits_all_online_cpus_and_says_why():
     s = sections(profile(bpf=False))["time"]
-    assert s["total"]["runtime_ns"] == 4 * MS and s["total"]["user_ns"] == 3 * MS     # /proc: already adjusted
+    assert s["total"]["runtime_ns"] == 4 * MS and s["total"]["user_ns"] == 3 * MS  # /proc: already adjusted
     split = s["cpu_split"]
     assert split["cpus"] == [0, 2, 3] and "not root" in split["basis"]
     assert split["all"]["shares"]["user"] == pytest.approx(200 / 600)
@@ -352,11 +512,14 @@ def test_switches_rates_preemptions_and_off_cpu_time():
     kworker = p["kernel_thread_families"][0]
     assert kworker["family"] == "kworker/*" and kworker["count"] == 3
     assert kworker["members"] == [{"comm": "kworker/2:1", "count": 2}, {"comm": "kworker/3:0H", "count": 1}]
-    assert p["kernel_thread_families"][1] == {"family": "ksoftirqd/*", "count": 1,
-                                              "members": [{"comm": "ksoftirqd/2", "count": 1}]}
+    assert p["kernel_thread_families"][1] == {
+        "family": "ksoftirqd/*",
+        "count": 1,
+        "members": [{"comm": "ksoftirqd/2", "count": 1}],
+    }
     off = s["latency"]["offcpu"]
     assert off["count"] == 18 and off["min_ns"] == 10_000 and off["max_ns"] == 1 * MS
-    assert off["p50_ns"] == pytest.approx(10_000, rel=0.125)    # 10 of 18 at 10 µs
+    assert off["p50_ns"] == pytest.approx(10_000, rel=0.125)  # 10 of 18 at 10 µs
     assert off["avg_ns"] == pytest.approx((10 * 10_000 + 8 * MS) / 18)
     assert off["distribution"]["10–100 µs"] == pytest.approx(10 / 18)
     assert off["distribution"]["0.1–1 ms"] + off["distribution"]["1–10 ms"] == pytest.approx(8 / 18)
@@ -368,7 +531,7 @@ def test_switches_without_bpf_fall_back_to_proc_and_say_why():
     s = sections(profile(bpf=False))["switches"]
     assert s["missing"].startswith("not measured without BPF: not root")
     assert s["counts"]["voluntary"] == 2 and s["counts"]["involuntary_per_s"] == 0.5
-    assert s["counts"]["migrations"] == 3       # cpu-migrations counter
+    assert s["counts"]["migrations"] == 3  # cpu-migrations counter
     assert s["preemptions"] is None and s["latency"] == {}
 
 
@@ -398,7 +561,7 @@ def test_interrupts_rates_handler_time_softirqs_and_spread():
     s = sections(profile())["interrupts"]
     hard = s["hardirq"]
     assert hard["total"]["count"] == 935 and hard["total"]["per_s"] == 467.5
-    assert hard["rows"][0]["irq"] == 24 and hard["rows"][0]["avg_ns"] == 2000      # costliest first
+    assert hard["rows"][0]["irq"] == 24 and hard["rows"][0]["avg_ns"] == 2000  # costliest first
     assert hard["total"]["workload_per_s"] == 50
     soft = {r["name"]: r for r in s["softirq"]["rows"]}
     assert soft["NET_RX"]["ns"] == 9_100_000 and soft["NET_RX"]["procfs_count"] == 910
@@ -408,7 +571,7 @@ def test_interrupts_rates_handler_time_softirqs_and_spread():
     assert spread["24"]["cpus"] == [0, 2] and spread["24"]["top_cpu"] == 0 and spread["24"]["concentrated"]
     assert spread["24"]["top_share"] == pytest.approx(900 / 910)
     assert not spread["25"]["concentrated"] and spread["25"]["cpus"] == [0, 2, 3]
-    assert "0" not in spread                                  # no interrupt during the profile
+    assert "0" not in spread  # no interrupt during the profile
     assert s["spread"]["device_irqs"] == 940 and s["spread"]["cpus"] == [0, 2, 3]
     checks = {c["what"]: c["values"] for c in s["crosschecks"]}
     assert checks["device interrupts, all CPUs"] == {"BPF": 935, "/proc/interrupts": 940}
@@ -431,7 +594,7 @@ def test_syscalls_top_by_count_and_by_time():
     assert getppid["per_s"] == 500 and getppid["p50_ns"] == 100 and getppid["total_ns"] == 100_000
     assert read["errors"] == 2 and read["total_ns"] == 10 * MS and read["p99_ns"] == 1 * MS
     assert max(s["rows"], key=lambda r: r["total_ns"])["name"] == "read"
-    assert s["rows"][2]["p50_ns"] is None       # exit_group never returns
+    assert s["rows"][2]["p50_ns"] is None  # exit_group never returns
     assert s["total"] == {"count": 1011, "errors": 2, "total_ns": 10_100_000, "distinct": 3, "per_s": 505.5}
 
 
@@ -460,11 +623,17 @@ def test_counters_in_a_vm_say_why_they_are_unavailable():
 
 
 def test_counters_split_by_privilege():
-    hw = {("cycles", "user"): 1_000_000, ("cycles", "kernel"): 3_000_000,
-          ("instructions", "user"): 2_000_000, ("instructions", "kernel"): 1_500_000,
-          ("stalled-cycles-frontend", "user"): 100_000, ("stalled-cycles-frontend", "kernel"): 900_000,
-          ("L1-icache-misses", "user"): 2_000, ("L1-icache-misses", "kernel"): 30_000,
-          ("iTLB-misses", "user"): 10}                  # iTLB-misses kernel: not supported
+    hw = {
+        ("cycles", "user"): 1_000_000,
+        ("cycles", "kernel"): 3_000_000,
+        ("instructions", "user"): 2_000_000,
+        ("instructions", "kernel"): 1_500_000,
+        ("stalled-cycles-frontend", "user"): 100_000,
+        ("stalled-cycles-frontend", "kernel"): 900_000,
+        ("L1-icache-misses", "user"): 2_000,
+        ("L1-icache-misses", "kernel"): 30_000,
+        ("iTLB-misses", "user"): 10,
+    }  # iTLB-misses kernel: not supported
     s = sections(profile(hardware=hw))["counters"]
     m = {row["metric"]: row for row in s["hardware"]["metrics"]}
     assert m["ipc"]["user"] == 2 and m["ipc"]["kernel"] == 0.5 and m["ipc"]["all"] == pytest.approx(3.5 / 4)
@@ -486,8 +655,17 @@ def test_multiplexed_counters_are_noted():
 def test_summary_target_and_bpf():
     records = profile(bpf=False) + [{"type": "threads_dropped", "count": 3}]
     summary = summarize(records)
-    assert summary["target"] == {"mode": "command", "argv": ["./app", "--fast"], "pid": 100, "how": "exited",
-                                 "code": 0, "signal": None, "wall_s": 2.0, "status": "ok", "error": None}
+    assert summary["target"] == {
+        "mode": "command",
+        "argv": ["./app", "--fast"],
+        "pid": 100,
+        "how": "exited",
+        "code": 0,
+        "signal": None,
+        "wall_s": 2.0,
+        "status": "ok",
+        "error": None,
+    }
     assert summary["bpf"]["loaded"] is False and "not root" in summary["bpf"]["why"]
     assert list(summary["sections"]) == [section_name(m) for m in SECTIONS]
     assert any("3 threads exited" in n for n in summary["sections"]["time"]["notes"])
@@ -499,10 +677,12 @@ def test_every_section_renders_and_the_summary_is_json(variant):
     records = {
         "bpf": profile(),
         "no-bpf": profile(bpf=False),
-        "hardware": profile(hardware={(n, sc): 1000 for n in ("cycles", "instructions")
-                                      for sc in ("user", "kernel")}),
-        "bpf-parts-missing": [r for r in profile(bpf_missing=["lock_contention", "page_faults"])
-                              if r["type"] not in ("locks", "faults", "switches", "irqs")],
+        "hardware": profile(hardware={(n, sc): 1000 for n in ("cycles", "instructions") for sc in ("user", "kernel")}),
+        "bpf-parts-missing": [
+            r
+            for r in profile(bpf_missing=["lock_contention", "page_faults"])
+            if r["type"] not in ("locks", "faults", "switches", "irqs")
+        ],
         "empty": [],
     }[variant]
     summary = summarize(records)

@@ -1,6 +1,7 @@
 """records.py mirrors engine/README.md's records, and real engine output
 carries what both say: the README, the Python readers and the engine cannot
 drift apart without this failing."""
+
 from __future__ import annotations
 
 import re
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TWO, run_engine
 from oslens import engine
 from oslens.records import OSLENS_RECORDS, RECORD_FIELDS, invocations, missing_fields, scale_points
+
+from conftest import TWO, run_engine
 
 README = (Path(__file__).resolve().parents[1] / "engine" / "README.md").read_text()
 SECTIONS = {"run": "## Records", "profile": "## `profile` records", "app": "## `app`"}
@@ -19,7 +21,7 @@ SECTIONS = {"run": "## Records", "profile": "## `profile` records", "app": "## `
 def readme_section(heading: str) -> str:
     start = README.index(heading)
     nxt = README.find("\n## ", start + len(heading))
-    return README[start: nxt if nxt >= 0 else len(README)]
+    return README[start : nxt if nxt >= 0 else len(README)]
 
 
 def readme_types(command: str) -> dict[str, str]:
@@ -45,8 +47,12 @@ def test_every_documented_record_is_mirrored_and_every_mirrored_one_documented(c
 @pytest.mark.parametrize("command", sorted(RECORD_FIELDS))
 def test_every_mirrored_field_is_in_the_readme(command):
     rows = readme_types(command)
-    missing = [f"{t}.{f}" for t, fields in RECORD_FIELDS[command].items() for f in fields
-               if not re.search(rf"(?<![\w]){re.escape(f)}(?![\w])", rows[t])]
+    missing = [
+        f"{t}.{f}"
+        for t, fields in RECORD_FIELDS[command].items()
+        for f in fields
+        if not re.search(rf"(?<![\w]){re.escape(f)}(?![\w])", rows[t])
+    ]
     assert not missing
 
 
@@ -58,8 +64,7 @@ def check_output(command: str, records: list[dict]) -> None:
 
 
 def test_scale_output_matches_the_readme():
-    r = run_engine("run", "--probe", "dup", "--workers", str(TWO), "--duration", "0.05", "--warmup", "0",
-                   "--reps", "2")
+    r = run_engine("run", "--probe", "dup", "--workers", str(TWO), "--duration", "0.05", "--warmup", "0", "--reps", "2")
     assert r.rc == 0, r.stderr
     check_output("run", r.records)
     (p,) = scale_points(r.records)
@@ -90,21 +95,36 @@ def test_profile_and_app_output_match_the_readme(tmp_path):
 
     out = tmp_path / "records"
     with open(out, "w") as f:
-        p = subprocess.run([str(engine.engine_path()), *engine.profile_argv(command=["/bin/true"], out_fd=f.fileno())],
-                           pass_fds=(f.fileno(),), capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [str(engine.engine_path()), *engine.profile_argv(command=["/bin/true"], out_fd=f.fileno())],
+            pass_fds=(f.fileno(),),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert p.returncode == 0, p.stderr
     check_output("profile", [json.loads(line) for line in out.read_text().splitlines() if line.strip()])
-    app = subprocess.run(engine.app_argv("kmeans", workers=1, mode="thread", size=10000), capture_output=True,
-                         text=True, timeout=120, env=os.environ)
+    app = subprocess.run(
+        engine.app_argv("kmeans", workers=1, mode="thread", size=10000),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
     assert app.returncode == 0, app.stderr
     check_output("app", [json.loads(line) for line in app.stdout.splitlines() if line.strip()])
     check_output("app", [{"type": "app_info", **w} for w in engine.workloads().values()])
 
 
 def test_invocations_keep_the_context_stored_before_each():
-    recs = [{"type": "context", "competition": None}, {"type": "header", "workers": 1}, {"type": "rep", "rep": 0},
-            {"type": "context", "competition": {"probe": "fork"}}, {"type": "header", "workers": 2},
-            {"type": "rep", "rep": 0}]
+    recs = [
+        {"type": "context", "competition": None},
+        {"type": "header", "workers": 1},
+        {"type": "rep", "rep": 0},
+        {"type": "context", "competition": {"probe": "fork"}},
+        {"type": "header", "workers": 2},
+        {"type": "rep", "rep": 0},
+    ]
     a, b = invocations(recs)
     assert a.competition is None and b.competition == {"probe": "fork"}
     assert [r["type"] for r in a.records] == ["rep"] and b.header["workers"] == 2

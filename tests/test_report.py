@@ -2,6 +2,7 @@
 loads in headless Chromium with no console error and every plot drawn,
 strings from the machine or the user cannot inject markup, static figures
 are written, and the parquet export holds the records' values."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,27 @@ from conftest import NCPU, SESSION_TMP, one_line_error, oslens
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-needs_browser = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                   reason="chromium and chromium-driver are not installed "
-                                          "(scripts/install-deps.sh test installs them)")
+needs_browser = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="chromium and chromium-driver are not installed (scripts/install-deps.sh test installs them)",
+)
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 # One small run of each kind, made once for the module (the real CLI).
 RUNS = {
-    "scale": ["scale", "--probe", "dup,getppid", "--workers", f"1,{NCPU}", "--duration", "0.1", "--reps", "2",
-              "--warmup", "0.05"],
+    "scale": [
+        "scale",
+        "--probe",
+        "dup,getppid",
+        "--workers",
+        f"1,{NCPU}",
+        "--duration",
+        "0.1",
+        "--reps",
+        "2",
+        "--warmup",
+        "0.05",
+    ],
     "latency": ["latency", "--probe", "getppid,fault:anon", "--duration", "0.05", "--reps", "2", "--warmup", "0.02"],
     "noise": ["noise", "--duration", "0.3", "--warmup", "0.05"],
     "profile": ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done", HOSTILE],
@@ -41,7 +54,7 @@ def store(tmp_path_factory) -> dict:
         p = oslens(*args[:1], "-q", "--json", *args[1:], db=db)
         assert p.returncode == 0, p.stderr
         out = p.stdout if kind != "profile" else p.stdout  # profile --json goes to stdout too
-        ids[kind] = json.loads(out[out.index("{"):])["run"]
+        ids[kind] = json.loads(out[out.index("{") :])["run"]
     return {"db": db, "ids": ids}
 
 
@@ -60,8 +73,7 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,2000",
-              "--disable-dev-shm-usage"):
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,2000", "--disable-dev-shm-usage"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
@@ -76,14 +88,18 @@ def load(browser, path: str, timeout: float = 60) -> dict:
 
     browser.get(Path(path).resolve().as_uri())
     WebDriverWait(browser, timeout).until(
-        lambda d: d.execute_script("return document.body.dataset.plotsReady || document.body.dataset.plotsError"))
-    return {"error": browser.execute_script("return document.body.dataset.plotsError || null"),
-            "console": [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")],
-            "plots": browser.execute_script("return document.querySelectorAll('div.plot').length"),
-            "drawn": browser.execute_script("return document.querySelectorAll('div.plot svg.marks').length"),
-            "titles": browser.execute_script(
-                "return Array.from(document.querySelectorAll('div.plot')).map(e => e.dataset.title)"),
-            "injected": browser.execute_script("return document.querySelectorAll('img').length")}
+        lambda d: d.execute_script("return document.body.dataset.plotsReady || document.body.dataset.plotsError")
+    )
+    return {
+        "error": browser.execute_script("return document.body.dataset.plotsError || null"),
+        "console": [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")],
+        "plots": browser.execute_script("return document.querySelectorAll('div.plot').length"),
+        "drawn": browser.execute_script("return document.querySelectorAll('div.plot svg.marks').length"),
+        "titles": browser.execute_script(
+            "return Array.from(document.querySelectorAll('div.plot')).map(e => e.dataset.title)"
+        ),
+        "injected": browser.execute_script("return document.querySelectorAll('img').length"),
+    }
 
 
 EXPECTED_FIGURES = {"scale": {"scale-per-worker"}, "appscale": {"appscale-speedup", "appscale-cpu-time"}}
@@ -127,9 +143,11 @@ def test_a_hostile_host_name_cannot_inject(tmp_path):
     db = tmp_path / "s.db"
     env = {**os.environ, "OSLENS_DB": str(db)}
     # hostname(1) refuses such a name; the kernel takes it
-    script = (f"{sys.executable} -c 'import socket; socket.sethostname(\"<script>document.title=1</script>\")' && "
-              f"{sys.executable} -m oslens scale -q --probe getppid --workers 1 --duration 0.05 --reps 1 && "
-              f"{sys.executable} -m oslens report last -o {tmp_path}/h.html")
+    script = (
+        f"{sys.executable} -c 'import socket; socket.sethostname(\"<script>document.title=1</script>\")' && "
+        f"{sys.executable} -m oslens scale -q --probe getppid --workers 1 --duration 0.05 --reps 1 && "
+        f"{sys.executable} -m oslens report last -o {tmp_path}/h.html"
+    )
     p = subprocess.run(["unshare", "--uts", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     text = (tmp_path / "h.html").read_text()

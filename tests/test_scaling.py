@@ -4,9 +4,18 @@ import math
 import numpy as np
 import pytest
 
-from oslens.analysis.scaling import (AMDAHL_MIN_POINTS, USL_MIN_POINTS, AmdahlFit, UslFit, amdahl,
-                                     amdahl_unfit_reason, fit_amdahl, fit_usl, usl,
-                                     usl_unfit_reason)
+from oslens.analysis.scaling import (
+    AMDAHL_MIN_POINTS,
+    USL_MIN_POINTS,
+    AmdahlFit,
+    UslFit,
+    amdahl,
+    amdahl_unfit_reason,
+    fit_amdahl,
+    fit_usl,
+    usl,
+    usl_unfit_reason,
+)
 
 LAM, SIGMA, KAPPA = 1000.0, 0.05, 0.001
 N = np.arange(1, 65)
@@ -104,13 +113,11 @@ def test_usl_to_dict_is_json():
     d = json.loads(json.dumps(fit.to_dict(), allow_nan=False))
     assert d["model"] == "usl"
     assert d["lambda"] == pytest.approx(LAM) and d["peak_n"] == pytest.approx(fit.peak_n)
-    assert set(d) >= {"sigma", "kappa", "lambda_se", "sigma_se", "kappa_se", "r2", "n_points",
-                      "peak_x"}
+    assert set(d) >= {"sigma", "kappa", "lambda_se", "sigma_se", "kappa_se", "r2", "n_points", "peak_x"}
 
 
 def test_usl_without_coherency_has_no_peak():
-    fit = UslFit(lam=1.0, sigma=0.1, kappa=0.0, lam_se=None, sigma_se=None, kappa_se=None,
-                 r2=None, n_points=4)
+    fit = UslFit(lam=1.0, sigma=0.1, kappa=0.0, lam_se=None, sigma_se=None, kappa_se=None, r2=None, n_points=4)
     assert fit.peak_n is None and fit.peak_x is None
     assert json.loads(json.dumps(fit.to_dict()))["peak_n"] is None
 

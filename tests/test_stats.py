@@ -4,8 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from oslens.analysis.stats import (SPREAD_LIMIT, Interval, median_ci, relative_spread,
-                                   repetitions_needed, trust_warnings)
+from oslens.analysis.stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed, trust_warnings
 
 
 def test_three_values_give_min_max_with_75_percent():
@@ -62,8 +61,7 @@ def test_interval_is_frozen_and_serialisable():
     iv = median_ci([1, 2, 3, 4, 5, 6, 7])
     with pytest.raises(dataclasses.FrozenInstanceError):
         iv.median = 0  # type: ignore[misc]
-    assert iv.to_dict() == {"median": 4.0, "low": iv.low, "high": iv.high, "n": 7,
-                            "coverage": iv.coverage}
+    assert iv.to_dict() == {"median": 4.0, "low": iv.low, "high": iv.high, "n": 7, "coverage": iv.coverage}
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 20, 51, 200])
@@ -77,13 +75,13 @@ def test_interval_contains_median_and_reaches_confidence_when_possible(n):
         assert iv.coverage >= 0.95
     else:
         assert (iv.low, iv.high) == (values.min(), values.max())
-        assert iv.coverage == pytest.approx(1 - 2 * 0.5 ** n)
+        assert iv.coverage == pytest.approx(1 - 2 * 0.5**n)
 
 
 def test_repetitions_needed_matches_coverage():
     for conf in (0.5, 0.75, 0.9, 0.95, 0.99):
         n = repetitions_needed(conf)
-        assert 1 - 2 * 0.5 ** n >= conf
+        assert 1 - 2 * 0.5**n >= conf
         assert n == 1 or 1 - 2 * 0.5 ** (n - 1) < conf
     assert repetitions_needed(0.95) == 6
 
@@ -116,8 +114,7 @@ def test_relative_spread():
 def test_trust_warnings_few_repetitions():
     w = trust_warnings([100.0, 101.0, 102.0])
     assert len(w) == 1
-    assert w[0].startswith("only 3 repetitions: the interval covers the median with 75% "
-                           "confidence, not 95%")
+    assert w[0].startswith("only 3 repetitions: the interval covers the median with 75% confidence, not 95%")
 
 
 def test_trust_warnings_wide_spread():

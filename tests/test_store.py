@@ -16,19 +16,38 @@ import oslens.store as store_mod
 from oslens.export import export_run
 from oslens.store import Store, StoreError, default_path
 
-HEADER = {"type": "header", "probe": {"name": "dup", "description": "dup/close"},
-          "variant": "shared", "mode": "process", "workers": 2}
-HEADER2 = {"type": "header", "probe": {"name": "fork"}, "variant": None, "mode": "thread",
-           "workers": 1}
+HEADER = {
+    "type": "header",
+    "probe": {"name": "dup", "description": "dup/close"},
+    "variant": "shared",
+    "mode": "process",
+    "workers": 2,
+}
+HEADER2 = {"type": "header", "probe": {"name": "fork"}, "variant": None, "mode": "thread", "workers": 1}
 
 
 def worker(rep, w, cpu, ops):
-    return {"type": "worker", "rep": rep, "worker": w, "cpu": cpu, "ops": ops,
-            "seconds": 0.5, "ops_per_sec": ops / 0.5, "rusage": {"user_s": 0.1}}
+    return {
+        "type": "worker",
+        "rep": rep,
+        "worker": w,
+        "cpu": cpu,
+        "ops": ops,
+        "seconds": 0.5,
+        "ops_per_sec": ops / 0.5,
+        "rusage": {"user_s": 0.1},
+    }
 
 
-RECORDS = [HEADER, worker(0, 0, 3, 100), worker(0, 1, 5, 120), {"type": "rep", "rep": 0},
-           HEADER2, worker(0, 0, 7, 40), {"type": "end", "status": "ok"}]
+RECORDS = [
+    HEADER,
+    worker(0, 0, 3, 100),
+    worker(0, 1, 5, 120),
+    {"type": "rep", "rep": 0},
+    HEADER2,
+    worker(0, 0, 7, 40),
+    {"type": "end", "status": "ok"},
+]
 
 
 def child_env():
@@ -44,8 +63,7 @@ def db(tmp_path):
 
 
 def test_round_trip(db):
-    rid = db.begin_run("scale", ["oslens", "scale", "--probe", "dup"], {"reps": 3},
-                       {"kernel": "6.1"})
+    rid = db.begin_run("scale", ["oslens", "scale", "--probe", "dup"], {"reps": 3}, {"kernel": "6.1"})
     assert db.run(rid).status == "running"
     db.add_records(rid, RECORDS[:3])
     db.add_records(rid, iter(RECORDS[3:]))
@@ -69,20 +87,35 @@ def test_round_trip(db):
 
 def scale_header(probe, variant, mode, workers):
     """A header as the engine writes it, with the fields the frames read."""
-    return {"type": "header", "probe": {"name": probe}, "variant": variant, "mode": mode, "workers": workers,
-            "placement": {"policy": "compact", "workers": [{"cpu": c, "smt": 0} for c in range(workers)]},
-            "fixed": "time"}
+    return {
+        "type": "header",
+        "probe": {"name": probe},
+        "variant": variant,
+        "mode": mode,
+        "workers": workers,
+        "placement": {"policy": "compact", "workers": [{"cpu": c, "smt": 0} for c in range(workers)]},
+        "fixed": "time",
+    }
 
 
 def scale_worker(rep, w, cpu, ops):
-    return {**worker(rep, w, cpu, ops), "cpu_seen": cpu,
-            "rusage": {"user_s": 0.1, "sys_s": 0.2, "nvcsw": 0, "nivcsw": 1}}
+    return {
+        **worker(rep, w, cpu, ops),
+        "cpu_seen": cpu,
+        "rusage": {"user_s": 0.1, "sys_s": 0.2, "nvcsw": 0, "nivcsw": 1},
+    }
 
 
-SCALE_RECORDS = [scale_header("dup", "shared", "process", 2), scale_worker(0, 0, 3, 100), scale_worker(0, 1, 5, 120),
-                 {"type": "rep", "rep": 0, "status": "ok"},
-                 scale_header("fork", "default", "thread", 1), scale_worker(0, 0, 7, 40),
-                 {"type": "rep", "rep": 0, "status": "ok"}, {"type": "end", "status": "ok"}]
+SCALE_RECORDS = [
+    scale_header("dup", "shared", "process", 2),
+    scale_worker(0, 0, 3, 100),
+    scale_worker(0, 1, 5, 120),
+    {"type": "rep", "rep": 0, "status": "ok"},
+    scale_header("fork", "default", "thread", 1),
+    scale_worker(0, 0, 7, 40),
+    {"type": "rep", "rep": 0, "status": "ok"},
+    {"type": "end", "status": "ok"},
+]
 
 
 def test_export_json_and_csv(db):
@@ -120,9 +153,14 @@ def test_last_is_newest_and_runs_newest_first(db):
 
 def test_unknown_run(db, tmp_path):
     db.begin_run("a", [], {}, {})
-    for call in (lambda: db.run(42), lambda: db.run("42"), lambda: db.records(42),
-                 lambda: db.finish_run(42, "failed"), lambda: db.set_summary(42, {}),
-                 lambda: db.add_records(42, [{"type": "x"}])):
+    for call in (
+        lambda: db.run(42),
+        lambda: db.run("42"),
+        lambda: db.records(42),
+        lambda: db.finish_run(42, "failed"),
+        lambda: db.set_summary(42, {}),
+        lambda: db.add_records(42, [{"type": "x"}]),
+    ):
         with pytest.raises(StoreError) as exc:
             call()
         assert str(exc.value) == f"no run 42 in {tmp_path / 'sub' / 'oslens.db'}"
@@ -152,8 +190,7 @@ def test_read_only_store_is_refused_at_open(tmp_path, monkeypatch):
     Store(path).close()
     # Root ignores file modes, so make SQLite itself open the file read-only.
     real_connect = sqlite3.connect
-    monkeypatch.setattr(store_mod.sqlite3, "connect", lambda p, **kw: real_connect(
-        f"file:{p}?mode=ro", uri=True, **kw))
+    monkeypatch.setattr(store_mod.sqlite3, "connect", lambda p, **kw: real_connect(f"file:{p}?mode=ro", uri=True, **kw))
     with pytest.raises(StoreError, match="readonly"):
         Store(path)
 
@@ -226,8 +263,7 @@ def test_concurrent_writer_in_another_process(db):
                 s.add_records(rid, [{{"type": "worker", "i": i}}] * 5)
             s.finish_run(rid, "complete")
     """)
-    child = subprocess.Popen([sys.executable, "-c", code], env=child_env(),
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", code], env=child_env(), stderr=subprocess.PIPE, text=True)
     rid = db.begin_run("parent", [], {}, {})
     for i in range(200):
         db.add_records(rid, [{"type": "worker", "i": i}] * 5)
@@ -250,8 +286,7 @@ def test_killed_writer_leaves_store_intact(db):
             while True:
                 s.add_records(rid, [{{"type": "worker", "pad": "x" * 500}}] * 100)
     """)
-    child = subprocess.Popen([sys.executable, "-c", code], env=child_env(),
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", code], env=child_env(), stdout=subprocess.PIPE, text=True)
     rid = int(child.stdout.readline())
     deadline = time.monotonic() + 30
     while db.run(rid).n_records < 1000 and time.monotonic() < deadline:

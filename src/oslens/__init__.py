@@ -9,6 +9,7 @@ The Python API (oslens.api) reads stored runs as pandas DataFrames:
 
 `Store`, `Run` and `StoreError` are imported on first use, so that
 `import oslens` stays light."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,6 +24,7 @@ _API = ("Store", "Run", "StoreError")
 def __getattr__(name: str) -> Any:
     if name in _API:
         from . import api
+
         return getattr(api, name)
     raise AttributeError(f"module 'oslens' has no attribute {name!r}")
 

@@ -12,6 +12,7 @@
 Read-only: it never creates a store, never measures, and never writes a run.
 The frames and their columns are documented in oslens.frames (and each
 kind's module, e.g. help(oslens.frames.scale))."""
+
 from __future__ import annotations
 
 import os
@@ -91,9 +92,20 @@ class Run:
     def metadata(self) -> dict:
         """Every stored field but the summary, as one JSON-able dict."""
         s = self._stored
-        return {"id": s.id, "kind": s.kind, "status": s.status, "reason": s.reason, "started": s.started,
-                "finished": s.finished, "host": s.host, "pid": s.pid, "argv": s.argv, "params": s.params,
-                "machine": s.machine, "n_records": s.n_records}
+        return {
+            "id": s.id,
+            "kind": s.kind,
+            "status": s.status,
+            "reason": s.reason,
+            "started": s.started,
+            "finished": s.finished,
+            "host": s.host,
+            "pid": s.pid,
+            "argv": s.argv,
+            "params": s.params,
+            "machine": s.machine,
+            "n_records": s.n_records,
+        }
 
     # -------------------------------------------------------------- data
     def records(self) -> list[dict]:
@@ -108,6 +120,7 @@ class Run:
     @cached_property
     def _frames(self) -> dict[str, "pd.DataFrame"]:
         from .frames import frames
+
         return frames(self, self._records)
 
     def frames(self) -> dict[str, "pd.DataFrame"]:

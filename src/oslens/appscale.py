@@ -7,6 +7,7 @@ engine starts the command held before exec, so the wall time runs from
 exec to reaping, and it snapshots /proc/stat around it for the interrupt
 time on the CPUs used. Repetitions are interleaved (every CPU count once,
 then again) so that drift hits all counts alike."""
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,13 @@ from .errors import MeasurementError
 from .plan.appscale import DIR_PLACEHOLDER, AppPlan, AppPoint
 from .profile.procfs import parse_stat
 
-OUTPUT_TAIL = 2000   # characters of a failed command's output kept
+OUTPUT_TAIL = 2000  # characters of a failed command's output kept
 
 
 @dataclass(frozen=True)
 class AppRun:
     """One repetition of one point, as the runner takes it."""
+
     point: AppPoint
     rep: int
     time_limit: float | None
@@ -76,12 +78,22 @@ def _irq_ns(begin: str, end: str, cpus: tuple[int, ...], clk_tck: int) -> tuple[
 
 def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -> dict:
     """Runs the command once on the point's CPUs; returns its `point` record."""
-    with cgroups.Confinement(list(point.cpus), label) as box, \
-            tempfile.TemporaryFile("w+") as records, tempfile.TemporaryFile("w+") as output:
-        args = engine.profile_argv(command=list(point.argv), time_limit=time_limit, bpf=False, counters=False,
-                                   out_fd=records.fileno())
-        proc = engine.spawn(args, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                            pass_fds=(records.fileno(),), preexec_fn=box.enter)
+    with (
+        cgroups.Confinement(list(point.cpus), label) as box,
+        tempfile.TemporaryFile("w+") as records,
+        tempfile.TemporaryFile("w+") as output,
+    ):
+        args = engine.profile_argv(
+            command=list(point.argv), time_limit=time_limit, bpf=False, counters=False, out_fd=records.fileno()
+        )
+        proc = engine.spawn(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            pass_fds=(records.fileno(),),
+            preexec_fn=box.enter,
+        )
         try:
             rc = proc.wait()
         except BaseException:
@@ -105,18 +117,36 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
     procfs = [r for r in recs if r["type"] == "procfs"]
     irq = softirq = None
     if len(procfs) == 2:
-        irq, softirq = _irq_ns(procfs[0]["files"].get("/proc/stat", ""), procfs[1]["files"].get("/proc/stat", ""),
-                               point.cpus, by["header"]["clk_tck"])
-    rec = {"type": "point", "n": point.n, "cpus": list(point.cpus), "rep": rep, "argv": list(point.argv),
-           "status": "ok" if ok else "failed", "how": end["how"], "code": end["code"], "signal": end["signal"],
-           "wall_ns": end["wall_ns"] if ok else None, "confinement": method,
-           "cpu_source": accounting or "rusage (the command and the descendants it waited for)",
-           "user_ns": times.user_ns if times else ru.get("utime_ns"),
-           "system_ns": times.system_ns if times else ru.get("stime_ns"),
-           "usage_ns": times.usage_ns if times else None,
-           "irq_ns": irq, "softirq_ns": softirq,
-           "nvcsw": ru.get("nvcsw"), "nivcsw": ru.get("nivcsw"), "min_flt": ru.get("min_flt"),
-           "maj_flt": ru.get("maj_flt"), "maxrss_kb": ru.get("maxrss_kb")}
+        irq, softirq = _irq_ns(
+            procfs[0]["files"].get("/proc/stat", ""),
+            procfs[1]["files"].get("/proc/stat", ""),
+            point.cpus,
+            by["header"]["clk_tck"],
+        )
+    rec = {
+        "type": "point",
+        "n": point.n,
+        "cpus": list(point.cpus),
+        "rep": rep,
+        "argv": list(point.argv),
+        "status": "ok" if ok else "failed",
+        "how": end["how"],
+        "code": end["code"],
+        "signal": end["signal"],
+        "wall_ns": end["wall_ns"] if ok else None,
+        "confinement": method,
+        "cpu_source": accounting or "rusage (the command and the descendants it waited for)",
+        "user_ns": times.user_ns if times else ru.get("utime_ns"),
+        "system_ns": times.system_ns if times else ru.get("stime_ns"),
+        "usage_ns": times.usage_ns if times else None,
+        "irq_ns": irq,
+        "softirq_ns": softirq,
+        "nvcsw": ru.get("nvcsw"),
+        "nivcsw": ru.get("nivcsw"),
+        "min_flt": ru.get("min_flt"),
+        "maj_flt": ru.get("maj_flt"),
+        "maxrss_kb": ru.get("maxrss_kb"),
+    }
     if not ok:
         rec["output_tail"] = out_tail
     return rec

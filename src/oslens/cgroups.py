@@ -11,6 +11,7 @@ confinement falls back to affinity and says why.
 
 Groups are named oslens.<pid>.<label> so that one left by an oslens that
 was killed is recognised and removed by the next."""
+
 from __future__ import annotations
 
 import errno
@@ -25,7 +26,7 @@ PREFIX = "oslens."
 
 @dataclass(frozen=True)
 class Mounts:
-    v2: Path | None          # the unified hierarchy
+    v2: Path | None  # the unified hierarchy
     v1_cpuset: Path | None
     v1_cpuacct: Path | None
 
@@ -117,8 +118,13 @@ def remove_stale(m: Mounts | None = None) -> None:
             continue
         for d in entries:
             parts = d.name.split(".")
-            if d.is_dir() and d.name.startswith(PREFIX) and len(parts) >= 2 and parts[1].isdigit() \
-                    and not _pid_alive(int(parts[1])):
+            if (
+                d.is_dir()
+                and d.name.startswith(PREFIX)
+                and len(parts) >= 2
+                and parts[1].isdigit()
+                and not _pid_alive(int(parts[1]))
+            ):
                 _empty_and_remove(d)
 
 
@@ -126,7 +132,7 @@ def remove_stale(m: Mounts | None = None) -> None:
 class CpuTimes:
     user_ns: int
     system_ns: int
-    usage_ns: int | None     # precise total where the kernel gives it
+    usage_ns: int | None  # precise total where the kernel gives it
 
 
 _swept = False
@@ -140,11 +146,11 @@ class Confinement:
         global _swept
         self.cpus = sorted(cpus)
         self.groups: list[Path] = []
-        self.cpuset_how: str | None = None       # "cgroup v2" / "cgroup v1", or None
-        self.cpuset_why: str | None = None       # why there is no cpuset
+        self.cpuset_how: str | None = None  # "cgroup v2" / "cgroup v1", or None
+        self.cpuset_why: str | None = None  # why there is no cpuset
         self._acct: tuple[str, Path] | None = None
         m = m or mounts()
-        if not _swept:      # once per process: what a killed oslens left
+        if not _swept:  # once per process: what a killed oslens left
             remove_stale(m)
             _swept = True
         name = f"{PREFIX}{os.getpid()}.{label}"
@@ -226,8 +232,9 @@ class Confinement:
         try:
             if kind == "v2":
                 stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
-                return CpuTimes(int(stat["user_usec"]) * 1000, int(stat["system_usec"]) * 1000,
-                                int(stat["usage_usec"]) * 1000)
+                return CpuTimes(
+                    int(stat["user_usec"]) * 1000, int(stat["system_usec"]) * 1000, int(stat["usage_usec"]) * 1000
+                )
             stat = dict(line.split() for line in (group / "cpuacct.stat").read_text().splitlines())
             tick = 1e9 / os.sysconf("SC_CLK_TCK")
             usage = int((group / "cpuacct.usage").read_text())

@@ -7,6 +7,7 @@ and messages to stderr. Exit status: 0 success, 1 a measurement failed,
 The commands that measure are the kinds of run, one module each in
 commands/, added here from the registry (kinds.py); the commands below work
 on stored runs of any kind through the same registry."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,12 @@ from .store import StoreError
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oslens")
-@click.option("--db", envvar="OSLENS_DB", metavar="PATH",
-              help="Results store (default: OSLENS_DB or the user data directory); also after the command.")
+@click.option(
+    "--db",
+    envvar="OSLENS_DB",
+    metavar="PATH",
+    help="Results store (default: OSLENS_DB or the user data directory); also after the command.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout; also after the command.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
 @click.option("-v", "--verbose", count=True, help="More detail.")
@@ -44,12 +49,23 @@ cli.add_command(workloads)
 
 # ------------------------------------------------------------------ report
 
+
 @cli.command()
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN…")
-@click.option("-o", "--output", type=click.Path(),
-              help="The HTML file (default: oslens-report-RUNS.html here); a directory with --format png|svg.")
-@click.option("--format", "fmt", type=click.Choice(["html", "png", "svg"]), default="html", show_default=True,
-              help="html: one self-contained interactive page; png/svg: each figure as a file, for papers.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="The HTML file (default: oslens-report-RUNS.html here); a directory with --format png|svg.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "png", "svg"]),
+    default="html",
+    show_default=True,
+    help="html: one self-contained interactive page; png/svg: each figure as a file, for papers.",
+)
 @common_options
 def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str):
     """Write a report with plots of stored runs (several runs of one kind are overlaid)."""
@@ -72,8 +88,9 @@ def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str
     except OSError as e:
         raise UsageError(f"cannot write {target}: {e.strerror or e}") from None
     if ctx.as_json:
-        click.echo(json.dumps({"runs": [r.id for r in runs], "format": fmt,
-                               "files": [str(p.resolve()) for p in written]}))
+        click.echo(
+            json.dumps({"runs": [r.id for r in runs], "format": fmt, "files": [str(p.resolve()) for p in written]})
+        )
     else:
         for p in written:
             click.echo(str(p.resolve()))
@@ -81,18 +98,27 @@ def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str
 
 # ----------------------------------------------------------------- compare
 
+
 @cli.command()
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option("--threshold-pct", "threshold", metavar="PCT",
-              help="A significant change smaller than this many percent is reported as within the threshold "
-                   "(default 5).")
+@click.option(
+    "--threshold-pct",
+    "threshold",
+    metavar="PCT",
+    help="A significant change smaller than this many percent is reported as within the threshold (default 5).",
+)
 @click.option("--threshold", "old_threshold", hidden=True, callback=renamed("compare --threshold", "--threshold-pct"))
-@click.option("--fail-on-regression", "fail_on_regression", is_flag=True,
-              help="Exit 1 if B is significantly worse than A beyond the threshold (for CI).")
+@click.option(
+    "--fail-on-regression",
+    "fail_on_regression",
+    is_flag=True,
+    help="Exit 1 if B is significantly worse than A beyond the threshold (for CI).",
+)
 @common_options
-def compare(ctx: Context, run_a: str, run_b: str, threshold: str | None, old_threshold: str | None,
-            fail_on_regression: bool):
+def compare(
+    ctx: Context, run_a: str, run_b: str, threshold: str | None, old_threshold: str | None, fail_on_regression: bool
+):
     """Compare two runs of one kind: medians, intervals, change, and whether it is significant."""
     from . import compare as comparing
 
@@ -114,6 +140,7 @@ def compare(ctx: Context, run_a: str, run_b: str, threshold: str | None, old_thr
 
 # --------------------------------------------------------- store commands
 
+
 @cli.command()
 @common_options
 def runs(ctx: Context):
@@ -124,14 +151,30 @@ def runs(ctx: Context):
         with ctx.store() as store:
             rows = store.runs()
     if ctx.as_json:
-        click.echo(json.dumps([{"id": r.id, "kind": r.kind, "status": r.status, "started": r.started,
-                                "finished": r.finished, "host": r.host, "reason": r.reason,
-                                "params": r.params} for r in rows], indent=1))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "kind": r.kind,
+                        "status": r.status,
+                        "started": r.started,
+                        "finished": r.finished,
+                        "host": r.host,
+                        "reason": r.reason,
+                        "params": r.params,
+                    }
+                    for r in rows
+                ],
+                indent=1,
+            )
+        )
         return
     if not rows:
         ctx.say(f"no runs in {ctx.db_path}")
         return
     from rich.table import Table
+
     t = Table("run", "kind", "status", "started", "host", "what", box=None)
     for r in rows:
         what = kinds.KINDS[r.kind].what(r.params or {}) if r.kind in kinds.KINDS else "?"
@@ -153,10 +196,20 @@ def show(ctx: Context, run_ref: str):
 
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "parquet"]), default="json", show_default=True,
-              help="json: metadata, every frame and every record; csv, parquet: one frame a file.")
-@click.option("-o", "--output", type=click.Path(writable=True),
-              help="File (default stdout; parquet needs one), or DIR/: every frame to its own file there.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "parquet"]),
+    default="json",
+    show_default=True,
+    help="json: metadata, every frame and every record; csv, parquet: one frame a file.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(writable=True),
+    help="File (default stdout; parquet needs one), or DIR/: every frame to its own file there.",
+)
 @click.option("--frame", metavar="NAME", help="Only this frame (default: csv and parquet write the main one).")
 @common_options
 def export(ctx: Context, run_ref: str, fmt: str, output: str | None, frame: str | None):
@@ -187,6 +240,7 @@ def probes(ctx: Context):
         click.echo(json.dumps({n: vars(p) for n, p in ps.items()}, indent=1, default=list))
         return
     from rich.table import Table
+
     t = Table("probe", "variants", "options", "system calls", "what it measures", box=None)
     for p in ps.values():
         variants = ", ".join(p.variants) if len(p.variants) > 1 else ""
@@ -194,11 +248,11 @@ def probes(ctx: Context):
         t.add_row(*(Text(x) for x in (p.name, variants, opts, ",".join(p.syscalls), p.summary)))
     ctx.out.print(t)
     ncpu = engine.topology()["available"]
-    ctx.out.print(f"default worker counts here: {','.join(map(str, default_worker_counts(ncpu)))}",
-                  style="dim")
+    ctx.out.print(f"default worker counts here: {','.join(map(str, default_worker_counts(ncpu)))}", style="dim")
 
 
 # -------------------------------------------------------------------- main
+
 
 def main(argv: list[str] | None = None) -> None:
     err = Console(stderr=True)

@@ -13,6 +13,7 @@ confidence is said as such ("not testable"), never read as "no difference".
 
 Run B is compared against run A: changes are B relative to A.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,33 +26,43 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .analysis.stats import (SPREAD_LIMIT, Interval, adjust_fdr, bootstrap_ratio_ci, mann_whitney,
-                             median_ci, min_two_sided_p, min_two_sided_p_given, relative_spread, repetitions_for_test,
-                             repetitions_needed)
+from . import kinds
+from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
+from .analysis.stats import (
+    SPREAD_LIMIT,
+    Interval,
+    adjust_fdr,
+    bootstrap_ratio_ci,
+    mann_whitney,
+    median_ci,
+    min_two_sided_p,
+    min_two_sided_p_given,
+    relative_spread,
+    repetitions_for_test,
+    repetitions_needed,
+)
 from .errors import UsageError
 from .format import seconds, si
-from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
-from . import kinds
 from .store import Run, Store
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_CONFIDENCE = 0.95
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
-WITHIN = "within threshold"          # significant, but smaller than the threshold
+WITHIN = "within threshold"  # significant, but smaller than the threshold
 NOT_SIGNIFICANT = "not significant"
 NOT_TESTABLE = "not testable"
 VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN, NOT_SIGNIFICANT, NOT_TESTABLE)
 
 TEST_NAME = "Mann-Whitney U"
-RUN_LEVEL_NOTE = ("repetitions of one run share its conditions (boot, memory layout, other load): a "
-                  "difference between two runs also holds run-to-run variation that no repetition sees; "
-                  "compare two runs of the same thing (A/A) on this machine to choose a threshold above it")
+RUN_LEVEL_NOTE = (
+    "repetitions of one run share its conditions (boot, memory layout, other load): a "
+    "difference between two runs also holds run-to-run variation that no repetition sees; "
+    "compare two runs of the same thing (A/A) on this machine to choose a threshold above it"
+)
 
 
 # ------------------------------------------------------------------ metrics
-
-
 
 
 def _dig(d, *keys):
@@ -75,21 +86,22 @@ def metrics(store: Store, run) -> dict[str, Metric]:
 
 # --------------------------------------------------------------- comparison
 
+
 @dataclass
 class MetricComparison:
-    metric: Metric                   # run A's (name, unit, direction, group, label)
+    metric: Metric  # run A's (name, unit, direction, group, label)
     a: Interval
     b: Interval
     values_a: list[float]
     values_b: list[float]
-    change: float | None             # (median B - median A) / |median A|; inf when A is 0 and B is not
+    change: float | None  # (median B - median A) / |median A|; inf when A is 0 and B is not
     ratio_ci: tuple[float, float] | None  # bootstrap interval of median B / median A
-    p: float | None                  # two-sided Mann-Whitney U; None when not testable
-    q: float | None                  # p adjusted over the testable metrics (Benjamini-Hochberg)
-    method: str | None               # "exact", "exact with ties", "normal approximation"
-    min_p: float                     # the smallest p these values allow (in any split between the runs)
+    p: float | None  # two-sided Mann-Whitney U; None when not testable
+    q: float | None  # p adjusted over the testable metrics (Benjamini-Hochberg)
+    method: str | None  # "exact", "exact with ties", "normal approximation"
+    min_p: float  # the smallest p these values allow (in any split between the runs)
     verdict: str
-    reason: str                      # the verdict in words
+    reason: str  # the verdict in words
     warnings: list[str] = field(default_factory=list)
     untestable_because: str | None = None  # "few repetitions", "identical values", "tied values"
 
@@ -115,16 +127,31 @@ class MetricComparison:
 
     def to_dict(self) -> dict:
         m = self.metric
-        return {"name": m.name, "group": m.group, "label": m.label, "unit": m.unit, "direction": m.direction,
-                "a": {**self.a.to_dict(), "spread": relative_spread(self.values_a), "values": self.values_a},
-                "b": {**self.b.to_dict(), "spread": relative_spread(self.values_b), "values": self.values_b},
-                "change": self.change,
-                "ratio_ci": (None if self.ratio_ci is None else
-                             {"low": self.ratio_ci[0], "high": self.ratio_ci[1], "method": "percentile bootstrap"}),
-                "p": self.p, "p_adjusted": self.q, "method": self.method, "min_p": self.min_p,
-                "testable": self.testable, "significant": self.significant,
-                "verdict": self.verdict, "not_testable_because": self.untestable_because, "reason": self.reason,
-                "warnings": self.warnings}
+        return {
+            "name": m.name,
+            "group": m.group,
+            "label": m.label,
+            "unit": m.unit,
+            "direction": m.direction,
+            "a": {**self.a.to_dict(), "spread": relative_spread(self.values_a), "values": self.values_a},
+            "b": {**self.b.to_dict(), "spread": relative_spread(self.values_b), "values": self.values_b},
+            "change": self.change,
+            "ratio_ci": (
+                None
+                if self.ratio_ci is None
+                else {"low": self.ratio_ci[0], "high": self.ratio_ci[1], "method": "percentile bootstrap"}
+            ),
+            "p": self.p,
+            "p_adjusted": self.q,
+            "method": self.method,
+            "min_p": self.min_p,
+            "testable": self.testable,
+            "significant": self.significant,
+            "verdict": self.verdict,
+            "not_testable_because": self.untestable_because,
+            "reason": self.reason,
+            "warnings": self.warnings,
+        }
 
 
 @dataclass
@@ -137,9 +164,9 @@ class Comparison:
     metrics: list[MetricComparison]
     only_a: list[str]
     only_b: list[str]
-    machine_diff: list[dict]         # [{key, a, b}], most telling first
+    machine_diff: list[dict]  # [{key, a, b}], most telling first
     params_diff: list[dict]
-    load: dict                       # {"a": {...}, "b": {...}}: the machine's state before each run
+    load: dict  # {"a": {...}, "b": {...}}: the machine's state before each run
     notes: list[str]
 
     @property
@@ -160,32 +187,53 @@ class Comparison:
     def test_description(self) -> str:
         methods = sorted({m.method for m in self.metrics if m.method})
         how = f" ({', '.join(methods)})" if methods else ""
-        return (f"two-sided {TEST_NAME} test over repetitions{how}; significant when the p-value adjusted "
-                f"over the {self.tested} testable metric(s) (Benjamini-Hochberg; those whose values cannot "
-                f"reach significance are left out, as Tarone's procedure does) is below "
-                f"{_p(1 - self.confidence)}; regression or improvement when also beyond "
-                f"{_pct(self.threshold)} of run A's median")
+        return (
+            f"two-sided {TEST_NAME} test over repetitions{how}; significant when the p-value adjusted "
+            f"over the {self.tested} testable metric(s) (Benjamini-Hochberg; those whose values cannot "
+            f"reach significance are left out, as Tarone's procedure does) is below "
+            f"{_p(1 - self.confidence)}; regression or improvement when also beyond "
+            f"{_pct(self.threshold)} of run A's median"
+        )
 
     def to_dict(self) -> dict:
         def run_dict(r: Run) -> dict:
-            return {"run": r.id, "kind": r.kind, "status": r.status, "reason": r.reason, "started": r.started,
-                    "host": r.host, "kernel": _dig(r.machine, "kernel", "release"),
-                    "cpu": _dig(r.machine, "cpu", "model_name")}
+            return {
+                "run": r.id,
+                "kind": r.kind,
+                "status": r.status,
+                "reason": r.reason,
+                "started": r.started,
+                "host": r.host,
+                "kernel": _dig(r.machine, "kernel", "release"),
+                "cpu": _dig(r.machine, "cpu", "model_name"),
+            }
 
         counts = self.counts()
         doc = {
-            "a": run_dict(self.a), "b": run_dict(self.b), "kind": self.kind,
-            "threshold": self.threshold, "confidence": self.confidence,
-            "test": {"name": TEST_NAME, "alternative": "two-sided", "over": "repetitions",
-                     "methods": sorted({m.method for m in self.metrics if m.method}),
-                     "adjustment": "Benjamini-Hochberg", "tested": self.tested,
-                     "min_repetitions": repetitions_for_test(self.confidence),
-                     "description": self.test_description()},
-            "summary": {"metrics": len(self.metrics), **{v.replace(" ", "_"): n for v, n in counts.items()},
-                        "regressed": [m.name for m in self.regressions],
-                        "improved": [m.name for m in self.improvements]},
+            "a": run_dict(self.a),
+            "b": run_dict(self.b),
+            "kind": self.kind,
+            "threshold": self.threshold,
+            "confidence": self.confidence,
+            "test": {
+                "name": TEST_NAME,
+                "alternative": "two-sided",
+                "over": "repetitions",
+                "methods": sorted({m.method for m in self.metrics if m.method}),
+                "adjustment": "Benjamini-Hochberg",
+                "tested": self.tested,
+                "min_repetitions": repetitions_for_test(self.confidence),
+                "description": self.test_description(),
+            },
+            "summary": {
+                "metrics": len(self.metrics),
+                **{v.replace(" ", "_"): n for v, n in counts.items()},
+                "regressed": [m.name for m in self.regressions],
+                "improved": [m.name for m in self.improvements],
+            },
             "metrics": [m.to_dict() for m in self.metrics],
-            "only_in_a": self.only_a, "only_in_b": self.only_b,
+            "only_in_a": self.only_a,
+            "only_in_b": self.only_b,
             "machine": {"differences": self.machine_diff, "load": self.load},
             "params": {"differences": self.params_diff},
             "notes": self.notes,
@@ -222,24 +270,42 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
     alpha = 1.0 - confidence
     n_a, n_b = len(ma.values), len(mb.values)
     min_p = min_two_sided_p_given(ma.values, mb.values)
-    mc = MetricComparison(ma, a, b, list(ma.values), list(mb.values), _relative_change(a.median, b.median),
-                          bootstrap_ratio_ci(ma.values, mb.values, confidence) if a.median else None,
-                          None, None, None, min_p, NOT_TESTABLE, "")
+    mc = MetricComparison(
+        ma,
+        a,
+        b,
+        list(ma.values),
+        list(mb.values),
+        _relative_change(a.median, b.median),
+        bootstrap_ratio_ci(ma.values, mb.values, confidence) if a.median else None,
+        None,
+        None,
+        None,
+        min_p,
+        NOT_TESTABLE,
+        "",
+    )
     if min_two_sided_p(n_a, n_b) > alpha:
         mc.untestable_because = "few repetitions"
         need = repetitions_for_test(confidence)
-        mc.reason = (f"not testable with n={n_a} and n={n_b}: the smallest two-sided p-value possible is "
-                     f"{_p(min_two_sided_p(n_a, n_b))}, above {_p(alpha)}; at least {need} repetitions in "
-                     f"each run are needed (more to detect anything short of a complete separation)")
+        mc.reason = (
+            f"not testable with n={n_a} and n={n_b}: the smallest two-sided p-value possible is "
+            f"{_p(min_two_sided_p(n_a, n_b))}, above {_p(alpha)}; at least {need} repetitions in "
+            f"each run are needed (more to detect anything short of a complete separation)"
+        )
     elif len(set(ma.values) | set(mb.values)) == 1:
         mc.untestable_because = "identical values"
-        mc.reason = (f"not testable: every repetition of both runs measured exactly "
-                     f"{fmt_value(a.median, ma.unit)}, so no test can tell the runs apart")
+        mc.reason = (
+            f"not testable: every repetition of both runs measured exactly "
+            f"{fmt_value(a.median, ma.unit)}, so no test can tell the runs apart"
+        )
     elif min_p > alpha:
         mc.untestable_because = "tied values"
-        mc.reason = (f"not testable with n={n_a} and n={n_b}: so many repetitions measured the same value "
-                     f"(a quantised figure) that the smallest two-sided p-value possible is {_p(min_p)}, "
-                     f"above {_p(alpha)}; more repetitions are needed")
+        mc.reason = (
+            f"not testable with n={n_a} and n={n_b}: so many repetitions measured the same value "
+            f"(a quantised figure) that the smallest two-sided p-value possible is {_p(min_p)}, "
+            f"above {_p(alpha)}; more repetitions are needed"
+        )
     else:
         t = mann_whitney(ma.values, mb.values)
         mc.p, mc.method = t.p, t.method
@@ -259,21 +325,27 @@ def _decide(mc: MetricComparison, confidence: float, threshold: float) -> None:
     beyond = change is not None and abs(change) > threshold
     if mc.q >= alpha:
         mc.verdict = NOT_SIGNIFICANT
-        mc.reason = (f"not significant (p={_p(mc.p)}, adjusted {_p(mc.q)} ≥ {_p(alpha)}): the difference is "
-                     f"within the repetitions' noise")
+        mc.reason = (
+            f"not significant (p={_p(mc.p)}, adjusted {_p(mc.q)} ≥ {_p(alpha)}): the difference is "
+            f"within the repetitions' noise"
+        )
     elif not beyond or mc.worse is None:
         mc.verdict = WITHIN
-        mc.reason = (f"significant (adjusted p={_p(mc.q)}) but {_signed_pct(change)} is within the "
-                     f"{_pct(threshold)} threshold")
+        mc.reason = (
+            f"significant (adjusted p={_p(mc.q)}) but {_signed_pct(change)} is within the {_pct(threshold)} threshold"
+        )
     else:
         mc.verdict = REGRESSION if mc.worse else IMPROVEMENT
         better = "higher" if mc.metric.direction == HIGHER else "lower"
-        mc.reason = (f"{mc.verdict}: {_signed_pct(change)} ({better} is better), significant (adjusted "
-                     f"p={_p(mc.q)}), beyond the {_pct(threshold)} threshold")
+        mc.reason = (
+            f"{mc.verdict}: {_signed_pct(change)} ({better} is better), significant (adjusted "
+            f"p={_p(mc.q)}), beyond the {_pct(threshold)} threshold"
+        )
 
 
-def compare(store: Store, ref_a, ref_b, threshold: float = DEFAULT_THRESHOLD,
-            confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+def compare(
+    store: Store, ref_a, ref_b, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE
+) -> Comparison:
     """Run B against run A, metric by metric."""
     if not 0.0 < confidence < 1.0:
         raise UsageError(f"confidence must be between 0 and 1, not {confidence}")
@@ -281,14 +353,18 @@ def compare(store: Store, ref_a, ref_b, threshold: float = DEFAULT_THRESHOLD,
         raise UsageError(f"threshold must be a finite fraction ≥ 0, not {threshold}")
     run_a, run_b = _as_run(store, ref_a), _as_run(store, ref_b)
     if run_a.kind != run_b.kind:
-        raise UsageError(f"run {run_a.id} is a {run_a.kind} run and run {run_b.id} a {run_b.kind} run: "
-                         "only runs of the same kind can be compared")
+        raise UsageError(
+            f"run {run_a.id} is a {run_a.kind} run and run {run_b.id} a {run_b.kind} run: "
+            "only runs of the same kind can be compared"
+        )
     ma, mb = metrics(store, run_a), metrics(store, run_b)
     common = [name for name in ma if name in mb]
     if not common:
-        raise UsageError(f"runs {run_a.id} and {run_b.id} have no metric in common "
-                         f"({_few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
-                         f"{_few(list(mb)) or 'run ' + str(run_b.id) + ' measured nothing'})")
+        raise UsageError(
+            f"runs {run_a.id} and {run_b.id} have no metric in common "
+            f"({_few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
+            f"{_few(list(mb)) or 'run ' + str(run_b.id) + ' measured nothing'})"
+        )
     compared = [_compare_metric(ma[n], mb[n], confidence) for n in common]
     testable = [m for m in compared if m.p is not None]
     for m, q in zip(testable, adjust_fdr([m.p for m in testable])):
@@ -300,27 +376,46 @@ def compare(store: Store, ref_a, ref_b, threshold: float = DEFAULT_THRESHOLD,
         notes.append(f"run {run_a.id} is compared with itself")
     for r in (run_a, run_b):
         if r.status != "complete":
-            notes.append(f"run {r.id} is {r.status}" + (f" ({r.reason})" if r.reason else "") +
-                         ": its figures cover only what was measured")
+            notes.append(
+                f"run {r.id} is {r.status}"
+                + (f" ({r.reason})" if r.reason else "")
+                + ": its figures cover only what was measured"
+            )
     if run_a.kind == "profile":
-        notes.append("a profile is one run of a command: with one value on each side no significance test "
-                     "is possible; the changes are shown, not judged (repeat the profile, or use appscale, "
-                     "to test them)")
+        notes.append(
+            "a profile is one run of a command: with one value on each side no significance test "
+            "is possible; the changes are shown, not judged (repeat the profile, or use appscale, "
+            "to test them)"
+        )
     elif not testable and any(m.untestable_because == "few repetitions" for m in compared):
-        notes.append(f"no metric could be tested: at least {repetitions_for_test(confidence)} repetitions in "
-                     f"each run are needed for the {TEST_NAME} test to reach {confidence:.0%} confidence")
+        notes.append(
+            f"no metric could be tested: at least {repetitions_for_test(confidence)} repetitions in "
+            f"each run are needed for the {TEST_NAME} test to reach {confidence:.0%} confidence"
+        )
     narrow = [iv for m in compared for iv in (m.a, m.b) if iv.n > 1 and iv.coverage < confidence]
     if narrow:
         worst = min(narrow, key=lambda iv: iv.coverage)
-        notes.append(f"with {worst.n} repetitions a median's interval is the range of the values and covers the "
-                     f"median with {worst.coverage:.0%} confidence, not {confidence:.0%} "
-                     f"({repetitions_needed(confidence)} repetitions are needed)")
+        notes.append(
+            f"with {worst.n} repetitions a median's interval is the range of the values and covers the "
+            f"median with {worst.coverage:.0%} confidence, not {confidence:.0%} "
+            f"({repetitions_needed(confidence)} repetitions are needed)"
+        )
     if any(m.significant for m in compared):
         notes.append(RUN_LEVEL_NOTE)
-    return Comparison(run_a, run_b, run_a.kind, threshold, confidence, compared,
-                      only_a=[n for n in ma if n not in mb], only_b=[n for n in mb if n not in ma],
-                      machine_diff=_machine_diff(run_a, run_b), params_diff=_diff(run_a.params, run_b.params),
-                      load={"a": _load(run_a.machine), "b": _load(run_b.machine)}, notes=notes)
+    return Comparison(
+        run_a,
+        run_b,
+        run_a.kind,
+        threshold,
+        confidence,
+        compared,
+        only_a=[n for n in ma if n not in mb],
+        only_b=[n for n in mb if n not in ma],
+        machine_diff=_machine_diff(run_a, run_b),
+        params_diff=_diff(run_a.params, run_b.params),
+        load={"a": _load(run_a.machine), "b": _load(run_b.machine)},
+        notes=notes,
+    )
 
 
 def exit_status(comparison: Comparison, fail_on_regression: bool) -> int:
@@ -342,8 +437,9 @@ def parse_threshold(text: str) -> float:
     if m.group(2):
         value /= 100.0
     elif value >= 1.0:
-        raise UsageError(f"ambiguous threshold {text!r}: write {m.group(1)}% for a percentage, "
-                         "or a fraction below 1 like 0.05")
+        raise UsageError(
+            f"ambiguous threshold {text!r}: write {m.group(1)}% for a percentage, or a fraction below 1 like 0.05"
+        )
     if not math.isfinite(value):
         raise UsageError(f"bad threshold {text!r}: not a finite number")
     return value
@@ -363,10 +459,27 @@ def parse_percent(text: str) -> float:
 # Volatile state rather than configuration: shown apart (load), or not at all.
 _VOLATILE = ("load.", "cpu.cpuinfo_mhz.")
 # What most often explains a difference, first.
-_FIRST = ("host", "kernel.release", "kernel.version", "cpu.model_name", "cpu.frequency.", "cpu.turbo",
-          "cpu.smt", "kernel.cmdline", "kernel.mitigations.", "kernel.preemption.", "kernel.clocksource.",
-          "kernel.thp.", "virt.vm", "virt.container", "cpu.online_cpus", "topology.", "cpu.topology.",
-          "software.", "cpu.cpuidle.")
+_FIRST = (
+    "host",
+    "kernel.release",
+    "kernel.version",
+    "cpu.model_name",
+    "cpu.frequency.",
+    "cpu.turbo",
+    "cpu.smt",
+    "kernel.cmdline",
+    "kernel.mitigations.",
+    "kernel.preemption.",
+    "kernel.clocksource.",
+    "kernel.thp.",
+    "virt.vm",
+    "virt.container",
+    "cpu.online_cpus",
+    "topology.",
+    "cpu.topology.",
+    "software.",
+    "cpu.cpuidle.",
+)
 
 
 def _flatten(d, prefix: str = "") -> dict[str, object]:
@@ -390,8 +503,11 @@ def _diff(a: dict | None, b: dict | None, ignore: tuple[str, ...] = ()) -> list[
     fa, fb = _flatten(a or {}), _flatten(b or {})
     keys = [k for k in {**fa, **fb} if not any(k.startswith(p) for p in ignore)]
     missing = "(absent)"
-    return [{"key": k, "a": fa.get(k, missing), "b": fb.get(k, missing)}
-            for k in sorted(keys, key=_rank) if fa.get(k, missing) != fb.get(k, missing)]
+    return [
+        {"key": k, "a": fa.get(k, missing), "b": fb.get(k, missing)}
+        for k in sorted(keys, key=_rank)
+        if fa.get(k, missing) != fb.get(k, missing)
+    ]
 
 
 def _machine_diff(a: Run, b: Run) -> list[dict]:
@@ -400,11 +516,16 @@ def _machine_diff(a: Run, b: Run) -> list[dict]:
 
 def _load(machine: dict | None) -> dict:
     load = (machine or {}).get("load") or {}
-    return {"busy_share": load.get("busy_share"), "steal_share": load.get("steal_share"),
-            "loadavg_1min": _dig(load, "loadavg", "1min"), "tasks_running": load.get("tasks_running")}
+    return {
+        "busy_share": load.get("busy_share"),
+        "steal_share": load.get("steal_share"),
+        "loadavg_1min": _dig(load, "loadavg", "1min"),
+        "tasks_running": load.get("tasks_running"),
+    }
 
 
 # ------------------------------------------------------------------- render
+
 
 def _p(p: float | None) -> str:
     if p is None:
@@ -455,8 +576,13 @@ def _change_cell(m: MetricComparison) -> str:
     return text
 
 
-_STYLE = {REGRESSION: "bold red", IMPROVEMENT: "bold green", WITHIN: "cyan", NOT_SIGNIFICANT: "dim",
-          NOT_TESTABLE: "yellow"}
+_STYLE = {
+    REGRESSION: "bold red",
+    IMPROVEMENT: "bold green",
+    WITHIN: "cyan",
+    NOT_SIGNIFICANT: "dim",
+    NOT_TESTABLE: "yellow",
+}
 
 
 def _verdict_cell(m: MetricComparison) -> Text:
@@ -466,8 +592,9 @@ def _verdict_cell(m: MetricComparison) -> Text:
     return Text(m.verdict, style=_STYLE[m.verdict])
 
 
-def _table(title: str, rows: list[MetricComparison], c: Comparison, notes: list[str],
-           with_group: bool = False) -> Table:
+def _table(
+    title: str, rows: list[MetricComparison], c: Comparison, notes: list[str], with_group: bool = False
+) -> Table:
     t = Table(title=Text(title, style="bold"), title_justify="left")
     if with_group:
         t.add_column("group")
@@ -487,8 +614,16 @@ def _table(title: str, rows: list[MetricComparison], c: Comparison, notes: list[
             marks.append(str(notes.index(w) + 1))
         arrow = "↑" if m.metric.direction == HIGHER else "↓"
         cells = [Text(m.metric.group)] if with_group else []
-        cells += [Text(f"{m.metric.label} {arrow}"), _interval(m.a, m.metric.unit), _interval(m.b, m.metric.unit),
-                  _change_cell(m), _p(m.p), _p(m.q), _verdict_cell(m), Text(",".join(marks), style="yellow")]
+        cells += [
+            Text(f"{m.metric.label} {arrow}"),
+            _interval(m.a, m.metric.unit),
+            _interval(m.b, m.metric.unit),
+            _change_cell(m),
+            _p(m.p),
+            _p(m.q),
+            _verdict_cell(m),
+            Text(",".join(marks), style="yellow"),
+        ]
         t.add_row(*cells)
     return t
 
@@ -496,13 +631,15 @@ def _table(title: str, rows: list[MetricComparison], c: Comparison, notes: list[
 def _run_line(label: str, r: Run) -> Text:
     m = r.machine or {}
     status = "" if r.status == "complete" else f" ({r.status})"
-    return Text(f"{label}: run {r.id} {r.kind}{status} · {r.started} · {r.host} · "
-                f"Linux {_dig(m, 'kernel', 'release') or '?'} · {_dig(m, 'cpu', 'model_name') or '?'}")
+    return Text(
+        f"{label}: run {r.id} {r.kind}{status} · {r.started} · {r.host} · "
+        f"Linux {_dig(m, 'kernel', 'release') or '?'} · {_dig(m, 'cpu', 'model_name') or '?'}"
+    )
 
 
 def _short(v, limit: int = 70) -> str:
     text = v if isinstance(v, str) else json.dumps(v, default=str)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 MAX_DIFF_ROWS = 20
@@ -523,25 +660,38 @@ def render(console: Console, comparison: Comparison) -> None:
             t.add_row(Text(d["key"]), Text(_short(d["a"])), Text(_short(d["b"])))
         console.print(t)
         if len(c.machine_diff) > MAX_DIFF_ROWS:
-            console.print(Text(f"  … and {len(c.machine_diff) - MAX_DIFF_ROWS} more (--json lists all)",
-                               style="dim"))
+            console.print(Text(f"  … and {len(c.machine_diff) - MAX_DIFF_ROWS} more (--json lists all)", style="dim"))
     else:
         console.print(Text("machine and kernel: the same recorded metadata in both runs", style="dim"))
     if c.params_diff:
-        console.print(Text("parameters that differ: " + "; ".join(
-            f"{d['key']} {_short(d['a'], 30)} vs {_short(d['b'], 30)}" for d in c.params_diff), style="yellow"))
+        console.print(
+            Text(
+                "parameters that differ: "
+                + "; ".join(f"{d['key']} {_short(d['a'], 30)} vs {_short(d['b'], 30)}" for d in c.params_diff),
+                style="yellow",
+            )
+        )
     la, lb = c.load["a"], c.load["b"]
     if la.get("busy_share") is not None or lb.get("busy_share") is not None:
+
         def busy(x):
             return "?" if x.get("busy_share") is None else f"{x['busy_share']:.0%} busy"
+
         console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
 
     notes: list[str] = []
     flagged = c.regressions + c.improvements
     if flagged and len(flagged) < len(c.metrics):
         flagged.sort(key=lambda m: (m.verdict != REGRESSION, -abs(m.change or 0)))
-        console.print(_table(f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
-                             f"beyond {_pct(c.threshold)}", flagged, c, notes, with_group=True))
+        console.print(
+            _table(
+                f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) beyond {_pct(c.threshold)}",
+                flagged,
+                c,
+                notes,
+                with_group=True,
+            )
+        )
     groups: dict[str, list[MetricComparison]] = {}
     for m in c.metrics:
         groups.setdefault(m.metric.group, []).append(m)
@@ -555,16 +705,25 @@ def render(console: Console, comparison: Comparison) -> None:
                 console.print(Text(f"only in {side} (run {run.id}), not compared: {_few(names, 6)}", style="yellow"))
 
     counts = c.counts()
-    console.print(Text(f"{len(c.metrics)} metric{'s' if len(c.metrics) != 1 else ''}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n),
-                       style="bold"))
+    console.print(
+        Text(
+            f"{len(c.metrics)} metric{'s' if len(c.metrics) != 1 else ''}: "
+            + ", ".join(f"{n} {v}" for v, n in counts.items() if n),
+            style="bold",
+        )
+    )
     if c.kind != "profile":
         for why in ("few repetitions", "tied values", "identical values"):
             first = next((m for m in c.metrics if m.untestable_because == why), None)
             if first is not None:
                 console.print(Text(first.reason, style="yellow"))
-    console.print(Text(f"test: {c.test_description()}. median [CI]: {c.confidence:.0%} order-statistic interval "
-                       f"where the repetitions allow it; change [CI]: B/A − 1 with a {c.confidence:.0%} "
-                       f"percentile-bootstrap interval (≥ 5 repetitions each); ↑/↓: higher/lower is better",
-                       style="dim"))
+    console.print(
+        Text(
+            f"test: {c.test_description()}. median [CI]: {c.confidence:.0%} order-statistic interval "
+            f"where the repetitions allow it; change [CI]: B/A − 1 with a {c.confidence:.0%} "
+            f"percentile-bootstrap interval (≥ 5 repetitions each); ↑/↓: higher/lower is better",
+            style="dim",
+        )
+    )
     for n in c.notes:
         console.print(Text(f"note: {n}", style="yellow"))

@@ -1,6 +1,7 @@
 """A competing workload: any probe, run by a second engine on other CPUs
 while something is measured, so "alone" and "with competition" compare.
 Its specification is parsed in parse.py."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -19,8 +20,12 @@ def competing(spec: CompeteSpec, measured: list[int]) -> Iterator[dict]:
     """Runs the competitor for the duration of the block; yields the context
     record (what ran where) stored before the measurement's records."""
     cpus = competitor_cpus(spec, measured)
-    run = engine.EngineRun(engine.run_argv(probe=spec.label, cpus=cpus, duration=COMPETITOR_LIMIT_S, warmup=0,
-                                           time_limit=COMPETITOR_LIMIT_S + 60), confine_to=cpus)
+    run = engine.EngineRun(
+        engine.run_argv(
+            probe=spec.label, cpus=cpus, duration=COMPETITOR_LIMIT_S, warmup=0, time_limit=COMPETITOR_LIMIT_S + 60
+        ),
+        confine_to=cpus,
+    )
     try:
         started = None
         for rec in run:
@@ -30,7 +35,9 @@ def competing(spec: CompeteSpec, measured: list[int]) -> Iterator[dict]:
         if started is None:
             run.close()
             raise UsageError(f"--compete {spec.label}: {run.failure()}")
-        yield {"type": "context", "competition": {"probe": spec.probe, "variant": spec.variant,
-                                                  "cpus": cpus, "workers": started["workers"]}}
+        yield {
+            "type": "context",
+            "competition": {"probe": spec.probe, "variant": spec.variant, "cpus": cpus, "workers": started["workers"]},
+        }
     finally:
         run.close()

@@ -1,6 +1,7 @@
 """CPU lists in the kernel's format ("0-3,8,10-11"): the one parser and
 printer of the package, for sysfs files and for what users type alike. It
 imports nothing of oslens."""
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ The engine prints JSON lines; this module turns them into dicts as they
 arrive and makes sure that, whatever happens to the engine, nothing it made
 is left behind (see `EngineRun.close`). An engine exit status of 2 is a
 usage error (its one-line message), never a failed measurement."""
+
 from __future__ import annotations
 
 import functools
@@ -50,7 +51,7 @@ class ProbeInfo:
     variant_syscalls: dict
     options: dict  # name -> {"default", "min", "max", "help"}
     static: bool
-    timed: bool    # has a per-operation latency (latency can measure it)
+    timed: bool  # has a per-operation latency (latency can measure it)
 
 
 USAGE_STATUS = 2  # the engine's exit status for an argv it refuses
@@ -112,12 +113,17 @@ def probes() -> dict[str, ProbeInfo]:
         if r.get("type", "probe") != "probe" or "name" not in r:
             continue
         out[r["name"]] = ProbeInfo(
-            name=r["name"], summary=r["summary"], subsystem=r["subsystem"],
+            name=r["name"],
+            summary=r["summary"],
+            subsystem=r["subsystem"],
             syscalls=tuple(r["syscalls"]),
             variants=tuple(v["name"] for v in r["variants"]),
             variant_help={v["name"]: v["help"] for v in r["variants"]},
             variant_syscalls={v["name"]: tuple(v["syscalls"]) for v in r["variants"]},
-            options={o["name"]: o for o in r["options"]}, static=r["static"], timed=r["timed"])
+            options={o["name"]: o for o in r["options"]},
+            static=r["static"],
+            timed=r["timed"],
+        )
     return out
 
 
@@ -135,11 +141,24 @@ def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def run_argv(*, probe: str, workers: int | None = None, cpus: list[int] | tuple[int, ...] | None = None,
-             mode: str | None = None, placement: str | None = None, reps: int | None = None,
-             warmup: float | None = None, interval: float | None = None, duration: float | None = None,
-             ops: int | None = None, time_limit: float | None = None, opts: dict | None = None,
-             latency: bool = False, mix: bool = False, trace: bool = False) -> list[str]:
+def run_argv(
+    *,
+    probe: str,
+    workers: int | None = None,
+    cpus: list[int] | tuple[int, ...] | None = None,
+    mode: str | None = None,
+    placement: str | None = None,
+    reps: int | None = None,
+    warmup: float | None = None,
+    interval: float | None = None,
+    duration: float | None = None,
+    ops: int | None = None,
+    time_limit: float | None = None,
+    opts: dict | None = None,
+    latency: bool = False,
+    mix: bool = False,
+    trace: bool = False,
+) -> list[str]:
     """`oslens-engine run …`: workers (a count, placed by policy) or cpus
     (an explicit list); fixed time (duration) or fixed work (ops)."""
     args = ["run", "--probe", probe]
@@ -147,9 +166,16 @@ def run_argv(*, probe: str, workers: int | None = None, cpus: list[int] | tuple[
         args += ["--workers", str(workers)]
     if cpus is not None:
         args += ["--cpus", ",".join(map(str, cpus))]
-    for flag, value in (("--mode", mode), ("--placement", placement), ("--reps", reps), ("--warmup", warmup),
-                        ("--interval", interval), ("--time-limit", time_limit), ("--duration", duration),
-                        ("--ops", ops)):
+    for flag, value in (
+        ("--mode", mode),
+        ("--placement", placement),
+        ("--reps", reps),
+        ("--warmup", warmup),
+        ("--interval", interval),
+        ("--time-limit", time_limit),
+        ("--duration", duration),
+        ("--ops", ops),
+    ):
         if value is not None:
             args += [flag, _num(value)]
     for k, v in (opts or {}).items():
@@ -158,15 +184,26 @@ def run_argv(*, probe: str, workers: int | None = None, cpus: list[int] | tuple[
     return args
 
 
-def profile_argv(*, command: list[str] | None = None, pid: int | None = None, duration: float | None = None,
-                 time_limit: float | None = None, bpf: bool = True, syscalls: bool = True,
-                 counters: bool = True, out_fd: int | None = None) -> list[str]:
+def profile_argv(
+    *,
+    command: list[str] | None = None,
+    pid: int | None = None,
+    duration: float | None = None,
+    time_limit: float | None = None,
+    bpf: bool = True,
+    syscalls: bool = True,
+    counters: bool = True,
+    out_fd: int | None = None,
+) -> list[str]:
     """`oslens-engine profile …` of a command (held before exec) or of a running pid."""
     args = ["profile"]
     if out_fd is not None:
         args += ["--out-fd", str(out_fd)]
-    args += [flag for flag, off in (("--no-syscalls", not syscalls), ("--no-bpf", not bpf),
-                                    ("--no-counters", not counters)) if off]
+    args += [
+        flag
+        for flag, off in (("--no-syscalls", not syscalls), ("--no-bpf", not bpf), ("--no-counters", not counters))
+        if off
+    ]
     if duration:
         args += ["--duration", repr(duration)]
     if time_limit:
@@ -174,8 +211,9 @@ def profile_argv(*, command: list[str] | None = None, pid: int | None = None, du
     return args + (["--pid", str(pid)] if pid is not None else ["--", *command])
 
 
-def app_argv(workload: str, *, workers: int | str, mode: str, size: int | None = None,
-             data_dir: str | None = None) -> list[str]:
+def app_argv(
+    workload: str, *, workers: int | str, mode: str, size: int | None = None, data_dir: str | None = None
+) -> list[str]:
     """`oslens-engine app NAME …`, with the engine's own path: a command that
     appscale runs under `profile` like any other."""
     args = [str(engine_path()), "app", workload, "--workers", str(workers), "--mode", mode]
@@ -213,8 +251,9 @@ class EngineRun:
         (a competitor's master must never wake on the CPUs being measured)."""
         self.args = list(args)
         confine = (lambda: os.sched_setaffinity(0, confine_to)) if confine_to else None
-        self.proc = spawn(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, bufsize=1, preexec_fn=confine)
+        self.proc = spawn(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, preexec_fn=confine
+        )
         self.resources: dict = {}
         self.end: dict | None = None
         self._closed = False

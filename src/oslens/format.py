@@ -1,6 +1,7 @@
 """Number formatting: the bottom of the package, shared by analysis, the
 terminal, the HTML report and compare, so that a figure reads the same
 everywhere. It imports nothing of oslens."""
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ Layers are named as "module:attribute" and imported only when used, so
 listing runs never loads numpy, pandas or the plotting libraries. `show`,
 `runs`, the printers, `compare`, `report`, `export` and the API read this
 registry and nothing else about kinds."""
+
 from __future__ import annotations
 
 import importlib
@@ -59,27 +60,52 @@ def _probes(p: dict) -> str:
     return ",".join(probes) if len(probes) <= 5 else f"{len(probes)} operations"
 
 
-def _kind(name: str, description: str, what: Callable[[dict], str], *, analysis: str = ".analysis",
-          metrics: str | None = None) -> Kind:
-    return Kind(name=name, description=description, command=f".commands.{name}:command",
-                plan=f".plan.{name}:plan", analyze=f"{analysis}.{name}:analyze",
-                render=f".report.{name}:show", sections=f".report.html.{name}:sections",
-                metrics=metrics or f"{analysis}.{name}:metrics", frames=f".frames.{name}:frames", what=what)
+def _kind(
+    name: str, description: str, what: Callable[[dict], str], *, analysis: str = ".analysis", metrics: str | None = None
+) -> Kind:
+    return Kind(
+        name=name,
+        description=description,
+        command=f".commands.{name}:command",
+        plan=f".plan.{name}:plan",
+        analyze=f"{analysis}.{name}:analyze",
+        render=f".report.{name}:show",
+        sections=f".report.html.{name}:sections",
+        metrics=metrics or f"{analysis}.{name}:metrics",
+        frames=f".frames.{name}:frames",
+        what=what,
+    )
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    _kind("scale", "Does each OS primitive scale with cores? (OSMark-style)", _probes),
-    _kind("latency", "What does each operation cost, and how variable is it?", _probes),
-    _kind("noise", "How much does the OS interrupt a thread that only computes, and why?",
-          lambda p: f"CPUs {format_cpulist(p.get('cpus', []))}, {p.get('duration_s', '?')} s"),
-    Kind(name="profile", description="Where does a workload's time go in the kernel?",
-         command=".commands.profile:command", plan=".plan.profile:check_target",
-         analyze=".profile.summary:analyze", render=".profile.summary:show",
-         sections=".report.html.profile:sections", metrics=".profile.summary:metrics",
-         frames=".frames.profile:frames", what=_command_line),
-    _kind("appscale", "Does an application speed up with cores, and is the time lost in the kernel?",
-          lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs"),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        _kind("scale", "Does each OS primitive scale with cores? (OSMark-style)", _probes),
+        _kind("latency", "What does each operation cost, and how variable is it?", _probes),
+        _kind(
+            "noise",
+            "How much does the OS interrupt a thread that only computes, and why?",
+            lambda p: f"CPUs {format_cpulist(p.get('cpus', []))}, {p.get('duration_s', '?')} s",
+        ),
+        Kind(
+            name="profile",
+            description="Where does a workload's time go in the kernel?",
+            command=".commands.profile:command",
+            plan=".plan.profile:check_target",
+            analyze=".profile.summary:analyze",
+            render=".profile.summary:show",
+            sections=".report.html.profile:sections",
+            metrics=".profile.summary:metrics",
+            frames=".frames.profile:frames",
+            what=_command_line,
+        ),
+        _kind(
+            "appscale",
+            "Does an application speed up with cores, and is the time lost in the kernel?",
+            lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs",
+        ),
+    )
+}
 
 
 def get(name: str, run_id: int | None = None) -> Kind:

@@ -2,6 +2,7 @@
 probes, worker and CPU counts, CPU lists, competitors. One home for each,
 below the planners (plan/) and the competitor runner (compete.py), so that
 every command reads a CPU list or a probe the same way."""
+
 from __future__ import annotations
 
 import re
@@ -122,6 +123,7 @@ def parse_opts(pairs: tuple[str, ...], probes: list[tuple[str, str]]) -> dict[st
 @dataclass(frozen=True)
 class CompeteSpec:
     """A competing workload: a probe run on other CPUs while something is measured."""
+
     probe: str
     variant: str
     cpus: tuple[int, ...] | None  # None: every CPU the measurement leaves free
@@ -140,7 +142,7 @@ def parse_compete(text: str) -> CompeteSpec:
     cpus = None
     if len(parts) > 1 and _CPULIST.match(parts[-1]):
         cpus = parse_cpus(parts.pop(), option="--compete")
-    (probe, variant), = parse_probes(":".join(parts))
+    ((probe, variant),) = parse_probes(":".join(parts))
     return CompeteSpec(probe, variant, cpus)
 
 
@@ -150,6 +152,8 @@ def competitor_cpus(spec: CompeteSpec, measured: list[int]) -> list[int]:
         return list(spec.cpus)
     free = [c for c in available_cpus() if c not in measured]
     if not free:
-        raise UsageError("--compete: the measurement uses every CPU; lower --workers or name the "
-                         "competitor's CPUs (e.g. --compete fork:0)")
+        raise UsageError(
+            "--compete: the measurement uses every CPU; lower --workers or name the "
+            "competitor's CPUs (e.g. --compete fork:0)"
+        )
     return free

@@ -5,6 +5,7 @@ engine output, together, so they cannot drift). Readers here are the one
 way the rest of oslens groups records: `scale_points` is the grouping of a
 scale run that analysis, the HTML report, the frames, the exports and
 compare all use, so they count the same repetitions."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -17,13 +18,35 @@ from typing import Iterable, Iterator
 # (`header`).
 RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "run": {
-        "header": ("engine", "argv", "probe", "variant", "options", "mode", "workers", "placement", "clock",
-                   "fixed", "warmup_s", "reps"),
+        "header": (
+            "engine",
+            "argv",
+            "probe",
+            "variant",
+            "options",
+            "mode",
+            "workers",
+            "placement",
+            "clock",
+            "fixed",
+            "warmup_s",
+            "reps",
+        ),
         "resources": ("rep", "tmpdir", "sysv_sem"),
         "started": ("rep", "workers"),
         "hist": ("probe", "variant", "hist"),
-        "detours": ("loop_ns", "threshold_ns", "iterations", "start_ns", "runtime_ns", "count", "total_ns",
-                    "max_ns", "overflow", "detours"),
+        "detours": (
+            "loop_ns",
+            "threshold_ns",
+            "iterations",
+            "start_ns",
+            "runtime_ns",
+            "count",
+            "total_ns",
+            "max_ns",
+            "overflow",
+            "detours",
+        ),
         "events": ("events",),
         "trace": ("available",),
         "cpustat": ("rep",),
@@ -86,6 +109,7 @@ def first(records: Iterable[dict], type_: str) -> dict | None:
 class Invocation:
     """The records of one engine invocation: its header, the context oslens
     stored before it (competition), and everything after, until the next."""
+
     header: dict
     context: dict | None
     records: list[dict] = field(default_factory=list)
@@ -120,16 +144,17 @@ class ScalePoint:
     """One point of a scale sweep: a probe, variant and mode at a worker
     count, and its repetitions. `complete` holds, per repetition that ended
     ok with every worker's record, those records (in repetition order)."""
+
     probe: str
     variant: str
     mode: str
     placement: str
-    fixed: str                        # "time" or "ops"
+    fixed: str  # "time" or "ops"
     workers: int
     header: dict
-    by_rep: dict[int, list[dict]]     # every worker record, by repetition
-    ok: set[int]                      # repetitions that ended ok
-    late: set[int]                    # repetitions the sampler ran late in (left out)
+    by_rep: dict[int, list[dict]]  # every worker record, by repetition
+    ok: set[int]  # repetitions that ended ok
+    late: set[int]  # repetitions the sampler ran late in (left out)
 
     @property
     def series(self) -> tuple[str, str, str, str, str]:
@@ -160,8 +185,18 @@ def scale_points(records: Iterable[dict]) -> list[ScalePoint]:
                 ok.add(r["rep"])
             elif t == "rep" and r.get("status") == "late":
                 late.add(r["rep"])
-        p = ScalePoint(h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["fixed"],
-                       h["workers"], h, by_rep, ok, late)
+        p = ScalePoint(
+            h["probe"]["name"],
+            h["variant"],
+            h["mode"],
+            h["placement"]["policy"],
+            h["fixed"],
+            h["workers"],
+            h,
+            by_rep,
+            ok,
+            late,
+        )
         points[(p.series, p.workers)] = p
     return list(points.values())
 

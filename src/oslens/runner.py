@@ -2,6 +2,7 @@
 
 Every completed repetition is committed as soon as the engine reports it, so
 a run cut short keeps what it measured and is marked incomplete."""
+
 from __future__ import annotations
 
 import signal
@@ -27,6 +28,7 @@ class Invocation(Protocol):
     (`surroundings()`, e.g. a competing workload), whose record is stored
     just before the engine's. One that runs the engine its own way has a
     `measure()` that returns its records instead of `args`."""
+
     label: str
     args: tuple[str, ...]
 
@@ -34,8 +36,10 @@ class Invocation(Protocol):
 @contextmanager
 def _sigterm_raises():
     """SIGTERM (a scheduler, a timeout) ends the run like Ctrl-C does."""
+
     def handler(signum, frame):
         raise Interrupted(signum)
+
     old = signal.signal(signal.SIGTERM, handler)
     try:
         yield
@@ -50,9 +54,17 @@ def machine_metadata() -> dict:
     return meta
 
 
-def execute(store: Store, kind: str, argv: list[str], params: dict,
-            invocations: Iterable[Invocation], total: int,
-            console: Console, quiet: bool, checked: bool = False) -> int:
+def execute(
+    store: Store,
+    kind: str,
+    argv: list[str],
+    params: dict,
+    invocations: Iterable[Invocation],
+    total: int,
+    console: Console,
+    quiet: bool,
+    checked: bool = False,
+) -> int:
     """Measures every invocation; returns the run id. Raises Interrupted or
     MeasurementError after marking the run incomplete or failed, and
     UsageError, storing nothing, if the engine refuses an invocation."""
@@ -60,9 +72,16 @@ def execute(store: Store, kind: str, argv: list[str], params: dict,
     if not checked:
         check(invocations)
     run_id = store.begin_run(kind, argv, params, machine_metadata())
-    progress = Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                        disable=quiet, transient=True)
+    progress = Progress(
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    )
     try:
         with _sigterm_raises(), progress:
             task = progress.add_task("", total=total)

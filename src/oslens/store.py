@@ -4,6 +4,7 @@ Runs are written as they happen (begin, records batch by batch, finish), each st
 transaction, so a process killed at any point leaves a readable store and a run marked as
 running, which readers then report as incomplete.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,8 +53,10 @@ CREATE TABLE record (
 CREATE INDEX record_type ON record(run_id, type, seq);
 """
 
-_RUN_COLUMNS = ("id, kind, status, reason, started, finished, host, pid, proc_start, argv, params,"
-                " machine, summary, (SELECT COUNT(*) FROM record WHERE run_id = run.id)")
+_RUN_COLUMNS = (
+    "id, kind, status, reason, started, finished, host, pid, proc_start, argv, params,"
+    " machine, summary, (SELECT COUNT(*) FROM record WHERE run_id = run.id)"
+)
 
 
 class StoreError(Exception):
@@ -122,8 +125,7 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create the directory of results store {self.path}: "
-                             f"{e.strerror or e}") from None
+            raise StoreError(f"cannot create the directory of results store {self.path}: {e.strerror or e}") from None
         self._db: sqlite3.Connection | None = None
         try:
             self._open()
@@ -141,8 +143,7 @@ class Store:
         with self._write() as db:
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if app_id == 0 and version == 0 and not db.execute(
-                    "SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+            if app_id == 0 and version == 0 and not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
                 # Statement by statement: executescript() would commit our transaction first.
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     db.execute(stmt)
@@ -150,8 +151,10 @@ class Store:
             elif app_id != APPLICATION_ID:
                 raise StoreError(f"{self.path} is not an oslens results store")
             elif version > SCHEMA_VERSION:
-                raise StoreError(f"results store {self.path} has schema {version}, newer than "
-                                 f"this oslens understands ({SCHEMA_VERSION})")
+                raise StoreError(
+                    f"results store {self.path} has schema {version}, newer than "
+                    f"this oslens understands ({SCHEMA_VERSION})"
+                )
             # Always written, so a store we cannot write to is refused now, before measuring.
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         # WAL lets readers run alongside the one writer of the moment.
@@ -197,16 +200,24 @@ class Store:
             cur = db.execute(
                 "INSERT INTO run (kind, status, started, host, pid, proc_start, argv, params, machine)"
                 " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (kind, _now(), socket.gethostname(), os.getpid(), stat and stat[1],
-                 json.dumps(list(argv)), json.dumps(params), json.dumps(machine)))
+                (
+                    kind,
+                    _now(),
+                    socket.gethostname(),
+                    os.getpid(),
+                    stat and stat[1],
+                    json.dumps(list(argv)),
+                    json.dumps(params),
+                    json.dumps(machine),
+                ),
+            )
             return cur.lastrowid
 
     def add_records(self, run_id: int, records: Iterable[dict]) -> None:
         with self._guard("cannot write to results store"), self._write() as db:
             if not db.execute("SELECT 1 FROM run WHERE id = ?", (run_id,)).fetchone():
                 raise self._missing(run_id)
-            first = db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM record WHERE run_id = ?",
-                               (run_id,)).fetchone()[0]
+            first = db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM record WHERE run_id = ?", (run_id,)).fetchone()[0]
             rows = []
             for seq, rec in enumerate(records, first):
                 if not isinstance(rec.get("type"), str):
@@ -242,18 +253,15 @@ class Store:
         text = str(ref).strip()
         with self._guard("cannot read results store"):
             if text in ("last", "latest"):
-                row = self._db.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
+                row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
                 if row is None:
                     raise StoreError(f"no runs yet in {self.path}")
             elif text.isdigit():
-                row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?",
-                                       (int(text),)).fetchone()
+                row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?", (int(text),)).fetchone()
                 if row is None:
                     raise self._missing(int(text))
             else:
-                raise StoreError(f"bad run reference {text!r} (expected a run id or 'last') "
-                                 f"for {self.path}")
+                raise StoreError(f"bad run reference {text!r} (expected a run id or 'last') for {self.path}")
         return self._run(row)
 
     def records(self, run_id: int, type: str | None = None) -> list[dict]:
@@ -266,12 +274,36 @@ class Store:
 
     @staticmethod
     def _run(row: tuple) -> Run:
-        (id_, kind, status, reason, started, finished, host, pid, proc_start, argv, params,
-         machine, summary, n_records) = row
+        (
+            id_,
+            kind,
+            status,
+            reason,
+            started,
+            finished,
+            host,
+            pid,
+            proc_start,
+            argv,
+            params,
+            machine,
+            summary,
+            n_records,
+        ) = row
         if status == "running" and not _alive(host, pid, proc_start):
             status, reason = "incomplete", DEAD_REASON
-        return Run(id=id_, kind=kind, status=status, started=started, finished=finished,
-                   host=host, pid=pid, argv=json.loads(argv), params=json.loads(params),
-                   machine=json.loads(machine), summary=summary and json.loads(summary),
-                   reason=reason, n_records=n_records)
-
+        return Run(
+            id=id_,
+            kind=kind,
+            status=status,
+            started=started,
+            finished=finished,
+            host=host,
+            pid=pid,
+            argv=json.loads(argv),
+            params=json.loads(params),
+            machine=json.loads(machine),
+            summary=summary and json.loads(summary),
+            reason=reason,
+            n_records=n_records,
+        )

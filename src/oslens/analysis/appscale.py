@@ -3,15 +3,16 @@ interval over repetitions), speedup and efficiency against the smallest
 count, where the CPU time went (user, system, interrupts), and the Amdahl
 and USL fits, whose predictions beyond the CPUs measured are marked as
 extrapolations."""
+
 from __future__ import annotations
 
-from .metrics import LOWER, Metrics
 from collections import defaultdict
 
 import numpy as np
 
-from .scaling import amdahl_unfit_reason, fit_amdahl, fit_usl, usl_unfit_reason
 from . import DictSummary
+from .metrics import LOWER, Metrics
+from .scaling import amdahl_unfit_reason, fit_amdahl, fit_usl, usl_unfit_reason
 from .stats import median_ci, trust_warnings
 
 
@@ -34,25 +35,45 @@ def summarize(records: list[dict], available_cpus: int | None = None) -> dict:
         reps = by_n[n]
         ok = [p for p in reps if p["status"] == "ok"]
         failed = [p for p in reps if p["status"] != "ok"]
-        row = {"n": n, "cpus": reps[0]["cpus"], "reps": len(reps), "ok": len(ok),
-               "failures": [{"rep": p["rep"], "how": p["how"], "code": p["code"], "signal": p["signal"],
-                             "output_tail": p.get("output_tail", "")} for p in failed],
-               "confinement": reps[0]["confinement"], "cpu_source": reps[0]["cpu_source"]}
+        row = {
+            "n": n,
+            "cpus": reps[0]["cpus"],
+            "reps": len(reps),
+            "ok": len(ok),
+            "failures": [
+                {
+                    "rep": p["rep"],
+                    "how": p["how"],
+                    "code": p["code"],
+                    "signal": p["signal"],
+                    "output_tail": p.get("output_tail", ""),
+                }
+                for p in failed
+            ],
+            "confinement": reps[0]["confinement"],
+            "cpu_source": reps[0]["cpu_source"],
+        }
         if ok:
             walls = [p["wall_ns"] / 1e9 for p in ok]
             ci = median_ci(walls)
             user = _median([p["user_ns"] for p in ok])
             system = _median([p["system_ns"] for p in ok])
-            irq = _median([(p["irq_ns"] or 0) + (p["softirq_ns"] or 0) if p["irq_ns"] is not None else None
-                           for p in ok])
-            row.update({"wall_s": ci.to_dict(), "walls_s": walls,
-                        "user_s": user / 1e9 if user is not None else None,
-                        "system_s": system / 1e9 if system is not None else None,
-                        "system_share": _share(system, (user or 0) + (system or 0)),
-                        "irq_softirq_s": irq / 1e9 if irq is not None else None,
-                        "context_switches": _median([(p["nvcsw"] or 0) + (p["nivcsw"] or 0) for p in ok]),
-                        "page_faults": _median([(p["min_flt"] or 0) + (p["maj_flt"] or 0) for p in ok]),
-                        "warnings": trust_warnings(walls)})
+            irq = _median(
+                [(p["irq_ns"] or 0) + (p["softirq_ns"] or 0) if p["irq_ns"] is not None else None for p in ok]
+            )
+            row.update(
+                {
+                    "wall_s": ci.to_dict(),
+                    "walls_s": walls,
+                    "user_s": user / 1e9 if user is not None else None,
+                    "system_s": system / 1e9 if system is not None else None,
+                    "system_share": _share(system, (user or 0) + (system or 0)),
+                    "irq_softirq_s": irq / 1e9 if irq is not None else None,
+                    "context_switches": _median([(p["nvcsw"] or 0) + (p["nivcsw"] or 0) for p in ok]),
+                    "page_faults": _median([(p["min_flt"] or 0) + (p["maj_flt"] or 0) for p in ok]),
+                    "warnings": trust_warnings(walls),
+                }
+            )
         rows.append(row)
 
     measured = [r for r in rows if r["ok"]]
@@ -61,8 +82,12 @@ def summarize(records: list[dict], available_cpus: int | None = None) -> dict:
         speedup = base["wall_s"]["median"] / r["wall_s"]["median"]
         r["speedup"] = speedup
         r["efficiency"] = speedup * base["n"] / r["n"]
-    return {"rows": rows, "base_n": base["n"] if base else None,
-            "fits": fits(measured, available_cpus), "failed_points": [r["n"] for r in rows if r["failures"]]}
+    return {
+        "rows": rows,
+        "base_n": base["n"] if base else None,
+        "fits": fits(measured, available_cpus),
+        "failed_points": [r["n"] for r in rows if r["failures"]],
+    }
 
 
 def fits(measured: list[dict], available_cpus: int | None) -> dict:
@@ -85,8 +110,9 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
         d["peak_speedup"] = (u.peak_x / one_cpu) if u.peak_x is not None else None
         d["peak_is_extrapolated"] = u.peak_n is not None and u.peak_n > top
         beyond = sorted({2 * (available_cpus or top), 4 * (available_cpus or top)})
-        d["predicted"] = [{"n": n, "speedup": float(u.predict(float(n)) / one_cpu), "extrapolated": n > top}
-                          for n in beyond]
+        d["predicted"] = [
+            {"n": n, "speedup": float(u.predict(float(n)) / one_cpu), "extrapolated": n > top} for n in beyond
+        ]
         out["usl"] = d
 
     if not measured or measured[0]["n"] != 1:
@@ -97,8 +123,11 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
         s_s = [base / w for r in measured for w in r["walls_s"]]
         reason = amdahl_unfit_reason(n_s)
         a = fit_amdahl(n_s, s_s) if reason is None else None
-        out["amdahl"] = ({"fitted": False, "why": reason or "the fit did not converge"} if a is None
-                         else {"fitted": True, **a.to_dict(), "max_speedup_is_extrapolated": True})
+        out["amdahl"] = (
+            {"fitted": False, "why": reason or "the fit did not converge"}
+            if a is None
+            else {"fitted": True, **a.to_dict(), "max_speedup_is_extrapolated": True}
+        )
     return out
 
 
@@ -116,16 +145,22 @@ def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for n in sorted(by_n):
         ok = by_n[n]
-        out.add(f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group,
-                f"{_cpus(n)} · wall time")
-        out.add(f"appscale/{n} CPUs/system share",
-                [q["system_ns"] / (q["user_ns"] + q["system_ns"]) for q in ok
-                 if q.get("user_ns") is not None and q.get("system_ns") is not None
-                 and q["user_ns"] + q["system_ns"] > 0],
-                "share", LOWER, group, f"{_cpus(n)} · system share of CPU time")
+        out.add(
+            f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group, f"{_cpus(n)} · wall time"
+        )
+        out.add(
+            f"appscale/{n} CPUs/system share",
+            [
+                q["system_ns"] / (q["user_ns"] + q["system_ns"])
+                for q in ok
+                if q.get("user_ns") is not None and q.get("system_ns") is not None and q["user_ns"] + q["system_ns"] > 0
+            ],
+            "share",
+            LOWER,
+            group,
+            f"{_cpus(n)} · system share of CPU time",
+        )
     return out
-
-
 
 
 def _cpus(n: int) -> str:

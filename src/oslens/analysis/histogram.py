@@ -6,6 +6,7 @@ every power of two is cut into 2**b sub-buckets, so a bucket is at most
 value of the bucket holding the nearest-rank element, clamped to the exact
 min and max, so it is within half a bucket width of the true order
 statistic: 0.39 % for b = 7."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ import numpy as np
 class Histogram:
     unit_ns: float
     sub_bits: int
-    index: np.ndarray   # sorted bucket indices with a non-zero count
+    index: np.ndarray  # sorted bucket indices with a non-zero count
     counts: np.ndarray
     count: int
-    sum: int            # exact, in units
+    sum: int  # exact, in units
     min: int
     max: int
 
@@ -28,13 +29,27 @@ class Histogram:
     def from_record(cls, h: dict) -> "Histogram":
         b = np.array(h["buckets"], dtype=np.int64).reshape(-1, 2)
         order = np.argsort(b[:, 0])
-        return cls(float(h["unit_ns"]), int(h["sub_bucket_bits"]), b[order, 0], b[order, 1],
-                   int(h["count"]), int(h["sum"]), int(h["min"]), int(h["max"]))
+        return cls(
+            float(h["unit_ns"]),
+            int(h["sub_bucket_bits"]),
+            b[order, 0],
+            b[order, 1],
+            int(h["count"]),
+            int(h["sum"]),
+            int(h["min"]),
+            int(h["max"]),
+        )
 
     def to_record(self) -> dict:
-        return {"unit_ns": self.unit_ns, "sub_bucket_bits": self.sub_bits, "count": self.count,
-                "sum": self.sum, "min": self.min, "max": self.max,
-                "buckets": np.column_stack([self.index, self.counts]).tolist()}
+        return {
+            "unit_ns": self.unit_ns,
+            "sub_bucket_bits": self.sub_bits,
+            "count": self.count,
+            "sum": self.sum,
+            "min": self.min,
+            "max": self.max,
+            "buckets": np.column_stack([self.index, self.counts]).tolist(),
+        }
 
     def merge(self, other: "Histogram") -> "Histogram":
         """The histogram of both sets of values. Units must agree: histograms
@@ -49,8 +64,16 @@ class Histogram:
         counts = np.zeros(idx.size, dtype=np.int64)
         counts[np.searchsorted(idx, self.index)] += self.counts
         counts[np.searchsorted(idx, other.index)] += other.counts
-        return Histogram(self.unit_ns, self.sub_bits, idx, counts, self.count + other.count,
-                         self.sum + other.sum, min(self.min, other.min), max(self.max, other.max))
+        return Histogram(
+            self.unit_ns,
+            self.sub_bits,
+            idx,
+            counts,
+            self.count + other.count,
+            self.sum + other.sum,
+            min(self.min, other.min),
+            max(self.max, other.max),
+        )
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower bound and width, in units, of each non-empty bucket."""

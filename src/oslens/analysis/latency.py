@@ -2,15 +2,16 @@
 the merged histogram over workers and repetitions, its percentiles, the
 cost of timing itself (the null probe), and the variability buckets of the
 kernel-variability study."""
+
 from __future__ import annotations
 
-from .metrics import LOWER, Metrics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .histogram import Histogram, merge_all
+from .metrics import LOWER, Metrics
 from .stats import SPREAD_LIMIT, relative_spread
 
 QUANTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9, "p99.99": 99.99}
@@ -23,11 +24,11 @@ ALONE = "alone"
 class OpLatency:
     probe: str
     variant: str
-    phase: str                      # "alone" or "with <competitor>"
+    phase: str  # "alone" or "with <competitor>"
     hist: Histogram
     reps: int
     workers: int
-    cycles_per_ns: float | None     # TSC ticks per ns, where the TSC was the clock
+    cycles_per_ns: float | None  # TSC ticks per ns, where the TSC was the clock
     rep_p50_ns: list[float]
     warnings: list[str] = field(default_factory=list)
 
@@ -39,10 +40,20 @@ class OpLatency:
         return self.hist.percentile(QUANTILES[label])
 
     def to_dict(self) -> dict:
-        d = {"probe": self.probe, "variant": self.variant, "phase": self.phase, "count": self.hist.count,
-             "reps": self.reps, "workers": self.workers, "min_ns": self.hist.min_ns,
-             "max_ns": self.hist.max_ns, "mean_ns": self.hist.mean_ns, "std_ns": self.hist.std_ns,
-             "rep_p50_ns": self.rep_p50_ns, "warnings": self.warnings}
+        d = {
+            "probe": self.probe,
+            "variant": self.variant,
+            "phase": self.phase,
+            "count": self.hist.count,
+            "reps": self.reps,
+            "workers": self.workers,
+            "min_ns": self.hist.min_ns,
+            "max_ns": self.hist.max_ns,
+            "mean_ns": self.hist.mean_ns,
+            "std_ns": self.hist.std_ns,
+            "rep_p50_ns": self.rep_p50_ns,
+            "warnings": self.warnings,
+        }
         d.update({f"{k}_ns": self.q(k) for k in QUANTILES})
         if self.cycles_per_ns:
             d.update({f"{k}_cycles": self.q(k) * self.cycles_per_ns for k in QUANTILES})
@@ -52,8 +63,8 @@ class OpLatency:
 
 @dataclass
 class LatencySummary:
-    ops: list[OpLatency]            # the catalogue, in run order
-    floor: dict[str, OpLatency]     # phase -> the null probe: timing overhead
+    ops: list[OpLatency]  # the catalogue, in run order
+    floor: dict[str, OpLatency]  # phase -> the null probe: timing overhead
     phases: list[str]
 
     def variability(self, phase: str) -> dict[str, dict[str, float]]:
@@ -68,9 +79,12 @@ class LatencySummary:
         return out
 
     def to_dict(self) -> dict:
-        return {"phases": self.phases, "operations": [o.to_dict() for o in self.ops],
-                "timing_overhead": {p: o.to_dict() for p, o in self.floor.items()},
-                "variability": {p: self.variability(p) for p in self.phases}}
+        return {
+            "phases": self.phases,
+            "operations": [o.to_dict() for o in self.ops],
+            "timing_overhead": {p: o.to_dict() for p, o in self.floor.items()},
+            "variability": {p: self.variability(p) for p in self.phases},
+        }
 
 
 def phase_of(context: dict | None) -> str:
@@ -82,7 +96,7 @@ def phase_of(context: dict | None) -> str:
 
 
 def summarize(records: list[dict]) -> LatencySummary:
-    groups: dict = defaultdict(lambda: defaultdict(list))   # key -> rep -> [Histogram]
+    groups: dict = defaultdict(lambda: defaultdict(list))  # key -> rep -> [Histogram]
     meta: dict = {}
     context, header, phases = None, None, []
     for r in records:
@@ -105,15 +119,19 @@ def summarize(records: list[dict]) -> LatencySummary:
         per_rep = [merge_all(hs) for _, hs in sorted(by_rep.items())]
         workers, cpn = meta[key]
         timed = [h for h in per_rep if h.count]
-        op = OpLatency(probe, variant, phase, merge_all(per_rep), len(per_rep), workers, cpn,
-                       [h.percentile(50) for h in timed])
+        op = OpLatency(
+            probe, variant, phase, merge_all(per_rep), len(per_rep), workers, cpn, [h.percentile(50) for h in timed]
+        )
         empty = sum(1 for hs in by_rep.values() for h in hs if h.count == 0)
         if empty:
-            op.warnings.append(f"{empty} worker-repetition(s) timed no operation (the worker did not "
-                               "run during the measured window: an overloaded machine?)")
+            op.warnings.append(
+                f"{empty} worker-repetition(s) timed no operation (the worker did not "
+                "run during the measured window: an overloaded machine?)"
+            )
         if len(timed) > 1 and relative_spread(op.rep_p50_ns) > SPREAD_LIMIT:
-            op.warnings.append(f"p50 spread {relative_spread(op.rep_p50_ns):.1%} across repetitions "
-                               f"exceeds {SPREAD_LIMIT:.0%}")
+            op.warnings.append(
+                f"p50 spread {relative_spread(op.rep_p50_ns):.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}"
+            )
         if probe == "null":
             floor[phase] = op
         else:
@@ -143,6 +161,12 @@ def metrics(run, records: list[dict]) -> Metrics:
         op = f"{probe}:{variant}"
         group = f"timing overhead ({op}), {phase}" if probe == "null" else phase
         for label, q in LATENCY_QUANTILES:
-            out.add(f"latency/{op}/{phase}/{label} ns", [h.percentile(q) for h in per_rep], "ns", LOWER,
-                    group, f"{op} {label}")
+            out.add(
+                f"latency/{op}/{phase}/{label} ns",
+                [h.percentile(q) for h in per_rep],
+                "ns",
+                LOWER,
+                group,
+                f"{op} {label}",
+            )
     return out

@@ -6,21 +6,27 @@ Attribution: within each detour, every instant is charged to the innermost
 event active then (the latest to start: a hard IRQ inside a softirq is the
 IRQ's), so nested events are never counted twice; instants no event covers
 are "unexplained (hardware, hypervisor or SMI)"."""
+
 from __future__ import annotations
 
-from .metrics import LOWER, Metrics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .metrics import LOWER, Metrics
+
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
 KIND_IRQ, KIND_SOFTIRQ, KIND_NMI, KIND_VECTOR, KIND_TASK, KIND_FAULT = 1, 2, 3, 4, 5, 6
 F_KTHREAD = 1
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
-VECTOR_NAMES = {"local_timer": "timer interrupt", "reschedule": "IPI reschedule",
-                "call_function": "IPI call-function", "call_function_single": "IPI call-function-single",
-                "irq_work": "irq_work interrupt"}
+VECTOR_NAMES = {
+    "local_timer": "timer interrupt",
+    "reschedule": "IPI reschedule",
+    "call_function": "IPI call-function",
+    "call_function_single": "IPI call-function-single",
+    "irq_work": "irq_work interrupt",
+}
 DEFAULT_NODES = (1, 100, 10000)
 
 
@@ -46,7 +52,7 @@ class Detour:
     cpu: int
     start_ns: int
     duration_ns: int
-    causes: dict[str, float]          # cause -> ns of this detour
+    causes: dict[str, float]  # cause -> ns of this detour
 
     @property
     def cause(self) -> str:
@@ -57,15 +63,15 @@ class Detour:
 class CpuNoise:
     cpu: int
     runtime_ns: float
-    count: int                        # all detours (also those beyond the kept list)
+    count: int  # all detours (also those beyond the kept list)
     total_ns: float
     max_ns: float
     loop_ns: float
     threshold_ns: float
-    kept: int                         # detours kept individually
+    kept: int  # detours kept individually
     percentiles_ns: dict[str, float]
     steal_ns: float | None = None
-    ftq: dict | None = None           # FTQ: quantum, quanta, work per quantum, work lost
+    ftq: dict | None = None  # FTQ: quantum, quanta, work per quantum, work lost
 
     @property
     def lost_share(self) -> float:
@@ -80,16 +86,20 @@ class CpuNoise:
 class NoiseSummary:
     cpus: list[CpuNoise]
     detours: list[Detour]
-    attribution: str                  # "bpf", or why not
+    attribution: str  # "bpf", or why not
     windows: list[tuple[int, float, int]]  # (cpu, start_ns, runtime_ns) of each probe run
     lost_events: int = 0
-    master_shared: bool = False       # the engine's master had to run on probed CPUs
+    master_shared: bool = False  # the engine's master had to run on probed CPUs
     causes: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self, tail: dict | None = None) -> dict:
-        return {"attribution": self.attribution, "lost_events": self.lost_events,
-                "cpus": [{**vars(c), "lost_share": c.lost_share, "rate_per_s": c.rate_per_s} for c in self.cpus],
-                "causes": self.causes, "tail": tail}
+        return {
+            "attribution": self.attribution,
+            "lost_events": self.lost_events,
+            "cpus": [{**vars(c), "lost_share": c.lost_share, "rate_per_s": c.rate_per_s} for c in self.cpus],
+            "causes": self.causes,
+            "tail": tail,
+        }
 
 
 def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
@@ -110,8 +120,13 @@ def summarize(records: list[dict]) -> NoiseSummary:
     detour_recs = [r for r in records if r["type"] == "detours"]
     traces = [r for r in records if r["type"] == "trace"]
     trace = traces[0] if traces else None
-    attribution = "bpf" if trace and trace.get("available") else (
-        trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-attribution)")
+    attribution = (
+        "bpf"
+        if trace and trace.get("available")
+        else (
+            trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-attribution)"
+        )
+    )
     lost = sum(t.get("lost", 0) for t in traces)
     shared = [h for h in records if h["type"] == "header" and not h.get("master_apart", True)]
     events_by_cpu: dict[int, list[tuple]] = defaultdict(list)
@@ -131,12 +146,24 @@ def summarize(records: list[dict]) -> NoiseSummary:
     cpus, detours = [], []
     for cpu, recs in sorted(by_cpu.items()):
         durations = np.array([d[1] for r in recs for d in r["detours"]], dtype=float)
-        pct = {f"p{q:g}": float(np.percentile(durations, q, method="inverted_cdf")) if durations.size else float("nan")
-               for q in (50, 99, 99.9)}
-        cpus.append(CpuNoise(cpu, sum(r["runtime_ns"] for r in recs), sum(r["count"] for r in recs),
-                             sum(r["total_ns"] for r in recs), max(r["max_ns"] for r in recs),
-                             float(np.median([r["loop_ns"] for r in recs])), recs[0]["threshold_ns"],
-                             int(durations.size), pct, steal.get(cpu) if steal else None))
+        pct = {
+            f"p{q:g}": float(np.percentile(durations, q, method="inverted_cdf")) if durations.size else float("nan")
+            for q in (50, 99, 99.9)
+        }
+        cpus.append(
+            CpuNoise(
+                cpu,
+                sum(r["runtime_ns"] for r in recs),
+                sum(r["count"] for r in recs),
+                sum(r["total_ns"] for r in recs),
+                max(r["max_ns"] for r in recs),
+                float(np.median([r["loop_ns"] for r in recs])),
+                recs[0]["threshold_ns"],
+                int(durations.size),
+                pct,
+                steal.get(cpu) if steal else None,
+            )
+        )
         evs = sorted(events_by_cpu.get(cpu, []))
         starts = np.array([e[0] for e in evs], dtype=np.int64)
         longest = max((e[1] - e[0] for e in evs), default=0)
@@ -165,9 +192,14 @@ def _ftq(series: list[dict]) -> dict | None:
     if counts.size == 0:
         return None
     full = float(np.percentile(counts, 99))
-    return {"quantum_ns": series[0]["quantum_ns"], "quanta": int(counts.size), "median": float(np.median(counts)),
-            "min": float(counts.min()), "full": full,
-            "work_lost": float(np.clip(1 - counts / full, 0, None).mean()) if full else float("nan")}
+    return {
+        "quantum_ns": series[0]["quantum_ns"],
+        "quanta": int(counts.size),
+        "median": float(np.median(counts)),
+        "min": float(counts.min()),
+        "full": full,
+        "work_lost": float(np.clip(1 - counts / full, 0, None).mean()) if full else float("nan"),
+    }
 
 
 def _cause_table(detours: list[Detour]) -> dict[str, dict]:
@@ -193,8 +225,10 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
     by_cpu: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for cpu in {w[0] for w in s.windows}:
         mine = [d for d in s.detours if d.cpu == cpu]
-        by_cpu[cpu] = (np.array([d.start_ns for d in mine], dtype=np.int64),
-                       np.array([d.duration_ns for d in mine], dtype=float))
+        by_cpu[cpu] = (
+            np.array([d.start_ns for d in mine], dtype=np.int64),
+            np.array([d.duration_ns for d in mine], dtype=float),
+        )
     for cpu, t0, runtime in s.windows:
         n = int(runtime // step_ns)
         if n == 0:
@@ -212,7 +246,7 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
         # E[max of n iid draws] from the empirical distribution: sum over
         # order statistics of P(max = w_i).
         cdf = np.arange(1, w.size + 1) / w.size
-        pmax = np.diff(np.concatenate([[0.0], cdf ** n]))
+        pmax = np.diff(np.concatenate([[0.0], cdf**n]))
         out["nodes"][str(n)] = {"p_delayed": p_delay, "expected_slowdown": float(1 + np.sum(pmax * w) / step_ns)}
     return out
 
@@ -220,6 +254,7 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
 def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
     """One summary per phase: alone, and with each competitor."""
     from .latency import phase_of
+
     phases: dict[str, list[dict]] = {}
     current = phase_of(None)
     for r in records:
@@ -232,6 +267,7 @@ def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
 @dataclass
 class NoiseRunSummary:
     """Every phase (alone, with competition) of a noise run, with its tail at scale."""
+
     phases: dict[str, NoiseSummary]
     tails: dict[str, dict]
 
@@ -240,8 +276,11 @@ class NoiseRunSummary:
 
     def json_extra(self) -> dict:
         """What --json prints beyond the stored summary: every detour."""
-        return {"detours": {p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours]
-                            for p, s in self.phases.items()}}
+        return {
+            "detours": {
+                p: [[d.cpu, d.start_ns, d.duration_ns, d.cause] for d in s.detours] for p, s in self.phases.items()
+            }
+        }
 
 
 def analyze(run, records: list[dict]) -> NoiseRunSummary:
@@ -264,17 +303,37 @@ def metrics(run, records: list[dict]) -> Metrics:
     for phase, reps in by_rep.items():
         rows = [recs for _, recs in sorted(reps.items())]
         runtime = [sum(r["runtime_ns"] for r in recs) for recs in rows]
-        out.add(f"noise/{phase}/all CPUs/lost share",
-                [sum(r["total_ns"] for r in recs) / t for recs, t in zip(rows, runtime) if t],
-                "share", LOWER, phase, "all CPUs · share of CPU time lost")
-        out.add(f"noise/{phase}/all CPUs/detours per CPU-s",
-                [sum(r["count"] for r in recs) / (t / 1e9) for recs, t in zip(rows, runtime) if t],
-                "/s", LOWER, phase, "all CPUs · interruptions per CPU-second")
-        out.add(f"noise/{phase}/all CPUs/longest detour ns", [max(r["max_ns"] for r in recs) for recs in rows],
-                "ns", LOWER, phase, "all CPUs · longest interruption")
+        out.add(
+            f"noise/{phase}/all CPUs/lost share",
+            [sum(r["total_ns"] for r in recs) / t for recs, t in zip(rows, runtime) if t],
+            "share",
+            LOWER,
+            phase,
+            "all CPUs · share of CPU time lost",
+        )
+        out.add(
+            f"noise/{phase}/all CPUs/detours per CPU-s",
+            [sum(r["count"] for r in recs) / (t / 1e9) for recs, t in zip(rows, runtime) if t],
+            "/s",
+            LOWER,
+            phase,
+            "all CPUs · interruptions per CPU-second",
+        )
+        out.add(
+            f"noise/{phase}/all CPUs/longest detour ns",
+            [max(r["max_ns"] for r in recs) for recs in rows],
+            "ns",
+            LOWER,
+            phase,
+            "all CPUs · longest interruption",
+        )
         for cpu in sorted({r["cpu"] for recs in rows for r in recs}):
-            out.add(f"noise/{phase}/cpu {cpu}/lost share",
-                    [r["total_ns"] / r["runtime_ns"] for recs in rows for r in recs
-                     if r["cpu"] == cpu and r["runtime_ns"]],
-                    "share", LOWER, phase, f"CPU {cpu} · share of CPU time lost")
+            out.add(
+                f"noise/{phase}/cpu {cpu}/lost share",
+                [r["total_ns"] / r["runtime_ns"] for recs in rows for r in recs if r["cpu"] == cpu and r["runtime_ns"]],
+                "share",
+                LOWER,
+                phase,
+                f"CPU {cpu} · share of CPU time lost",
+            )
     return out

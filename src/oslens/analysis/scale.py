@@ -1,13 +1,14 @@
 """What a `scale` run found, computed from its stored engine records alone,
 so that `oslens show` and the live command print the same thing."""
+
 from __future__ import annotations
 
-from .metrics import HIGHER, LOWER, Metrics
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..records import ScalePoint, scale_series
+from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
 from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
 
@@ -22,11 +23,11 @@ SKEW_LIMIT = 0.01
 class PointStats:
     workers: int
     reps: int
-    total: Interval                 # ops/s of all workers together
-    per_worker: Interval            # ops/s of one worker (total / workers)
-    imbalance: float                # fastest worker's rate / slowest's, median over reps
-    sys_share: float | None         # kernel share of the workers' CPU time
-    nivcsw_per_s: float | None      # involuntary switches per worker-second
+    total: Interval  # ops/s of all workers together
+    per_worker: Interval  # ops/s of one worker (total / workers)
+    imbalance: float  # fastest worker's rate / slowest's, median over reps
+    sys_share: float | None  # kernel share of the workers' CPU time
+    nivcsw_per_s: float | None  # involuntary switches per worker-second
     efficiency: float | None = None  # per-worker rate relative to the baseline count
     fastest_s: Interval | None = None  # fixed work: time of the fastest worker (OSMark)
     slowest_s: Interval | None = None
@@ -40,7 +41,7 @@ class Series:
     variant: str
     mode: str
     placement: str
-    fixed: str                      # "time" or "ops"
+    fixed: str  # "time" or "ops"
     points: list[PointStats]
     baseline_workers: int | None = None
     usl: UslFit | None = None
@@ -77,20 +78,24 @@ def _point(pt: ScalePoint) -> PointStats | None:
     worker_secs = sum(w["rusage"].get("interval_s", w["seconds"]) for ws in complete for w in ws)
     nivcsw = sum(w["rusage"]["nivcsw"] for ws in complete for w in ws)
     p = PointStats(
-        workers=n, reps=len(complete), total=median_ci(totals), per_worker=median_ci(per_worker),
+        workers=n,
+        reps=len(complete),
+        total=median_ci(totals),
+        per_worker=median_ci(per_worker),
         imbalance=float(np.median(imbalance)),
         sys_share=cpu_sys / (cpu_user + cpu_sys) if cpu_user + cpu_sys > 0 else None,
-        nivcsw_per_s=nivcsw / worker_secs if worker_secs > 0 else None)
+        nivcsw_per_s=nivcsw / worker_secs if worker_secs > 0 else None,
+    )
     if pt.fixed == "ops":
         secs = [np.array([w["seconds"] for w in ws]) for ws in complete]
         p.fastest_s = median_ci([float(s.min()) for s in secs])
         p.slowest_s = median_ci([float(s.max()) for s in secs])
         p.mean_s = median_ci([float(s.mean()) for s in secs])
-        worst_skew = max(max(w["start_offset_ns"] for w in ws) / 1e9 / float(s.mean())
-                         for ws, s in zip(complete, secs))
+        worst_skew = max(max(w["start_offset_ns"] for w in ws) / 1e9 / float(s.mean()) for ws, s in zip(complete, secs))
         if worst_skew > SKEW_LIMIT:
-            p.warnings.append(f"workers started up to {worst_skew:.0%} of the run apart; "
-                              "use more --ops so they overlap")
+            p.warnings.append(
+                f"workers started up to {worst_skew:.0%} of the run apart; use more --ops so they overlap"
+            )
     if any(r.min() == 0 for r in rates):
         p.warnings.append("a worker completed no operation in the measured window")
     spread = relative_spread(per_worker)
@@ -121,9 +126,11 @@ def run_notes(series: list[Series]) -> list[str]:
     worst = min(coverages, key=lambda iv: iv.coverage)
     if worst.coverage >= CONFIDENCE:
         return []
-    return [f"{worst.n} repetition(s) per point: the intervals cover the median with "
-            f"{worst.coverage:.0%} confidence, not {CONFIDENCE:.0%}; "
-            f"use --reps {repetitions_needed(CONFIDENCE)} or more"]
+    return [
+        f"{worst.n} repetition(s) per point: the intervals cover the median with "
+        f"{worst.coverage:.0%} confidence, not {CONFIDENCE:.0%}; "
+        f"use --reps {repetitions_needed(CONFIDENCE)} or more"
+    ]
 
 
 def summarize(records: list[dict]) -> list[Series]:
@@ -167,14 +174,24 @@ def metrics(run, records: list[dict]) -> Metrics:
             base = f"scale/{probe}:{variant}/{mode}/{n} workers"
             if base + "/ops per s per worker" in out:  # a second series of the same probe: keep both
                 base = f"scale/{probe}:{variant}/{mode}/{placement}/{fixed}/{n} workers"
-            out.add(f"{base}/ops per s per worker", [sum(w["ops_per_sec"] for w in ws) / n for ws in complete],
-                    "ops/s", HIGHER, group, f"{_workers(n)} · ops/s per worker")
+            out.add(
+                f"{base}/ops per s per worker",
+                [sum(w["ops_per_sec"] for w in ws) / n for ws in complete],
+                "ops/s",
+                HIGHER,
+                group,
+                f"{_workers(n)} · ops/s per worker",
+            )
             if fixed == "ops":
-                out.add(f"{base}/slowest worker s", [max(w["seconds"] for w in ws) for ws in complete],
-                        "s", LOWER, group, f"{_workers(n)} · slowest worker's time")
+                out.add(
+                    f"{base}/slowest worker s",
+                    [max(w["seconds"] for w in ws) for ws in complete],
+                    "s",
+                    LOWER,
+                    group,
+                    f"{_workers(n)} · slowest worker's time",
+                )
     return out
-
-
 
 
 def _workers(n: int) -> str:

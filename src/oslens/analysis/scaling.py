@@ -14,6 +14,7 @@ Fits return None when they cannot be made: `usl_unfit_reason` /
 `amdahl_unfit_reason` say why in words when there are too few distinct worker
 counts; if they have no reason, the optimiser did not converge.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,10 @@ def _unfit_reason(n: Sequence[float], need: int, model: str) -> str | None:
     if distinct.size >= need:
         return None
     shown = ", ".join(f"{v:g}" for v in distinct) or "none"
-    return (f"only {distinct.size} distinct worker count{'s' if distinct.size != 1 else ''} "
-            f"({shown}); {'an' if model == 'Amdahl' else 'a'} {model} fit needs at least {need}")
+    return (
+        f"only {distinct.size} distinct worker count{'s' if distinct.size != 1 else ''} "
+        f"({shown}); {'an' if model == 'Amdahl' else 'a'} {model} fit needs at least {need}"
+    )
 
 
 def usl_unfit_reason(n: Sequence[float]) -> str | None:
@@ -95,8 +98,19 @@ def _curve_fit(f, n, y, p0, bounds):
         try:
             # Tight tolerances are cheap at this size and let a parameter that
             # belongs at its bound (kappa = 0 for linear scaling) get close to it.
-            return curve_fit(f, n, y, p0=p0, bounds=bounds, method="trf", x_scale="jac",
-                             ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=10000)
+            return curve_fit(
+                f,
+                n,
+                y,
+                p0=p0,
+                bounds=bounds,
+                method="trf",
+                x_scale="jac",
+                ftol=1e-12,
+                xtol=1e-12,
+                gtol=1e-12,
+                max_nfev=10000,
+            )
         except RuntimeError:
             return None
 
@@ -136,10 +150,16 @@ class UslFit:
     def to_dict(self) -> dict:
         return {
             "model": "usl",
-            "lambda": self.lam, "sigma": self.sigma, "kappa": self.kappa,
-            "lambda_se": self.lam_se, "sigma_se": self.sigma_se, "kappa_se": self.kappa_se,
-            "r2": self.r2, "n_points": self.n_points,
-            "peak_n": _num(self.peak_n), "peak_x": _num(self.peak_x),
+            "lambda": self.lam,
+            "sigma": self.sigma,
+            "kappa": self.kappa,
+            "lambda_se": self.lam_se,
+            "sigma_se": self.sigma_se,
+            "kappa_se": self.kappa_se,
+            "r2": self.r2,
+            "n_points": self.n_points,
+            "peak_n": _num(self.peak_n),
+            "peak_x": _num(self.peak_x),
         }
 
 
@@ -155,15 +175,22 @@ def fit_usl(n: Sequence[float], x: Sequence[float]) -> UslFit | None:
     if lam0 <= 0.0:
         raise ValueError("throughput at the smallest worker count is 0: nothing to scale")
     # The starting sigma/kappa must lie strictly inside the bounds for trf.
-    fitted = _curve_fit(usl, n_arr, x_arr, p0=[lam0, 0.01, 1e-4],
-                        bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, np.inf]))
+    fitted = _curve_fit(usl, n_arr, x_arr, p0=[lam0, 0.01, 1e-4], bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, np.inf]))
     if fitted is None:
         return None
     popt, pcov = fitted
     lam, sigma, kappa = (float(v) for v in popt)
     lam_se, sigma_se, kappa_se = _standard_errors(pcov)
-    return UslFit(lam=lam, sigma=sigma, kappa=kappa, lam_se=lam_se, sigma_se=sigma_se,
-                  kappa_se=kappa_se, r2=_r2(x_arr, usl(n_arr, *popt)), n_points=int(n_arr.size))
+    return UslFit(
+        lam=lam,
+        sigma=sigma,
+        kappa=kappa,
+        lam_se=lam_se,
+        sigma_se=sigma_se,
+        kappa_se=kappa_se,
+        r2=_r2(x_arr, usl(n_arr, *popt)),
+        n_points=int(n_arr.size),
+    )
 
 
 @dataclass(frozen=True)
@@ -183,8 +210,14 @@ class AmdahlFit:
         return float(out) if np.ndim(out) == 0 else out
 
     def to_dict(self) -> dict:
-        return {"model": "amdahl", "serial_fraction": self.f, "serial_fraction_se": self.f_se,
-                "r2": self.r2, "n_points": self.n_points, "max_speedup": _num(self.max_speedup)}
+        return {
+            "model": "amdahl",
+            "serial_fraction": self.f,
+            "serial_fraction_se": self.f_se,
+            "r2": self.r2,
+            "n_points": self.n_points,
+            "max_speedup": _num(self.max_speedup),
+        }
 
 
 def fit_amdahl(n: Sequence[float], speedup: Sequence[float]) -> AmdahlFit | None:
@@ -204,5 +237,4 @@ def fit_amdahl(n: Sequence[float], speedup: Sequence[float]) -> AmdahlFit | None
         return None
     popt, pcov = fitted
     (f_se,) = _standard_errors(pcov)
-    return AmdahlFit(f=float(popt[0]), f_se=f_se, r2=_r2(s_arr, amdahl(n_arr, *popt)),
-                     n_points=int(n_arr.size))
+    return AmdahlFit(f=float(popt[0]), f_se=f_se, r2=_r2(s_arr, amdahl(n_arr, *popt)), n_points=int(n_arr.size))

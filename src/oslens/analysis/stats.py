@@ -4,6 +4,7 @@ Repetitions of a benchmark are few and rarely normal (a preempted run is slow,
 never fast), so the median is reported with a distribution-free interval from
 order statistics instead of a mean with a t-interval.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,9 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:
     reaching = np.nonzero(cov >= confidence)[0]
     # Coverage falls as k grows, so the last k that still reaches is the narrowest.
     i = int(reaching[-1]) if reaching.size else 0
-    return Interval(median=float(np.median(a)), low=float(a[i]), high=float(a[n - 1 - i]),
-                    n=int(n), coverage=float(cov[i]))
+    return Interval(
+        median=float(np.median(a)), low=float(a[i]), high=float(a[n - 1 - i]), n=int(n), coverage=float(cov[i])
+    )
 
 
 def repetitions_needed(confidence: float = 0.95) -> int:
@@ -108,19 +110,25 @@ def trust_warnings(values: Sequence[float], confidence: float = 0.95) -> list[st
         needed = repetitions_needed(confidence)
         conf = _percent(confidence, interval.coverage)
         if interval.n == 1:
-            warnings.append(f"only 1 repetition: no interval around the median can be given "
-                            f"({needed} are needed for {conf} confidence)")
+            warnings.append(
+                f"only 1 repetition: no interval around the median can be given "
+                f"({needed} are needed for {conf} confidence)"
+            )
         else:
-            warnings.append(f"only {interval.n} repetitions: the interval covers the median with "
-                            f"{_percent(interval.coverage, confidence)} confidence, not {conf} "
-                            f"({needed} are needed)")
+            warnings.append(
+                f"only {interval.n} repetitions: the interval covers the median with "
+                f"{_percent(interval.coverage, confidence)} confidence, not {conf} "
+                f"({needed} are needed)"
+            )
     spread = relative_spread(values)
     if math.isinf(spread):
-        warnings.append("spread unbounded across repetitions: values differ around a median "
-                        "of 0 or include an infinity")
+        warnings.append(
+            "spread unbounded across repetitions: values differ around a median of 0 or include an infinity"
+        )
     elif spread > SPREAD_LIMIT:
-        warnings.append(f"spread {_percent(spread, SPREAD_LIMIT)} across repetitions exceeds "
-                        f"{_percent(SPREAD_LIMIT, spread)}")
+        warnings.append(
+            f"spread {_percent(spread, SPREAD_LIMIT)} across repetitions exceeds {_percent(SPREAD_LIMIT, spread)}"
+        )
     return warnings
 
 
@@ -140,8 +148,8 @@ class RankTest:
     """A two-sided Mann-Whitney U test of two samples."""
 
     p: float
-    u: float            # U of the first sample
-    method: str         # "exact", "exact with ties", "normal approximation"
+    u: float  # U of the first sample
+    method: str  # "exact", "exact with ties", "normal approximation"
     n_a: int
     n_b: int
     ties: bool
@@ -178,7 +186,7 @@ def _rank_sum_distribution(ranks: np.ndarray, n_a: int) -> np.ndarray:
     counts = np.zeros((n_a + 1, total + 1))
     counts[0, 0] = 1.0
     for r in r2:
-        counts[1:, r:] += counts[:-1, :total + 1 - r].copy()
+        counts[1:, r:] += counts[:-1, : total + 1 - r].copy()
     return counts[n_a] / counts[n_a].sum()
 
 
@@ -186,7 +194,7 @@ def _exact_p_with_ties(ranks: np.ndarray, n_a: int) -> float:
     """Two-sided p of the rank sum of the first n_a of `ranks` (midranks)."""
     dist = _rank_sum_distribution(ranks, n_a)
     w = int(np.rint(2 * ranks[:n_a]).sum())
-    p = 2.0 * min(dist[:w + 1].sum(), dist[w:].sum())
+    p = 2.0 * min(dist[: w + 1].sum(), dist[w:].sum())
     return float(min(1.0, p))
 
 
@@ -221,8 +229,10 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> RankTest:
     ranks = rankdata(both)
     u = float(ranks[:n_a].sum() - n_a * (n_a + 1) / 2.0)
     if n_a + n_b > EXACT_LIMIT or not np.all(np.isfinite(both)):
-        method, p = "normal approximation", float(mannwhitneyu(x, y, alternative="two-sided",
-                                                                method="asymptotic").pvalue)
+        method, p = (
+            "normal approximation",
+            float(mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue),
+        )
     elif ties:
         method, p = "exact with ties", _exact_p_with_ties(ranks, n_a)
     else:
@@ -252,8 +262,9 @@ def adjust_fdr(pvalues: Sequence[float]) -> list[float]:
 BOOTSTRAP_MIN_N = 5
 
 
-def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                       resamples: int = 4000, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_ratio_ci(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95, resamples: int = 4000, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of median(b) / median(a), resampling each
     sample's repetitions (fixed seed: the same data give the same interval).
     None when a sample has fewer than BOOTSTRAP_MIN_N values (the resampled

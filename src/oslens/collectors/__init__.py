@@ -7,6 +7,7 @@ Modules whose name starts with an underscore are helpers, not collectors.
 A collector that fails is recorded as {"unavailable": "<ExceptionType>: <msg>"}
 so one unreadable corner of a machine never costs the whole run its metadata.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,7 @@ always says why a figure is missing instead of dropping the key or writing 0.
 The module name starts with an underscore so discovery skips it: it is not a
 collector.
 """
+
 from __future__ import annotations
 
 import os

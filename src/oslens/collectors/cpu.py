@@ -23,6 +23,7 @@ Keys:
 
 Only online CPUs are described: offline ones have no topology in sysfs.
 """
+
 from __future__ import annotations
 
 import os
@@ -80,8 +81,7 @@ def _identity(blocks: list[dict[str, str]], unread: str | None) -> dict:
         "model_name": model if model else missing("model name"),
         "vendor": vendor if vendor else missing("vendor"),
         "arch": arch,
-        "flags": ({f: f in flags for f in FLAGS_OF_INTEREST} if flags is not None
-                  else missing("x86 flags line")),
+        "flags": ({f: f in flags for f in FLAGS_OF_INTEREST} if flags is not None else missing("x86 flags line")),
     }
 
 
@@ -187,8 +187,7 @@ def _frequency(online: list[int], in_vm: bool) -> dict:
         for name, into in (("scaling_driver", drivers), ("scaling_governor", governors)):
             text = read_or_reason(d / name)
             into[cpu] = text if isinstance(text, str) else text["unavailable"]
-        for name, into in (("scaling_min_freq", mins), ("scaling_max_freq", maxs),
-                           ("scaling_cur_freq", curs)):
+        for name, into in (("scaling_min_freq", mins), ("scaling_max_freq", maxs), ("scaling_cur_freq", curs)):
             try:
                 into.append(int(read_text(d / name)) / 1000.0)  # sysfs speaks kHz
             except (OSError, ValueError):
@@ -232,8 +231,7 @@ def _cpuidle() -> dict:
     if is_unavailable(governor):
         # Before 5.8 the file is current_governor_ro.
         governor = read_or_reason(d / "current_governor_ro", f"{d} has no current governor")
-    return {"driver": read_or_reason(d / "current_driver", f"{d} has no current driver"),
-            "governor": governor}
+    return {"driver": read_or_reason(d / "current_driver", f"{d} has no current driver"), "governor": governor}
 
 
 def collect() -> dict:

@@ -6,13 +6,13 @@ Keys: release, version, cmdline, clocksource {current, available},
 preemption {build, current}, mitigations {name: text}, thp {enabled, defrag},
 numa_balancing, btf_vmlinux, perf_event_paranoid.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ._read import (bracketed_choice, int_or_reason, is_unavailable, read_or_reason,
-                    read_text, unavailable)
+from ._read import bracketed_choice, int_or_reason, is_unavailable, read_or_reason, read_text, unavailable
 
 NAME = "kernel"
 
@@ -97,9 +97,11 @@ def collect() -> dict:
         "thp": {"enabled": _thp_setting("enabled"), "defrag": _thp_setting("defrag")},
         "numa_balancing": int_or_reason(
             "/proc/sys/kernel/numa_balancing",
-            "/proc/sys/kernel/numa_balancing does not exist (kernel without NUMA balancing)"),
+            "/proc/sys/kernel/numa_balancing does not exist (kernel without NUMA balancing)",
+        ),
         "btf_vmlinux": BTF_VMLINUX.exists(),
         "perf_event_paranoid": int_or_reason(
             "/proc/sys/kernel/perf_event_paranoid",
-            "/proc/sys/kernel/perf_event_paranoid does not exist (kernel without perf events)"),
+            "/proc/sys/kernel/perf_event_paranoid does not exist (kernel without perf events)",
+        ),
     }

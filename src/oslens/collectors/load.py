@@ -12,6 +12,7 @@ Keys:
   mem_total_bytes, mem_available_bytes
   uptime_s, hostname, timestamp (ISO 8601, UTC), timestamp_unix
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,7 @@ def read_stat_cpus() -> dict[str, list[int]]:
 def shares(before: list[int], after: list[int]) -> tuple[float, float] | None:
     """(busy, steal) shares of the ticks elapsed between two samples, or None
     if no tick elapsed (the window is shorter than the tick)."""
-    delta = [a - b for a, b in zip(after[:_STEAL + 1], before[:_STEAL + 1])]
+    delta = [a - b for a, b in zip(after[: _STEAL + 1], before[: _STEAL + 1])]
     total = sum(delta)
     if total <= 0:
         return None
@@ -71,8 +72,11 @@ def _cpu_shares() -> dict:
             s = shares(before[label], after[label])
             if s is not None:
                 per_cpu.append((s[0], int(label[3:])))
-    busiest = ({"cpu": max(per_cpu)[1], "busy_share": max(per_cpu)[0]} if per_cpu
-               else unavailable(f"no per-CPU tick elapsed in {WINDOW_S} s"))
+    busiest = (
+        {"cpu": max(per_cpu)[1], "busy_share": max(per_cpu)[0]}
+        if per_cpu
+        else unavailable(f"no per-CPU tick elapsed in {WINDOW_S} s")
+    )
     return {"busy_share": total[0], "steal_share": total[1], "busiest_cpu": busiest}
 
 
@@ -82,8 +86,11 @@ def _loadavg() -> dict:
         return {"loadavg": text, "tasks_running": text, "tasks_total": text}
     one, five, fifteen, tasks, _last_pid = text.split()
     running, total = tasks.split("/")
-    return {"loadavg": {"1min": float(one), "5min": float(five), "15min": float(fifteen)},
-            "tasks_running": int(running), "tasks_total": int(total)}
+    return {
+        "loadavg": {"1min": float(one), "5min": float(five), "15min": float(fifteen)},
+        "tasks_running": int(running),
+        "tasks_total": int(total),
+    }
 
 
 def _meminfo() -> dict:

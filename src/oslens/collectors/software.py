@@ -2,6 +2,7 @@
 
 Keys: python, oslens, libc, distribution.
 """
+
 from __future__ import annotations
 
 import os

@@ -11,13 +11,13 @@ Keys:
   dmi                {sys_vendor, product_name}
   container_hints    {dockerenv, containerenv: bool, cgroup {hierarchy: path}}
 """
+
 from __future__ import annotations
 
 import shutil
 import subprocess
 
-from ._read import (cpuinfo_flags, is_unavailable, read_cpuinfo, read_or_reason, read_text,
-                    unavailable)
+from ._read import cpuinfo_flags, is_unavailable, read_cpuinfo, read_or_reason, read_text, unavailable
 
 NAME = "virt"
 
@@ -26,8 +26,7 @@ DETECT_TIMEOUT_S = 5
 
 def _detect(kind: str, exe: str) -> str | dict:
     try:
-        proc = subprocess.run([exe, f"--{kind}"], capture_output=True, text=True,
-                              timeout=DETECT_TIMEOUT_S)
+        proc = subprocess.run([exe, f"--{kind}"], capture_output=True, text=True, timeout=DETECT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return unavailable(f"systemd-detect-virt --{kind} did not answer within {DETECT_TIMEOUT_S} s")
     except OSError as e:
@@ -36,8 +35,9 @@ def _detect(kind: str, exe: str) -> str | dict:
     # It exits 1 and prints "none" when nothing is detected: that is an answer.
     if answer:
         return answer
-    return unavailable(f"systemd-detect-virt --{kind} exited {proc.returncode} "
-                       f"without output: {proc.stderr.strip()[:200]}")
+    return unavailable(
+        f"systemd-detect-virt --{kind} exited {proc.returncode} without output: {proc.stderr.strip()[:200]}"
+    )
 
 
 def _systemd_detect_virt() -> dict:
@@ -113,11 +113,15 @@ def _verdicts(detected: dict, flag, hv_type, hints: dict) -> tuple[str, str]:
 def collect() -> dict:
     detected = _systemd_detect_virt()
     flag = _hypervisor_flag()
-    hv_type = read_or_reason("/sys/hypervisor/type",
-                             "/sys/hypervisor/type does not exist (no Xen-style hypervisor interface)")
-    dmi = {name: read_or_reason(f"/sys/class/dmi/id/{name}",
-                                f"/sys/class/dmi/id/{name} does not exist (no DMI/SMBIOS tables)")
-           for name in ("sys_vendor", "product_name")}
+    hv_type = read_or_reason(
+        "/sys/hypervisor/type", "/sys/hypervisor/type does not exist (no Xen-style hypervisor interface)"
+    )
+    dmi = {
+        name: read_or_reason(
+            f"/sys/class/dmi/id/{name}", f"/sys/class/dmi/id/{name} does not exist (no DMI/SMBIOS tables)"
+        )
+        for name in ("sys_vendor", "product_name")
+    }
     hints = _container_hints()
     vm, container = _verdicts(detected, flag, hv_type, hints)
     return {

@@ -3,6 +3,7 @@ the common options, and printing a run through the registry of kinds.
 
 One module per kind of run (commands/<kind>.py) defines its click command;
 cli.py adds them from the registry (kinds.py)."""
+
 from __future__ import annotations
 
 import functools
@@ -46,8 +47,13 @@ class Context:
 
 def common_options(fn):
     """--db, --json, -q, -v on every subcommand, where users type them."""
-    @click.option("--db", envvar="OSLENS_DB", metavar="PATH",
-                  help="Results store (default: OSLENS_DB or the user data directory).")
+
+    @click.option(
+        "--db",
+        envvar="OSLENS_DB",
+        metavar="PATH",
+        help="Results store (default: OSLENS_DB or the user data directory).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
     @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
     @click.option("-v", "--verbose", count=True, help="More detail.")
@@ -57,11 +63,21 @@ def common_options(fn):
         # typed after it, they win; OSLENS_DB applies where neither is typed.
         here = click.get_current_context()
         root = here.find_root()
-        if here.get_parameter_source("db") != ParameterSource.COMMANDLINE and \
-                root.get_parameter_source("db") == ParameterSource.COMMANDLINE:
+        if (
+            here.get_parameter_source("db") != ParameterSource.COMMANDLINE
+            and root.get_parameter_source("db") == ParameterSource.COMMANDLINE
+        ):
             db = root.params["db"]
-        return fn(Context(db, as_json or root.params.get("as_json", False), quiet or root.params.get("quiet", False),
-                          verbose + root.params.get("verbose", 0)), **kw)
+        return fn(
+            Context(
+                db,
+                as_json or root.params.get("as_json", False),
+                quiet or root.params.get("quiet", False),
+                verbose + root.params.get("verbose", 0),
+            ),
+            **kw,
+        )
+
     return wrapper
 
 
@@ -76,8 +92,16 @@ def print_run(ctx: Context, store: Store, run_id: int):
     store.set_summary(run.id, doc)
     if ctx.as_json:
         extra = summary.json_extra() if hasattr(summary, "json_extra") else {}
-        out = {"run": run.id, "kind": run.kind, "status": run.status, "started": run.started,
-               "params": run.params, "machine": run.machine, **doc, **extra}
+        out = {
+            "run": run.id,
+            "kind": run.kind,
+            "status": run.status,
+            "started": run.started,
+            "params": run.params,
+            "machine": run.machine,
+            **doc,
+            **extra,
+        }
         click.echo(json.dumps(out, indent=1, default=str), file=ctx.out.file)
         return summary
     print_run_line(ctx, run)
@@ -89,9 +113,11 @@ def print_run_line(ctx: Context, run) -> None:
     m = run.machine
     kernel = m.get("kernel", {}).get("release", "?")
     cpu = m.get("cpu", {}).get("model_name", "?")
-    line = Text.assemble((f"run {run.id}", "bold"),
-                         f" {run.kind} {run.status} · {run.started} · {run.host} · Linux {kernel} · {cpu} · "
-                         f"{m.get('topology', {}).get('available', '?')} CPUs")
+    line = Text.assemble(
+        (f"run {run.id}", "bold"),
+        f" {run.kind} {run.status} · {run.started} · {run.host} · Linux {kernel} · {cpu} · "
+        f"{m.get('topology', {}).get('available', '?')} CPUs",
+    )
     ctx.out.print(line, highlight=False)
 
 
@@ -103,18 +129,20 @@ def measure(ctx: Context, kind: str, plan, headline: str) -> None:
     check(plan.points)  # refused input says so before any progress line
     with ctx.store() as store:
         ctx.say(f"oslens {kind}: {headline}, store {store.path}")
-        run_id = execute(store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet,
-                         checked=True)
+        run_id = execute(
+            store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet, checked=True
+        )
         print_run(ctx, store, run_id)
-
 
 
 def renamed(old: str, new: str):
     """An old spelling kept for scripts: it still works, and says what replaced it."""
+
     def callback(click_ctx, param, value):
         if _given(value):
             click.echo(f"oslens: {old} is deprecated; use {new}", err=True)
         return value
+
     return callback
 
 

@@ -1,4 +1,5 @@
 """`oslens appscale`: does an application speed up with cores, and is the time lost in the kernel?"""
+
 from __future__ import annotations
 
 import sys
@@ -10,16 +11,31 @@ from . import EXIT_FAILED, Context, common_options, one_of, print_run, renamed
 
 @click.command("appscale", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--workload", metavar="NAME", help="A built-in application instead of CMD (see 'oslens workloads').")
-@click.option("--list-workloads", "list_workloads", is_flag=True, hidden=True,
-              callback=renamed("--list-workloads", "oslens workloads"))
+@click.option(
+    "--list-workloads",
+    "list_workloads",
+    is_flag=True,
+    hidden=True,
+    callback=renamed("--list-workloads", "oslens workloads"),
+)
 @click.option("--cpu-counts", "cpus", metavar="N[,N…]|max", help="CPU counts (default: 1, 2, 4, … and all CPUs).")
 @click.option("--cpus", "old_cpus", hidden=True, callback=renamed("appscale --cpus", "--cpu-counts"))
-@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True,
-              help="compact fills a socket first; spread alternates sockets.")
+@click.option(
+    "--placement",
+    type=click.Choice(["compact", "spread"]),
+    default="compact",
+    show_default=True,
+    help="compact fills a socket first; spread alternates sockets.",
+)
 @click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per CPU count (interleaved).")
 @click.option("--size", type=int, metavar="K", help="--workload's problem size (default: its own).")
-@click.option("--mode", type=click.Choice(["thread", "process"]), default="thread", show_default=True,
-              help="--workload's workers as threads or processes.")
+@click.option(
+    "--mode",
+    type=click.Choice(["thread", "process"]),
+    default="thread",
+    show_default=True,
+    help="--workload's workers as threads or processes.",
+)
 @click.option("--time-limit", "time_limit", type=float, metavar="S", help="Stop a run (SIGTERM) after this long.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
@@ -36,9 +52,19 @@ def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cp
     plan = appscale_plan(command=list(command), **kw)
     what = f"workload {plan.workload}" if plan.workload else " ".join(command)
     with ctx.store() as store, app.prepared(plan) as points:
-        ctx.say(f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "
-                f"store {store.path}")
-        run_id = execute(store, "appscale", sys.argv, plan.params, app.runs(points, plan.reps, kw["time_limit"]),
-                         plan.total_runs, ctx.err, ctx.quiet)
+        ctx.say(
+            f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "
+            f"store {store.path}"
+        )
+        run_id = execute(
+            store,
+            "appscale",
+            sys.argv,
+            plan.params,
+            app.runs(points, plan.reps, kw["time_limit"]),
+            plan.total_runs,
+            ctx.err,
+            ctx.quiet,
+        )
         summary = print_run(ctx, store, run_id)
     return EXIT_FAILED if summary["failed_points"] else 0

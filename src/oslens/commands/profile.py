@@ -1,4 +1,5 @@
 """`oslens profile`: where does a workload's time go in the kernel?"""
+
 from __future__ import annotations
 
 import sys
@@ -13,34 +14,63 @@ from . import Context, common_options, print_run
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--pid", type=int, metavar="PID", help="Attach to this running process (and its descendants).")
-@click.option("--duration", type=float, metavar="S", help="With --pid: profile this long (default: until it exits "
-              "or Ctrl-C).")
-@click.option("--time-limit", "time_limit", type=float, metavar="S",
-              help="Stop the command (SIGTERM, then SIGKILL) after this long.")
+@click.option(
+    "--duration", type=float, metavar="S", help="With --pid: profile this long (default: until it exits or Ctrl-C)."
+)
+@click.option(
+    "--time-limit",
+    "time_limit",
+    type=float,
+    metavar="S",
+    help="Stop the command (SIGTERM, then SIGKILL) after this long.",
+)
 @click.option("--no-bpf", "no_bpf", is_flag=True, help="procfs and perf counters only: no kernel tracing.")
-@click.option("--no-syscalls", "no_syscalls", is_flag=True,
-              help="Do not trace system calls: the only cost that grows with the call rate (see bench/profile.py).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
-              help="Write the report (or the JSON) here instead of stderr (stdout with --json).")
+@click.option(
+    "--no-syscalls",
+    "no_syscalls",
+    is_flag=True,
+    help="Do not trace system calls: the only cost that grows with the call rate (see bench/profile.py).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the report (or the JSON) here instead of stderr (stdout with --json).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
-def command(ctx: Context, command: tuple[str, ...], pid: int | None, duration: float | None,
-            time_limit: float | None, no_bpf: bool, no_syscalls: bool, output: str | None):
+def command(
+    ctx: Context,
+    command: tuple[str, ...],
+    pid: int | None,
+    duration: float | None,
+    time_limit: float | None,
+    no_bpf: bool,
+    no_syscalls: bool,
+    output: str | None,
+):
     """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
     from ..plan.profile import check_target
     from ..profile import collect
     from ..runner import machine_metadata
 
     check_target(list(command), pid, duration, time_limit)
-    params = {"command": list(command) or None, "pid": pid, "duration_s": duration, "time_limit_s": time_limit,
-              "bpf": not no_bpf, "syscalls": not no_syscalls}
+    params = {
+        "command": list(command) or None,
+        "pid": pid,
+        "duration_s": duration,
+        "time_limit_s": time_limit,
+        "bpf": not no_bpf,
+        "syscalls": not no_syscalls,
+    }
     what = f"pid {pid}" if pid is not None else " ".join(command)
     with _report_to(ctx, output), ctx.store() as store:
         ctx.say(f"oslens profile: {what}, store {store.path}")
         run_id = store.begin_run("profile", sys.argv, params, machine_metadata())
         try:
-            prof = collect.run(list(command) or None, pid, duration, time_limit, bpf=not no_bpf,
-                               syscalls=not no_syscalls)
+            prof = collect.run(
+                list(command) or None, pid, duration, time_limit, bpf=not no_bpf, syscalls=not no_syscalls
+            )
         except UsageError:
             store.delete_run(run_id)  # the engine refused its arguments: nothing was measured
             raise
@@ -49,8 +79,11 @@ def command(ctx: Context, command: tuple[str, ...], pid: int | None, duration: f
             raise
         store.add_records(run_id, prof.records)
         signum = prof.interrupted_by or (prof.first("end") or {}).get("signal")
-        store.finish_run(run_id, "complete" if prof.complete else "incomplete",
-                         None if prof.complete else f"interrupted by signal {signum}")
+        store.finish_run(
+            run_id,
+            "complete" if prof.complete else "incomplete",
+            None if prof.complete else f"interrupted by signal {signum}",
+        )
         print_run(ctx, store, run_id)
     return prof.exit_status()
 

@@ -1,4 +1,5 @@
 """`oslens scale`: does each OS primitive scale with cores? (OSMark-style)"""
+
 from __future__ import annotations
 
 import click
@@ -8,19 +9,39 @@ from . import Context, common_options, measure
 
 
 @click.command("scale")
-@click.option("--probe", "probe", metavar="P[:VARIANT][,…]",
-              help=f"Probes to run, or 'all' (default: the OSMark five, {','.join(OSMARK_PROBES)}).")
+@click.option(
+    "--probe",
+    "probe",
+    metavar="P[:VARIANT][,…]",
+    help=f"Probes to run, or 'all' (default: the OSMark five, {','.join(OSMARK_PROBES)}).",
+)
 @click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
-@click.option("--mode", type=click.Choice(["process", "thread", "both"]), default="process", show_default=True,
-              help="Workers as processes or as threads of one process.")
-@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True,
-              help="compact fills a socket first; spread deals workers round-robin over sockets.")
+@click.option(
+    "--mode",
+    type=click.Choice(["process", "thread", "both"]),
+    default="process",
+    show_default=True,
+    help="Workers as processes or as threads of one process.",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(["compact", "spread"]),
+    default="compact",
+    show_default=True,
+    help="compact fills a socket first; spread deals workers round-robin over sockets.",
+)
 @click.option("--duration", type=float, metavar="S", help="Fixed time: seconds measured per repetition (default 1).")
 @click.option("--ops", type=int, metavar="N", help="Fixed work: operations per worker, timed (OSMark's method).")
 @click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")
 @click.option("--warmup", type=float, default=0.3, show_default=True, metavar="S", help="Warm-up seconds, discarded.")
-@click.option("--interval", type=float, default=0.1, show_default=True, metavar="S",
-              help="Sampling interval of the workers' counters (fixed time).")
+@click.option(
+    "--interval",
+    type=float,
+    default=0.1,
+    show_default=True,
+    metavar="S",
+    help="Sampling interval of the workers' counters (fixed time).",
+)
 @click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
 @click.option("--quick", is_flag=True, help="The quick suite: the OSMark five, short durations.")
 @common_options
@@ -31,5 +52,9 @@ def command(ctx: Context, quick: bool, **kw):
     if quick:
         kw.update(duration=kw["duration"] or 0.5, warmup=min(kw["warmup"], 0.2))
     plan = scale_plan(**kw)
-    measure(ctx, "scale", plan, f"{len(plan.points)} points × {plan.reps} repetitions, "
-            f"workers {','.join(map(str, plan.params['workers']))}")
+    measure(
+        ctx,
+        "scale",
+        plan,
+        f"{len(plan.points)} points × {plan.reps} repetitions, workers {','.join(map(str, plan.params['workers']))}",
+    )

@@ -1,4 +1,5 @@
 """`oslens workloads`: the built-in applications appscale can run, as `probes` lists the probes."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ def print_workloads(ctx: Context) -> None:
 
     known = engine.workloads()
     if ctx.as_json:
-        click.echo(json.dumps({name: {k: v for k, v in w.items() if k != "type"} for name, w in known.items()},
-                              indent=1))
+        click.echo(
+            json.dumps({name: {k: v for k, v in w.items() if k != "type"} for name, w in known.items()}, indent=1)
+        )
         return
     for w in known.values():
         ctx.out.print(f"{w['name']:<10} {w['kind']:<8} {w['summary']}", highlight=False, markup=False)

@@ -19,6 +19,7 @@ missing last component is made; a missing parent is an error).
 
 Each writer returns what it wrote, [{"path" (None: stdout), "frame",
 "rows", "columns"}], which `export --json` prints on stdout."""
+
 from __future__ import annotations
 
 import importlib
@@ -67,12 +68,17 @@ def opened(path: Path, mode: str = "w"):
 
 
 def written(path: Path | None, name: str, frame) -> dict:
-    return {"path": str(path) if path is not None else None, "frame": name, "rows": int(len(frame)),
-            "columns": [str(c) for c in frame.columns]}
+    return {
+        "path": str(path) if path is not None else None,
+        "frame": name,
+        "rows": int(len(frame)),
+        "columns": [str(c) for c in frame.columns],
+    }
 
 
-def export(run: Any, fmt: str, output: str | os.PathLike | None = None, frame: str | None = None,
-           stdout: TextIO | None = None) -> list[dict]:
+def export(
+    run: Any, fmt: str, output: str | os.PathLike | None = None, frame: str | None = None, stdout: TextIO | None = None
+) -> list[dict]:
     """Writes a run (an oslens.api.Run) in `fmt` to `output` (a file, a
     directory, or None: `stdout`). Returns what was written."""
     if fmt not in FORMATS:
@@ -88,4 +94,5 @@ def export_run(store: Any, run_ref: int | str, fmt: str, out: TextIO, frame: str
     if fmt == "parquet":
         raise ValueError("parquet is written to a file: use export(run, 'parquet', path)")
     from ..api import Run
+
     return export(Run(store.run(run_ref), store), fmt, None, frame, out)

@@ -2,6 +2,7 @@
 (missing values empty). The kind's main frame, or --frame NAME, to stdout
 or a file; with a directory, every frame (or the --frame one) to
 DIR/run-<id>-<frame>.csv."""
+
 from __future__ import annotations
 
 from typing import TextIO

@@ -7,6 +7,7 @@
 
 Missing values (NaN, NA) are null; `pandas.DataFrame(doc["frames"][name])`
 gives the frame back."""
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ def _plain(v: Any) -> Any:
         return None if math.isnan(v) else v
     try:
         import pandas as pd
+
         if v is pd.NA or v is pd.NaT:
             return None
     except ImportError:  # pragma: no cover
@@ -40,8 +42,7 @@ def rows(frame) -> list[dict]:
 
 def write(run, output, frame: str | None, stdout: TextIO) -> list[dict]:
     frames = pick(run.frames(), frame, run.kind)
-    doc = {"run": run.metadata(), "frames": {name: rows(f) for name, f in frames.items()},
-           "records": run.records()}
+    doc = {"run": run.metadata(), "frames": {name: rows(f) for name, f in frames.items()}, "records": run.records()}
     directory = output_dir(output)
     path = directory / f"run-{run.id}.json" if directory is not None else output
     if path is None:

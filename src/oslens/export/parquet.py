@@ -1,6 +1,7 @@
 """Parquet export: one frame per file, dtypes kept (pandas + pyarrow). The
 kind's main frame, or --frame NAME, to -o FILE; with -o DIR/, every frame
 (or the --frame one) to DIR/run-<id>-<frame>.parquet."""
+
 from __future__ import annotations
 
 from typing import TextIO

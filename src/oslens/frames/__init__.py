@@ -22,6 +22,7 @@ docstring lists them, `columns(kind)` returns them, and
 Every frame starts with `run_id`, so that frames of several runs can be
 concatenated. Columns that may be unknown use pandas' nullable dtypes
 (`Int64`, `boolean`) or NaN."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
@@ -51,6 +52,7 @@ def columns(kind: str) -> dict[str, Spec]:
     not declared here (see frames/profile.py)."""
     module, _, _ = kinds.get(kind).frames.partition(":")
     import importlib
+
     return importlib.import_module(module, kinds.__package__).COLUMNS
 
 
@@ -58,6 +60,7 @@ def documentation() -> str:
     """Every kind's frames and the meaning and dtype of each column: the
     docstrings of frames/<kind>.py, one after another."""
     import importlib
+
     out = []
     for name, kind in kinds.KINDS.items():
         module = importlib.import_module(kind.frames.partition(":")[0], kinds.__package__)
@@ -73,8 +76,7 @@ def table(run_id: int, rows: Iterable[dict], spec: Spec) -> "pd.DataFrame":
     spec = {**RUN_ID, **spec}
     rows = [{"run_id": run_id, **r} for r in rows]
     names = list(spec)
-    frame = (pd.DataFrame.from_records(rows, columns=names) if rows
-             else pd.DataFrame({c: [] for c in names}))
+    frame = pd.DataFrame.from_records(rows, columns=names) if rows else pd.DataFrame({c: [] for c in names})
     return frame.astype({c: dtype for c, (dtype, _) in spec.items()})
 
 

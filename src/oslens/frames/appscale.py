@@ -12,6 +12,7 @@ fitted, with why).
 
 CPU lists are text, comma-separated ("0,1,4").
 """
+
 from __future__ import annotations
 
 from ..records import of_type
@@ -74,28 +75,50 @@ def _s(ns) -> float | None:
 def frames(run, records: list[dict]) -> dict:
     from ..analysis.appscale import analyze
 
-    reps = [{"n": p["n"], "rep": p["rep"], "cpus": joined(p["cpus"], ","), "status": p["status"],
-             "how": p.get("how"), "code": p.get("code"), "signal": p.get("signal"), "wall_s": _s(p.get("wall_ns")),
-             "user_s": _s(p.get("user_ns")), "system_s": _s(p.get("system_ns")), "irq_s": _s(p.get("irq_ns")),
-             "softirq_s": _s(p.get("softirq_ns")),
-             **{k: p.get(k) for k in ("nvcsw", "nivcsw", "min_flt", "maj_flt")}}
-            for p in of_type(records, "point")]
+    reps = [
+        {
+            "n": p["n"],
+            "rep": p["rep"],
+            "cpus": joined(p["cpus"], ","),
+            "status": p["status"],
+            "how": p.get("how"),
+            "code": p.get("code"),
+            "signal": p.get("signal"),
+            "wall_s": _s(p.get("wall_ns")),
+            "user_s": _s(p.get("user_ns")),
+            "system_s": _s(p.get("system_ns")),
+            "irq_s": _s(p.get("irq_ns")),
+            "softirq_s": _s(p.get("softirq_ns")),
+            **{k: p.get(k) for k in ("nvcsw", "nivcsw", "min_flt", "maj_flt")},
+        }
+        for p in of_type(records, "point")
+    ]
     points = []
     summary = analyze(run, records).to_dict()
     for r in summary["rows"]:
         wall = r.get("wall_s") or {}
-        points.append({**{k: r.get(k) for k in COLUMNS["points"]}, "cpus": joined(r["cpus"], ","),
-                       "wall_s_median": wall.get("median"), "wall_s_low": wall.get("low"),
-                       "wall_s_high": wall.get("high"), "coverage": wall.get("coverage"),
-                       "failures": len(r["failures"]), "warnings": joined(r.get("warnings") or [])})
+        points.append(
+            {
+                **{k: r.get(k) for k in COLUMNS["points"]},
+                "cpus": joined(r["cpus"], ","),
+                "wall_s_median": wall.get("median"),
+                "wall_s_low": wall.get("low"),
+                "wall_s_high": wall.get("high"),
+                "coverage": wall.get("coverage"),
+                "failures": len(r["failures"]),
+                "warnings": joined(r.get("warnings") or []),
+            }
+        )
     fits = []
     for model, fit in summary.get("fits", {}).items():
         head = {"model": model, "fitted": bool(fit.get("fitted")), "why": fit.get("why")}
         figures = _figures({k: v for k, v in fit.items() if k not in ("fitted", "why", "model")})
         fits += [{**head, "name": name, "value": value} for name, value in figures] or [head]
-    return {"reps": table(run.id, reps, COLUMNS["reps"]),
-            "points": table(run.id, points, COLUMNS["points"]),
-            "fits": table(run.id, fits, COLUMNS["fits"])}
+    return {
+        "reps": table(run.id, reps, COLUMNS["reps"]),
+        "points": table(run.id, points, COLUMNS["points"]),
+        "fits": table(run.id, fits, COLUMNS["fits"]),
+    }
 
 
 def _figures(node, path: str = "") -> list[tuple[str, float]]:

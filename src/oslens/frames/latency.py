@@ -12,6 +12,7 @@ An operation is named `probe:variant`; a phase is "alone" or "with
 engine's log-linear histogram (within half a bucket of the exact value;
 min, max and mean exact).
 """
+
 from __future__ import annotations
 
 from ..analysis.histogram import Histogram
@@ -56,8 +57,7 @@ COLUMNS = {
         "workers": ("int64", "workers"),
         **_STATS,
         "std_ns": ("float64", "standard deviation (from bucket midpoints), ns"),
-        **{f"{q}_cycles": ("float64", f"{q} in TSC cycles (NaN when the clock was not the TSC)")
-           for q in QUANTILES},
+        **{f"{q}_cycles": ("float64", f"{q} in TSC cycles (NaN when the clock was not the TSC)") for q in QUANTILES},
         "mean_cycles": ("float64", "mean in TSC cycles"),
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
@@ -67,9 +67,13 @@ __doc__ += describe(COLUMNS)
 
 def _stats(h: Histogram) -> dict:
     values = h.percentiles(list(QUANTILES.values()))
-    return {"count": h.count, "min_ns": h.min_ns if h.count else None,
-            **{f"{q}_ns": float(v) for q, v in zip(QUANTILES, values)},
-            "max_ns": h.max_ns if h.count else None, "mean_ns": h.mean_ns}
+    return {
+        "count": h.count,
+        "min_ns": h.min_ns if h.count else None,
+        **{f"{q}_ns": float(v) for q, v in zip(QUANTILES, values)},
+        "max_ns": h.max_ns if h.count else None,
+        "mean_ns": h.mean_ns,
+    }
 
 
 def frames(run, records: list[dict]) -> dict:
@@ -80,19 +84,28 @@ def frames(run, records: list[dict]) -> dict:
         phase = phase_of(inv.context)
         for r in inv.of("hist"):
             h = Histogram.from_record(r["hist"])
-            key = {"operation": f"{r['probe']}:{r['variant']}", "probe": r["probe"], "variant": r["variant"],
-                   "phase": phase, "rep": r["rep"], "worker": r["worker"]}
+            key = {
+                "operation": f"{r['probe']}:{r['variant']}",
+                "probe": r["probe"],
+                "variant": r["variant"],
+                "phase": phase,
+                "rep": r["rep"],
+                "worker": r["worker"],
+            }
             hists.append({**key, "cpu": r.get("cpu"), **_stats(h)})
             lower, width = h.bounds()
             for lo, w, n in zip(lower, width, h.counts):
-                buckets.append({**key, "lower_ns": float(lo) * h.unit_ns, "upper_ns": float(lo + w) * h.unit_ns,
-                                "count": int(n)})
+                buckets.append(
+                    {**key, "lower_ns": float(lo) * h.unit_ns, "upper_ns": float(lo + w) * h.unit_ns, "count": int(n)}
+                )
     summary = []
     s = summarize(records)
     for op, overhead in [(o, False) for o in s.ops] + [(o, True) for o in s.floor.values()]:
         d = op.to_dict()
         d.update(operation=f"{op.probe}:{op.variant}", timing_overhead=overhead, warnings=joined(d["warnings"]))
         summary.append(d)
-    return {"hists": table(run.id, hists, COLUMNS["hists"]),
-            "histogram": table(run.id, buckets, COLUMNS["histogram"]),
-            "summary": table(run.id, summary, COLUMNS["summary"])}
+    return {
+        "hists": table(run.id, hists, COLUMNS["hists"]),
+        "histogram": table(run.id, buckets, COLUMNS["histogram"]),
+        "summary": table(run.id, summary, COLUMNS["summary"]),
+    }

@@ -11,6 +11,7 @@ step is delayed by more than the delay, and the expected slowdown.
 A phase is "alone" or "with <competitor> on CPUs …". Times are ns;
 `t_ns` is CLOCK_MONOTONIC.
 """
+
 from __future__ import annotations
 
 from . import describe, table
@@ -76,22 +77,41 @@ def frames(run, records: list[dict]) -> dict:
 
     summary = analyze(run, records)
     doc = summary.to_dict()
-    detours = [{"phase": phase, "cpu": cpu, "t_ns": start, "duration_ns": dur, "cause": cause}
-               for phase, rows in summary.json_extra()["detours"].items() for cpu, start, dur, cause in rows]
+    detours = [
+        {"phase": phase, "cpu": cpu, "t_ns": start, "duration_ns": dur, "cause": cause}
+        for phase, rows in summary.json_extra()["detours"].items()
+        for cpu, start, dur, cause in rows
+    ]
     cpus, causes, tail = [], [], []
     for phase, p in doc["phases"].items():
         for c in p["cpus"]:
             ftq = c.get("ftq") or {}
-            cpus.append({"phase": phase, **{k: v for k, v in c.items() if k not in ("percentiles_ns", "ftq")},
-                         **{f"{k}_ns": v for k, v in c["percentiles_ns"].items()},
-                         **{f"ftq_{k}": ftq.get(k) for k in _FTQ}})
+            cpus.append(
+                {
+                    "phase": phase,
+                    **{k: v for k, v in c.items() if k not in ("percentiles_ns", "ftq")},
+                    **{f"{k}_ns": v for k, v in c["percentiles_ns"].items()},
+                    **{f"ftq_{k}": ftq.get(k) for k in _FTQ},
+                }
+            )
         causes += [{"phase": phase, "cause": cause, **row} for cause, row in p["causes"].items()]
         t = p.get("tail") or {}
         for n, at in (t.get("nodes") or {}).items():
-            tail += [{"phase": phase, "step_ns": t["step_ns"], "windows": t["windows"], "nodes": int(n),
-                      "delay": delay, "p_delayed": prob, "expected_slowdown": at["expected_slowdown"]}
-                     for delay, prob in at["p_delayed"].items()]
-    return {"detours": table(run.id, detours, COLUMNS["detours"]),
-            "cpus": table(run.id, cpus, COLUMNS["cpus"]),
-            "causes": table(run.id, causes, COLUMNS["causes"]),
-            "tail": table(run.id, tail, COLUMNS["tail"])}
+            tail += [
+                {
+                    "phase": phase,
+                    "step_ns": t["step_ns"],
+                    "windows": t["windows"],
+                    "nodes": int(n),
+                    "delay": delay,
+                    "p_delayed": prob,
+                    "expected_slowdown": at["expected_slowdown"],
+                }
+                for delay, prob in at["p_delayed"].items()
+            ]
+    return {
+        "detours": table(run.id, detours, COLUMNS["detours"]),
+        "cpus": table(run.id, cpus, COLUMNS["cpus"]),
+        "causes": table(run.id, causes, COLUMNS["causes"]),
+        "tail": table(run.id, tail, COLUMNS["tail"]),
+    }

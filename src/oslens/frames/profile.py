@@ -19,6 +19,7 @@ with a `which` column). Nested objects in a row become columns joined by
 columns are those of the summary's rows, so they follow the profile
 sections (oslens.profile.sections) rather than being declared here.
 """
+
 from __future__ import annotations
 
 import json
@@ -138,13 +139,24 @@ def frames(run, records: list[dict]) -> dict:
             continue
         sections.append({"section": section, "title": body.get("title"), "missing": body.get("missing") or ""})
         for c in body.get("crosschecks") or []:
-            checks += [{"section": section, "what": c.get("what"), "unit": c.get("unit"), "source": src,
-                        "value": value, "spread": c.get("spread")} for src, value in (c.get("values") or {}).items()]
+            checks += [
+                {
+                    "section": section,
+                    "what": c.get("what"),
+                    "unit": c.get("unit"),
+                    "source": src,
+                    "value": value,
+                    "spread": c.get("spread"),
+                }
+                for src, value in (c.get("values") or {}).items()
+            ]
         _walk(section, body, "", tables, figures)
-    out = {"threads": table(run.id, tables.pop(("time", "threads"), []), COLUMNS["threads"]),
-           "sections": table(run.id, sections, COLUMNS["sections"]),
-           "figures": table(run.id, figures, COLUMNS["figures"]),
-           "crosschecks": table(run.id, checks, COLUMNS["crosschecks"])}
+    out = {
+        "threads": table(run.id, tables.pop(("time", "threads"), []), COLUMNS["threads"]),
+        "sections": table(run.id, sections, COLUMNS["sections"]),
+        "figures": table(run.id, figures, COLUMNS["figures"]),
+        "crosschecks": table(run.id, checks, COLUMNS["crosschecks"]),
+    }
     for (section, path), rows in tables.items():
         name = NAMES.get((section, path)) or f"{section}_{path.replace('.', '_')}"
         frame = pd.DataFrame.from_records([{"run_id": run.id, **r} for r in rows])

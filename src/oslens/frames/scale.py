@@ -7,6 +7,7 @@ complete repetitions: exactly those the analysis and `show` count).
 time, worker count), the figures `show --json` reports in its series'
 points: total and per-worker ops/s as median and interval over repetitions.
 """
+
 from __future__ import annotations
 
 from ..records import scale_points
@@ -22,8 +23,11 @@ _SERIES = {
 }
 
 _INTERVAL = ("median", "low", "high")
-_WHICH = {"median": "median over repetitions", "low": "low end of the median's confidence interval",
-          "high": "high end of it"}
+_WHICH = {
+    "median": "median over repetitions",
+    "low": "low end of the median's confidence interval",
+    "high": "high end of it",
+}
 
 COLUMNS = {
     "workers": {
@@ -50,9 +54,15 @@ COLUMNS = {
         "sys_share": ("float64", "kernel share of the workers' CPU time"),
         "nivcsw_per_s": ("float64", "involuntary switches per worker-second"),
         "efficiency": ("float64", "per-worker rate relative to the smallest worker count"),
-        **{f"{w}_s_{k}": ("float64", f"fixed work: {what}, s: {_WHICH[k]}")
-           for w, what in (("fastest", "the fastest worker's time"), ("slowest", "the slowest worker's time"),
-                           ("mean", "the workers' mean time")) for k in _INTERVAL},
+        **{
+            f"{w}_s_{k}": ("float64", f"fixed work: {what}, s: {_WHICH[k]}")
+            for w, what in (
+                ("fastest", "the fastest worker's time"),
+                ("slowest", "the slowest worker's time"),
+                ("mean", "the workers' mean time"),
+            )
+            for k in _INTERVAL
+        },
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
 }
@@ -68,21 +78,43 @@ def frames(run, records: list[dict]) -> dict:
         for rep, ws in zip(pt.complete_reps, pt.complete):
             for w in sorted(ws, key=lambda w: w["worker"]):
                 ru = w["rusage"]
-                rows.append({**series, "rep": rep, "worker": w["worker"], "cpu": w["cpu"],
-                             "cpu_seen": w["cpu_seen"], "ops": w["ops"], "seconds": w["seconds"],
-                             "ops_per_s": w["ops_per_sec"], "user_s": ru["user_s"], "sys_s": ru["sys_s"],
-                             "nvcsw": ru["nvcsw"], "nivcsw": ru["nivcsw"]})
+                rows.append(
+                    {
+                        **series,
+                        "rep": rep,
+                        "worker": w["worker"],
+                        "cpu": w["cpu"],
+                        "cpu_seen": w["cpu_seen"],
+                        "ops": w["ops"],
+                        "seconds": w["seconds"],
+                        "ops_per_s": w["ops_per_sec"],
+                        "user_s": ru["user_s"],
+                        "sys_s": ru["sys_s"],
+                        "nvcsw": ru["nvcsw"],
+                        "nivcsw": ru["nivcsw"],
+                    }
+                )
     points = []
     for s in summarize(records):
         for p in s.points:
-            row = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement,
-                   "fixed": s.fixed, "workers": p.workers, "reps": p.reps, "coverage": p.total.coverage,
-                   "imbalance": p.imbalance, "sys_share": p.sys_share, "nivcsw_per_s": p.nivcsw_per_s,
-                   "efficiency": p.efficiency, "warnings": joined(p.warnings)}
+            row = {
+                "probe": s.probe,
+                "variant": s.variant,
+                "mode": s.mode,
+                "placement": s.placement,
+                "fixed": s.fixed,
+                "workers": p.workers,
+                "reps": p.reps,
+                "coverage": p.total.coverage,
+                "imbalance": p.imbalance,
+                "sys_share": p.sys_share,
+                "nivcsw_per_s": p.nivcsw_per_s,
+                "efficiency": p.efficiency,
+                "warnings": joined(p.warnings),
+            }
             for name in ("total", "per_worker", "fastest_s", "slowest_s", "mean_s"):
                 iv = getattr(p, name)
                 for k in _INTERVAL:
                     row[f"{name}_{k}"] = getattr(iv, k) if iv is not None else None
             points.append(row)
-    return {"workers": table(run.id, rows, COLUMNS["workers"]),
-            "points": table(run.id, points, COLUMNS["points"])}
+    return {"workers": table(run.id, rows, COLUMNS["workers"]), "points": table(run.id, points, COLUMNS["points"])}

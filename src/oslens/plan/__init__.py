@@ -5,6 +5,7 @@ share here.
 Everything a user can get wrong is checked in the planners, against what
 the engine publishes (its probes and its limits) and what the machine
 offers, before anything is measured or stored."""
+
 from __future__ import annotations
 
 import math
@@ -17,6 +18,7 @@ from ..errors import UsageError
 @dataclass(frozen=True)
 class Point:
     """One engine invocation: a probe at a worker count, all repetitions."""
+
     probe: str
     variant: str
     mode: str
@@ -36,6 +38,7 @@ class Point:
 class MeasuredPoint:
     """One engine invocation on a fixed set of CPUs, optionally with a
     competing workload on others around it (latency, noise)."""
+
     probe: str
     variant: str
     mode: str
@@ -50,12 +53,14 @@ class MeasuredPoint:
 
     def surroundings(self):
         from ..compete import competing  # the competitor's engine starts only when measuring
+
         return competing(self.compete, list(self.cpus)) if self.compete else None
 
 
 @dataclass
 class Plan:
     """Engine invocations, each run `reps` times, and the run's parameters."""
+
     points: list
     reps: int
     params: dict
@@ -69,8 +74,9 @@ def _bound(option: str) -> dict:
     return engine.limit("run", option)
 
 
-def check_amounts(duration: float | None, ops: int | None, reps: int, warmup: float,
-                  interval: float, default_duration: float) -> float | None:
+def check_amounts(
+    duration: float | None, ops: int | None, reps: int, warmup: float, interval: float, default_duration: float
+) -> float | None:
     """The numbers every measuring command takes, checked against the
     engine's published limits; returns the duration (None for fixed work)."""
     if duration is not None and ops is not None:
@@ -105,7 +111,9 @@ def time_limit(reps: int, seconds_per_rep: float) -> float:
     limit = 120.0 + reps * (seconds_per_rep * 3 + 30.0)
     most = _bound("--time-limit")["max"]
     if limit > most:
-        raise UsageError(f"--duration/--warmup × --reps: {reps} × {seconds_per_rep:g} s in one invocation "
-                         f"needs a time limit of {limit:g} s; the engine allows at most {most:g} s "
-                         f"(measure less per repetition or use fewer repetitions)")
+        raise UsageError(
+            f"--duration/--warmup × --reps: {reps} × {seconds_per_rep:g} s in one invocation "
+            f"needs a time limit of {limit:g} s; the engine allows at most {most:g} s "
+            f"(measure less per repetition or use fewer repetitions)"
+        )
     return limit

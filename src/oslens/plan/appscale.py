@@ -1,5 +1,6 @@
 """`oslens appscale`: an application (a command, or a built-in workload of
 the engine) on each CPU count, confined to the CPUs the placement picks."""
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,17 @@ def substitute(argv: list[str], n: int) -> tuple[str, ...]:
     return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
 
 
-def plan(*, command: list[str], workload: str | None, cpus: str | None, placement: str, reps: int,
-         size: int | None, mode: str, time_limit: float | None) -> AppPlan:
+def plan(
+    *,
+    command: list[str],
+    workload: str | None,
+    cpus: str | None,
+    placement: str,
+    reps: int,
+    size: int | None,
+    mode: str,
+    time_limit: float | None,
+) -> AppPlan:
     if bool(command) == bool(workload):
         raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
     if reps < 1:
@@ -63,15 +73,28 @@ def plan(*, command: list[str], workload: str | None, cpus: str | None, placemen
         known = engine.workloads()
         if workload not in known:
             raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
-        argv = engine.app_argv(workload, workers="{n}", mode=mode, size=size,
-                               data_dir=DIR_PLACEHOLDER if known[workload].get("uses_dir") else None)
+        argv = engine.app_argv(
+            workload,
+            workers="{n}",
+            mode=mode,
+            size=size,
+            data_dir=DIR_PLACEHOLDER if known[workload].get("uses_dir") else None,
+        )
     else:
         if size is not None:
             raise UsageError("--size is for --workload; give a command its own arguments")
         check_target([command[0]], None, None, None)
         argv = list(command)
     points = [AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n)) for n in counts]
-    params = {"command": list(command) or None, "workload": workload, "size": size, "mode": mode if workload else None,
-              "cpus": counts, "placement": placement, "reps": reps, "time_limit_s": time_limit,
-              "available_cpus": available}
+    params = {
+        "command": list(command) or None,
+        "workload": workload,
+        "size": size,
+        "mode": mode if workload else None,
+        "cpus": counts,
+        "placement": placement,
+        "reps": reps,
+        "time_limit_s": time_limit,
+        "available_cpus": available,
+    }
     return AppPlan(points, reps, params, workload, size)

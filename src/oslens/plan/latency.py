@@ -1,6 +1,7 @@
 """`oslens latency`: every operation of the catalogue (or those named) timed
 one by one, after the timing floor (the empty `null` operation), alone and
 with a competitor; or all of them mixed in one stream (--mix)."""
+
 from __future__ import annotations
 
 from .. import engine
@@ -14,8 +15,19 @@ from . import MeasuredPoint, Plan, check_amounts, time_limit
 NOT_DEFAULT = ("null", "fork-static", "mmap", "sem", "fork:mapped")
 
 
-def plan(*, probe: str | None, workers: str, mode: str, placement: str, duration: float | None,
-         ops: int | None, reps: int, warmup: float, compete: str | None, mix: bool) -> Plan:
+def plan(
+    *,
+    probe: str | None,
+    workers: str,
+    mode: str,
+    placement: str,
+    duration: float | None,
+    ops: int | None,
+    reps: int,
+    warmup: float,
+    compete: str | None,
+    mix: bool,
+) -> Plan:
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=0.3)
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus)
@@ -26,8 +38,13 @@ def plan(*, probe: str | None, workers: str, mode: str, placement: str, duration
         probes = parse_probes(probe)
     else:
         # fork:mapped needs 1 GiB per worker: asked for by name only.
-        probes = [(p.name, v) for p in engine.probes().values() if p.name not in NOT_DEFAULT and p.timed
-                  for v in p.variants if f"{p.name}:{v}" not in NOT_DEFAULT]
+        probes = [
+            (p.name, v)
+            for p in engine.probes().values()
+            if p.name not in NOT_DEFAULT and p.timed
+            for v in p.variants
+            if f"{p.name}:{v}" not in NOT_DEFAULT
+        ]
     untimed = [n for n, _ in probes if not engine.probes()[n].timed]
     if untimed:
         raise UsageError(f"probe {untimed[0]} has no per-operation latency (use 'oslens noise' for detours)")
@@ -38,19 +55,43 @@ def plan(*, probe: str | None, workers: str, mode: str, placement: str, duration
     measured = [("null", "default")] + [pv for pv in probes if pv[0] != "null"]
 
     def args(names: str) -> tuple[str, ...]:
-        return tuple(engine.run_argv(probe=names, cpus=cpus, mode=mode, latency=True, mix=mix, reps=reps,
-                                     warmup=warmup, time_limit=limit, duration=duration, ops=ops))
+        return tuple(
+            engine.run_argv(
+                probe=names,
+                cpus=cpus,
+                mode=mode,
+                latency=True,
+                mix=mix,
+                reps=reps,
+                warmup=warmup,
+                time_limit=limit,
+                duration=duration,
+                ops=ops,
+            )
+        )
 
     competitions = [None, spec] if spec else [None]
     if mix:
         names = ",".join(f"{n}:{v}" for n, v in measured)
-        points = [MeasuredPoint("mix", f"{len(measured)} operations", mode, cpus, args(names), c)
-                  for c in competitions]
+        points = [MeasuredPoint("mix", f"{len(measured)} operations", mode, cpus, args(names), c) for c in competitions]
     else:
-        points = [MeasuredPoint(name, variant, mode, cpus, args(f"{name}:{variant}"), c)
-                  for name, variant in measured for c in competitions]
-    params = {"probes": [f"{n}:{v}" for n, v in measured], "workers": counts[0], "cpus": list(cpus),
-              "mode": mode, "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
-              "warmup_s": warmup, "mix": mix, "compete": spec.label if spec else None,
-              "compete_cpus": list(spec.cpus) if spec and spec.cpus else None}
+        points = [
+            MeasuredPoint(name, variant, mode, cpus, args(f"{name}:{variant}"), c)
+            for name, variant in measured
+            for c in competitions
+        ]
+    params = {
+        "probes": [f"{n}:{v}" for n, v in measured],
+        "workers": counts[0],
+        "cpus": list(cpus),
+        "mode": mode,
+        "placement": placement,
+        "duration_s": duration,
+        "ops": ops,
+        "reps": reps,
+        "warmup_s": warmup,
+        "mix": mix,
+        "compete": spec.label if spec else None,
+        "compete_cpus": list(spec.cpus) if spec and spec.cpus else None,
+    }
     return Plan(points, reps, params)

@@ -1,5 +1,6 @@
 """`oslens profile`: one target, a command or a running process, checked
 before anything is loaded or stored."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,7 @@ from ..errors import UsageError
 PID_MAX = 2**22  # the kernel's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
 
-def check_target(command: list[str], pid: int | None, duration: float | None,
-                 time_limit: float | None) -> None:
+def check_target(command: list[str], pid: int | None, duration: float | None, time_limit: float | None) -> None:
     """A profile needs exactly one target, one that exists, before anything
     is loaded or stored."""
     if command and command[0] == "--":

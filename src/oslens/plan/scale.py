@@ -1,4 +1,5 @@
 """`oslens scale`: every probe × mode × worker count, all repetitions of a point in one invocation."""
+
 from __future__ import annotations
 
 from .. import engine
@@ -6,9 +7,19 @@ from ..parse import parse_opts, parse_probes, parse_worker_counts
 from . import Plan, Point, check_amounts, time_limit
 
 
-def plan(*, probe: str | None, workers: str | None, mode: str, placement: str,
-         duration: float | None, ops: int | None, reps: int, warmup: float,
-         interval: float, opts: tuple[str, ...]) -> Plan:
+def plan(
+    *,
+    probe: str | None,
+    workers: str | None,
+    mode: str,
+    placement: str,
+    duration: float | None,
+    ops: int | None,
+    reps: int,
+    warmup: float,
+    interval: float,
+    opts: tuple[str, ...],
+) -> Plan:
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus)
@@ -20,11 +31,30 @@ def plan(*, probe: str | None, workers: str | None, mode: str, placement: str,
     for name, variant in probes:
         for m in modes:
             for n in counts:
-                args = engine.run_argv(probe=f"{name}:{variant}", workers=n, mode=m, placement=placement,
-                                       reps=reps, warmup=warmup, interval=interval, time_limit=limit,
-                                       duration=duration, ops=ops, opts=probe_opts[name])
+                args = engine.run_argv(
+                    probe=f"{name}:{variant}",
+                    workers=n,
+                    mode=m,
+                    placement=placement,
+                    reps=reps,
+                    warmup=warmup,
+                    interval=interval,
+                    time_limit=limit,
+                    duration=duration,
+                    ops=ops,
+                    opts=probe_opts[name],
+                )
                 points.append(Point(name, variant, m, n, tuple(args)))
-    params = {"probes": [f"{n}:{v}" for n, v in probes], "workers": counts, "modes": modes,
-              "placement": placement, "duration_s": duration, "ops": ops, "reps": reps,
-              "warmup_s": warmup, "interval_s": interval, "opts": probe_opts}
+    params = {
+        "probes": [f"{n}:{v}" for n, v in probes],
+        "workers": counts,
+        "modes": modes,
+        "placement": placement,
+        "duration_s": duration,
+        "ops": ops,
+        "reps": reps,
+        "warmup_s": warmup,
+        "interval_s": interval,
+        "opts": probe_opts,
+    }
     return Plan(points, reps, params)

@@ -5,6 +5,7 @@ The command keeps the terminal: it inherits our stdin, stdout and stderr,
 and stays in our process group, so a terminal's Ctrl-C reaches it (and the
 engine, which then reports what it measured so far). The records come back
 on a pipe of their own."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ from .kallsyms import Kallsyms, resolve_locks
 class Profile:
     records: list[dict] = field(default_factory=list)
     engine_status: int = 0
-    interrupted_by: int | None = None     # a signal we were sent
+    interrupted_by: int | None = None  # a signal we were sent
 
     def first(self, type_: str) -> dict | None:
         return next((r for r in self.records if r.get("type") == type_), None)
@@ -66,8 +67,10 @@ def _signals_passed_to(proc: subprocess.Popen):
             proc.send_signal(signum)
 
     sigint = signal.SIG_IGN if _terminal_delivers_sigint() else forward
-    old = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, sigint), (signal.SIGTERM, forward),
-                                               (signal.SIGHUP, forward))}
+    old = {
+        s: signal.signal(s, h)
+        for s, h in ((signal.SIGINT, sigint), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
+    }
     try:
         yield caught
     finally:
@@ -75,15 +78,23 @@ def _signals_passed_to(proc: subprocess.Popen):
             signal.signal(s, h)
 
 
-def run(command: list[str] | None = None, pid: int | None = None, duration: float | None = None,
-        time_limit: float | None = None, bpf: bool = True, syscalls: bool = True, on_record=None) -> Profile:
+def run(
+    command: list[str] | None = None,
+    pid: int | None = None,
+    duration: float | None = None,
+    time_limit: float | None = None,
+    bpf: bool = True,
+    syscalls: bool = True,
+    on_record=None,
+) -> Profile:
     """Profiles the command (or attaches to pid) and returns every record,
     with the lock stacks resolved. Raises UsageError for what the engine
     found unusable (a command that cannot be executed) and MeasurementError
     if it failed."""
     read_fd, write_fd = os.pipe()
-    args = engine.profile_argv(command=command, pid=pid, duration=duration, time_limit=time_limit, bpf=bpf,
-                               syscalls=syscalls, out_fd=write_fd)
+    args = engine.profile_argv(
+        command=command, pid=pid, duration=duration, time_limit=time_limit, bpf=bpf, syscalls=syscalls, out_fd=write_fd
+    )
     try:
         proc = engine.spawn(args, pass_fds=(write_fd,))
     finally:

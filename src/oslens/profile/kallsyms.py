@@ -1,6 +1,7 @@
 """Kernel addresses to names, through /proc/kallsyms, at collection time:
 a stored profile keeps the names, since the addresses mean nothing on
 another boot (KASLR) or another machine."""
+
 from __future__ import annotations
 
 import bisect
@@ -11,14 +12,52 @@ from pathlib import Path
 # caller of a contended lock (the same idea as perf lock contention's
 # list of lock functions, by prefix).
 LOCK_INTERNAL_PREFIXES = (
-    "_raw_", "__raw_", "raw_spin", "queued_", "native_queued", "__pv_queued", "pv_queued", "do_raw_",
-    "mutex_", "__mutex_", "rwsem_", "__rwsem_", "down_", "__down", "up_", "percpu_down", "percpu_rwsem",
-    "__percpu_down", "rt_mutex", "__rt_mutex", "rt_spin", "rtlock", "osq_", "schedule", "__schedule",
-    "preempt_schedule", "io_schedule", "bit_wait", "__wait_on_bit", "out_of_line_wait_on_bit",
-    "__lock_", "lock_acquire", "_cond_resched", "__cond_resched", "mmap_read_lock", "mmap_write_lock",
-    "__mmap_lock", "lock_mm_and_find_vma", "read_lock", "write_lock", "spin_lock",
+    "_raw_",
+    "__raw_",
+    "raw_spin",
+    "queued_",
+    "native_queued",
+    "__pv_queued",
+    "pv_queued",
+    "do_raw_",
+    "mutex_",
+    "__mutex_",
+    "rwsem_",
+    "__rwsem_",
+    "down_",
+    "__down",
+    "up_",
+    "percpu_down",
+    "percpu_rwsem",
+    "__percpu_down",
+    "rt_mutex",
+    "__rt_mutex",
+    "rt_spin",
+    "rtlock",
+    "osq_",
+    "schedule",
+    "__schedule",
+    "preempt_schedule",
+    "io_schedule",
+    "bit_wait",
+    "__wait_on_bit",
+    "out_of_line_wait_on_bit",
+    "__lock_",
+    "lock_acquire",
+    "_cond_resched",
+    "__cond_resched",
+    "mmap_read_lock",
+    "mmap_write_lock",
+    "__mmap_lock",
+    "lock_mm_and_find_vma",
+    "read_lock",
+    "write_lock",
+    "spin_lock",
     # the tracing program that took the stack, and its callers
-    "bpf_", "__bpf_", "__traceiter_", "trace_contention",
+    "bpf_",
+    "__bpf_",
+    "__traceiter_",
+    "trace_contention",
 )
 
 
@@ -27,7 +66,7 @@ class Symbol:
     name: str
     offset: int
     module: str | None
-    kind: str     # nm's letter: t/T text, d/D/b/B/r/R data
+    kind: str  # nm's letter: t/T text, d/D/b/B/r/R data
 
     @property
     def is_data(self) -> bool:
@@ -41,7 +80,7 @@ class Symbol:
 class Kallsyms:
     def __init__(self, path: str | Path = "/proc/kallsyms"):
         self.addrs: list[int] = []
-        self.names: list[tuple[str, str, str | None]] = []   # name, type letter, module
+        self.names: list[tuple[str, str, str | None]] = []  # name, type letter, module
         try:
             text = Path(path).read_text()
         except OSError:
@@ -82,8 +121,9 @@ def resolve_locks(record: dict, syms: Kallsyms) -> dict:
     first frame outside the locking code) and, for a lock that is a kernel
     variable, its name; or says why nothing could be resolved."""
     if not syms.usable:
-        record["unresolved_because"] = ("/proc/kallsyms gives no addresses here (unreadable, or hidden by "
-                                        "kernel.kptr_restrict)")
+        record["unresolved_because"] = (
+            "/proc/kallsyms gives no addresses here (unreadable, or hidden by kernel.kptr_restrict)"
+        )
         return record
     for row in record.get("rows", []):
         frames = [syms.lookup(int(a, 16)) for a in row.get("stack", [])]

@@ -5,6 +5,7 @@ their text, and the difference between two snapshots.
 Only what both snapshots hold is differenced: a CPU that went offline, an IRQ
 whose device went away or a field one kernel lacks is left out rather than
 counted from zero."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ TIME_FIELDS = STAT_FIELDS[:8]
 
 @dataclass(frozen=True)
 class ProcStat:
-    total: dict[str, int]                   # the "cpu" line, field -> ticks
-    cpus: dict[int, dict[str, int]]         # online CPUs only: offline ones have no line
+    total: dict[str, int]  # the "cpu" line, field -> ticks
+    cpus: dict[int, dict[str, int]]  # online CPUs only: offline ones have no line
     counters: dict[str, int] = field(default_factory=dict)  # ctxt, processes, intr and softirq totals, ...
 
 
@@ -27,10 +28,11 @@ class ProcStat:
 class IrqRow:
     """One line of /proc/interrupts. `name` is its label without the colon:
     an IRQ number ("24") or an architecture row ("LOC", "NMI", "ERR")."""
+
     name: str
-    counts: dict[int, int]      # per CPU; empty for a single-value row (ERR, MIS)
+    counts: dict[int, int]  # per CPU; empty for a single-value row (ERR, MIS)
     total: int
-    description: str            # chip, hwirq and device for an IRQ; the meaning of an architecture row
+    description: str  # chip, hwirq and device for an IRQ; the meaning of an architecture row
 
     @property
     def numbered(self) -> bool:
@@ -39,7 +41,7 @@ class IrqRow:
 
 
 def _cpu_header(line: str) -> list[int]:
-    """"CPU0 CPU2 CPU3" -> [0, 2, 3]: offline CPUs have no column."""
+    """ "CPU0 CPU2 CPU3" -> [0, 2, 3]: offline CPUs have no column."""
     return [int(tok[3:]) for tok in line.split() if tok.startswith("CPU") and tok[3:].isdigit()]
 
 
@@ -86,10 +88,10 @@ def parse_interrupts(text: str) -> dict[str, IrqRow]:
         if len(values) == len(cpus) and cpus:
             counts = dict(zip(cpus, values))
         elif len(values) == 1:
-            counts = {}     # ERR and MIS: one machine-wide count
+            counts = {}  # ERR and MIS: one machine-wide count
         else:
-            continue        # not a line of counts we understand: no guessing which CPU is which
-        rows[label.strip()] = IrqRow(label.strip(), counts, sum(values), " ".join(tokens[len(values):]))
+            continue  # not a line of counts we understand: no guessing which CPU is which
+        rows[label.strip()] = IrqRow(label.strip(), counts, sum(values), " ".join(tokens[len(values) :]))
     return rows
 
 
@@ -150,6 +152,7 @@ def diff_vmstat(begin: dict[str, int], end: dict[str, int]) -> dict[str, int]:
 class ProcSnapshot:
     """The parsed files of one procfs record, or the difference of two. A file
     that could not be read (at either end, for a difference) is None."""
+
     stat: ProcStat | None = None
     interrupts: dict[str, IrqRow] | None = None
     softirqs: dict[str, dict[int, int]] | None = None
@@ -157,8 +160,7 @@ class ProcSnapshot:
 
     @classmethod
     def from_files(cls, files: dict[str, str]) -> "ProcSnapshot":
-        return cls(**{attr: parse(files[path]) if path in files else None
-                      for attr, (path, parse, _) in FILES.items()})
+        return cls(**{attr: parse(files[path]) if path in files else None for attr, (path, parse, _) in FILES.items()})
 
 
 # attribute of ProcSnapshot -> (the file, its parser, its difference)

@@ -1,5 +1,6 @@
 """A profile's records indexed by type, with the figures several sections
 need computed once: the layer below both the summary and the sections."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -13,6 +14,7 @@ from . import procfs
 class ThreadTime:
     """One thread's share of the profile: its exit or end figures minus its
     figures when the profile began (a thread that existed before --pid attached)."""
+
     tid: int
     tgid: int
     comm: str
@@ -23,8 +25,8 @@ class ThreadTime:
     nivcsw: int
     min_flt: int
     maj_flt: int
-    ended: str          # "exit": exited during the profile; "end": still alive at its end
-    since_begin: bool   # True when a baseline taken at attach time was subtracted
+    ended: str  # "exit": exited during the profile; "end": still alive at its end
+    since_begin: bool  # True when a baseline taken at attach time was subtracted
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -46,7 +48,7 @@ def user_system_ns(utime_ns: int, stime_ns: int, runtime_ns: int) -> tuple[int, 
 
 
 def _thread_user_system(rec: dict) -> tuple[int, int]:
-    if rec["source"] == "proc":     # /proc already adjusted them
+    if rec["source"] == "proc":  # /proc already adjusted them
         return rec["utime_ns"], rec["stime_ns"]
     return user_system_ns(rec["utime_ns"], rec["stime_ns"], rec["runtime_ns"])
 
@@ -68,8 +70,18 @@ def thread_times(thread_records: list[dict]) -> list[ThreadTime]:
             base_user, base_system = _thread_user_system(base)
             user, system = user - base_user, system - base_system
             counts = {k: v - base[k] for k, v in counts.items()}
-        out.append(ThreadTime(rec["tid"], rec["tgid"], rec["comm"], user, system, ended=rec["when"],
-                              since_begin=base is not None, **counts))
+        out.append(
+            ThreadTime(
+                rec["tid"],
+                rec["tgid"],
+                rec["comm"],
+                user,
+                system,
+                ended=rec["when"],
+                since_begin=base is not None,
+                **counts,
+            )
+        )
     return out
 
 

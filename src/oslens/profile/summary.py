@@ -4,16 +4,17 @@
 JSON-serialisable dict; `render(console, summary)` prints it. Each section
 (oslens.profile.sections) reads the records through `Records` and says what it
 could not measure and why rather than showing zeros."""
+
 from __future__ import annotations
 
 import shlex
 import signal
 
-from ..analysis.metrics import LOWER, Metrics
 from rich.console import Console
 from rich.text import Text
 
 from ..analysis import DictSummary
+from ..analysis.metrics import LOWER, Metrics
 from ..format import seconds
 from .records import Records, ThreadTime, thread_times, user_system_ns  # noqa: F401  (public here)
 from .sections import SECTIONS, section_name
@@ -22,17 +23,29 @@ from .sections import SECTIONS, section_name
 def _target(recs: Records) -> dict:
     header, end = recs.header, recs.end_target or {}
     target = recs.last("target") or {}
-    return {"mode": header.get("mode"), "argv": header.get("argv"), "pid": target.get("pid", header.get("pid")),
-            "how": end.get("how"), "code": end.get("code"), "signal": end.get("signal"), "wall_s": recs.wall_s,
-            "status": recs.status, "error": recs.error}
+    return {
+        "mode": header.get("mode"),
+        "argv": header.get("argv"),
+        "pid": target.get("pid", header.get("pid")),
+        "how": end.get("how"),
+        "code": end.get("code"),
+        "signal": end.get("signal"),
+        "wall_s": recs.wall_s,
+        "status": recs.status,
+        "error": recs.error,
+    }
 
 
 def summarize(records: list[dict]) -> dict:
     recs = Records(records)
-    bpf = {"loaded": recs.bpf_loaded, "why": recs.bpf.get("why"), "missing": recs.bpf_missing,
-           "lost_events": recs.lost_events, "threads_dropped": recs.threads_dropped}
-    return {"target": _target(recs), "bpf": bpf,
-            "sections": {section_name(m): m.summarize(recs) for m in SECTIONS}}
+    bpf = {
+        "loaded": recs.bpf_loaded,
+        "why": recs.bpf.get("why"),
+        "missing": recs.bpf_missing,
+        "lost_events": recs.lost_events,
+        "threads_dropped": recs.threads_dropped,
+    }
+    return {"target": _target(recs), "bpf": bpf, "sections": {section_name(m): m.summarize(recs) for m in SECTIONS}}
 
 
 def _signal_name(number: int) -> str:
@@ -59,8 +72,11 @@ def target_line(target: dict) -> str:
 
 def bpf_line(bpf: dict) -> tuple[str, str]:
     if not bpf["loaded"]:
-        return (f"BPF not loaded: {bpf.get('why') or 'no reason given'}; only procfs, /proc threads and "
-                "software counters were measured", "yellow")
+        return (
+            f"BPF not loaded: {bpf.get('why') or 'no reason given'}; only procfs, /proc threads and "
+            "software counters were measured",
+            "yellow",
+        )
     if bpf["missing"]:
         return f"BPF: loaded, except what this kernel lacks: {', '.join(bpf['missing'])}", "yellow"
     return "BPF: loaded", "dim"
@@ -73,11 +89,14 @@ def render(console: Console, summary: dict) -> None:
     if target.get("error"):
         console.print(Text(f"engine error: {target['error']}", style="red"))
     if target.get("status") not in (None, "ok"):
-        console.print(Text(f"the run ended {target['status']}: figures cover only what was measured",
-                           style="yellow"))
+        console.print(Text(f"the run ended {target['status']}: figures cover only what was measured", style="yellow"))
     if bpf.get("lost_events"):
-        console.print(Text(f"{bpf['lost_events']:,} kernel events were dropped (a BPF map was full): "
-                           "BPF counts are lower bounds", style="yellow"))
+        console.print(
+            Text(
+                f"{bpf['lost_events']:,} kernel events were dropped (a BPF map was full): BPF counts are lower bounds",
+                style="yellow",
+            )
+        )
     for module in SECTIONS:
         section = summary["sections"].get(section_name(module))
         if section is not None:
@@ -101,8 +120,6 @@ def _dig(d, *keys):
     return d
 
 
-
-
 def metrics(run, records: list[dict]) -> Metrics:
     s = summarize(records)
     sec = s["sections"]
@@ -114,13 +131,18 @@ def metrics(run, records: list[dict]) -> Metrics:
     group = "headline figures (one run each)"
     out = Metrics()
     for key, value, unit, label in (
-            ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
-            ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
-            ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
-            ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
-            ("context switches per s", switches, "/s", "context switches per second"),
-            ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
-            ("kernel cycle share", _dig(sec, "counters", "hardware", "kernel_cycle_share"), "share",
-             "kernel share of cycles")):
+        ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
+        ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
+        ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
+        ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
+        ("context switches per s", switches, "/s", "context switches per second"),
+        ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
+        (
+            "kernel cycle share",
+            _dig(sec, "counters", "hardware", "kernel_cycle_share"),
+            "share",
+            "kernel share of cycles",
+        ),
+    ):
         out.add(f"profile/{key}", [value] if isinstance(value, (int, float)) else [], unit, LOWER, group, label)
     return out

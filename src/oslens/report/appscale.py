@@ -1,4 +1,5 @@
 """The `appscale` section: one row per CPU count, then the fits."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -25,10 +26,20 @@ def render(console: Console, what: str, s: dict) -> None:
         console.print("nothing measured")
         return
     coverage = min((r["wall_s"]["coverage"] for r in rows if r["ok"]), default=0)
-    t = Table(title=f"[bold]{escape(what)}[/] — wall time, speedup and where the CPU time went",
-              title_justify="left")
-    for col in ("CPUs", f"wall [{coverage:.0%} CI]", f"speedup vs {s['base_n']}", "efficiency", "user s", "sys s",
-                "sys share", "irq+softirq s", "ctx switches", "page faults", "note"):
+    t = Table(title=f"[bold]{escape(what)}[/] — wall time, speedup and where the CPU time went", title_justify="left")
+    for col in (
+        "CPUs",
+        f"wall [{coverage:.0%} CI]",
+        f"speedup vs {s['base_n']}",
+        "efficiency",
+        "user s",
+        "sys s",
+        "sys share",
+        "irq+softirq s",
+        "ctx switches",
+        "page faults",
+        "note",
+    ):
         t.add_column(col, justify="left" if col == "note" else "right", no_wrap=col.startswith("wall"))
     notes: list[str] = []
     for r in rows:
@@ -41,16 +52,30 @@ def render(console: Console, what: str, s: dict) -> None:
         if not r["ok"]:
             t.add_row(str(r["n"]), Text("failed", style="red"), *["–"] * 8, mark)
             continue
-        t.add_row(str(r["n"]), _interval(r["wall_s"]), f"{r['speedup']:.2f}×", pct(r["efficiency"]), _s(r["user_s"]),
-                  _s(r["system_s"]), pct(r["system_share"]), _s(r["irq_softirq_s"]), si(r["context_switches"]),
-                  si(r["page_faults"]), mark)
+        t.add_row(
+            str(r["n"]),
+            _interval(r["wall_s"]),
+            f"{r['speedup']:.2f}×",
+            pct(r["efficiency"]),
+            _s(r["user_s"]),
+            _s(r["system_s"]),
+            pct(r["system_share"]),
+            _s(r["irq_softirq_s"]),
+            si(r["context_switches"]),
+            si(r["page_faults"]),
+            mark,
+        )
     console.print(t)
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
     first = rows[0]
-    console.print(Text(f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
-                       "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)",
-                       style="dim"))
+    console.print(
+        Text(
+            f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
+            "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)",
+            style="dim",
+        )
+    )
     for line in fit_lines(s["fits"]):
         console.print(Text(f"  {line}", style="dim"))
 
@@ -77,15 +102,20 @@ def fit_lines(fits: dict) -> list[str]:
         lines.append(f"Amdahl: not fitted, {a.get('why', 'no data')}")
     u = fits.get("usl", {})
     if u.get("fitted"):
+
         def se(k):
             return f" ± {u[k + '_se']:.2g}" if u.get(k + "_se") is not None else ""
+
         peak = ""
         if u.get("peak_n"):
             where = " (extrapolated beyond the CPUs measured)" if u.get("peak_is_extrapolated") else ""
             peak = f"; speedup peaks at {u['peak_speedup']:.3g}× near {u['peak_n']:.0f} CPUs{where}"
-        lines.append(f"USL: contention σ = {u['sigma']:.3g}{se('sigma')}, coherency κ = {u['kappa']:.3g}{se('kappa')}, "
-                     f"R² = {u['r2']:.3f}" if u.get("r2") is not None else
-                     f"USL: contention σ = {u['sigma']:.3g}, coherency κ = {u['kappa']:.3g}")
+        lines.append(
+            f"USL: contention σ = {u['sigma']:.3g}{se('sigma')}, coherency κ = {u['kappa']:.3g}{se('kappa')}, "
+            f"R² = {u['r2']:.3f}"
+            if u.get("r2") is not None
+            else f"USL: contention σ = {u['sigma']:.3g}, coherency κ = {u['kappa']:.3g}"
+        )
         lines[-1] += peak
         preds = ", ".join(f"{p['n']} CPUs {p['speedup']:.3g}×" for p in u.get("predicted", []))
         if preds:

@@ -1,6 +1,7 @@
 """The `latency` section: per-operation percentiles, side by side when the
 run measured each operation alone and with competition, then the
 variability buckets."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -23,8 +24,10 @@ def _floor_line(s: LatencySummary) -> Text:
     parts = [f"{phase}: p50 {ns(o.q('p50'))}, p99 {ns(o.q('p99'))}" for phase, o in s.floor.items()]
     if not parts:
         return Text("timing overhead: not measured (no null probe in this run)", style="yellow")
-    return Text("timing overhead (an empty operation, included in every figure, subtracted from none): "
-                + "; ".join(parts), style="dim")
+    return Text(
+        "timing overhead (an empty operation, included in every figure, subtracted from none): " + "; ".join(parts),
+        style="dim",
+    )
 
 
 def _notes(op: OpLatency, floor: OpLatency | None, notes: list[str]) -> str:
@@ -81,8 +84,7 @@ def render(console: Console, s: LatencySummary) -> None:
 
 
 def _variability(console: Console, s: LatencySummary) -> None:
-    t = Table(title="[bold]variability[/]: share of operations whose percentile is at most …",
-              title_justify="left")
+    t = Table(title="[bold]variability[/]: share of operations whose percentile is at most …", title_justify="left")
     t.add_column("")
     for _, label in BUCKETS:
         t.add_column(label, justify="right")

@@ -1,4 +1,5 @@
 """The `scale` section: one table per probe series, as the command prints it."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -8,8 +9,10 @@ from rich.text import Text
 from ..analysis.scale import Series, run_notes
 from ..format import pct, seconds, si
 
-LEGEND = ("imbalance = fastest worker's rate / slowest's · sys = kernel share of the workers' CPU "
-          "time · efficiency = per-worker rate relative to the smallest worker count")
+LEGEND = (
+    "imbalance = fastest worker's rate / slowest's · sys = kernel share of the workers' CPU "
+    "time · efficiency = per-worker rate relative to the smallest worker count"
+)
 
 
 def _interval(iv, fmt=si) -> str:
@@ -43,8 +46,14 @@ def series_table(s: Series, summary: str) -> tuple[Table, list[str]]:
         row = [str(p.workers)]
         if fixed_work:
             row += [seconds(p.fastest_s.median), seconds(p.slowest_s.median)]
-        row += [si(p.total.median), _interval(p.per_worker), pct(p.efficiency),
-                f"{p.imbalance:.2f}", pct(p.sys_share), Text(",".join(marks), style="yellow")]
+        row += [
+            si(p.total.median),
+            _interval(p.per_worker),
+            pct(p.efficiency),
+            f"{p.imbalance:.2f}",
+            pct(p.sys_share),
+            Text(",".join(marks), style="yellow"),
+        ]
         t.add_row(*row)
     return t, notes
 

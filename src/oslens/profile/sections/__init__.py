@@ -1,6 +1,7 @@
 """The sections of a profile, in report order. Each module has `TITLE`,
 `summarize(recs: Records) -> dict` and `render(console, section) -> None`;
 a new section is one module here plus its place in SECTIONS."""
+
 from __future__ import annotations
 
 from types import ModuleType

@@ -5,6 +5,7 @@ Every section dict has "title", "missing" (None, or why the section's main
 data could not be measured), "notes" (warnings about what was measured) and
 "crosschecks" (the same figure from independent sources, side by side).
 Unknown numbers are None, never 0 and never NaN (which is not JSON)."""
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,15 @@ if TYPE_CHECKING:
     from ..records import Records
 
 # Decades for the distribution of a latency histogram: upper bound (ns), label.
-DECADES = ((1e3, "<1 µs"), (1e4, "1–10 µs"), (1e5, "10–100 µs"), (1e6, "0.1–1 ms"), (1e7, "1–10 ms"),
-           (1e8, "10–100 ms"), (math.inf, "≥100 ms"))
+DECADES = (
+    (1e3, "<1 µs"),
+    (1e4, "1–10 µs"),
+    (1e5, "10–100 µs"),
+    (1e6, "0.1–1 ms"),
+    (1e7, "1–10 ms"),
+    (1e8, "10–100 ms"),
+    (math.inf, "≥100 ms"),
+)
 
 # Sources that count the same thing over slightly different windows and scopes
 # still agree within this; beyond it the report says by how much they differ.
@@ -66,13 +74,24 @@ def hist_stats(record: dict | None) -> dict | None:
     if record is None:
         return None
     h = Histogram.from_record(record)
-    stats = {"count": h.count, "total_ns": h.sum * h.unit_ns, "resolution": 2.0 ** -h.sub_bits / 2}
+    stats = {"count": h.count, "total_ns": h.sum * h.unit_ns, "resolution": 2.0**-h.sub_bits / 2}
     if h.count == 0:
-        return {**stats, **dict.fromkeys(("avg_ns", "min_ns", "max_ns", "std_ns", "p50_ns", "p99_ns")),
-                "distribution": {}}
+        return {
+            **stats,
+            **dict.fromkeys(("avg_ns", "min_ns", "max_ns", "std_ns", "p50_ns", "p99_ns")),
+            "distribution": {},
+        }
     p50, p99 = h.percentiles([50, 99])
-    return {**stats, "avg_ns": h.mean_ns, "min_ns": h.min_ns, "max_ns": h.max_ns, "std_ns": finite(h.std_ns),
-            "p50_ns": float(p50), "p99_ns": float(p99), "distribution": _distribution(h)}
+    return {
+        **stats,
+        "avg_ns": h.mean_ns,
+        "min_ns": h.min_ns,
+        "max_ns": h.max_ns,
+        "std_ns": finite(h.std_ns),
+        "p50_ns": float(p50),
+        "p99_ns": float(p99),
+        "distribution": _distribution(h),
+    }
 
 
 def add_crosscheck(section: dict, what: str, values: dict[str, float | None], unit: str = "count") -> None:
@@ -102,8 +121,9 @@ FALLBACK = "; shown instead: what procfs and the software counters give"
 
 
 # For a figure summed over threads when Records.threads_complete is False.
-THREADS_PARTIAL = ("without BPF only the threads alive at the end could be read (/proc): threads that exited "
-                   "are not counted")
+THREADS_PARTIAL = (
+    "without BPF only the threads alive at the end could be read (/proc): threads that exited are not counted"
+)
 
 
 def thread_sum(recs: Records, attr: str) -> int | None:
@@ -112,6 +132,7 @@ def thread_sum(recs: Records, attr: str) -> int | None:
 
 
 # ---- rendering -------------------------------------------------------------
+
 
 def fmt_ns(x: float | None) -> str:
     return "–" if x is None else ns(x)
@@ -172,8 +193,9 @@ LATENCY_COLUMNS = ("count", "avg", "min", "p50", "p99", "max", "stddev")
 def latency_cells(stats: dict | None) -> list[str]:
     if stats is None:
         return ["–"] * len(LATENCY_COLUMNS)
-    return [fmt_count(stats["count"])] + [fmt_ns(stats[k]) for k in
-                                          ("avg_ns", "min_ns", "p50_ns", "p99_ns", "max_ns", "std_ns")]
+    return [fmt_count(stats["count"])] + [
+        fmt_ns(stats[k]) for k in ("avg_ns", "min_ns", "p50_ns", "p99_ns", "max_ns", "std_ns")
+    ]
 
 
 def distribution_table(title: str, rows: list[tuple[str, dict | None]]) -> Table | None:
@@ -189,5 +211,8 @@ def distribution_table(title: str, rows: list[tuple[str, dict | None]]) -> Table
 
 def resolution_legend(*stats: dict | None) -> str:
     res = max((s["resolution"] for s in stats if s), default=None)
-    return "" if res is None else (f"percentiles and stddev within ±{res:.1%} (histogram bucket width); "
-                                   "min, max, avg exact")
+    return (
+        ""
+        if res is None
+        else (f"percentiles and stddev within ±{res:.1%} (histogram bucket width); min, max, avg exact")
+    )

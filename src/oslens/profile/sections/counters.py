@@ -2,6 +2,7 @@
 privilege (each event opened once excluding the kernel, once excluding user
 mode): cycles, instructions, IPC, front-end stalls, L1i and iTLB misses, and
 the share of instructions run in the kernel. Software ones listed as they are."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -49,23 +50,37 @@ def _metrics(v: dict[str, float | None]) -> dict[str, float | None]:
 
 
 def _hardware(section: dict, events: dict[tuple[str, str], dict]) -> dict:
-    values = {scope: {name: (events.get((name, scope)) or {}).get("value") for name in HARDWARE}
-              for scope in SCOPES[:2]}
+    values = {
+        scope: {name: (events.get((name, scope)) or {}).get("value") for name in HARDWARE} for scope in SCOPES[:2]
+    }
     # user + kernel where both were counted: "all" is never half of it.
-    values["all"] = {name: None if None in (values["user"][name], values["kernel"][name])
-                     else values["user"][name] + values["kernel"][name] for name in HARDWARE}
+    values["all"] = {
+        name: None
+        if None in (values["user"][name], values["kernel"][name])
+        else values["user"][name] + values["kernel"][name]
+        for name in HARDWARE
+    }
     per_scope = {scope: _metrics(values[scope]) for scope in SCOPES}
-    unavailable = [{"event": name, "scope": scope,
-                    "error": (events.get((name, scope)) or {}).get("error") or "the engine did not report it"}
-                   for name in HARDWARE for scope in SCOPES[:2] if values[scope][name] is None]
+    unavailable = [
+        {
+            "event": name,
+            "scope": scope,
+            "error": (events.get((name, scope)) or {}).get("error") or "the engine did not report it",
+        }
+        for name in HARDWARE
+        for scope in SCOPES[:2]
+        if values[scope][name] is None
+    ]
     errors = sorted({u["error"] for u in unavailable})
     if len(unavailable) == 2 * len(HARDWARE):
         section["missing"] = f"hardware counters not available: {'; '.join(errors)}"
     else:
         section["notes"] += [f"{u['event']} ({u['scope']}) not available: {u['error']}" for u in unavailable]
     return {
-        "metrics": [{"metric": key, "label": label, **{scope: per_scope[scope][key] for scope in SCOPES}}
-                    for key, (label, _) in METRICS.items()],
+        "metrics": [
+            {"metric": key, "label": label, **{scope: per_scope[scope][key] for scope in SCOPES}}
+            for key, (label, _) in METRICS.items()
+        ],
         "kernel_instruction_share": ratio(values["kernel"]["instructions"], values["all"]["instructions"]),
         "kernel_cycle_share": ratio(values["kernel"]["cycles"], values["all"]["cycles"]),
         "unavailable": unavailable,
@@ -81,14 +96,24 @@ def summarize(recs: Records) -> dict:
         return section
     events = {(e["name"], e["scope"]): e for e in rec.get("events", [])}
     section["hardware"] = _hardware(section, events)
-    section["software"] = [{"name": name, "value": e.get("value"), "per_s": per_second(e.get("value"), recs.wall_s),
-                            "error": e.get("error")}
-                           for name in SOFTWARE for e in [events.get((name, "all"))] if e is not None]
+    section["software"] = [
+        {
+            "name": name,
+            "value": e.get("value"),
+            "per_s": per_second(e.get("value"), recs.wall_s),
+            "error": e.get("error"),
+        }
+        for name in SOFTWARE
+        for e in [events.get((name, "all"))]
+        if e is not None
+    ]
     for e in events.values():
         # The engine scaled these by enabled/running: say how much was counted.
         if e.get("value") is not None and e.get("running_ns") and e["running_ns"] < e.get("enabled_ns", 0):
-            section["notes"].append(f"{e['name']} ({e['scope']}) counted {e['running_ns'] / e['enabled_ns']:.0%} "
-                                    "of the time (multiplexed) and scaled up")
+            section["notes"].append(
+                f"{e['name']} ({e['scope']}) counted {e['running_ns'] / e['enabled_ns']:.0%} "
+                "of the time (multiplexed) and scaled up"
+            )
     return section
 
 
@@ -107,8 +132,10 @@ def render(console: Console, section: dict) -> None:
             kind = METRICS[m["metric"]][1]
             t.add_row(m["label"], *[_fmt(m[scope], kind) for scope in SCOPES])
         console.print(t)
-        console.print(f"  share of instructions run in the kernel: {fmt_share(hw['kernel_instruction_share'])}; "
-                      f"of cycles: {fmt_share(hw['kernel_cycle_share'])}")
+        console.print(
+            f"  share of instructions run in the kernel: {fmt_share(hw['kernel_instruction_share'])}; "
+            f"of cycles: {fmt_share(hw['kernel_cycle_share'])}"
+        )
     if section["software"]:
         t = table("software counters", ["counter", "value", "per s"])
         for s in section["software"]:

@@ -1,15 +1,32 @@
 """Page faults of the workload: minor and major per second and the latency of
 a fault (frequency/s, avg, max, min, stddev and distribution, as in the
 data-center characterization study's table)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .common import (FALLBACK, LATENCY_COLUMNS, add_crosscheck, bpf_record, distribution_table, fmt_count,
-                      fmt_rate, footer, heading, hist_stats, latency_cells, new_section, per_second, plain,
-                      resolution_legend, table, thread_sum)
+from .common import (
+    FALLBACK,
+    LATENCY_COLUMNS,
+    add_crosscheck,
+    bpf_record,
+    distribution_table,
+    fmt_count,
+    fmt_rate,
+    footer,
+    heading,
+    hist_stats,
+    latency_cells,
+    new_section,
+    per_second,
+    plain,
+    resolution_legend,
+    table,
+    thread_sum,
+)
 
 if TYPE_CHECKING:
     from ..records import Records
@@ -40,17 +57,29 @@ def summarize(recs: Records) -> dict:
         counts, source = _counts_without_bpf(recs)
         section["latency"] = None
     total = None if None in counts.values() else sum(counts.values())
-    section["counts"] = {"source": source, **counts, "all": total,
-                         **{f"{k}_per_s": per_second(v, recs.wall_s) for k, v in {**counts, "all": total}.items()}}
+    section["counts"] = {
+        "source": source,
+        **counts,
+        "all": total,
+        **{f"{k}_per_s": per_second(v, recs.wall_s) for k, v in {**counts, "all": total}.items()},
+    }
     vmstat = recs.proc_delta.vmstat
     # pgfault counts every fault, pgmajfault the major ones among them.
-    section["system_wide"] = ({"minor": vmstat["pgfault"] - vmstat["pgmajfault"], "major": vmstat["pgmajfault"]}
-                              if vmstat and "pgfault" in vmstat and "pgmajfault" in vmstat else None)
+    section["system_wide"] = (
+        {"minor": vmstat["pgfault"] - vmstat["pgmajfault"], "major": vmstat["pgmajfault"]}
+        if vmstat and "pgfault" in vmstat and "pgmajfault" in vmstat
+        else None
+    )
     for kind in KINDS:
-        add_crosscheck(section, f"{kind} faults",
-                       {"BPF": rec[kind] if rec else None,
-                        f"page-faults-{kind[:3]} counter": recs.counter_value(f"page-faults-{kind[:3]}"),
-                        f"threads' {kind[:3]}_flt": thread_sum(recs, f"{kind[:3]}_flt")})
+        add_crosscheck(
+            section,
+            f"{kind} faults",
+            {
+                "BPF": rec[kind] if rec else None,
+                f"page-faults-{kind[:3]} counter": recs.counter_value(f"page-faults-{kind[:3]}"),
+                f"threads' {kind[:3]}_flt": thread_sum(recs, f"{kind[:3]}_flt"),
+            },
+        )
     return section
 
 
@@ -70,13 +99,14 @@ def render(console: Console, section: dict) -> None:
         all_cells = latency_cells(latency.get("all"))
         t.add_row("all", fmt_rate(c["all_per_s"]), fmt_count(c["all"]), *all_cells[1:], style="bold")
         console.print(t)
-        console.print(plain(f"  counts from {c['source']}" + ("; latency from BPF" if latency else "")),
-                      style="dim")
+        console.print(plain(f"  counts from {c['source']}" + ("; latency from BPF" if latency else "")), style="dim")
     dist = distribution_table("fault latency distribution", [(k, s) for k, s in latency.items()])
     if dist:
         console.print(dist)
     sw = section["system_wide"]
     if sw:
-        console.print(f"  whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, "
-                      f"{fmt_count(sw['major'])} major", style="dim")
+        console.print(
+            f"  whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, {fmt_count(sw['major'])} major",
+            style="dim",
+        )
     footer(console, section, resolution_legend(*latency.values()))

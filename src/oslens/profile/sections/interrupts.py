@@ -2,6 +2,7 @@
 vector, x86 system vectors (timer, IPIs), and how interrupts were spread over
 the CPUs. Interrupts are system-wide: the BPF figures cover every CPU, with
 the part that hit while a workload thread was running shown apart."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -10,8 +11,22 @@ from rich.console import Console
 from rich.table import Table
 
 from ...cpulist import format_cpulist
-from .common import (FALLBACK, add_crosscheck, bpf_record, fmt_count, fmt_ns, fmt_rate, fmt_share, footer, heading,
-                      new_section, per_second, plain, ratio, table)
+from .common import (
+    FALLBACK,
+    add_crosscheck,
+    bpf_record,
+    fmt_count,
+    fmt_ns,
+    fmt_rate,
+    fmt_share,
+    footer,
+    heading,
+    new_section,
+    per_second,
+    plain,
+    ratio,
+    table,
+)
 
 if TYPE_CHECKING:
     from ..records import Records
@@ -27,15 +42,26 @@ TOP = 15
 
 def _event_rows(rows: list[dict], wall_s: float | None) -> list[dict]:
     """BPF rows with rates and average handler time, the costliest first."""
-    out = [{**row, "per_s": per_second(row["count"], wall_s), "avg_ns": ratio(row["ns"], row["count"]),
-            "workload_per_s": per_second(row["workload_count"], wall_s)} for row in rows]
+    out = [
+        {
+            **row,
+            "per_s": per_second(row["count"], wall_s),
+            "avg_ns": ratio(row["ns"], row["count"]),
+            "workload_per_s": per_second(row["workload_count"], wall_s),
+        }
+        for row in rows
+    ]
     return sorted(out, key=lambda r: (-r["ns"], -r["count"]))
 
 
 def _totals(rows: list[dict], wall_s: float | None) -> dict:
     total = {k: sum(r[k] for r in rows) for k in ("count", "ns", "workload_count", "workload_ns")}
-    return {**total, "per_s": per_second(total["count"], wall_s), "avg_ns": ratio(total["ns"], total["count"]),
-            "workload_per_s": per_second(total["workload_count"], wall_s)}
+    return {
+        **total,
+        "per_s": per_second(total["count"], wall_s),
+        "avg_ns": ratio(total["ns"], total["count"]),
+        "workload_per_s": per_second(total["workload_count"], wall_s),
+    }
 
 
 def _spread(recs: Records) -> dict:
@@ -50,20 +76,40 @@ def _spread(recs: Records) -> dict:
         if not row.counts or row.total <= 0:
             continue
         top_cpu, top = max(row.counts.items(), key=lambda kv: kv[1])
-        rows.append({"irq": row.name, "description": row.description, "device_irq": row.numbered,
-                     "count": row.total, "per_s": per_second(row.total, recs.wall_s),
-                     "cpus": sorted(cpu for cpu, n in row.counts.items() if n > 0), "top_cpu": top_cpu,
-                     "per_cpu": [[cpu, n] for cpu, n in sorted(row.counts.items()) if n > 0],
-                     "top_share": top / row.total, "concentrated": several and top / row.total >= CONCENTRATED})
+        rows.append(
+            {
+                "irq": row.name,
+                "description": row.description,
+                "device_irq": row.numbered,
+                "count": row.total,
+                "per_s": per_second(row.total, recs.wall_s),
+                "cpus": sorted(cpu for cpu, n in row.counts.items() if n > 0),
+                "top_cpu": top_cpu,
+                "per_cpu": [[cpu, n] for cpu, n in sorted(row.counts.items()) if n > 0],
+                "top_share": top / row.total,
+                "concentrated": several and top / row.total >= CONCENTRATED,
+            }
+        )
     rows.sort(key=lambda r: -r["count"])
     per_cpu_counts = {cpu: sum(row.counts.get(cpu, 0) for row in delta.values()) for cpu in cpus}
     all_count = sum(per_cpu_counts.values())
-    per_cpu = [{"cpu": cpu, "count": n, "share": ratio(n, all_count),
-                "concentrated": several and (ratio(n, all_count) or 0) >= CONCENTRATED}
-               for cpu, n in per_cpu_counts.items()]
+    per_cpu = [
+        {
+            "cpu": cpu,
+            "count": n,
+            "share": ratio(n, all_count),
+            "concentrated": several and (ratio(n, all_count) or 0) >= CONCENTRATED,
+        }
+        for cpu, n in per_cpu_counts.items()
+    ]
     device = sum(r["count"] for r in rows if r["device_irq"])
-    return {"cpus": cpus, "rows": rows, "per_cpu": per_cpu, "device_irqs": device,
-            "device_irqs_per_s": per_second(device, recs.wall_s)}
+    return {
+        "cpus": cpus,
+        "rows": rows,
+        "per_cpu": per_cpu,
+        "device_irqs": device,
+        "device_irqs_per_s": per_second(device, recs.wall_s),
+    }
 
 
 def _softirqs(recs: Records, bpf_rows: list[dict]) -> list[dict]:
@@ -72,8 +118,11 @@ def _softirqs(recs: Records, bpf_rows: list[dict]) -> list[dict]:
     procfs_counts = {vec: sum(per_cpu.values()) for vec, per_cpu in delta.items()}
     rows = [{**row, "procfs_count": procfs_counts.get(row["name"])} for row in bpf_rows]
     seen = {row["name"] for row in rows}
-    rows += [{"name": vec, "count": None, "procfs_count": n, "procfs_per_s": per_second(n, recs.wall_s)}
-             for vec, n in sorted(procfs_counts.items(), key=lambda kv: -kv[1]) if vec not in seen]
+    rows += [
+        {"name": vec, "count": None, "procfs_count": n, "procfs_per_s": per_second(n, recs.wall_s)}
+        for vec, n in sorted(procfs_counts.items(), key=lambda kv: -kv[1])
+        if vec not in seen
+    ]
     return rows
 
 
@@ -99,15 +148,28 @@ def summarize(recs: Records) -> dict:
     if recs.proc_delta.softirqs is None:
         section["notes"].append(f"softirq counts from /proc/softirqs: {recs.procfs_missing('/proc/softirqs')}")
     proc_rows = {r["irq"]: r["count"] for r in spread.get("rows", [])}
-    add_crosscheck(section, "device interrupts, all CPUs",
-                   {"BPF": section["hardirq"]["total"]["count"] if rec else None,
-                    "/proc/interrupts": spread.get("device_irqs")})
-    add_crosscheck(section, "local timer interrupts, all CPUs",
-                   {"BPF": _named(vectors, "local_timer"), "/proc/interrupts LOC": proc_rows.get("LOC")})
-    add_crosscheck(section, "softirqs run, all CPUs",
-                   {"BPF": section["softirq"]["total"]["count"] if rec else None,
-                    "/proc/softirqs": (sum(r["procfs_count"] for r in section["softirq"]["rows"]
-                                           if r["procfs_count"] is not None) if recs.proc_delta.softirqs else None)})
+    add_crosscheck(
+        section,
+        "device interrupts, all CPUs",
+        {"BPF": section["hardirq"]["total"]["count"] if rec else None, "/proc/interrupts": spread.get("device_irqs")},
+    )
+    add_crosscheck(
+        section,
+        "local timer interrupts, all CPUs",
+        {"BPF": _named(vectors, "local_timer"), "/proc/interrupts LOC": proc_rows.get("LOC")},
+    )
+    add_crosscheck(
+        section,
+        "softirqs run, all CPUs",
+        {
+            "BPF": section["softirq"]["total"]["count"] if rec else None,
+            "/proc/softirqs": (
+                sum(r["procfs_count"] for r in section["softirq"]["rows"] if r["procfs_count"] is not None)
+                if recs.proc_delta.softirqs
+                else None
+            ),
+        },
+    )
     return section
 
 
@@ -115,8 +177,15 @@ def _event_table(title: str, label: str, rows: list[dict], with_number: bool = F
     cols = [label, "count", "per s", "avg", "total time", "while workload ran", "its time"]
     t = table(title, (["irq"] if with_number else []) + cols, first_left=not with_number)
     for r in rows[:TOP]:
-        cells = [plain(r["name"]), fmt_count(r["count"]), fmt_rate(r["per_s"]), fmt_ns(r["avg_ns"]),
-                 fmt_ns(r["ns"]), fmt_count(r["workload_count"]), fmt_ns(r["workload_ns"])]
+        cells = [
+            plain(r["name"]),
+            fmt_count(r["count"]),
+            fmt_rate(r["per_s"]),
+            fmt_ns(r["avg_ns"]),
+            fmt_ns(r["ns"]),
+            fmt_count(r["workload_count"]),
+            fmt_ns(r["workload_ns"]),
+        ]
         t.add_row(*([str(r["irq"])] if with_number else []) + cells)
     return t
 
@@ -124,8 +193,10 @@ def _event_table(title: str, label: str, rows: list[dict], with_number: bool = F
 def _render_bpf(console: Console, section: dict) -> None:
     hard = section["hardirq"]
     tot = hard["total"]
-    console.print(f"  hard IRQs: {fmt_rate(tot['per_s'])} on all CPUs ({fmt_rate(tot['workload_per_s'])} while the "
-                  f"workload ran), average handler time {fmt_ns(tot['avg_ns'])}")
+    console.print(
+        f"  hard IRQs: {fmt_rate(tot['per_s'])} on all CPUs ({fmt_rate(tot['workload_per_s'])} while the "
+        f"workload ran), average handler time {fmt_ns(tot['avg_ns'])}"
+    )
     if hard["rows"]:
         console.print(_event_table("hard IRQs (device interrupts), costliest first", "device", hard["rows"], True))
     if section["vectors"]["rows"]:
@@ -134,9 +205,15 @@ def _render_bpf(console: Console, section: dict) -> None:
     if per_cpu:
         t = table("interrupt time per CPU", ["cpu", "hard IRQs", "time", "softirqs", "time", "vectors", "time"])
         for c in per_cpu:
-            t.add_row(str(c["cpu"]), fmt_count(c["hardirq_count"]), fmt_ns(c["hardirq_ns"]),
-                      fmt_count(c["softirq_count"]), fmt_ns(c["softirq_ns"]), fmt_count(c["vector_count"]),
-                      fmt_ns(c["vector_ns"]))
+            t.add_row(
+                str(c["cpu"]),
+                fmt_count(c["hardirq_count"]),
+                fmt_ns(c["hardirq_ns"]),
+                fmt_count(c["softirq_count"]),
+                fmt_ns(c["softirq_ns"]),
+                fmt_count(c["vector_count"]),
+                fmt_ns(c["vector_ns"]),
+            )
         console.print(t)
 
 
@@ -145,14 +222,22 @@ def _render_softirqs(console: Console, softirq: dict) -> None:
     if not rows:
         return
     if softirq["total"] is not None:
-        t = table("softirqs by vector (time from BPF, all CPUs)",
-                  ["vector", "run", "per s", "avg", "total time", "while workload ran", "its time",
-                   "run (/proc/softirqs)"])
+        t = table(
+            "softirqs by vector (time from BPF, all CPUs)",
+            ["vector", "run", "per s", "avg", "total time", "while workload ran", "its time", "run (/proc/softirqs)"],
+        )
         for r in rows:
             if r["count"] is not None:
-                t.add_row(plain(r["name"]), fmt_count(r["count"]), fmt_rate(r["per_s"]), fmt_ns(r["avg_ns"]),
-                          fmt_ns(r["ns"]), fmt_count(r["workload_count"]), fmt_ns(r["workload_ns"]),
-                          fmt_count(r["procfs_count"]))
+                t.add_row(
+                    plain(r["name"]),
+                    fmt_count(r["count"]),
+                    fmt_rate(r["per_s"]),
+                    fmt_ns(r["avg_ns"]),
+                    fmt_ns(r["ns"]),
+                    fmt_count(r["workload_count"]),
+                    fmt_ns(r["workload_ns"]),
+                    fmt_count(r["procfs_count"]),
+                )
     else:
         t = table("softirqs by vector (/proc/softirqs)", ["vector", "run", "per s"])
         for r in rows:
@@ -164,17 +249,28 @@ def _render_spread(console: Console, spread: dict) -> None:
     if spread.get("missing"):
         console.print(plain(f"  spread over CPUs: {spread['missing']}"), style="yellow")
         return
-    t = table(f"spread over CPUs (/proc/interrupts; flagged: one CPU took ≥{CONCENTRATED:.0%})",
-              ["irq", "description", "count", "per s", "CPUs that took them", "top CPU", "its share"])
+    t = table(
+        f"spread over CPUs (/proc/interrupts; flagged: one CPU took ≥{CONCENTRATED:.0%})",
+        ["irq", "description", "count", "per s", "CPUs that took them", "top CPU", "its share"],
+    )
     for r in spread["rows"][:TOP]:
-        t.add_row(plain(r["irq"]), plain(r["description"]), fmt_count(r["count"]), fmt_rate(r["per_s"]),
-                  format_cpulist(r["cpus"]), str(r["top_cpu"]), fmt_share(r["top_share"]),
-                  style="yellow" if r["concentrated"] else None)
+        t.add_row(
+            plain(r["irq"]),
+            plain(r["description"]),
+            fmt_count(r["count"]),
+            fmt_rate(r["per_s"]),
+            format_cpulist(r["cpus"]),
+            str(r["top_cpu"]),
+            fmt_share(r["top_share"]),
+            style="yellow" if r["concentrated"] else None,
+        )
     console.print(t)
     if len(spread["rows"]) > TOP:
         console.print(f"  … {len(spread['rows']) - TOP} more interrupt sources", style="dim")
-    console.print("  all interrupts per CPU: " + ", ".join(
-        f"cpu {c['cpu']} {fmt_share(c['share'])}" for c in spread["per_cpu"]), style="dim")
+    console.print(
+        "  all interrupts per CPU: " + ", ".join(f"cpu {c['cpu']} {fmt_share(c['share'])}" for c in spread["per_cpu"]),
+        style="dim",
+    )
     for c in spread["per_cpu"]:
         if c["concentrated"]:
             console.print(f"  CPU {c['cpu']} took {fmt_share(c['share'])} of all interrupts", style="yellow")

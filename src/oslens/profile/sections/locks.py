@@ -1,14 +1,14 @@
 """Kernel lock contention met by the workload (lock:contention_begin/end):
 the top contended locks by total wait, with their kind, the kernel function
 that waited, count, max and average wait."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .common import (bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio,
-                      table)
+from .common import bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:
     from ..records import Records
@@ -26,10 +26,18 @@ def _caller(row: dict) -> str:
 
 
 def _row(row: dict, wall_s: float | None) -> dict:
-    return {"lock": row.get("lock_name") or row.get("lock_symbol") or row["lock"], "address": row["lock"],
-            "kind": row.get("kind"), "caller": _caller(row), "count": row["count"],
-            "per_s": per_second(row["count"], wall_s), "total_ns": row["total_ns"],
-            "avg_ns": ratio(row["total_ns"], row["count"]), "max_ns": row["max_ns"], "stack": row.get("stack") or []}
+    return {
+        "lock": row.get("lock_name") or row.get("lock_symbol") or row["lock"],
+        "address": row["lock"],
+        "kind": row.get("kind"),
+        "caller": _caller(row),
+        "count": row["count"],
+        "per_s": per_second(row["count"], wall_s),
+        "total_ns": row["total_ns"],
+        "avg_ns": ratio(row["total_ns"], row["count"]),
+        "max_ns": row["max_ns"],
+        "stack": row.get("stack") or [],
+    }
 
 
 def _merge_by_caller(rows: list[dict], wall_s: float | None) -> list[dict]:
@@ -58,8 +66,11 @@ def summarize(recs: Records) -> dict:
         section["notes"].append(f"callers and lock names unresolved: {rec['unresolved_because']}")
     rows = _merge_by_caller([_row(r, recs.wall_s) for r in (rec or {}).get("rows", [])], recs.wall_s)
     section["rows"] = rows[:TOP]
-    section["total"] = ({"locks": len(rows), "count": sum(r["count"] for r in rows),
-                         "total_ns": sum(r["total_ns"] for r in rows)} if rec else None)
+    section["total"] = (
+        {"locks": len(rows), "count": sum(r["count"] for r in rows), "total_ns": sum(r["total_ns"] for r in rows)}
+        if rec
+        else None
+    )
     if rec is not None and not rows:
         section["notes"].append("no kernel lock was contended by the workload's threads")
     return section
@@ -69,13 +80,26 @@ def render(console: Console, section: dict) -> None:
     heading(console, section)
     total = section["total"]
     if section["rows"]:
-        console.print(f"  {total['locks']:,} contended locks, {fmt_count(total['count'])} waits, "
-                      f"{fmt_ns(total['total_ns'])} waited in all")
-        t = table("top contended locks by total wait", ["lock", "kind", "waited in", "waits", "total wait", "avg",
-                                                        "max"])
+        console.print(
+            f"  {total['locks']:,} contended locks, {fmt_count(total['count'])} waits, "
+            f"{fmt_ns(total['total_ns'])} waited in all"
+        )
+        t = table(
+            "top contended locks by total wait", ["lock", "kind", "waited in", "waits", "total wait", "avg", "max"]
+        )
         for r in section["rows"]:
-            t.add_row(plain(r["lock"]), plain(r["kind"] or "–"), plain(r["caller"]), fmt_count(r["count"]),
-                      fmt_ns(r["total_ns"]), fmt_ns(r["avg_ns"]), fmt_ns(r["max_ns"]))
+            t.add_row(
+                plain(r["lock"]),
+                plain(r["kind"] or "–"),
+                plain(r["caller"]),
+                fmt_count(r["count"]),
+                fmt_ns(r["total_ns"]),
+                fmt_ns(r["avg_ns"]),
+                fmt_ns(r["max_ns"]),
+            )
         console.print(t)
-    footer(console, section, "wait = contention_begin to contention_end: spinning and sleeping both count"
-           if section["rows"] else None)
+    footer(
+        console,
+        section,
+        "wait = contention_begin to contention_end: spinning and sleeping both count" if section["rows"] else None,
+    )

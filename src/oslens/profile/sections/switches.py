@@ -1,6 +1,7 @@
 """Context switches of the workload's threads: voluntary and involuntary per
 second, who preempted them (kernel threads, other applications, the workload
 itself), how long they stayed off the CPU, run-queue wait, and migrations."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -8,9 +9,28 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .common import (FALLBACK, LATENCY_COLUMNS, THREADS_PARTIAL, add_crosscheck, bpf_record, distribution_table,
-                      fmt_count, fmt_rate, fmt_share, footer, heading, hist_stats, latency_cells, new_section,
-                      per_second, plain, ratio, resolution_legend, table, thread_sum)
+from .common import (
+    FALLBACK,
+    LATENCY_COLUMNS,
+    THREADS_PARTIAL,
+    add_crosscheck,
+    bpf_record,
+    distribution_table,
+    fmt_count,
+    fmt_rate,
+    fmt_share,
+    footer,
+    heading,
+    hist_stats,
+    latency_cells,
+    new_section,
+    per_second,
+    plain,
+    ratio,
+    resolution_legend,
+    table,
+    thread_sum,
+)
 
 if TYPE_CHECKING:
     from ..records import Records
@@ -29,7 +49,7 @@ TOP_NAMES = 10
 
 
 def kthread_family(comm: str) -> str:
-    """"kworker/1:2" -> "kworker/*": per-CPU (and per-queue) kernel threads
+    """ "kworker/1:2" -> "kworker/*": per-CPU (and per-queue) kernel threads
     are one kind of work whatever CPU they are bound to."""
     head, slash, _ = comm.partition("/")
     return f"{head}/*" if slash and head else comm
@@ -53,8 +73,13 @@ def _preemptions(preempted_by: list[dict]) -> dict:
             families[kthread_family(row["comm"])][row["comm"]] += row["count"]
         else:
             others[row["comm"]] += row["count"]
-    kthreads = sorted(({"family": fam, "count": sum(members.values()), "members": _ranked(members)}
-                       for fam, members in families.items()), key=lambda f: (-f["count"], f["family"]))
+    kthreads = sorted(
+        (
+            {"family": fam, "count": sum(members.values()), "members": _ranked(members)}
+            for fam, members in families.items()
+        ),
+        key=lambda f: (-f["count"], f["family"]),
+    )
     return {
         "total": sum(row["count"] for row in preempted_by),
         "kernel_threads": sum(f["count"] for f in kthreads),
@@ -69,12 +94,16 @@ def _preemptions(preempted_by: list[dict]) -> dict:
 def _from_bpf(rec: dict, wall_s: float | None) -> dict:
     return {
         "source": "BPF (sched_switch)",
-        "voluntary": rec["voluntary"], "involuntary": rec["involuntary"],
+        "voluntary": rec["voluntary"],
+        "involuntary": rec["involuntary"],
         "voluntary_per_s": per_second(rec["voluntary"], wall_s),
         "involuntary_per_s": per_second(rec["involuntary"], wall_s),
-        "wakeups": rec["wakeups"], "wakeups_per_s": per_second(rec["wakeups"], wall_s),
-        "migrations": rec["migrations"], "migrations_per_s": per_second(rec["migrations"], wall_s),
-        "switch_ins": rec["switch_ins"], "migrated_switch_ins": rec["migrated_switch_ins"],
+        "wakeups": rec["wakeups"],
+        "wakeups_per_s": per_second(rec["wakeups"], wall_s),
+        "migrations": rec["migrations"],
+        "migrations_per_s": per_second(rec["migrations"], wall_s),
+        "switch_ins": rec["switch_ins"],
+        "migrated_switch_ins": rec["migrated_switch_ins"],
         "migrated_share": ratio(rec["migrated_switch_ins"], rec["switch_ins"]),
     }
 
@@ -84,14 +113,22 @@ def _without_bpf(recs: Records) -> dict:
     wall = recs.wall_s
     voluntary, involuntary = thread_sum(recs, "nvcsw"), thread_sum(recs, "nivcsw")
     migrations = recs.counter_value("cpu-migrations")
-    counts = {"source": "threads' nvcsw/nivcsw (/proc)" if recs.threads else None,
-              "voluntary": voluntary, "involuntary": involuntary,
-              "voluntary_per_s": per_second(voluntary, wall), "involuntary_per_s": per_second(involuntary, wall),
-              "migrations": migrations, "migrations_per_s": per_second(migrations, wall)}
+    counts = {
+        "source": "threads' nvcsw/nivcsw (/proc)" if recs.threads else None,
+        "voluntary": voluntary,
+        "involuntary": involuntary,
+        "voluntary_per_s": per_second(voluntary, wall),
+        "involuntary_per_s": per_second(involuntary, wall),
+        "migrations": migrations,
+        "migrations_per_s": per_second(migrations, wall),
+    }
     if voluntary is None:
         total = recs.counter_value("context-switches")
-        counts.update(source="context-switches counter (no voluntary/involuntary split)" if total is not None
-                      else None, total=total, total_per_s=per_second(total, wall))
+        counts.update(
+            source="context-switches counter (no voluntary/involuntary split)" if total is not None else None,
+            total=total,
+            total_per_s=per_second(total, wall),
+        )
     return counts
 
 
@@ -111,12 +148,20 @@ def summarize(recs: Records) -> dict:
         section["latency"] = {key: hist_stats(rec[key]) for key in LATENCIES if key in rec}
     bpf_total = rec["voluntary"] + rec["involuntary"] if rec else None
     threads_total = (thread_sum(recs, "nvcsw") + thread_sum(recs, "nivcsw")) if recs.threads else None
-    add_crosscheck(section, "context switches",
-                   {"BPF": bpf_total, "threads' nvcsw+nivcsw": threads_total,
-                    "context-switches counter": recs.counter_value("context-switches")})
-    add_crosscheck(section, "migrations",
-                   {"BPF": rec["migrations"] if rec else None,
-                    "cpu-migrations counter": recs.counter_value("cpu-migrations")})
+    add_crosscheck(
+        section,
+        "context switches",
+        {
+            "BPF": bpf_total,
+            "threads' nvcsw+nivcsw": threads_total,
+            "context-switches counter": recs.counter_value("context-switches"),
+        },
+    )
+    add_crosscheck(
+        section,
+        "migrations",
+        {"BPF": rec["migrations"] if rec else None, "cpu-migrations counter": recs.counter_value("cpu-migrations")},
+    )
     return section
 
 
@@ -136,8 +181,10 @@ def _render_counts(console: Console, c: dict) -> None:
     console.print(t)
     console.print(plain(f"  from {c['source']}"), style="dim")
     if c.get("switch_ins"):
-        console.print(f"  {fmt_share(c['migrated_share'])} of {c['switch_ins']:,} switch-ins were on another CPU "
-                      "than the thread last ran on")
+        console.print(
+            f"  {fmt_share(c['migrated_share'])} of {c['switch_ins']:,} switch-ins were on another CPU "
+            "than the thread last ran on"
+        )
 
 
 def _members(members: list[dict], limit: int = 4) -> str:
@@ -147,16 +194,34 @@ def _members(members: list[dict], limit: int = 4) -> str:
 
 def _render_preemptions(console: Console, p: dict) -> None:
     t = table(f"who ran next after the {p['total']:,} preemptions", ["", "count", "share", "which"])
-    t.add_row("kernel threads", fmt_count(p["kernel_threads"]), fmt_share(ratio(p["kernel_threads"], p["total"])),
-              "", style="bold")
+    t.add_row(
+        "kernel threads",
+        fmt_count(p["kernel_threads"]),
+        fmt_share(ratio(p["kernel_threads"], p["total"])),
+        "",
+        style="bold",
+    )
     for fam in p["kernel_thread_families"]:
-        t.add_row(plain(f"  {fam['family']}"), fmt_count(fam["count"]), fmt_share(ratio(fam["count"], p["total"])),
-                  plain(_members(fam["members"])))
-    t.add_row("other applications", fmt_count(p["other_applications"]),
-              fmt_share(ratio(p["other_applications"], p["total"])), plain(_members(p["other_applications_top"])),
-              style="bold")
-    t.add_row("the workload's own threads", fmt_count(p["workload"]), fmt_share(ratio(p["workload"], p["total"])),
-              plain(_members(p["workload_top"])), style="bold")
+        t.add_row(
+            plain(f"  {fam['family']}"),
+            fmt_count(fam["count"]),
+            fmt_share(ratio(fam["count"], p["total"])),
+            plain(_members(fam["members"])),
+        )
+    t.add_row(
+        "other applications",
+        fmt_count(p["other_applications"]),
+        fmt_share(ratio(p["other_applications"], p["total"])),
+        plain(_members(p["other_applications_top"])),
+        style="bold",
+    )
+    t.add_row(
+        "the workload's own threads",
+        fmt_count(p["workload"]),
+        fmt_share(ratio(p["workload"], p["total"])),
+        plain(_members(p["workload_top"])),
+        style="bold",
+    )
     console.print(t)
 
 

@@ -3,6 +3,7 @@ their figures as PNG/SVG files). One module per kind of run turns runs of
 that kind into sections; `machine` describes where they ran and what makes
 their numbers less trustworthy. Several runs of one kind are overlaid, so
 `oslens report A B` is a comparison."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Where the runs were made, side by side, and what about the machine makes
 their numbers less trustworthy."""
+
 from __future__ import annotations
 
 from .page import Note, Section, Table
@@ -33,8 +34,11 @@ def rows(m: dict) -> list[tuple[str, object]]:
         ("kernel build", _get(kernel, "version")),
         ("CPU", _get(cpu, "model_name")),
         ("CPUs online / allowed", f"{_get(cpu, 'online_cpus')} / {_get(cpu, 'allowed_cpus', 'count')}"),
-        ("sockets · cores · threads per core", f"{_get(cpu, 'topology', 'packages')} · {_get(cpu, 'topology', 'cores')}"
-                                               f" · {_get(cpu, 'topology', 'threads_per_core')}"),
+        (
+            "sockets · cores · threads per core",
+            f"{_get(cpu, 'topology', 'packages')} · {_get(cpu, 'topology', 'cores')}"
+            f" · {_get(cpu, 'topology', 'threads_per_core')}",
+        ),
         ("NUMA nodes", _get(cpu, "topology", "numa_nodes")),
         ("SMT active", _get(cpu, "smt", "active")),
         ("frequency governor", _governors(cpu.get("frequency"))),
@@ -56,11 +60,13 @@ def warnings(m: dict) -> list[str]:
     if isinstance(freq, dict) and "governor" in freq:
         loose = [g for g in freq["governor"] if g != "performance"]
         if loose:
-            out.append(f"frequency governor {', '.join(loose)} (not 'performance'): the clock may change during "
-                       "the run")
+            out.append(
+                f"frequency governor {', '.join(loose)} (not 'performance'): the clock may change during the run"
+            )
     elif isinstance(freq, dict) and "unavailable" in freq:
-        out.append(f"CPU frequency is not under the kernel's control here ({freq['unavailable']}): the host may "
-                   "change it")
+        out.append(
+            f"CPU frequency is not under the kernel's control here ({freq['unavailable']}): the host may change it"
+        )
     if _get(cpu, "smt", "active") is True:
         out.append("SMT is active: workers placed on sibling threads share a core (scale runs mark such points)")
     busy = load.get("busy_share")
@@ -78,11 +84,16 @@ def sections(runs) -> list[Section]:
     table_rows = [[name, *(vals[i] for vals in values)] for i, name in enumerate(names)]
     blocks = [Table("machine and kernel", ["", *labels], table_rows)]
     for r in runs:
-        blocks.append(Note(f"{r.short}: {r.run.kind}, {r.run.status}, started {r.run.started}; "
-                           f"command: {' '.join(map(str, r.run.argv))}"))
+        blocks.append(
+            Note(
+                f"{r.short}: {r.run.kind}, {r.run.status}, started {r.run.started}; "
+                f"command: {' '.join(map(str, r.run.argv))}"
+            )
+        )
         if r.run.status != "complete":
-            blocks.append(Note(f"{r.short} is {r.run.status}" + (f": {r.run.reason}" if r.run.reason else ""),
-                               warning=True))
+            blocks.append(
+                Note(f"{r.short} is {r.run.status}" + (f": {r.run.reason}" if r.run.reason else ""), warning=True)
+            )
         for w in warnings(r.run.machine):
             blocks.append(Note(f"{r.short}: {w}", warning=True))
     return [Section("Machine", blocks)]

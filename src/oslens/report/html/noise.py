@@ -3,6 +3,7 @@ caused it), where the lost time went by cause, what that noise does to a
 synchronised step across many nodes (the tail at scale), and the per-CPU
 numbers. A run measured alone and with competition has a series for each
 phase; several runs overlay as further series."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,10 +17,10 @@ from ...format import ns
 from .page import Figure, Note, Section, Table
 
 TITLE = "OS noise (noise)"
-MAX_POINTS = 5000        # detours drawn per series: the longest, the ones that matter for the tail
-TOP_CAUSES = 9           # named colours on the timeline; the rest are "other causes"
-BAR_CAUSES = 15          # causes in the bar chart
-TABLE_CAUSES = 15        # causes listed per series in the table
+MAX_POINTS = 5000  # detours drawn per series: the longest, the ones that matter for the tail
+TOP_CAUSES = 9  # named colours on the timeline; the rest are "other causes"
+BAR_CAUSES = 15  # causes in the bar chart
+TABLE_CAUSES = 15  # causes listed per series in the table
 NODES = np.unique(np.geomspace(1, 1e5, 31).round().astype(int)).tolist()
 DELAYS_NS = (1e4, 1e5, 1e6)
 OTHER = "other causes"
@@ -29,14 +30,17 @@ NOT_ATTRIBUTED = "not attributed"
 PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"]
 
 # Vega expression: durations in ns with the unit that suits them.
-NS_LABEL = ("datum.value >= 1e9 ? format(datum.value / 1e9, '~g') + ' s' : "
-            "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
-            "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : format(datum.value, '~g') + ' ns'")
+NS_LABEL = (
+    "datum.value >= 1e9 ? format(datum.value / 1e9, '~g') + ' s' : "
+    "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
+    "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : format(datum.value, '~g') + ' ns'"
+)
 
 
 @dataclass
 class Series:
     """One phase of one run: what the figures overlay."""
+
     label: str
     summary: NoiseSummary
     step_ns: float
@@ -62,14 +66,18 @@ def _ticks(lo: float, hi: float, steps=(1,)) -> list[float]:
     """Log-axis ticks at these multiples of each power of ten: left to
     itself, a log axis labels 2, 3, … 9 times each decade, and they collide."""
     a, b = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
-    return [m * 10.0 ** k for k in range(a, b + 1) for m in steps if lo <= m * 10.0 ** k <= hi]
+    return [m * 10.0**k for k in range(a, b + 1) for m in steps if lo <= m * 10.0**k <= hi]
 
 
 def _series_colour(series: list[Series]) -> alt.Color:
     """The same colour for a series in every figure, whichever series a
     figure leaves out (a run without attribution has no causes)."""
-    return alt.Color("series:N", title=None, scale=alt.Scale(domain=[s.label for s in series], range=PALETTE),
-                     legend=alt.Legend(orient="bottom", labelLimit=420))
+    return alt.Color(
+        "series:N",
+        title=None,
+        scale=alt.Scale(domain=[s.label for s in series], range=PALETTE),
+        legend=alt.Legend(orient="bottom", labelLimit=420),
+    )
 
 
 def _top_causes(series: list[Series]) -> list[str]:
@@ -101,48 +109,87 @@ def _timeline(series: list[Series], top: list[str]) -> Figure | None:
             else:
                 cause = d.cause if d.cause in named else OTHER
             parts = sorted(d.causes.items(), key=lambda kv: -kv[1])[:3]
-            rows.append({"series": s.label, "cpu": d.cpu, "panel": f"{s.label} · CPU {d.cpu}",
-                         "t_s": round((d.start_ns - t0) / 1e9, 6), "duration_ns": int(d.duration_ns),
-                         "cause": cause, "detail": "; ".join(f"{c} {ns(v)}" for c, v in parts) or NOT_ATTRIBUTED})
+            rows.append(
+                {
+                    "series": s.label,
+                    "cpu": d.cpu,
+                    "panel": f"{s.label} · CPU {d.cpu}",
+                    "t_s": round((d.start_ns - t0) / 1e9, 6),
+                    "duration_ns": int(d.duration_ns),
+                    "cause": cause,
+                    "detail": "; ".join(f"{c} {ns(v)}" for c, v in parts) or NOT_ATTRIBUTED,
+                }
+            )
     if not rows:
         return None
     df = pd.DataFrame(rows)
     named_here = [c for c in top[:TOP_CAUSES] if c in set(df.cause)]
     greys = [(c, g) for c, g in ((OTHER, "#bab0ac"), (NOT_ATTRIBUTED, "#79706e")) if c in set(df.cause)]
     domain = named_here + [c for c, _ in greys]
-    colours = PALETTE[:len(named_here)] + [g for _, g in greys]
+    colours = PALETTE[: len(named_here)] + [g for _, g in greys]
     # One full-width panel per series and CPU, stacked, a CPU's series next
     # to each other: a grid of series × CPUs would leave empty cells where
     # runs probed different CPUs, and squeeze the time axis as runs are added.
     present = set(df.panel)
-    panels = [p for cpu in sorted(df.cpu.unique()) for s in series
-              if (p := f"{s.label} · CPU {cpu}") in present]
+    panels = [p for cpu in sorted(df.cpu.unique()) for s in series if (p := f"{s.label} · CPU {cpu}") in present]
     lo, hi = df.duration_ns.min(), df.duration_ns.max()
-    chart = alt.Chart(df).mark_circle(size=14, opacity=0.6).encode(
-        alt.X("t_s:Q", title="time since the series' first measurement began (s)"),
-        alt.Y("duration_ns:Q", title="detour", scale=alt.Scale(type="log", domain=[lo, hi]),
-              axis=alt.Axis(values=_ticks(lo, hi), labelExpr=NS_LABEL)),
-        alt.Color("cause:N", title="cause (longest part)", scale=alt.Scale(domain=domain, range=colours),
-                  legend=alt.Legend(orient="bottom", columns=2, labelLimit=420)),
-        tooltip=["series:N", "cpu:O", alt.Tooltip("t_s:Q", title="at s", format=".6f"),
-                 alt.Tooltip("duration_ns:Q", title="duration ns", format=",d"),
-                 alt.Tooltip("detail:N", title="causes")],
-    ).properties(width=1000, height=110 if len(panels) <= 8 else 70).facet(
-        alt.Facet("panel:N", sort=panels, title=None,
-                  header=alt.Header(labelAnchor="start", labelFontWeight="bold", labelFontSize=11)),
-        columns=1, spacing=8)
-    caption = ("each point is one detour: the probe loop stopped for this long at this time; colour: the cause "
-               "that took the largest part of it")
+    chart = (
+        alt.Chart(df)
+        .mark_circle(size=14, opacity=0.6)
+        .encode(
+            alt.X("t_s:Q", title="time since the series' first measurement began (s)"),
+            alt.Y(
+                "duration_ns:Q",
+                title="detour",
+                scale=alt.Scale(type="log", domain=[lo, hi]),
+                axis=alt.Axis(values=_ticks(lo, hi), labelExpr=NS_LABEL),
+            ),
+            alt.Color(
+                "cause:N",
+                title="cause (longest part)",
+                scale=alt.Scale(domain=domain, range=colours),
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=420),
+            ),
+            tooltip=[
+                "series:N",
+                "cpu:O",
+                alt.Tooltip("t_s:Q", title="at s", format=".6f"),
+                alt.Tooltip("duration_ns:Q", title="duration ns", format=",d"),
+                alt.Tooltip("detail:N", title="causes"),
+            ],
+        )
+        .properties(width=1000, height=110 if len(panels) <= 8 else 70)
+        .facet(
+            alt.Facet(
+                "panel:N",
+                sort=panels,
+                title=None,
+                header=alt.Header(labelAnchor="start", labelFontWeight="bold", labelFontSize=11),
+            ),
+            columns=1,
+            spacing=8,
+        )
+    )
+    caption = (
+        "each point is one detour: the probe loop stopped for this long at this time; colour: the cause "
+        "that took the largest part of it"
+    )
     if capped:
-        caption += (f". Only the {MAX_POINTS:,} longest detours of each series are drawn ("
-                    + "; ".join(capped) + "); the tables and the other figures use every detour")
+        caption += (
+            f". Only the {MAX_POINTS:,} longest detours of each series are drawn ("
+            + "; ".join(capped)
+            + "); the tables and the other figures use every detour"
+        )
     return Figure("noise-timeline", "every detour, per CPU", chart, caption)
 
 
 def _causes(series: list[Series], top: list[str]) -> list:
     attributed = [s for s in series if s.summary.attribution == "bpf" and s.runtime_ns]
-    blocks = [Note(f"{s.label}: causes unknown: {s.summary.attribution}", warning=True)
-              for s in series if s.summary.attribution != "bpf"]
+    blocks = [
+        Note(f"{s.label}: causes unknown: {s.summary.attribution}", warning=True)
+        for s in series
+        if s.summary.attribution != "bpf"
+    ]
     if not attributed:
         return blocks
     shown = top[:BAR_CAUSES]
@@ -151,38 +198,75 @@ def _causes(series: list[Series], top: list[str]) -> list:
         other = 0.0
         for i, (cause, r) in enumerate(s.summary.causes.items()):
             if cause in shown:
-                bars.append({"series": s.label, "cause": cause, "share": r["total_ns"] / s.runtime_ns,
-                             "time": ns(r["total_ns"]), "detours": r["count"]})
+                bars.append(
+                    {
+                        "series": s.label,
+                        "cause": cause,
+                        "share": r["total_ns"] / s.runtime_ns,
+                        "time": ns(r["total_ns"]),
+                        "detours": r["count"],
+                    }
+                )
             else:
                 other += r["total_ns"]
             if i < TABLE_CAUSES:
-                rows.append([s.label, cause, f"{r['count']:,}", ns(r["total_ns"]), ns(r["max_ns"]),
-                             f"{r['share']:.2%}", f"{r['total_ns'] / s.runtime_ns:.3%}"])
+                rows.append(
+                    [
+                        s.label,
+                        cause,
+                        f"{r['count']:,}",
+                        ns(r["total_ns"]),
+                        ns(r["max_ns"]),
+                        f"{r['share']:.2%}",
+                        f"{r['total_ns'] / s.runtime_ns:.3%}",
+                    ]
+                )
         if other:
-            bars.append({"series": s.label, "cause": OTHER, "share": other / s.runtime_ns, "time": ns(other),
-                         "detours": None})
+            bars.append(
+                {"series": s.label, "cause": OTHER, "share": other / s.runtime_ns, "time": ns(other), "detours": None}
+            )
         if s.summary.lost_events:
-            blocks.append(Note(f"{s.label}: {s.summary.lost_events:,} kernel events were lost (ring buffer "
-                               "full): some detours may show as unexplained", warning=True))
-    table = Table("causes", ["series", "cause", "detours", "time", "max", "share of noise", "share of CPU time"],
-                  rows, f"at most {TABLE_CAUSES} causes per series; a detour with several causes counts once "
-                        "for each")
+            blocks.append(
+                Note(
+                    f"{s.label}: {s.summary.lost_events:,} kernel events were lost (ring buffer "
+                    "full): some detours may show as unexplained",
+                    warning=True,
+                )
+            )
+    table = Table(
+        "causes",
+        ["series", "cause", "detours", "time", "max", "share of noise", "share of CPU time"],
+        rows,
+        f"at most {TABLE_CAUSES} causes per series; a detour with several causes counts once for each",
+    )
     if not bars:
         return [table, *blocks]
     order = [c for c in shown if any(b["cause"] == c for b in bars)] + [OTHER]
     labels = [s.label for s in attributed]
-    chart = alt.Chart(pd.DataFrame(bars)).mark_bar().encode(
-        alt.X("share:Q", title="share of the measured CPU time", axis=alt.Axis(format="%")),
-        alt.Y("cause:N", title=None, sort=order, axis=alt.Axis(labelLimit=320)),
-        alt.YOffset("series:N", sort=labels),
-        _series_colour(series),
-        tooltip=["series:N", "cause:N", alt.Tooltip("share:Q", format=".3%"), "time:N", "detours:Q"],
-    ).properties(width=560, height=alt.Step(max(6, 16 // len(labels))))
-    return [Figure("noise-causes", "where the lost time went, by cause", chart,
-                   f"the {len(order) - 1} causes that took most time, each instant of a detour charged to the "
-                   "innermost kernel event active then; instants no event covers are unexplained (hardware, "
-                   "hypervisor or SMI)"),
-            table, *blocks]
+    chart = (
+        alt.Chart(pd.DataFrame(bars))
+        .mark_bar()
+        .encode(
+            alt.X("share:Q", title="share of the measured CPU time", axis=alt.Axis(format="%")),
+            alt.Y("cause:N", title=None, sort=order, axis=alt.Axis(labelLimit=320)),
+            alt.YOffset("series:N", sort=labels),
+            _series_colour(series),
+            tooltip=["series:N", "cause:N", alt.Tooltip("share:Q", format=".3%"), "time:N", "detours:Q"],
+        )
+        .properties(width=560, height=alt.Step(max(6, 16 // len(labels))))
+    )
+    return [
+        Figure(
+            "noise-causes",
+            "where the lost time went, by cause",
+            chart,
+            f"the {len(order) - 1} causes that took most time, each instant of a detour charged to the "
+            "innermost kernel event active then; instants no event covers are unexplained (hardware, "
+            "hypervisor or SMI)",
+        ),
+        table,
+        *blocks,
+    ]
 
 
 def _tail(series: list[Series]) -> list:
@@ -194,15 +278,19 @@ def _tail(series: list[Series]) -> list:
             continue
         for n, r in t["nodes"].items():
             for x, p in zip(DELAYS_NS, r["p_delayed"].values()):
-                if p > 0:   # no point on a log axis; the curve starts where a delay was seen
+                if p > 0:  # no point on a log axis; the curve starts where a delay was seen
                     rows.append({"series": s.label, "nodes": int(n), "delay": f"> {ns(x)}", "p": p})
             slow.append({"series": s.label, "nodes": int(n), "slowdown": r["expected_slowdown"]})
         notes.append(Note(f"{s.label}: a step of {ns(s.step_ns)}, from {t['windows']:,} measured windows"))
     if not slow:
         return notes
     colour = _series_colour(series)
-    x = alt.X("nodes:Q", title="nodes", scale=alt.Scale(type="log"),
-              axis=alt.Axis(values=_ticks(NODES[0], NODES[-1]), format="~s"))
+    x = alt.X(
+        "nodes:Q",
+        title="nodes",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(values=_ticks(NODES[0], NODES[-1]), format="~s"),
+    )
     p = pd.DataFrame(rows, columns=["series", "nodes", "delay", "p"])
     panels = []
     for x_ns in DELAYS_NS:
@@ -211,24 +299,50 @@ def _tail(series: list[Series]) -> list:
         if d.empty:
             continue
         bottom = 10.0 ** np.floor(np.log10(d.p.min()))
-        panels.append(alt.Chart(d).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
-            x, alt.Y("p:Q", title="P(step delayed)", scale=alt.Scale(type="log", domain=[bottom, 1]),
-                     axis=alt.Axis(values=_ticks(bottom, 1), format="~%")),
-            colour, tooltip=["series:N", "nodes:Q", "delay:N", alt.Tooltip("p:Q", format=".4~%")],
-        ).properties(title=f"delayed by {label}", width=200, height=200))
+        panels.append(
+            alt.Chart(d)
+            .mark_line(point=alt.OverlayMarkDef(size=12))
+            .encode(
+                x,
+                alt.Y(
+                    "p:Q",
+                    title="P(step delayed)",
+                    scale=alt.Scale(type="log", domain=[bottom, 1]),
+                    axis=alt.Axis(values=_ticks(bottom, 1), format="~%"),
+                ),
+                colour,
+                tooltip=["series:N", "nodes:Q", "delay:N", alt.Tooltip("p:Q", format=".4~%")],
+            )
+            .properties(title=f"delayed by {label}", width=200, height=200)
+        )
     slow = pd.DataFrame(slow)
     top = max(2.0, float(slow.slowdown.max()))
-    panels.append(alt.Chart(slow).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
-        x, alt.Y("slowdown:Q", title="expected step time / step", scale=alt.Scale(type="log", domain=[1, top]),
-                 axis=alt.Axis(values=_ticks(1, top, (1, 2, 5)), format="~g")), colour,
-        tooltip=["series:N", "nodes:Q", alt.Tooltip("slowdown:Q", format=".3f")],
-    ).properties(title="expected slowdown", width=200, height=200))
-    caption = ("a bulk-synchronous step waits for its slowest node: the chance that at least one of N nodes is "
-               "delayed by more than X, from the noise measured in each step-long window, nodes assumed "
-               "independent (1 − (1 − p)ᴺ); and the expected time of a step over its length. Zero chances "
-               "are not drawn")
-    return [Figure("noise-tail-at-scale", "tail at scale: a synchronised step on N nodes", alt.hconcat(*panels),
-                   caption), *notes]
+    panels.append(
+        alt.Chart(slow)
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x,
+            alt.Y(
+                "slowdown:Q",
+                title="expected step time / step",
+                scale=alt.Scale(type="log", domain=[1, top]),
+                axis=alt.Axis(values=_ticks(1, top, (1, 2, 5)), format="~g"),
+            ),
+            colour,
+            tooltip=["series:N", "nodes:Q", alt.Tooltip("slowdown:Q", format=".3f")],
+        )
+        .properties(title="expected slowdown", width=200, height=200)
+    )
+    caption = (
+        "a bulk-synchronous step waits for its slowest node: the chance that at least one of N nodes is "
+        "delayed by more than X, from the noise measured in each step-long window, nodes assumed "
+        "independent (1 − (1 − p)ᴺ); and the expected time of a step over its length. Zero chances "
+        "are not drawn"
+    )
+    return [
+        Figure("noise-tail-at-scale", "tail at scale: a synchronised step on N nodes", alt.hconcat(*panels), caption),
+        *notes,
+    ]
 
 
 def _per_cpu(series: list[Series]) -> list:
@@ -236,38 +350,75 @@ def _per_cpu(series: list[Series]) -> list:
     for s in series:
         sm = s.summary
         for c in sm.cpus:
-            rows.append([s.label, c.cpu, ns(c.runtime_ns), f"{c.count:,}", f"{c.rate_per_s:,.0f}", ns(c.total_ns),
-                         f"{c.lost_share:.3%}", ns(c.percentiles_ns["p50"]), ns(c.percentiles_ns["p99"]),
-                         ns(c.percentiles_ns["p99.9"]), ns(c.max_ns),
-                         ns(c.steal_ns) if c.steal_ns is not None else None])
+            rows.append(
+                [
+                    s.label,
+                    c.cpu,
+                    ns(c.runtime_ns),
+                    f"{c.count:,}",
+                    f"{c.rate_per_s:,.0f}",
+                    ns(c.total_ns),
+                    f"{c.lost_share:.3%}",
+                    ns(c.percentiles_ns["p50"]),
+                    ns(c.percentiles_ns["p99"]),
+                    ns(c.percentiles_ns["p99.9"]),
+                    ns(c.max_ns),
+                    ns(c.steal_ns) if c.steal_ns is not None else None,
+                ]
+            )
         if sm.cpus:
             c0 = sm.cpus[0]
-            notes.append(Note(f"{s.label}: the probe loop takes {c0.loop_ns:.1f} ns per iteration; a gap over "
-                              f"{ns(c0.threshold_ns)} counts as a detour"))
+            notes.append(
+                Note(
+                    f"{s.label}: the probe loop takes {c0.loop_ns:.1f} ns per iteration; a gap over "
+                    f"{ns(c0.threshold_ns)} counts as a detour"
+                )
+            )
         for c in sm.cpus:
             if c.ftq:
                 f = c.ftq
-                notes.append(Note(f"{s.label}, FTQ CPU {c.cpu}: {f['quanta']:,} quanta of {ns(f['quantum_ns'])}; "
-                                  f"work per quantum median {f['median']:,.0f}, min {f['min']:,.0f}, undisturbed "
-                                  f"(p99) {f['full']:,.0f}; work lost {f['work_lost']:.2%}"))
+                notes.append(
+                    Note(
+                        f"{s.label}, FTQ CPU {c.cpu}: {f['quanta']:,} quanta of {ns(f['quantum_ns'])}; "
+                        f"work per quantum median {f['median']:,.0f}, min {f['min']:,.0f}, undisturbed "
+                        f"(p99) {f['full']:,.0f}; work lost {f['work_lost']:.2%}"
+                    )
+                )
         stolen = [c for c in sm.cpus if c.steal_ns]
         if stolen:
-            notes.append(Note(f"{s.label}: the hypervisor ran something else on CPU "
-                              f"{','.join(str(c.cpu) for c in stolen)} (steal): detours it caused show as "
-                              "unexplained", warning=True))
+            notes.append(
+                Note(
+                    f"{s.label}: the hypervisor ran something else on CPU "
+                    f"{','.join(str(c.cpu) for c in stolen)} (steal): detours it caused show as "
+                    "unexplained",
+                    warning=True,
+                )
+            )
         overflow = [c for c in sm.cpus if c.kept < c.count]
         if overflow:
-            notes.append(Note(f"{s.label}: more detours than kept on CPU {','.join(str(c.cpu) for c in overflow)}: "
-                              "percentiles, causes and the timeline come from the kept ones, totals count all "
-                              "(raise --opt max_detours)", warning=True))
+            notes.append(
+                Note(
+                    f"{s.label}: more detours than kept on CPU {','.join(str(c.cpu) for c in overflow)}: "
+                    "percentiles, causes and the timeline come from the kept ones, totals count all "
+                    "(raise --opt max_detours)",
+                    warning=True,
+                )
+            )
         if sm.master_shared:
-            notes.append(Note(f"{s.label}: every CPU was probed, so the engine's own master ran on probed CPUs; "
-                              "its wake-ups are counted (as oslens-engine); leave one CPU unprobed to avoid that",
-                              warning=True))
-    table = Table("per CPU", ["series", "CPU", "runtime", "detours", "per s", "noise", "CPU lost", "p50", "p99",
-                              "p99.9", "max", "steal"], rows,
-                  "CPU lost: the detours' time over the runtime; steal: time the hypervisor ran something else "
-                  "(/proc/stat, 10 ms resolution)")
+            notes.append(
+                Note(
+                    f"{s.label}: every CPU was probed, so the engine's own master ran on probed CPUs; "
+                    "its wake-ups are counted (as oslens-engine); leave one CPU unprobed to avoid that",
+                    warning=True,
+                )
+            )
+    table = Table(
+        "per CPU",
+        ["series", "CPU", "runtime", "detours", "per s", "noise", "CPU lost", "p50", "p99", "p99.9", "max", "steal"],
+        rows,
+        "CPU lost: the detours' time over the runtime; steal: time the hypervisor ran something else "
+        "(/proc/stat, 10 ms resolution)",
+    )
     return [table, *notes]
 
 

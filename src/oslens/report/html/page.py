@@ -7,6 +7,7 @@ Every string that came from a machine or a user (host names, command
 lines, process names, lock symbols) reaches the page through html.escape,
 or as JSON data inside a <script type="application/json"> block whose
 '<' are escaped, so none of it can become markup or script."""
+
 from __future__ import annotations
 
 import functools
@@ -110,9 +111,11 @@ class Page:
 
     def to_html(self) -> str:
         specs = {f.id: f.spec() for f in self.figures()}
-        parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-                 f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>",
-                 f"<h1>{html.escape(self.title)}</h1>"]
+        parts = [
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+            f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>",
+            f"<h1>{html.escape(self.title)}</h1>",
+        ]
         if self.subtitle:
             parts.append(f"<p class='note'>{html.escape(self.subtitle)}</p>")
         for s in self.sections:
@@ -130,14 +133,21 @@ class Page:
             return f"<p class='{'warning' if b.warning else 'note'}'>{html.escape(b.text)}</p>"
         if isinstance(b, Table):
             head = "".join(f"<th>{html.escape(c)}</th>" for c in b.columns)
-            body = "".join("<tr>" + "".join(
-                f"<td class='text'>{_cell(v)}</td>" if isinstance(v, str) else f"<td>{_cell(v)}</td>" for v in row)
-                + "</tr>" for row in b.rows)
+            body = "".join(
+                "<tr>"
+                + "".join(
+                    f"<td class='text'>{_cell(v)}</td>" if isinstance(v, str) else f"<td>{_cell(v)}</td>" for v in row
+                )
+                + "</tr>"
+                for row in b.rows
+            )
             cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
             return f"<h3>{html.escape(b.title)}</h3><table><tr>{head}</tr>{body}</table>{cap}"
         cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
-        return (f"<div class='figure'><h3>{html.escape(b.title)}</h3>"
-                f"<div id='{html.escape(b.id)}' class='plot' data-title='{html.escape(b.title)}'></div>{cap}</div>")
+        return (
+            f"<div class='figure'><h3>{html.escape(b.title)}</h3>"
+            f"<div id='{html.escape(b.id)}' class='plot' data-title='{html.escape(b.title)}'></div>{cap}</div>"
+        )
 
     def write_static(self, directory: Path, fmt: str) -> list[Path]:
         """Every figure as its own PNG or SVG file, for papers: the same

@@ -2,6 +2,7 @@
 the ideal (no loss from the smallest count), every worker's rate as a dot
 (the per-worker spread), process and thread series side by side, and the
 USL fit drawn past the measured range, dashed, as an extrapolation."""
+
 from __future__ import annotations
 
 import altair as alt
@@ -12,14 +13,23 @@ from ...analysis.scale import run_notes, summarize
 from ...records import scale_points
 from .page import Figure, Note, Section, Table
 
-EXTRAPOLATE = 4   # the USL curve is drawn to this many times the largest count
+EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
 
 
 def _worker_rates(records: list[dict]) -> pd.DataFrame:
     """Every worker's rate in the repetitions the analysis counts."""
-    rows = [{"probe": f"{p.probe}:{p.variant}", "mode": p.mode, "workers": p.workers, "rep": w["rep"],
-             "rate": w["ops_per_sec"]}
-            for p in scale_points(records) for ws in p.complete for w in ws]
+    rows = [
+        {
+            "probe": f"{p.probe}:{p.variant}",
+            "mode": p.mode,
+            "workers": p.workers,
+            "rep": w["rep"],
+            "rate": w["ops_per_sec"],
+        }
+        for p in scale_points(records)
+        for ws in p.complete
+        for w in ws
+    ]
     return pd.DataFrame(rows)
 
 
@@ -35,21 +45,50 @@ def sections(runs) -> list[Section]:
         for s in series:
             probe = f"{s.probe}:{s.variant}"
             for p in s.points:
-                medians.append({"run": rd.short, "probe": probe, "mode": s.mode, "workers": p.workers,
-                                "per_worker": p.per_worker.median, "low": p.per_worker.low,
-                                "high": p.per_worker.high})
-                table.append([rd.short, probe, s.mode, p.workers, p.total.median, p.per_worker.median,
-                              p.efficiency, p.sys_share, "; ".join(p.warnings)])
+                medians.append(
+                    {
+                        "run": rd.short,
+                        "probe": probe,
+                        "mode": s.mode,
+                        "workers": p.workers,
+                        "per_worker": p.per_worker.median,
+                        "low": p.per_worker.low,
+                        "high": p.per_worker.high,
+                    }
+                )
+                table.append(
+                    [
+                        rd.short,
+                        probe,
+                        s.mode,
+                        p.workers,
+                        p.total.median,
+                        p.per_worker.median,
+                        p.efficiency,
+                        p.sys_share,
+                        "; ".join(p.warnings),
+                    ]
+                )
             if s.points:
                 base = s.points[0]
-                ideal += [{"run": rd.short, "probe": probe, "mode": s.mode, "workers": n,
-                           "ideal": base.per_worker.median} for n in (base.workers, s.points[-1].workers)]
+                ideal += [
+                    {"run": rd.short, "probe": probe, "mode": s.mode, "workers": n, "ideal": base.per_worker.median}
+                    for n in (base.workers, s.points[-1].workers)
+                ]
             if s.usl:
                 top = max(p.workers for p in s.points)
                 ns = np.unique(np.geomspace(1, top * EXTRAPOLATE, 60).round(2))
                 for n in ns:
-                    fits.append({"run": rd.short, "probe": probe, "mode": s.mode, "workers": float(n),
-                                 "usl": float(s.usl.predict(n)) / n, "extrapolated": bool(n > top)})
+                    fits.append(
+                        {
+                            "run": rd.short,
+                            "probe": probe,
+                            "mode": s.mode,
+                            "workers": float(n),
+                            "usl": float(s.usl.predict(n)) / n,
+                            "extrapolated": bool(n > top),
+                        }
+                    )
     if not medians:
         return [Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True)])]
     m = pd.DataFrame(medians)
@@ -57,32 +96,56 @@ def sections(runs) -> list[Section]:
     f = pd.DataFrame(fits) if fits else pd.DataFrame(columns=["run", "probe", "mode", "workers", "usl", "extrapolated"])
     i = pd.DataFrame(ideal)
     colour = alt.Color("mode:N", title="workers as")
-    x = alt.X("workers:Q", scale=alt.Scale(type="log", base=2), title="workers",
-              axis=alt.Axis(values=sorted(m.workers.unique().tolist())))
+    x = alt.X(
+        "workers:Q",
+        scale=alt.Scale(type="log", base=2),
+        title="workers",
+        axis=alt.Axis(values=sorted(m.workers.unique().tolist())),
+    )
     panels = []
     for probe in sorted(m.probe.unique()):
         mp, dp, fp, ip = m[m.probe == probe], d[d.probe == probe], f[f.probe == probe], i[i.probe == probe]
         layers = [
-            alt.Chart(mp).mark_line(point=True).encode(
-                x, alt.Y("per_worker:Q", title="ops/s per worker", scale=alt.Scale(zero=False)), colour,
+            alt.Chart(mp)
+            .mark_line(point=True)
+            .encode(
+                x,
+                alt.Y("per_worker:Q", title="ops/s per worker", scale=alt.Scale(zero=False)),
+                colour,
                 alt.StrokeDash("run:N", title="run"),
-                tooltip=["run", "probe", "mode", "workers", "per_worker", "low", "high"]),
+                tooltip=["run", "probe", "mode", "workers", "per_worker", "low", "high"],
+            ),
             alt.Chart(mp).mark_errorbar().encode(x, alt.Y("low:Q", title=""), alt.Y2("high:Q"), colour),
-            alt.Chart(ip).mark_line(strokeDash=[2, 2], color="gray").encode(
-                x, alt.Y("ideal:Q"), detail="mode:N"),
+            alt.Chart(ip).mark_line(strokeDash=[2, 2], color="gray").encode(x, alt.Y("ideal:Q"), detail="mode:N"),
         ]
         if not dp.empty:
-            layers.append(alt.Chart(dp).mark_circle(size=12, opacity=0.35).encode(
-                x, alt.Y("rate:Q"), colour, tooltip=["run", "probe", "mode", "workers", "rep", "rate"]))
+            layers.append(
+                alt.Chart(dp)
+                .mark_circle(size=12, opacity=0.35)
+                .encode(x, alt.Y("rate:Q"), colour, tooltip=["run", "probe", "mode", "workers", "rep", "rate"])
+            )
         if not fp.empty:
-            layers.append(alt.Chart(fp).mark_line(strokeDash=[6, 4], opacity=0.8).encode(
-                x, alt.Y("usl:Q"), colour, detail="run:N", tooltip=["run", "mode", "workers", "usl", "extrapolated"]))
+            layers.append(
+                alt.Chart(fp)
+                .mark_line(strokeDash=[6, 4], opacity=0.8)
+                .encode(
+                    x, alt.Y("usl:Q"), colour, detail="run:N", tooltip=["run", "mode", "workers", "usl", "extrapolated"]
+                )
+            )
         panels.append(alt.layer(*layers).properties(title=probe, width=300, height=210))
     chart = alt.concat(*panels, columns=3)
-    caption = ("line: median ops/s per worker over repetitions, bars: its interval; dots: every worker of every "
-               "repetition; dotted grey: no loss from the smallest count; dashed: the USL fit, extrapolated past "
-               "the largest count measured")
-    blocks = [Figure("scale-per-worker", "throughput per worker against workers", chart, caption),
-              Table("every point", ["run", "probe", "mode", "workers", "total ops/s", "per worker", "efficiency",
-                                    "sys share", "notes"], table), *notes]
+    caption = (
+        "line: median ops/s per worker over repetitions, bars: its interval; dots: every worker of every "
+        "repetition; dotted grey: no loss from the smallest count; dashed: the USL fit, extrapolated past "
+        "the largest count measured"
+    )
+    blocks = [
+        Figure("scale-per-worker", "throughput per worker against workers", chart, caption),
+        Table(
+            "every point",
+            ["run", "probe", "mode", "workers", "total ops/s", "per worker", "efficiency", "sys share", "notes"],
+            table,
+        ),
+        *notes,
+    ]
     return [Section("Scalability (scale)", blocks)]
