@@ -184,6 +184,15 @@ def test_parquet_export_round_trips(store, tmp_path):
     assert sorted(frame["ops"].astype(int)) == sorted(r["ops"] for r in workers)
 
 
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["report", "999999"], "999999"),
+        (["report", "1", "1"], "twice"),
+        (["report", "1", "--format", "pdf"], "pdf"),
+        (["export", "1", "--format", "parquet"], "-o"),
+    ],
+)
 def test_bad_report_input_is_one_line(store, args, word):
     p = oslens(*args, db=store["db"])
     assert p.returncode == 2
