@@ -13,6 +13,7 @@ from rich.console import Console
 
 from oslens import compare as cmp
 from oslens.errors import UsageError
+from oslens.report.compare import render
 from oslens.store import Store
 
 from conftest import oslens
@@ -96,7 +97,7 @@ def noisy(center: float, n: int, seed: int, spread: float = 0.02) -> list[float]
 
 def rendered(c: cmp.Comparison) -> str:
     out = io.StringIO()
-    cmp.render(Console(file=out, width=200), c)
+    render(Console(file=out, width=200), c)
     return out.getvalue()
 
 

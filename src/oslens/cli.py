@@ -134,7 +134,9 @@ def compare(
     if ctx.as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        comparing.render(ctx.out, result)
+        from .report.compare import render
+
+        render(ctx.out, result)
     return comparing.exit_status(result, fail_on_regression)
 
 

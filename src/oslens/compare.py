@@ -16,15 +16,11 @@ Run B is compared against run A: changes are B relative to A.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from . import kinds
 from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
@@ -65,7 +61,7 @@ RUN_LEVEL_NOTE = (
 # ------------------------------------------------------------------ metrics
 
 
-def _dig(d, *keys):
+def dig(d, *keys):
     for k in keys:
         if not isinstance(d, dict):
             return None
@@ -191,8 +187,8 @@ class Comparison:
             f"two-sided {TEST_NAME} test over repetitions{how}; significant when the p-value adjusted "
             f"over the {self.tested} testable metric(s) (Benjamini-Hochberg; those whose values cannot "
             f"reach significance are left out, as Tarone's procedure does) is below "
-            f"{_p(1 - self.confidence)}; regression or improvement when also beyond "
-            f"{_pct(self.threshold)} of run A's median"
+            f"{fmt_p(1 - self.confidence)}; regression or improvement when also beyond "
+            f"{fmt_pct(self.threshold)} of run A's median"
         )
 
     def to_dict(self) -> dict:
@@ -204,8 +200,8 @@ class Comparison:
                 "reason": r.reason,
                 "started": r.started,
                 "host": r.host,
-                "kernel": _dig(r.machine, "kernel", "release"),
-                "cpu": _dig(r.machine, "cpu", "model_name"),
+                "kernel": dig(r.machine, "kernel", "release"),
+                "cpu": dig(r.machine, "cpu", "model_name"),
             }
 
         counts = self.counts()
@@ -290,7 +286,7 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
         need = repetitions_for_test(confidence)
         mc.reason = (
             f"not testable with n={n_a} and n={n_b}: the smallest two-sided p-value possible is "
-            f"{_p(min_two_sided_p(n_a, n_b))}, above {_p(alpha)}; at least {need} repetitions in "
+            f"{fmt_p(min_two_sided_p(n_a, n_b))}, above {fmt_p(alpha)}; at least {need} repetitions in "
             f"each run are needed (more to detect anything short of a complete separation)"
         )
     elif len(set(ma.values) | set(mb.values)) == 1:
@@ -303,8 +299,8 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
         mc.untestable_because = "tied values"
         mc.reason = (
             f"not testable with n={n_a} and n={n_b}: so many repetitions measured the same value "
-            f"(a quantised figure) that the smallest two-sided p-value possible is {_p(min_p)}, "
-            f"above {_p(alpha)}; more repetitions are needed"
+            f"(a quantised figure) that the smallest two-sided p-value possible is {fmt_p(min_p)}, "
+            f"above {fmt_p(alpha)}; more repetitions are needed"
         )
     else:
         t = mann_whitney(ma.values, mb.values)
@@ -312,7 +308,7 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
     wide = [side for side, m in (("A", ma), ("B", mb)) if relative_spread(m.values) > SPREAD_LIMIT]
     if wide:
         who = "both runs'" if len(wide) == 2 else f"{wide[0]}'s"
-        mc.warnings.append(f"{who} repetitions spread more than {_pct(SPREAD_LIMIT)} (max − min over median)")
+        mc.warnings.append(f"{who} repetitions spread more than {fmt_pct(SPREAD_LIMIT)} (max − min over median)")
     return mc
 
 
@@ -326,20 +322,19 @@ def _decide(mc: MetricComparison, confidence: float, threshold: float) -> None:
     if mc.q >= alpha:
         mc.verdict = NOT_SIGNIFICANT
         mc.reason = (
-            f"not significant (p={_p(mc.p)}, adjusted {_p(mc.q)} ≥ {_p(alpha)}): the difference is "
+            f"not significant (p={fmt_p(mc.p)}, adjusted {fmt_p(mc.q)} ≥ {fmt_p(alpha)}): the difference is "
             f"within the repetitions' noise"
         )
     elif not beyond or mc.worse is None:
         mc.verdict = WITHIN
-        mc.reason = (
-            f"significant (adjusted p={_p(mc.q)}) but {_signed_pct(change)} is within the {_pct(threshold)} threshold"
-        )
+        f"significant (adjusted p={fmt_p(mc.q)}) but {fmt_signed_pct(change)} "
+        f"is within the {fmt_pct(threshold)} threshold"
     else:
         mc.verdict = REGRESSION if mc.worse else IMPROVEMENT
         better = "higher" if mc.metric.direction == HIGHER else "lower"
         mc.reason = (
-            f"{mc.verdict}: {_signed_pct(change)} ({better} is better), significant (adjusted "
-            f"p={_p(mc.q)}), beyond the {_pct(threshold)} threshold"
+            f"{mc.verdict}: {fmt_signed_pct(change)} ({better} is better), significant (adjusted "
+            f"p={fmt_p(mc.q)}), beyond the {fmt_pct(threshold)} threshold"
         )
 
 
@@ -362,8 +357,8 @@ def compare(
     if not common:
         raise UsageError(
             f"runs {run_a.id} and {run_b.id} have no metric in common "
-            f"({_few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
-            f"{_few(list(mb)) or 'run ' + str(run_b.id) + ' measured nothing'})"
+            f"({few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
+            f"{few(list(mb)) or 'run ' + str(run_b.id) + ' measured nothing'})"
         )
     compared = [_compare_metric(ma[n], mb[n], confidence) for n in common]
     testable = [m for m in compared if m.p is not None]
@@ -519,7 +514,7 @@ def _load(machine: dict | None) -> dict:
     return {
         "busy_share": load.get("busy_share"),
         "steal_share": load.get("steal_share"),
-        "loadavg_1min": _dig(load, "loadavg", "1min"),
+        "loadavg_1min": dig(load, "loadavg", "1min"),
         "tasks_running": load.get("tasks_running"),
     }
 
@@ -527,17 +522,17 @@ def _load(machine: dict | None) -> dict:
 # ------------------------------------------------------------------- render
 
 
-def _p(p: float | None) -> str:
+def fmt_p(p: float | None) -> str:
     if p is None:
         return "–"
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
-def _pct(x: float) -> str:
+def fmt_pct(x: float) -> str:
     return f"{x * 100:.3g}%"
 
 
-def _signed_pct(x: float | None) -> str:
+def fmt_signed_pct(x: float | None) -> str:
     if x is None:
         return "–"
     if math.isinf(x):
@@ -545,7 +540,7 @@ def _signed_pct(x: float | None) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def _few(names: list[str], k: int = 3) -> str:
+def few(names: list[str], k: int = 3) -> str:
     return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
@@ -561,169 +556,3 @@ def fmt_value(x: float | None, unit: str) -> str:
     if unit in ("ops/s", "/s"):
         return f"{si(x)}/s"
     return si(x)
-
-
-def _interval(iv: Interval, unit: str) -> str:
-    if iv.n < 2:
-        return fmt_value(iv.median, unit)
-    return f"{fmt_value(iv.median, unit)} [{fmt_value(iv.low, unit)}–{fmt_value(iv.high, unit)}]"
-
-
-def _change_cell(m: MetricComparison) -> str:
-    text = _signed_pct(m.change)
-    if m.ratio_ci is not None:
-        text += f" [{(m.ratio_ci[0] - 1) * 100:+.1f}, {(m.ratio_ci[1] - 1) * 100:+.1f}]"
-    return text
-
-
-_STYLE = {
-    REGRESSION: "bold red",
-    IMPROVEMENT: "bold green",
-    WITHIN: "cyan",
-    NOT_SIGNIFICANT: "dim",
-    NOT_TESTABLE: "yellow",
-}
-
-
-def _verdict_cell(m: MetricComparison) -> Text:
-    if m.verdict == NOT_TESTABLE:
-        why = f"n={m.a.n}/{m.b.n}" if m.untestable_because == "few repetitions" else m.untestable_because
-        return Text(f"not testable ({why})", style=_STYLE[NOT_TESTABLE])
-    return Text(m.verdict, style=_STYLE[m.verdict])
-
-
-def _table(
-    title: str, rows: list[MetricComparison], c: Comparison, notes: list[str], with_group: bool = False
-) -> Table:
-    t = Table(title=Text(title, style="bold"), title_justify="left")
-    if with_group:
-        t.add_column("group")
-    t.add_column("metric", no_wrap=True)
-    t.add_column(f"A: run {c.a.id} median [CI]", justify="right", no_wrap=True)
-    t.add_column(f"B: run {c.b.id} median [CI]", justify="right", no_wrap=True)
-    t.add_column("change [CI]", justify="right", no_wrap=True)
-    t.add_column("p", justify="right")
-    t.add_column("p adj.", justify="right")
-    t.add_column("verdict")
-    t.add_column("note")
-    for m in rows:
-        marks = []
-        for w in m.warnings:
-            if w not in notes:
-                notes.append(w)
-            marks.append(str(notes.index(w) + 1))
-        arrow = "↑" if m.metric.direction == HIGHER else "↓"
-        cells = [Text(m.metric.group)] if with_group else []
-        cells += [
-            Text(f"{m.metric.label} {arrow}"),
-            _interval(m.a, m.metric.unit),
-            _interval(m.b, m.metric.unit),
-            _change_cell(m),
-            _p(m.p),
-            _p(m.q),
-            _verdict_cell(m),
-            Text(",".join(marks), style="yellow"),
-        ]
-        t.add_row(*cells)
-    return t
-
-
-def _run_line(label: str, r: Run) -> Text:
-    m = r.machine or {}
-    status = "" if r.status == "complete" else f" ({r.status})"
-    return Text(
-        f"{label}: run {r.id} {r.kind}{status} · {r.started} · {r.host} · "
-        f"Linux {_dig(m, 'kernel', 'release') or '?'} · {_dig(m, 'cpu', 'model_name') or '?'}"
-    )
-
-
-def _short(v, limit: int = 70) -> str:
-    text = v if isinstance(v, str) else json.dumps(v, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-MAX_DIFF_ROWS = 20
-
-
-def render(console: Console, comparison: Comparison) -> None:
-    c = comparison
-    console.print(Text(f"compare {c.kind} runs: B against A", style="bold"))
-    console.print(_run_line("A", c.a))
-    console.print(_run_line("B", c.b))
-
-    if c.machine_diff:
-        t = Table(title=Text("machine and kernel: what differs", style="bold"), title_justify="left")
-        t.add_column("")
-        t.add_column(f"A: run {c.a.id}")
-        t.add_column(f"B: run {c.b.id}")
-        for d in c.machine_diff[:MAX_DIFF_ROWS]:
-            t.add_row(Text(d["key"]), Text(_short(d["a"])), Text(_short(d["b"])))
-        console.print(t)
-        if len(c.machine_diff) > MAX_DIFF_ROWS:
-            console.print(Text(f"  … and {len(c.machine_diff) - MAX_DIFF_ROWS} more (--json lists all)", style="dim"))
-    else:
-        console.print(Text("machine and kernel: the same recorded metadata in both runs", style="dim"))
-    if c.params_diff:
-        console.print(
-            Text(
-                "parameters that differ: "
-                + "; ".join(f"{d['key']} {_short(d['a'], 30)} vs {_short(d['b'], 30)}" for d in c.params_diff),
-                style="yellow",
-            )
-        )
-    la, lb = c.load["a"], c.load["b"]
-    if la.get("busy_share") is not None or lb.get("busy_share") is not None:
-
-        def busy(x):
-            return "?" if x.get("busy_share") is None else f"{x['busy_share']:.0%} busy"
-
-        console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
-
-    notes: list[str] = []
-    flagged = c.regressions + c.improvements
-    if flagged and len(flagged) < len(c.metrics):
-        flagged.sort(key=lambda m: (m.verdict != REGRESSION, -abs(m.change or 0)))
-        console.print(
-            _table(
-                f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) beyond {_pct(c.threshold)}",
-                flagged,
-                c,
-                notes,
-                with_group=True,
-            )
-        )
-    groups: dict[str, list[MetricComparison]] = {}
-    for m in c.metrics:
-        groups.setdefault(m.metric.group, []).append(m)
-    for group, rows in groups.items():
-        console.print(_table(group, rows, c, notes))
-    for i, n in enumerate(notes, 1):
-        console.print(Text(f"  {i}. {n}", style="yellow"))
-    if c.only_a or c.only_b:
-        for side, run, names in (("A", c.a, c.only_a), ("B", c.b, c.only_b)):
-            if names:
-                console.print(Text(f"only in {side} (run {run.id}), not compared: {_few(names, 6)}", style="yellow"))
-
-    counts = c.counts()
-    console.print(
-        Text(
-            f"{len(c.metrics)} metric{'s' if len(c.metrics) != 1 else ''}: "
-            + ", ".join(f"{n} {v}" for v, n in counts.items() if n),
-            style="bold",
-        )
-    )
-    if c.kind != "profile":
-        for why in ("few repetitions", "tied values", "identical values"):
-            first = next((m for m in c.metrics if m.untestable_because == why), None)
-            if first is not None:
-                console.print(Text(first.reason, style="yellow"))
-    console.print(
-        Text(
-            f"test: {c.test_description()}. median [CI]: {c.confidence:.0%} order-statistic interval "
-            f"where the repetitions allow it; change [CI]: B/A − 1 with a {c.confidence:.0%} "
-            f"percentile-bootstrap interval (≥ 5 repetitions each); ↑/↓: higher/lower is better",
-            style="dim",
-        )
-    )
-    for n in c.notes:
-        console.print(Text(f"note: {n}", style="yellow"))

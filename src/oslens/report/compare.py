@@ -1,0 +1,198 @@
+"""`oslens compare` in the terminal: the run lines, the machine and
+parameter differences, and one table per group of metrics with the
+verdicts. The statistics and the words of each verdict are compare.py's;
+this module only lays them out."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.stats import Interval
+from ..compare import (
+    HIGHER,
+    IMPROVEMENT,
+    NOT_SIGNIFICANT,
+    NOT_TESTABLE,
+    REGRESSION,
+    WITHIN,
+    Comparison,
+    MetricComparison,
+    dig,
+    few,
+    fmt_p,
+    fmt_pct,
+    fmt_signed_pct,
+    fmt_value,
+)
+from ..store import Run
+
+
+def _interval(iv: Interval, unit: str) -> str:
+    if iv.n < 2:
+        return fmt_value(iv.median, unit)
+    return f"{fmt_value(iv.median, unit)} [{fmt_value(iv.low, unit)}–{fmt_value(iv.high, unit)}]"
+
+
+def _change_cell(m: MetricComparison) -> str:
+    text = fmt_signed_pct(m.change)
+    if m.ratio_ci is not None:
+        text += f" [{(m.ratio_ci[0] - 1) * 100:+.1f}, {(m.ratio_ci[1] - 1) * 100:+.1f}]"
+    return text
+
+
+_STYLE = {
+    REGRESSION: "bold red",
+    IMPROVEMENT: "bold green",
+    WITHIN: "cyan",
+    NOT_SIGNIFICANT: "dim",
+    NOT_TESTABLE: "yellow",
+}
+
+
+def _verdict_cell(m: MetricComparison) -> Text:
+    if m.verdict == NOT_TESTABLE:
+        why = f"n={m.a.n}/{m.b.n}" if m.untestable_because == "few repetitions" else m.untestable_because
+        return Text(f"not testable ({why})", style=_STYLE[NOT_TESTABLE])
+    return Text(m.verdict, style=_STYLE[m.verdict])
+
+
+def _table(
+    title: str, rows: list[MetricComparison], c: Comparison, notes: list[str], with_group: bool = False
+) -> Table:
+    t = Table(title=Text(title, style="bold"), title_justify="left")
+    if with_group:
+        t.add_column("group")
+    t.add_column("metric", no_wrap=True)
+    t.add_column(f"A: run {c.a.id} median [CI]", justify="right", no_wrap=True)
+    t.add_column(f"B: run {c.b.id} median [CI]", justify="right", no_wrap=True)
+    t.add_column("change [CI]", justify="right", no_wrap=True)
+    t.add_column("p", justify="right")
+    t.add_column("p adj.", justify="right")
+    t.add_column("verdict")
+    t.add_column("note")
+    for m in rows:
+        marks = []
+        for w in m.warnings:
+            if w not in notes:
+                notes.append(w)
+            marks.append(str(notes.index(w) + 1))
+        arrow = "↑" if m.metric.direction == HIGHER else "↓"
+        cells = [Text(m.metric.group)] if with_group else []
+        cells += [
+            Text(f"{m.metric.label} {arrow}"),
+            _interval(m.a, m.metric.unit),
+            _interval(m.b, m.metric.unit),
+            _change_cell(m),
+            fmt_p(m.p),
+            fmt_p(m.q),
+            _verdict_cell(m),
+            Text(",".join(marks), style="yellow"),
+        ]
+        t.add_row(*cells)
+    return t
+
+
+def _run_line(label: str, r: Run) -> Text:
+    m = r.machine or {}
+    status = "" if r.status == "complete" else f" ({r.status})"
+    return Text(
+        f"{label}: run {r.id} {r.kind}{status} · {r.started} · {r.host} · "
+        f"Linux {dig(m, 'kernel', 'release') or '?'} · {dig(m, 'cpu', 'model_name') or '?'}"
+    )
+
+
+def _short(v, limit: int = 70) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+MAX_DIFF_ROWS = 20
+
+
+def render(console: Console, comparison: Comparison) -> None:
+    c = comparison
+    console.print(Text(f"compare {c.kind} runs: B against A", style="bold"))
+    console.print(_run_line("A", c.a))
+    console.print(_run_line("B", c.b))
+
+    if c.machine_diff:
+        t = Table(title=Text("machine and kernel: what differs", style="bold"), title_justify="left")
+        t.add_column("")
+        t.add_column(f"A: run {c.a.id}")
+        t.add_column(f"B: run {c.b.id}")
+        for d in c.machine_diff[:MAX_DIFF_ROWS]:
+            t.add_row(Text(d["key"]), Text(_short(d["a"])), Text(_short(d["b"])))
+        console.print(t)
+        if len(c.machine_diff) > MAX_DIFF_ROWS:
+            console.print(Text(f"  … and {len(c.machine_diff) - MAX_DIFF_ROWS} more (--json lists all)", style="dim"))
+    else:
+        console.print(Text("machine and kernel: the same recorded metadata in both runs", style="dim"))
+    if c.params_diff:
+        console.print(
+            Text(
+                "parameters that differ: "
+                + "; ".join(f"{d['key']} {_short(d['a'], 30)} vs {_short(d['b'], 30)}" for d in c.params_diff),
+                style="yellow",
+            )
+        )
+    la, lb = c.load["a"], c.load["b"]
+    if la.get("busy_share") is not None or lb.get("busy_share") is not None:
+
+        def busy(x):
+            return "?" if x.get("busy_share") is None else f"{x['busy_share']:.0%} busy"
+
+        console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
+
+    notes: list[str] = []
+    flagged = c.regressions + c.improvements
+    if flagged and len(flagged) < len(c.metrics):
+        flagged.sort(key=lambda m: (m.verdict != REGRESSION, -abs(m.change or 0)))
+        console.print(
+            _table(
+                f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
+                f"beyond {fmt_pct(c.threshold)}",
+                flagged,
+                c,
+                notes,
+                with_group=True,
+            )
+        )
+    groups: dict[str, list[MetricComparison]] = {}
+    for m in c.metrics:
+        groups.setdefault(m.metric.group, []).append(m)
+    for group, rows in groups.items():
+        console.print(_table(group, rows, c, notes))
+    for i, n in enumerate(notes, 1):
+        console.print(Text(f"  {i}. {n}", style="yellow"))
+    if c.only_a or c.only_b:
+        for side, run, names in (("A", c.a, c.only_a), ("B", c.b, c.only_b)):
+            if names:
+                console.print(Text(f"only in {side} (run {run.id}), not compared: {few(names, 6)}", style="yellow"))
+
+    counts = c.counts()
+    console.print(
+        Text(
+            f"{len(c.metrics)} metric{'s' if len(c.metrics) != 1 else ''}: "
+            + ", ".join(f"{n} {v}" for v, n in counts.items() if n),
+            style="bold",
+        )
+    )
+    if c.kind != "profile":
+        for why in ("few repetitions", "tied values", "identical values"):
+            first = next((m for m in c.metrics if m.untestable_because == why), None)
+            if first is not None:
+                console.print(Text(first.reason, style="yellow"))
+    console.print(
+        Text(
+            f"test: {c.test_description()}. median [CI]: {c.confidence:.0%} order-statistic interval "
+            f"where the repetitions allow it; change [CI]: B/A − 1 with a {c.confidence:.0%} "
+            f"percentile-bootstrap interval (≥ 5 repetitions each); ↑/↓: higher/lower is better",
+            style="dim",
+        )
+    )
+    for n in c.notes:
+        console.print(Text(f"note: {n}", style="yellow"))
