@@ -14,8 +14,9 @@
 #include <unistd.h>
 
 #ifndef OSLENS_STATIC
-/* The statically linked engine sits beside this one as <self>-static. */
-static void exec_static(char **argv)
+/* The statically linked engine sits beside this one as <self>-static. A
+ * real run execs it; a dry run only checks that it could. */
+static void hand_to_static(char **argv, int dry_run)
 {
 	char self[PATH_MAX], path[PATH_MAX + 8];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -23,23 +24,9 @@ static void exec_static(char **argv)
 		die_usage("cannot find my own executable: %s", strerror(errno));
 	self[n] = 0;
 	snprintf(path, sizeof path, "%s-static", self);
-	execv(path, argv);
+	if (dry_run ? access(path, X_OK) == 0 : execv(path, argv) == 0)
+		return;
 	die_usage("this probe needs the statically linked engine %s: %s", path, strerror(errno));
-}
-#endif
-
-#ifndef OSLENS_STATIC
-/* A dry run checks that a run could hand over to the static engine. */
-static void check_static(void)
-{
-	char self[PATH_MAX], path[PATH_MAX + 8];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n < 0)
-		die_usage("cannot find my own executable: %s", strerror(errno));
-	self[n] = 0;
-	snprintf(path, sizeof path, "%s-static", self);
-	if (access(path, X_OK) != 0)
-		die_usage("this probe needs the statically linked engine %s: %s", path, strerror(errno));
 }
 #endif
 
@@ -216,9 +203,7 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		if (cfg->choices[k].probe->needs_static) {
 			if (cfg->mix)
 				die_usage("probe %s needs the static engine and cannot be mixed", cfg->choices[k].probe->name);
-			if (!cfg->dry_run)
-				exec_static(argv);
-			check_static();
+			hand_to_static(argv, cfg->dry_run);
 		}
 #endif
 	for (int i = 0; i < nopts; i++)

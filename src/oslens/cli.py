@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__, engine, kinds
-from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed
+from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
 from .commands.workloads import workloads
 from .errors import MeasurementError, UsageError
 from .parse import default_worker_counts
@@ -29,15 +29,7 @@ from .store import StoreError
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oslens")
-@click.option(
-    "--db",
-    envvar="OSLENS_DB",
-    metavar="PATH",
-    help="Results store (default: OSLENS_DB or the user data directory); also after the command.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout; also after the command.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
-@click.option("-v", "--verbose", count=True, help="More detail.")
+@shared_options
 def cli(db, as_json, quiet, verbose):
     """Measure how this Linux kernel behaves and scales, and explain it."""
 

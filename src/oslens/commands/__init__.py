@@ -45,18 +45,30 @@ class Context:
             self.err.print(msg, highlight=False, markup=False)
 
 
-def common_options(fn):
-    """--db, --json, -q, -v on every subcommand, where users type them."""
+def shared_options(fn):
+    """--db, --json, -q and -v, declared once: on the `oslens` group and on
+    every subcommand, so users may type them before or after the command."""
+    for option in reversed(
+        (
+            click.option(
+                "--db",
+                envvar="OSLENS_DB",
+                metavar="PATH",
+                help="Results store (default: OSLENS_DB or the user data directory).",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout."),
+            click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr."),
+            click.option("-v", "--verbose", count=True, help="More detail."),
+        )
+    ):
+        fn = option(fn)
+    return fn
 
-    @click.option(
-        "--db",
-        envvar="OSLENS_DB",
-        metavar="PATH",
-        help="Results store (default: OSLENS_DB or the user data directory).",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-    @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
-    @click.option("-v", "--verbose", count=True, help="More detail.")
+
+def common_options(fn):
+    """The shared options of a subcommand, turned into its Context."""
+
+    @shared_options
     @functools.wraps(fn)
     def wrapper(db, as_json, quiet, verbose, **kw):
         # --db and --json also work before the subcommand (oslens --db X show 3);
