@@ -82,7 +82,21 @@ int app_run_fail(struct app_run *r, const char *fmt, ...) __attribute__((format(
 
 int app_buf_put(struct app_buf *b, const void *p, size_t len);
 
-/* ----------------------------------------- helpers for the text apps */
+/* What `oslens-engine app` was asked to do (app_args.c). */
+struct app_config {
+	int list;                    /* `app list` */
+	const struct app *app;
+	int nworkers;
+	int threaded;
+	long size;
+	int size_given;
+	const char *dir;             /* --dir, or --prepare's DIR */
+	int prepare;                 /* --prepare: make the input files in dir, untimed */
+	int dry_run;
+};
+
+/* argv (argv[1] = "app") into cfg, or one line on stderr and exit 2. */
+void app_parse_args(int argc, char **argv, struct app_config *cfg);
 
 /* A counter-based generator: the same (seed, i) always gives the same value,
  * so input is identical however the generation is divided. */
@@ -93,47 +107,5 @@ static inline uint64_t app_mix64(uint64_t x)
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
 }
-
-/* A fixed vocabulary of VOCAB_WORDS lower-case words, drawn Zipf-like
- * (rank r with probability about 1/r, as words in real text). */
-#define VOCAB_WORDS 100000
-struct vocab {
-	char *text;                  /* the words, each NUL-terminated */
-	uint32_t *off;               /* word r starts at text + off[r] */
-	uint8_t *len;
-};
-int vocab_init(struct vocab *v);
-void vocab_free(struct vocab *v);
-/* Appends words drawn with generator state *rng to buf (a space after each,
- * a newline after some) until it holds at least `bytes` bytes or `words`
- * words, whichever comes first; returns the bytes written. */
-size_t vocab_text(const struct vocab *v, uint64_t *rng, char *buf, size_t bytes, uint64_t words);
-
-/* A word-count table as PHOENIX word_count keeps it: chained hashing, one
- * malloc'd node per distinct word, doubling as it grows. */
-struct word {
-	struct word *next;
-	uint64_t hash;
-	uint64_t count;              /* occurrences */
-	uint32_t docs;               /* documents it occurs in */
-	uint32_t last_doc;           /* internal: the last document counted, + 1 */
-	uint32_t len;
-	char text[];
-};
-struct wordtab {
-	struct word **bucket;
-	size_t nbuckets, nwords;
-	uint64_t total;              /* words counted */
-};
-int wordtab_init(struct wordtab *t);
-void wordtab_free(struct wordtab *t);
-/* Counts the words (runs of a-z) of p[0..len) as occurring in document doc. */
-int wordtab_scan(struct wordtab *t, const char *p, size_t len, uint32_t doc);
-/* A partial table, as bytes, and back: counts and documents are added. */
-int wordtab_put(const struct wordtab *t, struct app_buf *out);
-int wordtab_merge(struct wordtab *t, const struct app_buf *part);
-/* Independent of the order the words were counted and merged in; the
- * document counts only where documents are never split between workers. */
-uint64_t wordtab_checksum(const struct wordtab *t, int with_docs);
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "../json.h"
 #include "app.h"
+#include "words.h"
 
 #define FILES_PER_DIR 100
 #define MANIFEST "psearchy.manifest"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "app.h"
+#include "words.h"
 
 #define TEXT_CHUNKS 1024
 #define LONGEST_WORD 12 /* with its separator */
