@@ -24,12 +24,12 @@
 #include "../topology.h"
 #include "../textfile.h"
 #include "counters.h"
+#include "profile_args.h"
 #include "profile_bpf.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -392,90 +392,25 @@ static const char *wait_attached(pid_t pid, double duration)
 	return "signal";
 }
 
-static void usage(void)
-{
-	die_usage("usage: oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf] "
-		  "[--no-syscalls] [--no-counters] (--pid PID | -- CMD ARGS...)");
-}
-
 int cmd_profile(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"out-fd", required_argument, 0, 'o'},
-						 {"duration", required_argument, 0, 'd'},
-						 {"time-limit", required_argument, 0, 't'},
-						 {"pid", required_argument, 0, 'p'},
-						 {"no-bpf", no_argument, 0, 'n'},
-						 {"no-syscalls", no_argument, 0, 's'},
-						 {"no-counters", no_argument, 0, 'c'},
-						 {"dry-run", no_argument, 0, 'D'},
-						 {0, 0, 0, 0}};
-	int out_fd = -1, no_bpf = 0, no_syscalls = 0, no_counters = 0, dry_run = 0;
-	double duration = 0, time_limit = 0;
-	pid_t pid = 0;
-	optind = 2;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 'o':
-			out_fd = (int)strtol(optarg, &end, 10);
-			if (*end || out_fd < 0 || fcntl(out_fd, F_GETFD) < 0)
-				die_usage("--out-fd: '%s' is not an open file descriptor", optarg);
-			break;
-		case 'd': duration = parse_seconds("--duration", optarg, 0); break;
-		case 't': time_limit = parse_seconds("--time-limit", optarg, 0); break;
-		case 'p':
-			pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || pid <= 0)
-				die_usage("--pid: '%s' is not a process id", optarg);
-			if (kill(pid, 0) != 0 && errno == ESRCH)
-				die_usage("--pid: no process %d", pid);
-			if (pid == getpid())
-				die_usage("--pid: cannot profile the profiler itself");
-			break;
-		case 'n': no_bpf = 1; break;
-		case 's': no_syscalls = 1; break;
-		case 'c': no_counters = 1; break;
-		case 'D': dry_run = 1; break;
-		default: usage();
-		}
-	}
-	char **cmd = argv + optind;
-	int ncmd = argc - optind;
-	if ((pid != 0) == (ncmd > 0))
-		die_usage("profile: give either --pid PID or -- CMD ARGS...");
-	if (ncmd > 0 && duration > 0)
-		die_usage("profile: --duration is for --pid; a command is profiled until it exits (see --time-limit)");
-	if (dry_run) {
-		struct json *cfg = json_record("config");
-		json_str(cfg, "command", "profile");
-		json_str(cfg, "mode", ncmd ? "command" : "pid");
-		json_arr(cfg, "argv");
-		for (int i = 0; i < ncmd; i++)
-			json_str(cfg, NULL, cmd[i]);
-		json_end(cfg);
-		if (pid)
-			json_int(cfg, "pid", pid);
-		else
-			json_null(cfg, "pid");
-		json_num(cfg, "duration_s", duration);
-		json_num(cfg, "time_limit_s", time_limit);
-		json_int(cfg, "out_fd", out_fd);
-		json_bool(cfg, "bpf", !no_bpf);
-		json_bool(cfg, "syscalls", !no_syscalls);
-		json_bool(cfg, "counters", !no_counters);
-		json_emit(cfg);
+	struct profile_config cfg;
+	profile_parse_args(argc, argv, &cfg);
+	if (cfg.dry_run) {
+		profile_emit_config(&cfg);
 		return 0;
 	}
+	char **cmd = cfg.cmd;
+	int ncmd = cfg.ncmd;
+	pid_t pid = cfg.pid; /* a command's, once forked */
 
-	/* The records leave on out_fd; stdout goes back to the command. */
+	/* The records leave on --out-fd; stdout goes back to the command. */
 	int saved_stdout = -1;
-	if (out_fd >= 0 && out_fd != STDOUT_FILENO) {
+	if (cfg.out_fd >= 0 && cfg.out_fd != STDOUT_FILENO) {
 		saved_stdout = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-		if (dup2(out_fd, STDOUT_FILENO) < 0)
+		if (dup2(cfg.out_fd, STDOUT_FILENO) < 0)
 			die_usage("--out-fd: %s", strerror(errno));
-		close(out_fd);
+		close(cfg.out_fd);
 	}
 	signal(SIGPIPE, SIG_IGN);
 
@@ -532,10 +467,10 @@ int cmd_profile(int argc, char **argv)
 
 	char why[512] = "";
 	int bpf = 0;
-	if (no_bpf)
+	if (!cfg.bpf)
 		snprintf(why, sizeof why, "not asked for (--no-bpf)");
 	else
-		bpf = profile_bpf_start(no_syscalls ? "syscalls" : "", why, sizeof why) == 0;
+		bpf = profile_bpf_start(!cfg.syscalls ? "syscalls" : "", why, sizeof why) == 0;
 
 	/* the processes followed from the start */
 	static pid_t tree[MAX_PROCS];
@@ -563,14 +498,14 @@ int cmd_profile(int argc, char **argv)
 		json_str(j, NULL, t);
 	json_end(j);
 	json_arr(j, "skipped");
-	if (bpf && no_syscalls)
+	if (bpf && !cfg.syscalls)
 		json_str(j, NULL, "syscalls");
 	json_end(j);
 	json_emit(j);
 
 	for (int i = 0; !ncmd && i < ntree; i++)
 		for_each_thread(tree[i], emit_thread_cb, "begin");
-	if (!no_counters)
+	if (cfg.counters)
 		counters_open(tids.tids, tids.n, ncmd > 0);
 	free(tids.tids);
 
@@ -597,7 +532,7 @@ int cmd_profile(int argc, char **argv)
 		while (n < 0 && errno == EINTR);
 		close(err_r);
 		struct rusage ru;
-		int waited = wait_command(pid, time_limit, &status, &how, &ru);
+		int waited = wait_command(pid, cfg.time_limit_s, &status, &how, &ru);
 		uint64_t wall = now_ns() - t0;
 		if (n == (ssize_t)sizeof exec_errno) {
 			char msg[512];
@@ -607,7 +542,7 @@ int cmd_profile(int argc, char **argv)
 		}
 		emit_end_target(how, status, waited == 0, wall, waited == 0 ? &ru : NULL);
 	} else {
-		how = wait_attached(pid, duration);
+		how = wait_attached(pid, cfg.duration_s);
 		emit_end_target(how, 0, 0, now_ns() - t0, NULL);
 	}
 	emit_procfs("end");
@@ -618,7 +553,7 @@ int cmd_profile(int argc, char **argv)
 		ntree = profile_bpf_followed(tree, MAX_PROCS);
 	for (int i = 0; i < ntree; i++)
 		for_each_thread(tree[i], emit_thread_cb, "end");
-	if (!no_counters)
+	if (cfg.counters)
 		counters_emit_and_close();
 	if (bpf)
 		profile_bpf_emit();
