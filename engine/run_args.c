@@ -250,14 +250,13 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	/* A partner task goes, in order, to a CPU no worker uses (dealt out
 	 * round-robin), else to the next worker's CPU; the header records it. */
 	cfg->partner_cpus = calloc(cfg->nworkers, sizeof *cfg->partner_cpus);
-	int *spare = calloc(topo->n, sizeof *spare), nspare = 0;
-	for (int k = 0; k < topo->n; k++) {
-		int used = 0;
-		for (int i = 0; i < cfg->nworkers && !used; i++)
-			used = cfg->cpus[i].cpu == topo->cpus[k].cpu;
-		if (!used)
-			spare[nspare++] = topo->cpus[k].cpu;
-	}
+	int *used = calloc(cfg->nworkers, sizeof *used), *spare = calloc(topo->n, sizeof *spare);
+	if (!used || !spare)
+		die_usage("out of memory");
+	for (int i = 0; i < cfg->nworkers; i++)
+		used[i] = cfg->cpus[i].cpu;
+	int nspare = topology_unused(topo, used, cfg->nworkers, spare);
+	free(used);
 	for (int i = 0; i < cfg->nworkers; i++)
 		cfg->partner_cpus[i] = nspare ? spare[i % nspare]
 				  : cfg->nworkers > 1 ? cfg->cpus[(i + 1) % cfg->nworkers].cpu : -1;

@@ -259,3 +259,33 @@ void topology_emit_cpu(struct json *j, const struct cpu_topo *c)
 	json_int(j, "smt", c->smt);
 	json_end(j);
 }
+
+int topology_unused(const struct topology *t, const int *used, int nused, int *out)
+{
+	int n = 0;
+	for (int k = 0; k < t->n; k++) {
+		int in_use = 0;
+		for (int i = 0; i < nused && !in_use; i++)
+			in_use = used[i] == t->cpus[k].cpu;
+		if (!in_use)
+			out[n++] = t->cpus[k].cpu;
+	}
+	return n;
+}
+
+int cpus_pin(const int *cpus, int n)
+{
+	int max = 0;
+	for (int i = 0; i < n; i++)
+		max = cpus[i] > max ? cpus[i] : max;
+	cpu_set_t *set = CPU_ALLOC(max + 1);
+	if (!set)
+		return -1;
+	size_t size = CPU_ALLOC_SIZE(max + 1);
+	CPU_ZERO_S(size, set);
+	for (int i = 0; i < n; i++)
+		CPU_SET_S(cpus[i], size, set);
+	int rc = sched_setaffinity(0, size, set);
+	CPU_FREE(set);
+	return rc;
+}

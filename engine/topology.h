@@ -23,6 +23,12 @@ const struct cpu_topo *topology_cpu(const struct topology *t, int cpu);
 /* Fills out[0..n) with the CPUs for n workers; -1 and a message on error. */
 int placement_plan(const struct topology *t, const char *policy, int n,
 		   struct cpu_topo *out, char *err, int errlen);
+/* The CPUs of t that are not in used[0..nused), in t's order, into out
+ * (room for t->n); returns their count. Where the master, a partner task or
+ * a tracer can run without disturbing what is measured. */
+int topology_unused(const struct topology *t, const int *used, int nused, int *out);
+/* Restricts the calling thread to cpus[0..n) (n > 0); 0, or -1 and errno. */
+int cpus_pin(const int *cpus, int n);
 struct json;
 /* One CPU's place in the topology, as an element of a JSON array. */
 void topology_emit_cpu(struct json *j, const struct cpu_topo *c);

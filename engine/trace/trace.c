@@ -4,6 +4,7 @@
  * linked in statically, so the engine still needs nothing but libc. */
 #include "../engine.h"
 #include "trace.h"
+#include "../event_batch.h"
 #include "../json.h"
 #include "../topology.h"
 #include "bpf_util.h"
@@ -434,43 +435,6 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-struct batch {
-	struct json *j;
-	int n;
-};
-
-#define BATCH_MAX 1000
-
-static void batch_flush(struct batch *b)
-{
-	if (!b->j)
-		return;
-	json_end(b->j);
-	json_emit(b->j);
-	b->j = NULL;
-	b->n = 0;
-}
-
-static void batch_add(const struct trace_event *e, void *arg)
-{
-	struct batch *b = arg;
-	if (!b->j) {
-		b->j = json_record("events");
-		json_arr(b->j, "events");
-	}
-	json_arr(b->j, NULL);
-	json_uint(b->j, NULL, e->cpu);
-	json_uint(b->j, NULL, e->start_ns);
-	json_uint(b->j, NULL, e->end_ns);
-	json_uint(b->j, NULL, e->kind);
-	json_int(b->j, NULL, e->id);
-	json_uint(b->j, NULL, e->flags);
-	json_str(b->j, NULL, e->name);
-	json_end(b->j);
-	if (++b->n >= BATCH_MAX)
-		batch_flush(b);
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -491,14 +455,15 @@ static void emit_missing(struct json *j)
 /* Keeps this process off the CPUs it watches, where it would be noise. */
 static void move_off(const int *cpus, int ncpus)
 {
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof set, &set) != 0)
+	struct topology topo;
+	if (topology_read(&topo) != 0)
 		return;
-	for (int i = 0; i < ncpus; i++)
-		if (cpus[i] < CPU_SETSIZE)
-			CPU_CLR(cpus[i], &set);
-	if (CPU_COUNT(&set) > 0)
-		sched_setaffinity(0, sizeof set, &set);
+	int *spare = calloc(topo.n, sizeof *spare);
+	int n = spare ? topology_unused(&topo, cpus, ncpus, spare) : 0;
+	if (n > 0)
+		cpus_pin(spare, n);
+	free(spare);
+	free(topo.cpus);
 }
 
 int cmd_trace(int argc, char **argv)
@@ -581,7 +546,7 @@ int cmd_trace(int argc, char **argv)
 		return 1;
 	}
 
-	struct batch b = {0};
+	struct event_batch b = {0};
 	double end = now_s() + duration;
 	int failed = 0;
 	while (!stop_signal && !json_output_lost) {
@@ -589,16 +554,16 @@ int cmd_trace(int argc, char **argv)
 		if (left <= 0)
 			break;
 		int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
-		if (trace_poll(batch_add, &b, ms) < 0) {
+		if (trace_poll(event_batch_add, &b, ms) < 0) {
 			failed = 1;
 			break;
 		}
-		batch_flush(&b);
+		event_batch_flush(&b);
 	}
 	/* what the kernel recorded up to now */
 	if (!failed)
-		trace_poll(batch_add, &b, 0);
-	batch_flush(&b);
+		trace_poll(event_batch_add, &b, 0);
+	event_batch_flush(&b);
 	uint64_t lost = trace_lost();
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 1);

@@ -1,0 +1,105 @@
+/* Inside `oslens-engine run`: what the master (run.c), the workers
+ * (worker.c) and the record writer (run_emit.c) share.
+ *
+ * Workers talk to the master through one shared anonymous mapping: a
+ * control block and one slot per worker, the hot op counter of each slot
+ * alone on its cache lines. Only the master prints. */
+#ifndef OSLENS_RUN_H
+#define OSLENS_RUN_H
+
+#include "engine.h"
+
+#include <linux/futex.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define LINE 128 /* two cache lines: the adjacent-line prefetcher pairs them */
+
+enum wstate { W_INIT, W_READY, W_RUNNING, W_DONE, W_FAILED };
+
+struct slot {
+	volatile uint64_t ops __attribute__((aligned(LINE)));
+	struct {
+		volatile int state;
+		int pid, tid, cpu_start, cpu_end;
+		uint64_t t_release, t_start, t_end, done_ops;
+		struct rusage ru0, ru1;
+		char msg[200];
+	} c __attribute__((aligned(LINE)));
+};
+
+struct control {
+	volatile int go __attribute__((aligned(LINE)));
+	volatile int stop;
+	int rep;
+	uint64_t t_go, warm_deadline;
+	volatile int ready __attribute__((aligned(LINE)));
+};
+
+struct shm {
+	struct control ctl;
+	struct slot slot[];
+};
+
+struct master {
+	const struct run_config *cfg;
+	const char *tmpdir;          /* private to this run: probes' files, workers' results */
+	int apart;                   /* the master runs on no worker's CPU */
+	struct shm *shm;
+	size_t shm_len;
+	struct probe_env *envs;      /* one per choice */
+	pid_t pids[4096];
+	int npids;
+	pid_t pgid;
+	uint64_t deadline;
+	char failure[300];
+	int failed_worker;
+	int late_samples;            /* samples taken over half an interval late */
+	double window_s;             /* the measured window as sampled */
+};
+
+static inline long futex(volatile int *addr, int op, int val)
+{
+	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
+}
+
+/* ---- worker.c: the worker side */
+
+/* Every task the master forks: in the workers' group, dies with the master,
+ * and leaves Ctrl-C to the master. */
+void worker_child_init(pid_t master, pid_t pgid);
+/* One worker from set-up to teardown: pin, set up, wait at the barrier,
+ * run the timed loop, save results; its state and counters in its slot. */
+void worker_main(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs, int idx);
+/* Thread mode: one process hosting every worker as a thread; never returns. */
+void worker_host_threads(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs)
+	__attribute__((noreturn));
+/* Whether workers leave result records (histograms, a probe's own books). */
+int run_has_results(const struct run_config *cfg);
+/* Where worker idx leaves its results of repetition rep. */
+void run_result_path(char *buf, size_t len, const char *tmpdir, int rep, int idx);
+
+/* ---- run_emit.c: the records of a run (engine/README.md) */
+
+void emit_header(const struct master *m, const struct topology *topo);
+void emit_resources(const struct master *m, int rep);
+void emit_started(const struct master *m, int rep);
+/* The fields every `worker` record starts with, and its rusage object. */
+void emit_worker_common(struct json *j, const struct master *m, int rep, int i);
+void emit_rusage(struct json *j, const struct slot *s);
+/* Copies the workers' result files to stdout, in worker order; NULL or why not. */
+const char *emit_results(const struct master *m, int rep);
+void emit_error(const char *msg, int worker);
+
+/* The kernel's own accounting of the workers' CPUs (/proc/stat), read
+ * around the measured window: irq, softirq and steal time (the hypervisor
+ * running something else) that no guest-side event can show. */
+struct cpustat {
+	uint64_t v[8]; /* user nice system idle iowait irq softirq steal, in USER_HZ */
+};
+void read_cpustat(const struct run_config *cfg, struct cpustat *out);
+void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b);
+
+#endif

@@ -1,0 +1,254 @@
+/* The worker side of `run`: pinned to its CPU, it sets up its probes,
+ * waits at the start barrier, runs the timed loop (or every operation
+ * timed into a histogram), and leaves its results in a file of its own. */
+#include "run.h"
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+
+static void worker_fail(struct slot *s, const char *what, int err)
+{
+	snprintf(s->c.msg, sizeof s->c.msg, "%s: %s", what, strerror(err));
+	__atomic_store_n(&s->c.state, W_FAILED, __ATOMIC_RELEASE);
+}
+
+
+void run_result_path(char *buf, size_t len, const char *tmpdir, int rep, int idx)
+{
+	snprintf(buf, len, "%s/result.%d.%d", tmpdir, rep, idx);
+}
+
+/* Probes that keep their own books (the detour probe) warm up on the
+ * worker side, like fixed work, so their books start after warm-up. */
+static int has_own_books(const struct run_config *cfg)
+{
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (cfg->choices[k].probe->emit)
+			return 1;
+	return 0;
+}
+
+/* Whether workers leave result records: histograms, or a probe's own. */
+int run_has_results(const struct run_config *cfg)
+{
+	int any = cfg->latency;
+	for (int k = 0; k < cfg->nchoices; k++)
+		any |= cfg->choices[k].probe->emit != NULL;
+	return any;
+}
+
+static struct json *result_record(const char *type, const struct shm *shm, const struct run_config *cfg,
+				  int idx, const struct choice *c)
+{
+	struct json *j = json_record(type);
+	json_int(j, "rep", shm->ctl.rep);
+	json_int(j, "worker", idx);
+	json_int(j, "cpu", cfg->cpus[idx].cpu);
+	json_int(j, "tid", shm->slot[idx].c.tid);
+	json_str(j, "probe", c->probe->name);
+	json_str(j, "variant", c->probe->variants[c->variant].name);
+	return j;
+}
+
+/* Workers write their own results (histograms of tens of KB, detour lists)
+ * to files that the master copies to stdout in order: no worker ever blocks
+ * on the pipe, and records never interleave. */
+static int save_results(const struct shm *shm, const struct run_config *cfg, int idx,
+			struct worker *w, struct hist **h)
+{
+	char path[4200];
+	run_result_path(path, sizeof path, w[0].env->tmpdir, shm->ctl.rep, idx);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	int rc = 0;
+	for (int k = 0; k < cfg->nchoices && !rc; k++) {
+		const struct choice *c = &cfg->choices[k];
+		if (h[k]) {
+			struct json *j = result_record("hist", shm, cfg, idx, c);
+			hist_emit(j, "hist", h[k], ticks_unit_ns());
+			rc = json_emit_fd(j, fd);
+		}
+		if (!rc && c->probe->emit) {
+			struct json *j = result_record(c->probe->emit_type, shm, cfg, idx, c);
+			rc = c->probe->emit(&w[k], j);
+			rc = json_emit_fd(j, fd) || rc;
+		}
+	}
+	return close(fd) || rc ? -1 : 0;
+}
+
+/* --mix: one operation of every probe per round, each into its own
+ * histogram, until the limit or the stop flag. */
+static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const struct loop *l,
+			   int *err, int *failed)
+{
+	uint64_t round = 0, one;
+	const struct loop step = {.limit = 1, .stop = l->stop, .ops = &one};
+	while (round < l->limit && !*l->stop) {
+		for (int k = 0; k < nc; k++) {
+			uint64_t n = w[k].env->probe->timed(&w[k], &step, h[k], err);
+			if (*err) {
+				*failed = k;
+				return round;
+			}
+			if (!n) /* stopped */
+				return round;
+		}
+		*l->ops = ++round;
+	}
+	return round;
+}
+
+void worker_main(struct shm *shm, const struct run_config *cfg,
+			const struct probe_env *envs, int idx)
+{
+	struct slot *s = &shm->slot[idx];
+	const int nc = cfg->nchoices;
+	struct worker *w = calloc(nc, sizeof *w);
+	struct hist **h = calloc(nc, sizeof *h);
+	int set_up = 0, err = 0, failed = 0;
+	char what[96];
+
+	s->c.pid = getpid();
+	s->c.tid = (int)syscall(SYS_gettid);
+	if (!w || !h) {
+		worker_fail(s, "worker state", ENOMEM);
+		return;
+	}
+	if (cpus_pin(&cfg->cpus[idx].cpu, 1) != 0) {
+		worker_fail(s, "sched_setaffinity", errno);
+		return;
+	}
+	s->c.cpu_start = sched_getcpu();
+	for (; set_up < nc; set_up++) {
+		const struct probe *p = envs[set_up].probe;
+		w[set_up] = (struct worker){.index = idx, .cpu = cfg->cpus[idx].cpu,
+					    .partner_cpu = cfg->partner_cpus[idx], .env = &envs[set_up]};
+		if (cfg->latency && !(h[set_up] = hist_new())) {
+			snprintf(what, sizeof what, "histogram for %s", p->name);
+			break;
+		}
+		if (p->setup && p->setup(&w[set_up]) != 0) {
+			snprintf(what, sizeof what, "set-up of %s", p->name);
+			break;
+		}
+	}
+	if (set_up < nc) {
+		err = errno;
+		goto teardown;
+	}
+	__atomic_store_n(&s->c.state, W_READY, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&shm->ctl.ready, 1, __ATOMIC_RELEASE);
+
+	while (!__atomic_load_n(&shm->ctl.go, __ATOMIC_ACQUIRE))
+		futex(&shm->ctl.go, FUTEX_WAIT, 0);
+	s->c.t_release = clock_ns();
+	__atomic_store_n(&s->c.state, W_RUNNING, __ATOMIC_RELEASE);
+
+	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
+	if (cfg->ops || cfg->latency || has_own_books(cfg)) {
+		/* Fixed work and latency: warm up together until the shared
+		 * deadline, so that neither the count nor the histogram holds a
+		 * cold operation. (Fixed time discards warm-up samples instead.) */
+		while (!err && !shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
+			for (int k = 0; k < nc && !err; k++)
+				if (envs[k].probe->op(&w[k]) != 0) {
+					err = errno;
+					failed = k;
+				}
+		if (cfg->ops)
+			l.limit = cfg->ops;
+	}
+	uint64_t n = 0;
+	if (!err) {
+		const struct probe *p = envs[0].probe;
+		getrusage(RUSAGE_THREAD, &s->c.ru0);
+		s->c.t_start = clock_ns();
+		if (nc > 1)
+			n = mix_rounds(w, h, nc, &l, &err, &failed);
+		else
+			n = h[0] ? p->timed(&w[0], &l, h[0], &err) : p->loop(&w[0], &l, &err);
+		s->c.t_end = clock_ns();
+	}
+	if (!s->c.t_start)
+		getrusage(RUSAGE_THREAD, &s->c.ru0);
+	getrusage(RUSAGE_THREAD, &s->c.ru1);
+	s->c.done_ops = n;
+	s->c.cpu_end = sched_getcpu();
+	if (err)
+		snprintf(what, sizeof what, "%s operation", envs[failed].probe->name);
+	else if (run_has_results(cfg) && save_results(shm, cfg, idx, w, h) != 0) {
+		err = errno;
+		snprintf(what, sizeof what, "saving the results");
+	}
+teardown:
+	while (set_up-- > 0)
+		if (envs[set_up].probe->teardown)
+			envs[set_up].probe->teardown(&w[set_up]);
+	for (int k = 0; k < nc; k++)
+		free(h[k]);
+	free(h);
+	free(w);
+	if (err)
+		worker_fail(s, what, err);
+	else
+		__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
+}
+
+void worker_child_init(pid_t master, pid_t pgid)
+{
+	setpgid(0, pgid);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != master)
+		_exit(1);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+}
+
+struct thread_arg {
+	struct shm *shm;
+	const struct run_config *cfg;
+	const struct probe_env *envs;
+	int idx;
+};
+
+static void *worker_thread(void *a)
+{
+	struct thread_arg *t = a;
+	worker_main(t->shm, t->cfg, t->envs, t->idx);
+	return NULL;
+}
+
+void worker_host_threads(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs)
+{
+	pthread_t *th = calloc(cfg->nworkers, sizeof *th);
+	struct thread_arg *args = calloc(cfg->nworkers, sizeof *args);
+	if (!th || !args)
+		_exit(1);
+	for (int i = 0; i < cfg->nworkers; i++) {
+		args[i] = (struct thread_arg){shm, cfg, envs, i};
+		int rc = pthread_create(&th[i], NULL, worker_thread, &args[i]);
+		if (rc) {
+			worker_fail(&shm->slot[i], "pthread_create", rc);
+			_exit(1);
+		}
+	}
+	for (int i = 0; i < cfg->nworkers; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
