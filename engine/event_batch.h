@@ -3,7 +3,7 @@
 #ifndef OSLENS_EVENT_BATCH_H
 #define OSLENS_EVENT_BATCH_H
 
-#include "trace/trace.h"
+#include "bpf/noise.h"
 
 #define EVENT_BATCH 1000
 
@@ -12,7 +12,7 @@ struct event_batch {
 	int n;
 };
 
-/* Adds one event (a trace_poll callback: arg is the struct event_batch);
+/* Adds one event (a noise_bpf_poll callback: arg is the struct event_batch);
  * writes the record when it holds EVENT_BATCH events. */
 void event_batch_add(const struct trace_event *e, void *arg);
 /* Writes what the batch holds, if anything. */

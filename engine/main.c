@@ -1,7 +1,7 @@
 /* oslens-engine: argv in, JSON lines out. See README.md for the records. */
 #include "engine.h"
 #include "json.h"
-#include "trace/trace.h"
+#include "bpf/noise.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -127,7 +127,7 @@ static void sleep_until(uint64_t until)
 	if (d > 10000000ull) /* re-check at least every 10 ms */
 		d = 10000000ull;
 	if (tracing && d >= 1000000ull) {
-		trace_poll(event_batch_add, &events, (int)(d / 1000000ull));
+		noise_bpf_poll(event_batch_add, &events, (int)(d / 1000000ull));
 		return;
 	}
 	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
@@ -144,7 +144,7 @@ static void start_tracing(const struct master *m)
 			cpus[i] = m->cfg->cpus[i].cpu;
 			tids[i] = m->shm->slot[i].c.tid;
 		}
-		tracing = trace_start(cpus, n, tids, n, why, sizeof why) == 0;
+		tracing = noise_bpf_start(cpus, n, tids, n, why, sizeof why) == 0;
 	}
 	free(cpus);
 	free(tids);
@@ -161,13 +161,13 @@ static void stop_tracing(void)
 {
 	if (!tracing)
 		return;
-	while (trace_poll(event_batch_add, &events, 0) > 0)
+	while (noise_bpf_poll(event_batch_add, &events, 0) > 0)
 		;
 	event_batch_flush(&events);
-	uint64_t lost = trace_lost();
+	uint64_t lost = noise_bpf_lost();
 	char missing[256];
-	snprintf(missing, sizeof missing, "%s", trace_missing());
-	trace_stop();
+	snprintf(missing, sizeof missing, "%s", noise_bpf_missing());
+	noise_bpf_stop();
 	tracing = 0;
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 1);

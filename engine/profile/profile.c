@@ -25,7 +25,7 @@
 #include "../textfile.h"
 #include "counters.h"
 #include "profile_args.h"
-#include "profile_bpf.h"
+#include "../bpf/profile.h"
 
 #include <dirent.h>
 #include <errno.h>

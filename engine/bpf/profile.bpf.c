@@ -8,18 +8,12 @@
  * the target, sched_process_fork adds every child of a followed process (a
  * new thread has its process's tgid already). Raw tracepoints throughout
  * (no tracefs record to fill); page faults are timed from the exceptions
- * tracepoint to the perf software fault event, as in trace/noise.bpf.c.
+ * tracepoint to the perf software fault event, as in noise.bpf.c.
  * Every program is named oslens_* so that a leak shows in `bpftool prog`. */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "common.bpf.h"
 
 #include "profile.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
-#define PF_KTHREAD 0x00200000
 
 /* The processes followed, one bit per tgid: a plain load on every event
  * (a hash lookup would cost more than the rest of a system call's
@@ -309,16 +303,6 @@ int BPF_PROG(oslens_prof_sys_exit, struct pt_regs *regs, long ret)
 
 /* ---- scheduling ---- */
 
-static __always_inline unsigned int task_state_of(struct task_struct *p)
-{
-	if (bpf_core_field_exists(p->__state))
-		return BPF_CORE_READ(p, __state);
-	struct task_struct___old {
-		long state;
-	} *old = (void *)p;
-	return (unsigned int)BPF_CORE_READ(old, state);
-}
-
 SEC("raw_tp/sched_switch")
 int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -336,7 +320,7 @@ int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct 
 			t->on_ns = 0;
 			t->off_ns = now;
 			/* the kernel's own rule for nvcsw/nivcsw */
-			int involuntary = preempt || task_state_of(prev) == 0;
+			int involuntary = preempt || task_sched_state(prev) == 0;
 			t->off_involuntary = involuntary;
 			t->ready_ns = involuntary ? now : 0;
 			if (involuntary) {
@@ -425,7 +409,7 @@ int BPF_PROG(oslens_prof_migrate, struct task_struct *p, int dest_cpu)
 	return 0;
 }
 
-/* ---- page faults (see trace/noise.bpf.c for the method) ---- */
+/* ---- page faults (see noise.bpf.c for the method) ---- */
 
 static __always_inline void fault_start(void)
 {

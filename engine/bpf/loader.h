@@ -1,10 +1,10 @@
-/* What every BPF loader of the engine needs (noise attribution in trace.c,
- * the profiler in profile/profile_bpf.c): privilege and kernel checks that
+/* What every BPF loader of the engine needs (noise attribution in noise.c,
+ * the profiler in profile.c): privilege and kernel checks that
  * turn a failure into a reason a user can act on, the list of tracepoints
  * this kernel has, the list of what it lacks, and software perf events that
  * run a program on every CPU. */
-#ifndef OSLENS_BPF_UTIL_H
-#define OSLENS_BPF_UTIL_H
+#ifndef OSLENS_BPF_LOADER_H
+#define OSLENS_BPF_LOADER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,32 +16,32 @@ struct bpf_object_skeleton;
 /* libbpf's messages kept quiet but remembered (OSLENS_TRACE_DEBUG=1 shows
  * them all), and RLIMIT_NOFILE raised: per-CPU perf events on hundreds of
  * CPUs would exceed the default soft limit. */
-void bpfu_init(void);
-/* libbpf's last warning since bpfu_clear_warning(): the cause of a failure. */
-const char *bpfu_last_warning(void);
-void bpfu_clear_warning(void);
+void loader_init(void);
+/* libbpf's last warning since loader_clear_warning(): the cause of a failure. */
+const char *loader_last_warning(void);
+void loader_clear_warning(void);
 
 /* 0 if this process may load BPF and the kernel has BTF; else -1 and why. */
-int bpfu_check_usable(char *why, size_t whylen);
+int loader_check_usable(char *why, size_t whylen);
 /* Why an EPERM happened: missing privilege, or a kernel that refuses even
  * the privileged (lockdown, a security module). */
-void bpfu_eperm_reason(char *why, size_t whylen);
+void loader_eperm_reason(char *why, size_t whylen);
 
 /* tracefs's list of events as "\nsystem:event\n..."; NULL if tracefs is not
  * mounted (then attaching is the test). Free it. */
-char *bpfu_available_events(void);
-/* Whether `events` (from bpfu_available_events, or NULL) has tracepoint `tp`. */
-int bpfu_has_tracepoint(const char *events, const char *tp);
+char *loader_available_events(void);
+/* Whether `events` (from loader_available_events, or NULL) has tracepoint `tp`. */
+int loader_has_tracepoint(const char *events, const char *tp);
 /* "raw_tp/irq_handler_entry" -> "irq_handler_entry"; NULL if not a raw tracepoint. */
-const char *bpfu_tp_name(const struct bpf_program *p);
+const char *loader_tp_name(const struct bpf_program *p);
 
 /* A comma-separated set of names of what this kernel lacks. */
-struct bpfu_missing {
+struct loader_missing {
 	char list[512];
 };
-void bpfu_missing_add(struct bpfu_missing *m, const char *what);
+void loader_missing_add(struct loader_missing *m, const char *what);
 /* entry/exit tracepoint pairs are one thing: "local_timer_entry" -> "local_timer" */
-void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp);
+void loader_missing_add_tp(struct loader_missing *m, const char *tp);
 
 /* Attaches every program of the skeleton that was loaded, has a section
  * libbpf can attach by itself (not "perf_event") and that `skip` (may be
@@ -51,19 +51,19 @@ void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp);
  * The links go to the skeleton, whose destroy detaches them. For a program
  * that will not attach, `failed` gets errno and returns nonzero to give up,
  * which returns -1. */
-int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
+int loader_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
 			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg);
 
 /* Whether the comma-separated `list` has `name`. */
-int bpfu_listed(const char *list, const char *name);
+int loader_listed(const char *list, const char *name);
 
 /* Software perf events counting `config` (PERF_COUNT_SW_*) with period 1,
  * each running `prog` at every event: one per CPU of `targets` (every task
  * there), or with `tasks` one per thread id of `targets`, inherited by the
  * threads and processes it creates later. Appends the links to *links; on
  * failure destroys what it made and returns -1. */
-int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
+int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			  struct bpf_link ***links, int *nlinks);
-void bpfu_destroy_links(struct bpf_link ***links, int *nlinks);
+void loader_destroy_links(struct bpf_link ***links, int *nlinks);
 
 #endif

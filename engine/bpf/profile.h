@@ -1,7 +1,15 @@
-/* What profile.bpf.c aggregates in its maps and profile_bpf.c reads: shared
- * by the BPF side (vmlinux.h types) and the loader (<linux/types.h>). */
+/* The profiler's BPF side: profile.bpf.c (kernel side), profile.c (its
+ * loader) and this header, which both include. The first part is what
+ * profile.bpf.c aggregates in its maps and the loader reads (vmlinux.h types
+ * there, <linux/types.h> here); the second, outside BPF, is the loader's
+ * interface for the `profile` command: load and attach, follow a process
+ * tree, and emit what the maps aggregated. */
 #ifndef OSLENS_PROFILE_H
 #define OSLENS_PROFILE_H
+
+#ifndef __bpf__
+#include <linux/types.h> /* the BPF side has these from vmlinux.h */
+#endif
 
 /* Log-linear latency histogram, the engine's layout (hist.h) with 2 sub-bucket
  * bits: a bucket is at most 25 % of its lower bound wide, which is what a
@@ -124,5 +132,31 @@ struct prof_lock {
 #define PROF_LOCK_MMAP 1
 #define PROF_LOCK_SIGHAND 2
 #define PROF_LOCK_FILES 3
+
+#ifndef __bpf__ /* ---- the loader's interface (profile.c, profile_none.c) */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Loads and attaches everything this kernel can take but the parts named in
+ * `skip` (comma-separated, e.g. "syscalls"); 0, or -1 with `why` (not root,
+ * no BTF, engine built without BPF, verifier refusal, ...). */
+int profile_bpf_start(const char *skip, char *why, size_t whylen);
+/* Follows process `tgid` and, from now on, every child it forks. */
+int profile_bpf_follow(pid_t tgid);
+/* Times the page faults of these threads and of what they create; -1 (and
+ * page_faults missing) if the kernel refuses. */
+int profile_bpf_time_faults(const pid_t *tids, int ntids);
+/* The processes followed now (at most max); their number. */
+int profile_bpf_followed(pid_t *out, int max);
+/* Parts this kernel lacks, comma-separated ("" when none). */
+const char *profile_bpf_missing(void);
+/* Emits the aggregates as JSON records: thread (exits), cpu_time, switches,
+ * faults, irqs, syscalls, locks, bpf_stats. */
+void profile_bpf_emit(void);
+/* Detaches and unloads. Idempotent. */
+void profile_bpf_stop(void);
+
+#endif /* __bpf__ */
 
 #endif

@@ -1,9 +1,9 @@
 /* The profiler's loader: profile.bpf.c through the skeleton bpftool made of
  * it, and the JSON records of its aggregates (see profile.h for the maps).
  * Per-CPU values are summed here; histograms keep the engine's layout. */
-#include "profile_bpf.h"
+#include "profile.h"
 #include "../json.h"
-#include "../trace/bpf_util.h"
+#include "loader.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,12 +17,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "profile.h"
 #include "profile.skel.h"
 #include "syscall_names.h"
 
 static struct profile_bpf *skel;
-static struct bpfu_missing missing;
+static struct loader_missing missing;
 static struct bpf_link **fault_links;
 static int n_fault_links;
 static int ncpus_possible;
@@ -41,7 +40,7 @@ static int fail(char *why, size_t whylen, const char *fmt, const char *arg)
 /* What each optional program gives; the others are the core. */
 static const char *part_of(const struct bpf_program *p)
 {
-	const char *tp = bpfu_tp_name(p);
+	const char *tp = loader_tp_name(p);
 	if (!tp)
 		return "page_faults"; /* the perf_event fault ends */
 	if (!strncmp(tp, "sys_", 4))
@@ -66,11 +65,11 @@ static const char *part_of(const struct bpf_program *p)
 static void note_missing(const struct bpf_program *p)
 {
 	const char *part = part_of(p);
-	const char *tp = bpfu_tp_name(p);
+	const char *tp = loader_tp_name(p);
 	if (tp && part == tp)
-		bpfu_missing_add_tp(&missing, tp);
+		loader_missing_add_tp(&missing, tp);
 	else
-		bpfu_missing_add(&missing, part);
+		loader_missing_add(&missing, part);
 }
 
 struct attach_ctx {
@@ -101,8 +100,8 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	profile_bpf_stop();
 	missing.list[0] = 0;
 	faults_timed = fault_tps_attached = 0;
-	bpfu_init();
-	if (bpfu_check_usable(why, whylen) != 0)
+	loader_init();
+	if (loader_check_usable(why, whylen) != 0)
 		return -1;
 	ncpus_possible = libbpf_num_possible_cpus();
 	if (ncpus_possible <= 0)
@@ -111,13 +110,13 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	skel = profile_bpf__open();
 	if (!skel)
 		return fail(why, whylen, "cannot open the BPF object: %s", strerror(errno));
-	char *events = bpfu_available_events();
-	int fault_tps = bpfu_has_tracepoint(events, "page_fault_user");
+	char *events = loader_available_events();
+	int fault_tps = loader_has_tracepoint(events, "page_fault_user");
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, skel->obj) {
-		const char *tp = bpfu_tp_name(p);
-		int load = tp ? bpfu_has_tracepoint(events, tp) : fault_tps;
-		if (part_of(p) && bpfu_listed(skipped, part_of(p))) {
+		const char *tp = loader_tp_name(p);
+		int load = tp ? loader_has_tracepoint(events, tp) : fault_tps;
+		if (part_of(p) && loader_listed(skipped, part_of(p))) {
 			bpf_program__set_autoload(p, 0);
 			continue;
 		}
@@ -130,22 +129,22 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 		bpf_program__set_autoload(p, load);
 	}
 	free(events);
-	bpfu_clear_warning();
+	loader_clear_warning();
 	int err = profile_bpf__load(skel);
 	if (err) {
 		if (-err == EPERM) {
-			bpfu_eperm_reason(why, whylen);
+			loader_eperm_reason(why, whylen);
 			profile_bpf_stop();
 			return -1;
 		}
 		char detail[512];
-		snprintf(detail, sizeof detail, "%s%s%s", strerror(-err), *bpfu_last_warning() ? ": " : "",
-			 bpfu_last_warning());
+		snprintf(detail, sizeof detail, "%s%s%s", strerror(-err), *loader_last_warning() ? ": " : "",
+			 loader_last_warning());
 		return fail(why, whylen, "the kernel rejected the BPF programs (%s)", detail);
 	}
 
 	struct attach_ctx ctx = {why, whylen};
-	if (bpfu_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0)
+	if (loader_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0)
 		return -1;
 	fault_tps_attached = fault_tps;
 	return 0;
@@ -158,17 +157,17 @@ int profile_bpf_time_faults(const pid_t *tids, int ntids)
 {
 	if (!skel)
 		return -1;
-	if (fault_tps_attached && !bpfu_listed(skipped, "page_faults") &&
-	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
+	if (fault_tps_attached && !loader_listed(skipped, "page_faults") &&
+	    loader_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
 				  &fault_links, &n_fault_links) == 0 &&
-	    bpfu_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
+	    loader_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
 				  &fault_links, &n_fault_links) == 0) {
 		faults_timed = 1;
 		return 0;
 	}
-	bpfu_destroy_links(&fault_links, &n_fault_links);
-	if (!bpfu_listed(skipped, "page_faults"))
-		bpfu_missing_add(&missing, "page_faults");
+	loader_destroy_links(&fault_links, &n_fault_links);
+	if (!loader_listed(skipped, "page_faults"))
+		loader_missing_add(&missing, "page_faults");
 	return -1;
 }
 
@@ -199,7 +198,7 @@ const char *profile_bpf_missing(void)
 
 void profile_bpf_stop(void)
 {
-	bpfu_destroy_links(&fault_links, &n_fault_links);
+	loader_destroy_links(&fault_links, &n_fault_links);
 	if (skel) {
 		profile_bpf__destroy(skel);
 		skel = NULL;
@@ -577,7 +576,7 @@ static void emit_exits(void)
 
 static int lacking(const char *part)
 {
-	return bpfu_listed(missing.list, part) || bpfu_listed(skipped, part);
+	return loader_listed(missing.list, part) || loader_listed(skipped, part);
 }
 
 /* A part this kernel lacks gets no record: an empty table would read as

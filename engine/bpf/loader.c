@@ -1,5 +1,5 @@
-/* See bpf_util.h. */
-#include "bpf_util.h"
+/* See loader.h. */
+#include "loader.h"
 #include "../textfile.h"
 
 #include <errno.h>
@@ -37,7 +37,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-void bpfu_init(void)
+void loader_init(void)
 {
 	libbpf_set_print(libbpf_print);
 	struct rlimit nofile;
@@ -47,12 +47,12 @@ void bpfu_init(void)
 	}
 }
 
-const char *bpfu_last_warning(void)
+const char *loader_last_warning(void)
 {
 	return last_warning;
 }
 
-void bpfu_clear_warning(void)
+void loader_clear_warning(void)
 {
 	last_warning[0] = 0;
 }
@@ -80,7 +80,7 @@ static int privileged(void)
 	return have_cap(CAP_SYS_ADMIN) || (have_cap(CAP_BPF) && have_cap(CAP_PERFMON));
 }
 
-void bpfu_eperm_reason(char *why, size_t whylen)
+void loader_eperm_reason(char *why, size_t whylen)
 {
 	if (privileged())
 		snprintf(why, whylen, "the kernel refused to load BPF programs although this process may "
@@ -89,10 +89,10 @@ void bpfu_eperm_reason(char *why, size_t whylen)
 		snprintf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
 }
 
-int bpfu_check_usable(char *why, size_t whylen)
+int loader_check_usable(char *why, size_t whylen)
 {
 	if (!privileged()) {
-		bpfu_eperm_reason(why, whylen);
+		loader_eperm_reason(why, whylen);
 		return -1;
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
@@ -103,7 +103,7 @@ int bpfu_check_usable(char *why, size_t whylen)
 	return 0;
 }
 
-char *bpfu_available_events(void)
+char *loader_available_events(void)
 {
 	static const char *const paths[] = {"/sys/kernel/tracing/available_events",
 					    "/sys/kernel/debug/tracing/available_events"};
@@ -120,7 +120,7 @@ char *bpfu_available_events(void)
 	return NULL;
 }
 
-int bpfu_has_tracepoint(const char *events, const char *tp)
+int loader_has_tracepoint(const char *events, const char *tp)
 {
 	if (!events)
 		return 1;
@@ -129,14 +129,14 @@ int bpfu_has_tracepoint(const char *events, const char *tp)
 	return strstr(events, pat) != NULL;
 }
 
-const char *bpfu_tp_name(const struct bpf_program *p)
+const char *loader_tp_name(const struct bpf_program *p)
 {
 	const char *sec = bpf_program__section_name(p);
 	const char *slash = strchr(sec, '/');
 	return !strncmp(sec, "raw_tp/", 7) && slash ? slash + 1 : NULL;
 }
 
-int bpfu_listed(const char *list, const char *name)
+int loader_listed(const char *list, const char *name)
 {
 	char pat[128], have[1024];
 	snprintf(pat, sizeof pat, ",%s,", name);
@@ -144,15 +144,15 @@ int bpfu_listed(const char *list, const char *name)
 	return strstr(have, pat) != NULL;
 }
 
-void bpfu_missing_add(struct bpfu_missing *m, const char *what)
+void loader_missing_add(struct loader_missing *m, const char *what)
 {
-	if (bpfu_listed(m->list, what))
+	if (loader_listed(m->list, what))
 		return;
 	size_t len = strlen(m->list);
 	snprintf(m->list + len, sizeof m->list - len, "%s%s", len ? "," : "", what);
 }
 
-void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp)
+void loader_missing_add_tp(struct loader_missing *m, const char *tp)
 {
 	char name[128];
 	snprintf(name, sizeof name, "%s", tp);
@@ -161,7 +161,7 @@ void bpfu_missing_add_tp(struct bpfu_missing *m, const char *tp)
 		name[n - 6] = 0;
 	else if (n > 5 && !strcmp(name + n - 5, "_exit"))
 		name[n - 5] = 0;
-	bpfu_missing_add(m, name);
+	loader_missing_add(m, name);
 }
 
 static int ends_an_interval(const struct bpf_program *p)
@@ -170,7 +170,7 @@ static int ends_an_interval(const struct bpf_program *p)
 	return strstr(sec, "_exit") || !strncmp(sec, "fexit/", 6) || strstr(sec, "contention_end");
 }
 
-int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
+int loader_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
 			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg)
 {
 	for (int pass = 0; pass < 2; pass++)
@@ -179,7 +179,7 @@ int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const stru
 			if (!bpf_program__autoload(p) || !strcmp(bpf_program__section_name(p), "perf_event") ||
 			    (skip && skip(p, arg)) || ends_an_interval(p) != (pass == 0))
 				continue;
-			bpfu_clear_warning();
+			loader_clear_warning();
 			struct bpf_link *link = bpf_program__attach(p);
 			if (link)
 				*s->progs[k].link = link;
@@ -189,7 +189,7 @@ int bpfu_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const stru
 	return 0;
 }
 
-void bpfu_destroy_links(struct bpf_link ***links, int *nlinks)
+void loader_destroy_links(struct bpf_link ***links, int *nlinks)
 {
 	for (int i = 0; i < *nlinks; i++)
 		bpf_link__destroy((*links)[i]); /* closes the perf event too */
@@ -198,7 +198,7 @@ void bpfu_destroy_links(struct bpf_link ***links, int *nlinks)
 	*nlinks = 0;
 }
 
-int bpfu_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
+int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			  struct bpf_link ***links, int *nlinks)
 {
 	struct bpf_link **more = realloc(*links, (*nlinks + n) * sizeof *more);

@@ -1,7 +1,7 @@
 /* Attribution for an engine built without BPF (no clang, bpftool, kernel
  * BTF or libbpf on the build host, or the static engine): every call says
  * why, so oslens can report it instead of failing silently. */
-#include "trace.h"
+#include "noise.h"
 
 #include <stdio.h>
 
@@ -9,7 +9,7 @@
 #define OSLENS_NO_BPF_REASON "engine built without BPF"
 #endif
 
-int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+int noise_bpf_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
 {
 	(void)cpus, (void)ncpus, (void)tids, (void)ntids;
 	if (why && whylen)
@@ -17,23 +17,23 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	return -1;
 }
 
-int trace_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, int timeout_ms)
+int noise_bpf_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, int timeout_ms)
 {
 	(void)cb, (void)arg, (void)timeout_ms;
 	return -1;
 }
 
-uint64_t trace_lost(void)
+uint64_t noise_bpf_lost(void)
 {
 	return 0;
 }
 
-const char *trace_missing(void)
+const char *noise_bpf_missing(void)
 {
 	return "";
 }
 
-void trace_stop(void)
+void noise_bpf_stop(void)
 {
 }
 

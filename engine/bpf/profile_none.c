@@ -1,7 +1,7 @@
 /* The profiler without its kernel side (an engine built without BPF): the
  * procfs and perf parts still run, and the report says why the rest is
  * missing. */
-#include "profile_bpf.h"
+#include "profile.h"
 
 #include <stdio.h>
 

@@ -10,16 +10,10 @@
  * fill), tasks use the raw sched_switch with CO-RE reads of task_struct, and
  * faults are timed as described below. Every program is named oslens_* so
  * that a leak shows in `bpftool prog show`. */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "common.bpf.h"
 
 #include "noise.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
-#define PF_KTHREAD 0x00200000
 #define RINGBUF_BYTES (4u << 20)
 
 /* CPU -> 1 for the probed CPUs; sized to the possible CPUs by the loader. */
@@ -272,20 +266,6 @@ int BPF_PROG(oslens_nmi, void *handler, s64 delta_ns)
 
 /* ---- other tasks while a probed thread is switched out ---- */
 
-#define TASK_DEAD 0x80
-
-/* task_struct.state became __state in 5.14 */
-struct task_struct___pre514 {
-	long state;
-} __attribute__((preserve_access_index));
-
-static __always_inline unsigned int task_state(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
-}
-
 static __always_inline int probed_tid(__u32 tid)
 {
 	return bpf_map_lookup_elem(&tids, &tid) != NULL;
@@ -322,7 +302,7 @@ int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct
 			bpf_ringbuf_submit(e, wakeup_flags());
 		}
 	}
-	if (probed_tid(next_pid) || (prev_probed && task_state(prev) & TASK_DEAD)) {
+	if (probed_tid(next_pid) || (prev_probed && task_sched_state(prev) & TASK_DEAD)) {
 		s->out = 0; /* back, or gone for good: nothing to wait for */
 	} else if (prev_probed || s->out) {
 		s->out = 1;

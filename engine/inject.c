@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../engine.h"
-#include "../json.h"
+#include "engine.h"
+#include "json.h"
 
 static volatile sig_atomic_t stop;
 static void on_stop(int sig) { (void)sig; stop = 1; }

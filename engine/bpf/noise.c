@@ -3,11 +3,11 @@
  * and turns its ring-buffer records into struct trace_event. libbpf is
  * linked in statically, so the engine still needs nothing but libc. */
 #include "../engine.h"
-#include "trace.h"
+#include "noise.h"
 #include "../event_batch.h"
 #include "../json.h"
 #include "../topology.h"
-#include "bpf_util.h"
+#include "loader.h"
 
 #include <errno.h>
 #include <sys/resource.h>
@@ -32,24 +32,17 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "noise.h"
 #include "noise.skel.h"
-
-_Static_assert(NOISE_IRQ == TRACE_IRQ && NOISE_SOFTIRQ == TRACE_SOFTIRQ && NOISE_NMI == TRACE_NMI &&
-		       NOISE_VECTOR == TRACE_VECTOR && NOISE_TASK == TRACE_TASK && NOISE_FAULT == TRACE_FAULT,
-	       "noise.h kinds must match trace.h");
-_Static_assert(NOISE_F_KTHREAD == TRACE_F_KTHREAD && NOISE_F_MAJOR == TRACE_F_MAJOR, "noise.h flags");
-_Static_assert(NOISE_NAME == sizeof(((struct trace_event *)0)->name), "name sizes");
 
 static struct noise_bpf *skel;
 static struct ring_buffer *rb;
 static void (*poll_cb)(const struct trace_event *, void *);
 static void *poll_arg;
 static int poll_count;
-static struct bpfu_missing missing; /* what this kernel lacks: "threshold_apic,deferred_error,..." */
+static struct loader_missing missing; /* what this kernel lacks: "threshold_apic,deferred_error,..." */
 static struct bpf_link **perf_links; /* the fault-end programs on their perf events */
 static int n_perf_links;
-static pid_t owner;            /* the process that called trace_start */
+static pid_t owner;            /* the process that called noise_bpf_start */
 
 /* How the faults of the probed threads are timed (see noise.bpf.c). */
 enum fault_mode { FAULT_NONE, FAULT_TP, FAULT_FENTRY };
@@ -157,14 +150,14 @@ static int whyf(char *why, size_t whylen, const char *fmt, ...)
 			vsnprintf(why + n, whylen - n, fmt, ap);
 		va_end(ap);
 	}
-	trace_stop();
+	noise_bpf_stop();
 	return -1;
 }
 
 static int priv_why(char *why, size_t whylen)
 {
 	char reason[256];
-	bpfu_eperm_reason(reason, sizeof reason);
+	loader_eperm_reason(reason, sizeof reason);
 	return whyf(why, whylen, "%s", reason);
 }
 
@@ -180,25 +173,25 @@ static int is_fault_perf(const struct bpf_program *p)
 
 static int is_fault_tp(const struct bpf_program *p)
 {
-	const char *tp = bpfu_tp_name(p);
+	const char *tp = loader_tp_name(p);
 	return tp && !strncmp(tp, "page_fault_", 11);
 }
 
 /* Without these the intervals are not worth having. */
 static int required(const struct bpf_program *p)
 {
-	const char *tp = bpfu_tp_name(p);
+	const char *tp = loader_tp_name(p);
 	return tp && (!strncmp(tp, "irq_handler_", 12) || !strncmp(tp, "softirq_", 8) || !strcmp(tp, "sched_switch"));
 }
 
 static void note_missing(const char *what)
 {
-	bpfu_missing_add(&missing, what);
+	loader_missing_add(&missing, what);
 }
 
 static void note_missing_tp(const char *tp)
 {
-	bpfu_missing_add_tp(&missing, tp);
+	loader_missing_add_tp(&missing, tp);
 }
 
 /* Opens the skeleton with the programs this kernel can take, and loads it. */
@@ -213,7 +206,7 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, skel->obj) {
-		const char *tp = bpfu_tp_name(p);
+		const char *tp = loader_tp_name(p);
 		int load = 1;
 		if (ntids == 0 && tp && !strcmp(tp, "sched_switch"))
 			load = 0; /* no probed threads: no tasks to attribute */
@@ -222,7 +215,7 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 		else if (is_fault_fentry(p))
 			load = faults == FAULT_FENTRY;
 		else if (tp) {
-			if (!bpfu_has_tracepoint(events_list, tp)) {
+			if (!loader_has_tracepoint(events_list, tp)) {
 				if (required(p))
 					return whyf(why, whylen, "this kernel has no tracepoint %s", tp);
 				load = 0;
@@ -231,30 +224,30 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 		}
 		bpf_program__set_autoload(p, load);
 	}
-	bpfu_clear_warning();
+	loader_clear_warning();
 	int err = noise_bpf__load(skel);
 	if (err) {
 		int e = -err;
 		if (e == EPERM)
 			return priv_why(why, whylen);
 		return whyf(why, whylen, "the kernel rejected the BPF programs (%s)%s%s", strerror(e),
-			    *bpfu_last_warning() ? ": " : "", bpfu_last_warning());
+			    *loader_last_warning() ? ": " : "", loader_last_warning());
 	}
 	return 0;
 }
 
 static void destroy_perf_links(void)
 {
-	bpfu_destroy_links(&perf_links, &n_perf_links);
+	loader_destroy_links(&perf_links, &n_perf_links);
 }
 
 /* One minor-fault and one major-fault software event per probed CPU, each
  * overflowing at every fault into its oslens_fault_* program. */
 static int attach_fault_ends(const int *cpus, int ncpus)
 {
-	if (bpfu_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus, 0,
+	if (loader_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus, 0,
 				  &perf_links, &n_perf_links) == 0 &&
-	    bpfu_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus, 0,
+	    loader_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus, 0,
 				  &perf_links, &n_perf_links) == 0)
 		return 0;
 	destroy_perf_links();
@@ -281,7 +274,7 @@ static int attach_failed(const struct bpf_program *p, int err, void *arg)
 	if (required(p))
 		return err == EPERM ? priv_why(c->why, c->whylen)
 				    : whyf(c->why, c->whylen, "cannot attach to %s: %s", sec, strerror(err));
-	const char *tp = bpfu_tp_name(p);
+	const char *tp = loader_tp_name(p);
 	if (is_fault_fentry(p) || is_fault_tp(p))
 		note_missing("page_faults");
 	else if (tp)
@@ -291,22 +284,22 @@ static int attach_failed(const struct bpf_program *p, int err, void *arg)
 	return 0;
 }
 
-int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+int noise_bpf_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
 {
 	if (why && whylen)
 		why[0] = 0;
-	trace_stop();
+	noise_bpf_stop();
 	missing.list[0] = 0;
-	bpfu_init();
+	loader_init();
 	static int atexit_done;
 	if (!atexit_done) {
-		atexit(trace_stop);
+		atexit(noise_bpf_stop);
 		atexit_done = 1;
 	}
 	owner = getpid();
 
 	char reason[256];
-	if (bpfu_check_usable(reason, sizeof reason) != 0)
+	if (loader_check_usable(reason, sizeof reason) != 0)
 		return whyf(why, whylen, "%s", reason);
 	int possible = libbpf_num_possible_cpus();
 	if (possible <= 0)
@@ -320,7 +313,7 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	/* Faults: the exceptions tracepoints (x86) with perf's fault accounting
 	 * as the end, else fentry/fexit on handle_mm_fault if BTF knows it. If
 	 * loading fails with them, the rest is still worth having. */
-	char *events_list = bpfu_available_events();
+	char *events_list = loader_available_events();
 	enum fault_mode faults = FAULT_NONE;
 	if (ntids > 0) {
 		if (!events_list || strstr(events_list, ":page_fault_user\n")) {
@@ -363,7 +356,7 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	}
 
 	struct attach_ctx ctx = {faults, why, whylen};
-	if (bpfu_attach_ends_first(skel->skeleton, skip_fault_tp, attach_failed, &ctx) != 0)
+	if (loader_attach_ends_first(skel->skeleton, skip_fault_tp, attach_failed, &ctx) != 0)
 		return -1;
 
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, NULL, NULL);
@@ -372,7 +365,7 @@ int trace_start(const int *cpus, int ncpus, const int *tids, int ntids, char *wh
 	return 0;
 }
 
-int trace_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, int timeout_ms)
+int noise_bpf_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, int timeout_ms)
 {
 	if (!rb)
 		return -1;
@@ -393,18 +386,18 @@ int trace_poll(void (*cb)(const struct trace_event *e, void *arg), void *arg, in
 	return n < 0 ? -1 : poll_count;
 }
 
-uint64_t trace_lost(void)
+uint64_t noise_bpf_lost(void)
 {
 	return skel && skel->bss ? skel->bss->lost : 0;
 }
 
 /* The event sources this kernel could not give (comma-separated). */
-const char *trace_missing(void)
+const char *noise_bpf_missing(void)
 {
 	return missing.list;
 }
 
-void trace_stop(void)
+void noise_bpf_stop(void)
 {
 	if (owner && getpid() != owner) {
 		/* A forked child (a worker that exits) holds copies of the fds:
@@ -535,7 +528,7 @@ int cmd_trace(int argc, char **argv)
 	move_off(cpus, ncpus);
 
 	char why[512];
-	if (trace_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
+	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
 		struct json *j = json_record("trace");
 		json_bool(j, "available", 0);
 		json_str(j, "reason", why);
@@ -554,7 +547,7 @@ int cmd_trace(int argc, char **argv)
 		if (left <= 0)
 			break;
 		int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
-		if (trace_poll(event_batch_add, &b, ms) < 0) {
+		if (noise_bpf_poll(event_batch_add, &b, ms) < 0) {
 			failed = 1;
 			break;
 		}
@@ -562,9 +555,9 @@ int cmd_trace(int argc, char **argv)
 	}
 	/* what the kernel recorded up to now */
 	if (!failed)
-		trace_poll(event_batch_add, &b, 0);
+		noise_bpf_poll(event_batch_add, &b, 0);
 	event_batch_flush(&b);
-	uint64_t lost = trace_lost();
+	uint64_t lost = noise_bpf_lost();
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 1);
 	json_uint(j, "lost", lost);
@@ -572,7 +565,7 @@ int cmd_trace(int argc, char **argv)
 	if (stop_signal)
 		json_int(j, "signal", stop_signal);
 	json_emit(j);
-	trace_stop();
+	noise_bpf_stop();
 	free(cpus);
 	free(tids);
 	if (stop_signal)
