@@ -4,6 +4,8 @@ measured. Bad argv: exit 2, one line on stderr, nothing on stdout."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from oslens import engine
@@ -123,6 +125,23 @@ def test_app_parser(tmp_path):
     assert "--dir" in refused("app", "psearchy", "--dry-run")
     c = config("app", "psearchy", "--dry-run", "--prepare", str(tmp_path / "in"))
     assert c["prepare"] and not (tmp_path / "in").exists()
+
+
+def test_trace_parser():
+    c = config("trace", "--dry-run", "--cpus", str(CPUS[-1]), "--duration", "2", "--tids", str(os.getpid()))
+    assert (c["cpus"], c["tids"], c["duration_s"]) == ([CPUS[-1]], [os.getpid()], 2)
+    assert "does not exist" in refused("trace", "--dry-run", "--cpus", "1000000", "--duration", "1")  # > NR_CPUS
+    assert "twice" in refused("trace", "--dry-run", "--cpus", f"{CPUS[0]},{CPUS[0]}", "--duration", "1")
+    assert "no thread" in refused("trace", "--dry-run", "--cpus", str(CPUS[0]), "--duration", "1", "--tids", "0")
+    assert "usage" in refused("trace", "--dry-run", "--cpus", str(CPUS[0]))
+
+
+def test_inject_parser():
+    c = config("inject", "--dry-run", "--cpu", str(CPUS[-1]), "--period-us", "500", "--busy-us", "50")
+    assert (c["cpu"], c["period_us"], c["busy_us"]) == (CPUS[-1], 500, 50)
+    assert "--busy-us" in refused("inject", "--dry-run", "--cpu", str(CPUS[0]), "--period-us", "50", "--busy-us", "50")
+    assert "--duration" in refused("inject", "--dry-run", "--cpu", str(CPUS[0]), "--duration", "-1")
+    assert "--cpu" in refused("inject", "--dry-run", "--cpu", "x")
 
 
 def test_unknown_command_is_one_line():

@@ -7,6 +7,7 @@
 #include "../event_batch.h"
 #include "../json.h"
 #include "../topology.h"
+#include "../trace_args.h"
 #include "loader.h"
 
 #include <errno.h>
@@ -40,17 +41,17 @@ static void (*poll_cb)(const struct trace_event *, void *);
 static void *poll_arg;
 static int poll_count;
 static struct loader_missing missing; /* what this kernel lacks: "threshold_apic,deferred_error,..." */
-static struct bpf_link **perf_links; /* the fault-end programs on their perf events */
+static struct bpf_link **perf_links;  /* the fault-end programs on their perf events */
 static int n_perf_links;
-static pid_t owner;            /* the process that called noise_bpf_start */
+static pid_t owner; /* the process that called noise_bpf_start */
 
 /* How the faults of the probed threads are timed (see noise.bpf.c). */
 enum fault_mode { FAULT_NONE, FAULT_TP, FAULT_FENTRY };
 
 /* ---- names ---- */
 
-static const char *const softirq_names[] = {"HI",      "TIMER", "NET_TX",  "NET_RX", "BLOCK",
-					    "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"};
+static const char *const softirq_names[] = {"HI",	"TIMER",   "NET_TX", "NET_RX",	"BLOCK",
+					    "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU"};
 
 static const char *const vector_names[NV_MAX] = {
 	[NV_LOCAL_TIMER] = "local_timer",
@@ -125,11 +126,10 @@ static int on_record(void *ctx, void *data, size_t size)
 			snprintf(e.name, sizeof e.name, "softirq%lld", (long long)n->id);
 		break;
 	case TRACE_VECTOR:
-		snprintf(e.name, sizeof e.name, "%s", n->sub < NV_MAX && vector_names[n->sub] ? vector_names[n->sub] : "?");
+		snprintf(e.name, sizeof e.name, "%s",
+			 n->sub < NV_MAX && vector_names[n->sub] ? vector_names[n->sub] : "?");
 		break;
-	case TRACE_NMI:
-		nmi_name(n->aux, e.name);
-		break;
+	case TRACE_NMI: nmi_name(n->aux, e.name); break;
 	}
 	poll_count++;
 	if (poll_cb)
@@ -195,8 +195,8 @@ static void note_missing_tp(const char *tp)
 }
 
 /* Opens the skeleton with the programs this kernel can take, and loads it. */
-static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, const char *events_list,
-			 char *why, size_t whylen)
+static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, const char *events_list, char *why,
+			 size_t whylen)
 {
 	skel = noise_bpf__open();
 	if (!skel)
@@ -205,7 +205,8 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 	bpf_map__set_max_entries(skel->maps.tids, ntids > 0 ? ntids : 1);
 
 	struct bpf_program *p;
-	bpf_object__for_each_program(p, skel->obj) {
+	bpf_object__for_each_program(p, skel->obj)
+	{
 		const char *tp = loader_tp_name(p);
 		int load = 1;
 		if (ntids == 0 && tp && !strcmp(tp, "sched_switch"))
@@ -246,9 +247,9 @@ static void destroy_perf_links(void)
 static int attach_fault_ends(const int *cpus, int ncpus)
 {
 	if (loader_attach_sw_events(skel->progs.oslens_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, cpus, ncpus, 0,
-				  &perf_links, &n_perf_links) == 0 &&
+				    &perf_links, &n_perf_links) == 0 &&
 	    loader_attach_sw_events(skel->progs.oslens_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, cpus, ncpus, 0,
-				  &perf_links, &n_perf_links) == 0)
+				    &perf_links, &n_perf_links) == 0)
 		return 0;
 	destroy_perf_links();
 	return -1;
@@ -461,63 +462,14 @@ static void move_off(const int *cpus, int ncpus)
 
 int cmd_trace(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"cpus", required_argument, 0, 'c'},
-						 {"duration", required_argument, 0, 'd'},
-						 {"tids", required_argument, 0, 't'},
-						 {0, 0, 0, 0}};
-	const char *cpus_arg = NULL, *tids_arg = NULL;
-	double duration = -1;
-	optind = 2;
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c': cpus_arg = optarg; break;
-		case 't': tids_arg = optarg; break;
-		case 'd': {
-			char *end;
-			errno = 0;
-			duration = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(duration) || duration <= 0 || duration > 86400 * 7)
-				die_usage("--duration: '%s' is not a positive number of seconds", optarg);
-			break;
-		}
-		default: die_usage("trace: unknown option or missing value: '%s'", argv[optind - 1]);
-		}
+	struct trace_config cfg;
+	trace_parse_args(argc, argv, &cfg);
+	if (cfg.dry_run) {
+		trace_emit_config(&cfg);
+		return 0;
 	}
-	if (optind < argc)
-		die_usage("trace: unexpected argument '%s'", argv[optind]);
-	if (!cpus_arg || duration < 0)
-		die_usage("usage: oslens-engine trace --cpus LIST --duration S [--tids LIST]");
-
-	int possible = libbpf_num_possible_cpus();
-	if (possible <= 0)
-		possible = 4096;
-	int *cpus = calloc(possible + 1, sizeof *cpus);
-	int ncpus = cpus ? cpulist_parse(cpus_arg, cpus, possible + 1) : -1;
-	if (ncpus <= 0)
-		die_usage("--cpus: '%s' is not a CPU list (e.g. 0-3,8)", cpus_arg);
-	for (int i = 0; i < ncpus; i++) {
-		if (cpus[i] >= possible)
-			die_usage("--cpus: CPU %d does not exist (%d possible)", cpus[i], possible);
-		for (int k = 0; k < i; k++)
-			if (cpus[k] == cpus[i])
-				die_usage("--cpus: CPU %d is listed twice", cpus[i]);
-	}
-	enum { MAX_TIDS = 4096 };
-	int *tids = calloc(MAX_TIDS, sizeof *tids);
-	int ntids = 0;
-	if (tids_arg) {
-		ntids = tids ? cpulist_parse(tids_arg, tids, MAX_TIDS) : -1;
-		if (ntids <= 0)
-			die_usage("--tids: '%s' is not a list of at most %d thread ids", tids_arg, MAX_TIDS);
-		for (int i = 0; i < ntids; i++) {
-			char path[64];
-			snprintf(path, sizeof path, "/proc/%d", tids[i]);
-			if (tids[i] <= 0 || access(path, F_OK) != 0)
-				die_usage("--tids: no thread %d", tids[i]);
-		}
-	}
+	int *cpus = cfg.cpus, ncpus = cfg.ncpus, *tids = cfg.tids, ntids = cfg.ntids;
+	double duration = cfg.duration_s;
 
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = {.sa_handler = on_signal};

@@ -2,6 +2,7 @@
  * BTF or libbpf on the build host, or the static engine): every call says
  * why, so oslens can report it instead of failing silently. */
 #include "noise.h"
+#include "../trace_args.h"
 
 #include <stdio.h>
 
@@ -39,7 +40,12 @@ void noise_bpf_stop(void)
 
 int cmd_trace(int argc, char **argv)
 {
-	(void)argc, (void)argv;
+	struct trace_config cfg;
+	trace_parse_args(argc, argv, &cfg);
+	if (cfg.dry_run) {
+		trace_emit_config(&cfg);
+		return 0;
+	}
 	fprintf(stderr, "oslens-engine: %s\n", OSLENS_NO_BPF_REASON);
 	return 2;
 }
