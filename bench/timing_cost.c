@@ -9,7 +9,10 @@
 
 #define N 20000000ul
 
-static double per_op(uint64_t t0, uint64_t t1) { return (double)(t1 - t0) / N; }
+static double per_op(uint64_t t0, uint64_t t1)
+{
+	return (double)(t1 - t0) / N;
+}
 
 int main(void)
 {

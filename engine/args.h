@@ -10,11 +10,11 @@
 #define EXIT_USAGE 2
 
 /* Bounds of the engine's options. */
-#define ARGS_MAX_SECONDS (7 * 86400.0)	/* any duration, warm-up, interval or time limit */
+#define ARGS_MAX_SECONDS (7 * 86400.0) /* any duration, warm-up, interval or time limit */
 #define RUN_MAX_REPS 100000
 #define RUN_MAX_WORKERS 4096
 #define RUN_MAX_OPS LONG_MAX
-#define RUN_MAX_SAMPLES 1e6		/* --duration / --interval */
+#define RUN_MAX_SAMPLES 1e6 /* --duration / --interval */
 #define APP_MAX_WORKERS 4096
 
 /* One line on stderr, exit status 2. */

@@ -9,10 +9,10 @@
 enum clock_want { CLOCK_WANT_AUTO, CLOCK_WANT_TSC, CLOCK_WANT_MONOTONIC };
 
 struct clock_info {
-	const char *source;     /* "tsc" or "monotonic" */
-	double tsc_hz;          /* 0 when the TSC is not used */
-	double calib_ppm;       /* bound on the calibration error */
-	char reason[160];       /* why this source was chosen */
+	const char *source; /* "tsc" or "monotonic" */
+	double tsc_hz;	    /* 0 when the TSC is not used */
+	double calib_ppm;   /* bound on the calibration error */
+	char reason[160];   /* why this source was chosen */
 };
 
 extern struct clock_info clock_info;

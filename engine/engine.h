@@ -20,24 +20,24 @@ struct choice {
 };
 
 struct run_config {
-	struct choice *choices;     /* one, or the whole catalogue with --mix */
+	struct choice *choices; /* one, or the whole catalogue with --mix */
 	int nchoices;
-	int mix;                    /* every worker runs every choice in turn */
+	int mix; /* every worker runs every choice in turn */
 	int nworkers;
 	int threaded;
 	const char *placement;
-	struct cpu_topo *cpus;      /* nworkers entries, the plan */
-	int *partner_cpus;          /* per worker: a CPU for its partner task, or -1 */
-	int latency;                /* time every operation into a histogram */
-	int trace;                  /* record kernel events on the workers' CPUs (BPF) */
-	double duration_s;          /* fixed time, or 0 */
-	uint64_t ops;               /* fixed work, or 0 */
+	struct cpu_topo *cpus; /* nworkers entries, the plan */
+	int *partner_cpus;     /* per worker: a CPU for its partner task, or -1 */
+	int latency;	       /* time every operation into a histogram */
+	int trace;	       /* record kernel events on the workers' CPUs (BPF) */
+	double duration_s;     /* fixed time, or 0 */
+	uint64_t ops;	       /* fixed work, or 0 */
 	double warmup_s;
 	double interval_s;
 	int reps;
-	double time_limit_s;        /* 0: none */
+	double time_limit_s; /* 0: none */
 	const char *tmpdir_base;
-	int dry_run;                /* --dry-run: parse and check, print the config, measure nothing */
+	int dry_run; /* --dry-run: parse and check, print the config, measure nothing */
 	int argc;
 	char **argv;
 };

@@ -8,7 +8,7 @@
 #define EVENT_BATCH 1000
 
 struct event_batch {
-	struct json *j;              /* the record being filled, or NULL */
+	struct json *j; /* the record being filled, or NULL */
 	int n;
 };
 

@@ -140,8 +140,14 @@ static void open_(struct json *j, const char *k, char open, char close)
 	j->close[j->depth] = close;
 }
 
-void json_obj(struct json *j, const char *k) { open_(j, k, '{', '}'); }
-void json_arr(struct json *j, const char *k) { open_(j, k, '[', ']'); }
+void json_obj(struct json *j, const char *k)
+{
+	open_(j, k, '{', '}');
+}
+void json_arr(struct json *j, const char *k)
+{
+	open_(j, k, '[', ']');
+}
 
 void json_end(struct json *j)
 {

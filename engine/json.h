@@ -17,11 +17,11 @@ void json_uint(struct json *j, const char *key, uint64_t val);
 void json_num(struct json *j, const char *key, double val);
 void json_bool(struct json *j, const char *key, int val);
 void json_null(struct json *j, const char *key);
-void json_obj(struct json *j, const char *key);   /* key NULL inside arrays */
+void json_obj(struct json *j, const char *key); /* key NULL inside arrays */
 void json_arr(struct json *j, const char *key);
-void json_end(struct json *j);                     /* closes the last obj/arr */
-void json_emit(struct json *j);                    /* closes, writes to stdout, frees */
-int json_emit_fd(struct json *j, int fd);          /* the same to fd; -1 on error */
+void json_end(struct json *j);		  /* closes the last obj/arr */
+void json_emit(struct json *j);		  /* closes, writes to stdout, frees */
+int json_emit_fd(struct json *j, int fd); /* the same to fd; -1 on error */
 int write_all(int fd, const char *buf, size_t len);
 
 #endif

@@ -20,7 +20,8 @@ static void usage(void)
 	      "         [--workers N|max | --cpus LIST]\n"
 	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
 	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
-	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]] [--trace] [--dry-run]\n", stderr);
+	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]] [--trace] [--dry-run]\n",
+	      stderr);
 	exit(EXIT_USAGE);
 }
 

@@ -51,8 +51,7 @@ int probe_sem_create(struct probe_env *env, int nsems)
 	return id;
 }
 
-int probe_make_file(const struct probe_env *env, const char *name, size_t bytes,
-		    char *path, size_t len)
+int probe_make_file(const struct probe_env *env, const char *name, size_t bytes, char *path, size_t len)
 {
 	snprintf(path, len, "%s/%s", env->tmpdir, name);
 	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);

@@ -20,11 +20,18 @@
 #define STOP_GRACE_NS 10000000000ull
 
 static volatile sig_atomic_t got_signal;
-static int tracing;                  /* BPF events are being recorded */
-static struct event_batch events;    /* recorded, not yet written */
+static int tracing;		  /* BPF events are being recorded */
+static struct event_batch events; /* recorded, not yet written */
 
-static void on_signal(int sig) { if (!got_signal) got_signal = sig; }
-static void on_child(int sig) { (void)sig; }
+static void on_signal(int sig)
+{
+	if (!got_signal)
+		got_signal = sig;
+}
+static void on_child(int sig)
+{
+	(void)sig;
+}
 
 static int spawn(struct master *m)
 {
@@ -99,7 +106,8 @@ static const char *check(struct master *m, int expect_exit)
 				if (m->shm->slot[i].c.pid == pid)
 					idx = i;
 			if (m->cfg->threaded)
-				snprintf(why, sizeof why, "worker process %d %s", pid, describe_status(status, st, sizeof st));
+				snprintf(why, sizeof why, "worker process %d %s", pid,
+					 describe_status(status, st, sizeof st));
 			else
 				snprintf(why, sizeof why, "worker %d (pid %d, cpu %d) %s", idx, pid,
 					 idx >= 0 ? m->cfg->cpus[idx].cpu : -1, describe_status(status, st, sizeof st));
@@ -365,8 +373,7 @@ static const char *run_rep(struct master *m, int rep)
 	emit_resources(m, rep);
 	if (!why && !(why = check(m, 0)) && spawn(m) != 0)
 		why = m->failure;
-	while (!why && !(why = check(m, 0)) &&
-	       __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
+	while (!why && !(why = check(m, 0)) && __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
 		sleep_until(clock_ns() + 1000000ull);
 
 	uint64_t t_go = 0;
@@ -429,7 +436,9 @@ static const char *run_rep(struct master *m, int rep)
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-	(void)sb; (void)flag; (void)ftw;
+	(void)sb;
+	(void)flag;
+	(void)ftw;
 	remove(path);
 	return 0;
 }

@@ -45,19 +45,19 @@ struct shm {
 
 struct master {
 	const struct run_config *cfg;
-	const char *tmpdir;          /* private to this run: probes' files, workers' results */
-	int apart;                   /* the master runs on no worker's CPU */
+	const char *tmpdir; /* private to this run: probes' files, workers' results */
+	int apart;	    /* the master runs on no worker's CPU */
 	struct shm *shm;
 	size_t shm_len;
-	struct probe_env *envs;      /* one per choice */
+	struct probe_env *envs; /* one per choice */
 	pid_t pids[4096];
 	int npids;
 	pid_t pgid;
 	uint64_t deadline;
 	char failure[300];
 	int failed_worker;
-	int late_samples;            /* samples taken over half an interval late */
-	double window_s;             /* the measured window as sampled */
+	int late_samples; /* samples taken over half an interval late */
+	double window_s;  /* the measured window as sampled */
 };
 
 static inline long futex(volatile int *addr, int op, int val)

@@ -52,8 +52,8 @@ static void check_task_budget(const struct run_config *cfg)
 		fclose(f);
 	}
 	if (threads_max && tasks + need > threads_max)
-		die_usage("%d workers need %ld more tasks; the system has %ld of kernel.threads-max %ld",
-			  cfg->nworkers, need, tasks, threads_max);
+		die_usage("%d workers need %ld more tasks; the system has %ld of kernel.threads-max %ld", cfg->nworkers,
+			  need, tasks, threads_max);
 	struct rlimit rl;
 	if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    (rlim_t)need > rl.rlim_cur / 2)
@@ -112,19 +112,27 @@ static void parse_choice(const char *spec, struct choice *c)
  * handed to it here (exec), unless this is a dry run. */
 void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo)
 {
-	static const struct option longopts[] = {
-		{"probe", required_argument, 0, 'p'},   {"workers", required_argument, 0, 'w'},
-		{"cpus", required_argument, 0, 'c'},    {"mode", required_argument, 0, 'm'},
-		{"placement", required_argument, 0, 'P'}, {"duration", required_argument, 0, 'd'},
-		{"ops", required_argument, 0, 'n'},     {"warmup", required_argument, 0, 'W'},
-		{"reps", required_argument, 0, 'r'},    {"interval", required_argument, 0, 'i'},
-		{"opt", required_argument, 0, 'o'},     {"time-limit", required_argument, 0, 't'},
-		{"clock", required_argument, 0, 'C'},   {"tmpdir", required_argument, 0, 'T'},
-		{"latency", no_argument, 0, 'L'},      {"mix", no_argument, 0, 'M'},
-		{"trace", no_argument, 0, 'R'},         {"dry-run", no_argument, 0, 'D'},
-		{0, 0, 0, 0}};
-	*cfg = (struct run_config){.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1,
-				   .reps = 1, .argc = argc, .argv = argv};
+	static const struct option longopts[] = {{"probe", required_argument, 0, 'p'},
+						 {"workers", required_argument, 0, 'w'},
+						 {"cpus", required_argument, 0, 'c'},
+						 {"mode", required_argument, 0, 'm'},
+						 {"placement", required_argument, 0, 'P'},
+						 {"duration", required_argument, 0, 'd'},
+						 {"ops", required_argument, 0, 'n'},
+						 {"warmup", required_argument, 0, 'W'},
+						 {"reps", required_argument, 0, 'r'},
+						 {"interval", required_argument, 0, 'i'},
+						 {"opt", required_argument, 0, 'o'},
+						 {"time-limit", required_argument, 0, 't'},
+						 {"clock", required_argument, 0, 'C'},
+						 {"tmpdir", required_argument, 0, 'T'},
+						 {"latency", no_argument, 0, 'L'},
+						 {"mix", no_argument, 0, 'M'},
+						 {"trace", no_argument, 0, 'R'},
+						 {"dry-run", no_argument, 0, 'D'},
+						 {0, 0, 0, 0}};
+	*cfg = (struct run_config){
+		.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1, .reps = 1, .argc = argc, .argv = argv};
 	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
 	const char *opts[64];
 	int nopts = 0;
@@ -157,10 +165,14 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 			break;
 		case 't': cfg->time_limit_s = parse_seconds("--time-limit", optarg, 0); break;
 		case 'C':
-			if (!strcmp(optarg, "auto")) clock_want = CLOCK_WANT_AUTO;
-			else if (!strcmp(optarg, "tsc")) clock_want = CLOCK_WANT_TSC;
-			else if (!strcmp(optarg, "monotonic")) clock_want = CLOCK_WANT_MONOTONIC;
-			else die_usage("--clock: '%s' is not auto, tsc or monotonic", optarg);
+			if (!strcmp(optarg, "auto"))
+				clock_want = CLOCK_WANT_AUTO;
+			else if (!strcmp(optarg, "tsc"))
+				clock_want = CLOCK_WANT_TSC;
+			else if (!strcmp(optarg, "monotonic"))
+				clock_want = CLOCK_WANT_MONOTONIC;
+			else
+				die_usage("--clock: '%s' is not auto, tsc or monotonic", optarg);
 			break;
 		case 'T': cfg->tmpdir_base = optarg; break;
 		case 'L': cfg->latency = 1; break;
@@ -181,7 +193,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	if (cfg->interval_s > cfg->duration_s && cfg->duration_s)
 		cfg->interval_s = cfg->duration_s;
 	if (cfg->duration_s && cfg->duration_s / cfg->interval_s > RUN_MAX_SAMPLES)
-		die_usage("--interval %g s gives more than a million samples over %g s", cfg->interval_s, cfg->duration_s);
+		die_usage("--interval %g s gives more than a million samples over %g s", cfg->interval_s,
+			  cfg->duration_s);
 
 	char specs[8192];
 	snprintf(specs, sizeof specs, "%s", probe_arg);
@@ -202,7 +215,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	for (int k = 0; k < cfg->nchoices; k++)
 		if (cfg->choices[k].probe->needs_static) {
 			if (cfg->mix)
-				die_usage("probe %s needs the static engine and cannot be mixed", cfg->choices[k].probe->name);
+				die_usage("probe %s needs the static engine and cannot be mixed",
+					  cfg->choices[k].probe->name);
 			hand_to_static(argv, cfg->dry_run);
 		}
 #endif
@@ -211,7 +225,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	for (int k = 0; k < cfg->nchoices && cfg->mix; k++)
 		if (cfg->choices[k].probe->variants[cfg->choices[k].variant].alone)
 			die_usage("%s:%s changes the whole worker (e.g. its address space) and cannot be mixed",
-				  cfg->choices[k].probe->name, cfg->choices[k].probe->variants[cfg->choices[k].variant].name);
+				  cfg->choices[k].probe->name,
+				  cfg->choices[k].probe->variants[cfg->choices[k].variant].name);
 	for (int k = 0; k < cfg->nchoices && cfg->latency; k++)
 		if (!cfg->choices[k].probe->timed)
 			die_usage("probe %s has no per-operation latency (it is not a repeated operation)",
@@ -231,7 +246,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		for (int i = 0; i < n; i++) {
 			const struct cpu_topo *t = topology_cpu(topo, list[i]);
 			if (!t)
-				die_usage("--cpus: CPU %d is not online or not in this process's affinity mask", list[i]);
+				die_usage("--cpus: CPU %d is not online or not in this process's affinity mask",
+					  list[i]);
 			for (int k = 0; k < i; k++)
 				if (list[k] == list[i])
 					die_usage("--cpus: CPU %d is listed twice", list[i]);
@@ -239,8 +255,9 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		}
 		free(list);
 	} else {
-		cfg->nworkers = !strcmp(workers_arg, "max") ? topo->n
-							   : (int)parse_long("--workers", workers_arg, 1, RUN_MAX_WORKERS);
+		cfg->nworkers = !strcmp(workers_arg, "max")
+					? topo->n
+					: (int)parse_long("--workers", workers_arg, 1, RUN_MAX_WORKERS);
 		cfg->cpus = calloc(cfg->nworkers, sizeof *cfg->cpus);
 		if (!cfg->cpus || placement_plan(topo, cfg->placement, cfg->nworkers, cfg->cpus, err, sizeof err) != 0)
 			die_usage("%s", err);
@@ -258,8 +275,9 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	int nspare = topology_unused(topo, used, cfg->nworkers, spare);
 	free(used);
 	for (int i = 0; i < cfg->nworkers; i++)
-		cfg->partner_cpus[i] = nspare ? spare[i % nspare]
-				  : cfg->nworkers > 1 ? cfg->cpus[(i + 1) % cfg->nworkers].cpu : -1;
+		cfg->partner_cpus[i] = nspare		   ? spare[i % nspare]
+				       : cfg->nworkers > 1 ? cfg->cpus[(i + 1) % cfg->nworkers].cpu
+							   : -1;
 	free(spare);
 	for (int k = 0; k < cfg->nchoices; k++)
 		if (cfg->choices[k].probe->needs_partner_cpu && topo->n < 2)
@@ -269,7 +287,6 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	if (clock_init(clock_want) != 0)
 		die_usage("--clock tsc: %s", clock_info.reason);
 }
-
 
 /* --dry-run: the configuration a run would measure, after every check. */
 void run_emit_config(const struct run_config *cfg)

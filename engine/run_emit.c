@@ -14,10 +14,12 @@ void emit_rusage(struct json *j, const struct slot *s)
 {
 	const struct rusage *a = &s->c.ru0, *b = &s->c.ru1;
 	json_obj(j, "rusage");
-	json_num(j, "user_s", (double)(b->ru_utime.tv_sec - a->ru_utime.tv_sec) +
-				      (double)(b->ru_utime.tv_usec - a->ru_utime.tv_usec) / 1e6);
-	json_num(j, "sys_s", (double)(b->ru_stime.tv_sec - a->ru_stime.tv_sec) +
-				     (double)(b->ru_stime.tv_usec - a->ru_stime.tv_usec) / 1e6);
+	json_num(j, "user_s",
+		 (double)(b->ru_utime.tv_sec - a->ru_utime.tv_sec) +
+			 (double)(b->ru_utime.tv_usec - a->ru_utime.tv_usec) / 1e6);
+	json_num(j, "sys_s",
+		 (double)(b->ru_stime.tv_sec - a->ru_stime.tv_sec) +
+			 (double)(b->ru_stime.tv_usec - a->ru_stime.tv_usec) / 1e6);
 	json_int(j, "nvcsw", b->ru_nvcsw - a->ru_nvcsw);
 	json_int(j, "nivcsw", b->ru_nivcsw - a->ru_nivcsw);
 	json_int(j, "minflt", b->ru_minflt - a->ru_minflt);
@@ -79,8 +81,8 @@ void read_cpustat(const struct run_config *cfg, struct cpustat *out)
 	while (fgets(line, sizeof line, f)) {
 		int cpu;
 		struct cpustat s;
-		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2],
-			   &s.v[3], &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
+		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2], &s.v[3],
+			   &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
 			continue;
 		for (int i = 0; i < cfg->nworkers; i++)
 			if (cfg->cpus[i].cpu == cpu)

@@ -132,7 +132,7 @@ int topology_read(struct topology *t)
 	}
 	CPU_ZERO_S(msize, mask);
 	if (getenv("OSLENS_SYSFS") && *getenv("OSLENS_SYSFS")) {
-		for (int i = 0; i < nonline; i++)  /* a model machine: all its CPUs */
+		for (int i = 0; i < nonline; i++) /* a model machine: all its CPUs */
 			CPU_SET_S(online[i], msize, mask);
 	} else if (sched_getaffinity(0, msize, mask) != 0) {
 		return -1;
@@ -189,27 +189,33 @@ struct ranked {
 static int by_compact(const void *a, const void *b)
 {
 	const struct cpu_topo *x = a, *y = b;
-	if (x->smt != y->smt) return x->smt - y->smt;
-	if (x->package != y->package) return x->package - y->package;
-	if (x->die != y->die) return x->die - y->die;
-	if (x->node != y->node) return x->node - y->node;
-	if (x->core != y->core) return x->core - y->core;
+	if (x->smt != y->smt)
+		return x->smt - y->smt;
+	if (x->package != y->package)
+		return x->package - y->package;
+	if (x->die != y->die)
+		return x->die - y->die;
+	if (x->node != y->node)
+		return x->node - y->node;
+	if (x->core != y->core)
+		return x->core - y->core;
 	return x->cpu - y->cpu;
 }
 
 static int by_spread(const void *a, const void *b)
 {
 	const struct ranked *x = a, *y = b;
-	if (x->c.smt != y->c.smt) return x->c.smt - y->c.smt;
-	if (x->rank != y->rank) return x->rank - y->rank;
+	if (x->c.smt != y->c.smt)
+		return x->c.smt - y->c.smt;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
 	return x->c.package - y->c.package;
 }
 
 /* Both policies use every physical core before any SMT sibling, so that two
  * workers share a core only when the worker count requires it. compact then
  * fills package after package; spread deals CPUs round-robin over packages. */
-int placement_plan(const struct topology *t, const char *policy, int n,
-		   struct cpu_topo *out, char *err, int errlen)
+int placement_plan(const struct topology *t, const char *policy, int n, struct cpu_topo *out, char *err, int errlen)
 {
 	if (n < 1 || n > t->n) {
 		snprintf(err, errlen, "%d workers requested but %d CPUs are available to this process", n, t->n);
@@ -229,7 +235,8 @@ int placement_plan(const struct topology *t, const char *policy, int n,
 		for (int i = 0; i < t->n; i++) {
 			r[i].c = all[i];
 			r[i].rank = (i > 0 && all[i - 1].smt == all[i].smt && all[i - 1].package == all[i].package)
-					    ? r[i - 1].rank + 1 : 0;
+					    ? r[i - 1].rank + 1
+					    : 0;
 		}
 		qsort(r, t->n, sizeof *r, by_spread);
 		for (int i = 0; i < n; i++)

@@ -7,22 +7,21 @@ struct cpu_topo {
 	int package;
 	int die;
 	int core;
-	int node;   /* -1 where the kernel exposes no NUMA node */
-	int smt;    /* 0 for the first hardware thread of its core, 1 for the next... */
+	int node; /* -1 where the kernel exposes no NUMA node */
+	int smt;  /* 0 for the first hardware thread of its core, 1 for the next... */
 };
 
 struct topology {
-	int n;                  /* CPUs online and in our affinity mask */
-	struct cpu_topo *cpus;  /* ascending cpu number */
-	int nonline;            /* CPUs online in all */
+	int n;		       /* CPUs online and in our affinity mask */
+	struct cpu_topo *cpus; /* ascending cpu number */
+	int nonline;	       /* CPUs online in all */
 	int npackages;
 };
 
 int topology_read(struct topology *t);
 const struct cpu_topo *topology_cpu(const struct topology *t, int cpu);
 /* Fills out[0..n) with the CPUs for n workers; -1 and a message on error. */
-int placement_plan(const struct topology *t, const char *policy, int n,
-		   struct cpu_topo *out, char *err, int errlen);
+int placement_plan(const struct topology *t, const char *policy, int n, struct cpu_topo *out, char *err, int errlen);
 /* The CPUs of t that are not in used[0..nused), in t's order, into out
  * (room for t->n); returns their count. Where the master, a partner task or
  * a tracer can run without disturbing what is measured. */

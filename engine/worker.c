@@ -16,13 +16,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-
 static void worker_fail(struct slot *s, const char *what, int err)
 {
 	snprintf(s->c.msg, sizeof s->c.msg, "%s: %s", what, strerror(err));
 	__atomic_store_n(&s->c.state, W_FAILED, __ATOMIC_RELEASE);
 }
-
 
 void run_result_path(char *buf, size_t len, const char *tmpdir, int rep, int idx)
 {
@@ -48,8 +46,8 @@ int run_has_results(const struct run_config *cfg)
 	return any;
 }
 
-static struct json *result_record(const char *type, const struct shm *shm, const struct run_config *cfg,
-				  int idx, const struct choice *c)
+static struct json *result_record(const char *type, const struct shm *shm, const struct run_config *cfg, int idx,
+				  const struct choice *c)
 {
 	struct json *j = json_record(type);
 	json_int(j, "rep", shm->ctl.rep);
@@ -64,8 +62,7 @@ static struct json *result_record(const char *type, const struct shm *shm, const
 /* Workers write their own results (histograms of tens of KB, detour lists)
  * to files that the master copies to stdout in order: no worker ever blocks
  * on the pipe, and records never interleave. */
-static int save_results(const struct shm *shm, const struct run_config *cfg, int idx,
-			struct worker *w, struct hist **h)
+static int save_results(const struct shm *shm, const struct run_config *cfg, int idx, struct worker *w, struct hist **h)
 {
 	char path[4200];
 	run_result_path(path, sizeof path, w[0].env->tmpdir, shm->ctl.rep, idx);
@@ -91,8 +88,7 @@ static int save_results(const struct shm *shm, const struct run_config *cfg, int
 
 /* --mix: one operation of every probe per round, each into its own
  * histogram, until the limit or the stop flag. */
-static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const struct loop *l,
-			   int *err, int *failed)
+static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const struct loop *l, int *err, int *failed)
 {
 	uint64_t round = 0, one;
 	const struct loop step = {.limit = 1, .stop = l->stop, .ops = &one};
@@ -111,8 +107,7 @@ static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const stru
 	return round;
 }
 
-void worker_main(struct shm *shm, const struct run_config *cfg,
-			const struct probe_env *envs, int idx)
+void worker_main(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs, int idx)
 {
 	struct slot *s = &shm->slot[idx];
 	const int nc = cfg->nchoices;
@@ -134,8 +129,10 @@ void worker_main(struct shm *shm, const struct run_config *cfg,
 	s->c.cpu_start = sched_getcpu();
 	for (; set_up < nc; set_up++) {
 		const struct probe *p = envs[set_up].probe;
-		w[set_up] = (struct worker){.index = idx, .cpu = cfg->cpus[idx].cpu,
-					    .partner_cpu = cfg->partner_cpus[idx], .env = &envs[set_up]};
+		w[set_up] = (struct worker){.index = idx,
+					    .cpu = cfg->cpus[idx].cpu,
+					    .partner_cpu = cfg->partner_cpus[idx],
+					    .env = &envs[set_up]};
 		if (cfg->latency && !(h[set_up] = hist_new())) {
 			snprintf(what, sizeof what, "histogram for %s", p->name);
 			break;

@@ -16,7 +16,7 @@ need "python3 -c 'import venv, ensurepip'"             python3-venv
 need "command -v strace"                               strace
 need "command -v ipcs"                                 util-linux
 
-# The engine's BPF attribution (engine/trace/) is built only if these are
+# The engine's BPF attribution (engine/bpf/) is built only if these are
 # there; without them the engine builds and says it has no BPF. So they are
 # installed where the distribution has them, and their absence is no error.
 optional=""
@@ -31,15 +31,16 @@ want "gcc -print-file-name=libelf.a | grep -q /"        libelf-dev
 want "gcc -print-file-name=libz.a | grep -q /"          zlib1g-dev
 
 # `install-deps.sh test`: the report tests load each report in headless
-# Chromium through its WebDriver.
+# Chromium through its WebDriver; the house rules check C with clang-format.
 if [ "${1:-}" = test ]; then
+    want "command -v clang-format"                              clang-format
     want "command -v chromium || command -v chromium-browser"  chromium
     want "command -v chromedriver"                              chromium-driver
 fi
 
 [ -z "$missing$optional" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
-    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser)" >&2
+    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser or C style check)" >&2
     [ -z "$missing" ] && exit 0
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
@@ -54,7 +55,7 @@ for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
     if apt-cache show "$p" >/dev/null 2>&1; then
         missing="$missing $p"
     else
-        echo "oslens: no package $p here: the engine will have no BPF attribution (or the report tests no browser)" >&2
+        echo "oslens: no package $p here: the engine will have no BPF attribution (or the tests no browser or C style check)" >&2
     fi
 done
 [ -z "$missing" ] && exit 0

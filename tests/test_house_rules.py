@@ -1,8 +1,10 @@
-"""The house rules a newcomer can run: ruff (lint and format) for Python.
-They run with the tests so that a change that breaks them fails CI."""
+"""The house rules a newcomer can run: ruff (lint and format) for Python,
+clang-format (.clang-format, the kernel's style) for C. They run with the
+tests so that a change that breaks them fails CI."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -31,3 +33,29 @@ def test_ruff_lint_is_clean():
 def test_ruff_format_is_clean():
     p = subprocess.run([*ruff(), "format", "--check", *PY_TREES], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+# The version the tree is formatted with: another major version may wrap a
+# few lines differently, which says nothing about the code.
+CLANG_FORMAT_MAJOR = 14
+
+
+def c_files() -> list[str]:
+    p = subprocess.run(["git", "ls-files", "*.c", "*.h"], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip("not a git checkout: the C files are the ones git tracks")
+    return p.stdout.split()
+
+
+def test_c_is_in_the_house_style():
+    exe = shutil.which("clang-format")
+    if exe is None:
+        pytest.skip("clang-format is not installed (scripts/install-deps.sh test installs it)")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    major = re.search(r"version (\d+)", version)
+    if not major or int(major.group(1)) != CLANG_FORMAT_MAJOR:
+        pytest.skip(f"the tree is formatted with clang-format {CLANG_FORMAT_MAJOR}; this is {version.strip()}")
+    files = c_files()
+    assert any(f.startswith("engine/") for f in files)
+    p = subprocess.run([exe, "--dry-run", "--Werror", *files], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]

@@ -30,7 +30,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 extern const struct app *const __start_oslens_apps[];
 extern const struct app *const __stop_oslens_apps[];
 
@@ -42,20 +41,19 @@ const struct app *app_find(const char *name)
 	return NULL;
 }
 
-static const char *const kind_names[] = {[APP_COMPUTE] = "compute", [APP_MEMORY] = "memory",
-					 [APP_KERNEL] = "kernel"};
+static const char *const kind_names[] = {[APP_COMPUTE] = "compute", [APP_MEMORY] = "memory", [APP_KERNEL] = "kernel"};
 
 /* ------------------------------------------------ shared state, barrier */
 
 /* In MAP_SHARED memory, so that it is the same object for threads and for
  * forked workers; the futexes are therefore never FUTEX_PRIVATE. */
 struct app_ctl {
-	int ready;                   /* threads that wait for go */
-	int go;                      /* the start barrier's release */
-	int done;                    /* threads finished, well or not */
-	int failed;                  /* the first failure's message is in msg */
-	uint64_t t0;                 /* CLOCK_MONOTONIC at the release */
-	char msg[320];               /* "worker N: " and a worker's err */
+	int ready;     /* threads that wait for go */
+	int go;	       /* the start barrier's release */
+	int done;      /* threads finished, well or not */
+	int failed;    /* the first failure's message is in msg */
+	uint64_t t0;   /* CLOCK_MONOTONIC at the release */
+	char msg[320]; /* "worker N: " and a worker's err */
 	struct {
 		int count;
 		int gen;
@@ -166,8 +164,7 @@ static void *thread_main(void *p)
 	int rc = a->w.run->app->work(&a->w, &a->out);
 	c->end_ns[a->w.index] = mono_ns();
 	int expected = 0;
-	if (rc != 0 && __atomic_compare_exchange_n(&c->failed, &expected, 1, 0, __ATOMIC_ACQ_REL,
-						   __ATOMIC_ACQUIRE))
+	if (rc != 0 && __atomic_compare_exchange_n(&c->failed, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		snprintf(c->msg, sizeof c->msg, "worker %d: %s", a->w.index, a->w.err);
 	__atomic_add_fetch(&c->done, 1, __ATOMIC_RELEASE);
 	futex(&c->done, FUTEX_WAKE, 1);
@@ -196,8 +193,8 @@ static void run_threads(struct app_run *r, struct app_buf *parts)
 	c->t0 = mono_ns();
 	__atomic_store_n(&c->go, 1, __ATOMIC_RELEASE);
 	futex(&c->go, FUTEX_WAKE, INT_MAX);
-	for (int got; (got = __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) < n &&
-		      !__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE);)
+	for (int got;
+	     (got = __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) < n && !__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE);)
 		futex(&c->done, FUTEX_WAIT, got);
 	if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
 		die_failed("%s: %s", r->app->name, c->msg);
@@ -216,7 +213,7 @@ static void run_threads(struct app_run *r, struct app_buf *parts)
  * A pipe that ends any other way is a worker that died. */
 struct child {
 	pid_t pid;
-	int fd;                      /* read end, -1 at EOF */
+	int fd; /* read end, -1 at EOF */
 	struct app_buf in;
 };
 
@@ -281,8 +278,7 @@ static void child_ended(struct app_run *r, struct child *ch, int n, int i)
 	uint64_t len;
 	if (WEXITSTATUS(st) != 0 || b->len < 10 || b->data[0] != 'R' || b->data[1] != 'D' ||
 	    (memcpy(&len, b->data + 2, sizeof len), len != b->len - 10))
-		fail_children(r, ch, n, "worker %d exited with status %d without its whole result", i,
-			      WEXITSTATUS(st));
+		fail_children(r, ch, n, "worker %d exited with status %d without its whole result", i, WEXITSTATUS(st));
 }
 
 static void run_processes(struct app_run *r, struct app_buf *parts)

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct app_buf {                 /* bytes a worker hands to the merge */
+struct app_buf { /* bytes a worker hands to the merge */
 	char *data;
 	size_t len, cap;
 };
@@ -27,17 +27,17 @@ struct app_run {
 	long size;
 	int nworkers;
 	int threaded;
-	int size_given;              /* --size was on the command line */
-	const char *dir;             /* --dir or --prepare, or NULL */
-	void *data;                  /* the app's input, made by setup */
-	struct app_ctl *ctl;         /* the harness's shared state (app.c) */
-	char err[256];               /* set by setup/merge (app_run_fail) on failure */
+	int size_given;	     /* --size was on the command line */
+	const char *dir;     /* --dir or --prepare, or NULL */
+	void *data;	     /* the app's input, made by setup */
+	struct app_ctl *ctl; /* the harness's shared state (app.c) */
+	char err[256];	     /* set by setup/merge (app_run_fail) on failure */
 };
 
 struct app_worker {
 	const struct app_run *run;
 	int index;
-	char err[256];               /* set by work (app_fail) on failure */
+	char err[256]; /* set by work (app_fail) on failure */
 };
 
 enum app_kind { APP_COMPUTE, APP_MEMORY, APP_KERNEL };
@@ -46,9 +46,9 @@ struct app {
 	const char *name;
 	const char *summary;
 	enum app_kind kind;
-	const char *size_unit;       /* what --size counts ("points", "files") */
+	const char *size_unit; /* what --size counts ("points", "files") */
 	long default_size, min_size, max_size;
-	int uses_dir;                /* its input is files under --dir */
+	int uses_dir; /* its input is files under --dir */
 
 	/* --prepare DIR: makes the input files, untimed. Optional. */
 	int (*prepare)(struct app_run *r);
@@ -61,10 +61,9 @@ struct app {
 };
 
 /* Register an app: `OSLENS_APP(kmeans) = { .name = "kmeans", ... };` */
-#define OSLENS_APP(id)                                                         \
-	static const struct app id##_app;                                      \
-	static const struct app *const id##_app_ref                            \
-		__attribute__((used, section("oslens_apps"))) = &id##_app;      \
+#define OSLENS_APP(id)                                                                                         \
+	static const struct app id##_app;                                                                      \
+	static const struct app *const id##_app_ref __attribute__((used, section("oslens_apps"))) = &id##_app; \
 	static const struct app id##_app
 
 const struct app *app_find(const char *name);
@@ -84,14 +83,14 @@ int app_buf_put(struct app_buf *b, const void *p, size_t len);
 
 /* What `oslens-engine app` was asked to do (app_args.c). */
 struct app_config {
-	int list;                    /* `app list` */
+	int list; /* `app list` */
 	const struct app *app;
 	int nworkers;
 	int threaded;
 	long size;
 	int size_given;
-	const char *dir;             /* --dir, or --prepare's DIR */
-	int prepare;                 /* --prepare: make the input files in dir, untimed */
+	const char *dir; /* --dir, or --prepare's DIR */
+	int prepare;	 /* --prepare: make the input files in dir, untimed */
 	int dry_run;
 };
 

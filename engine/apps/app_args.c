@@ -30,11 +30,13 @@ void app_parse_args(int argc, char **argv, struct app_config *cfg)
 	cfg->app = app;
 	cfg->size = app->default_size;
 
-	static const struct option longopts[] = {
-		{"workers", required_argument, 0, 'w'}, {"mode", required_argument, 0, 'm'},
-		{"size", required_argument, 0, 's'},    {"dir", required_argument, 0, 'd'},
-		{"prepare", required_argument, 0, 'p'}, {"dry-run", no_argument, 0, 'D'},
-		{0, 0, 0, 0}};
+	static const struct option longopts[] = {{"workers", required_argument, 0, 'w'},
+						 {"mode", required_argument, 0, 'm'},
+						 {"size", required_argument, 0, 's'},
+						 {"dir", required_argument, 0, 'd'},
+						 {"prepare", required_argument, 0, 'p'},
+						 {"dry-run", no_argument, 0, 'D'},
+						 {0, 0, 0, 0}};
 	const char *prepare = NULL;
 	int workers_given = 0, mode_given = 0;
 	optind = 3;

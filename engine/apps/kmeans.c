@@ -31,7 +31,7 @@ struct kmeans {
 };
 
 struct centres {
-	int32_t c[3][CLUSTERS];      /* by coordinate, so the distance loop vectorises */
+	int32_t c[3][CLUSTERS]; /* by coordinate, so the distance loop vectorises */
 	int64_t count[CLUSTERS];
 };
 

@@ -96,8 +96,9 @@ static int psearchy_setup(struct app_run *r)
 	snprintf(path, sizeof path, "%s/%s", r->dir, MANIFEST);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return app_run_fail(r, "%s has no prepared files (%s: %s); make them with "
-				       "'oslens-engine app psearchy --prepare %s'",
+		return app_run_fail(r,
+				    "%s has no prepared files (%s: %s); make them with "
+				    "'oslens-engine app psearchy --prepare %s'",
 				    r->dir, MANIFEST, strerror(errno), r->dir);
 	long files = -1;
 	int got = fscanf(f, "oslens psearchy files %ld", &files);

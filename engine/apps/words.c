@@ -46,7 +46,7 @@ int vocab_init(struct vocab *v)
 	size_t at = 0;
 	for (uint32_t r = 0; r < VOCAB_WORDS; r++) {
 		uint64_t x = app_mix64(0x766f636162ull + r); /* a few collide: harmless */
-		unsigned len = 4 + x % 8;                    /* 4..11 letters */
+		unsigned len = 4 + x % 8;		     /* 4..11 letters */
 		x = app_mix64(x);
 		v->off[r] = at;
 		v->len[r] = len;

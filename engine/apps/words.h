@@ -10,8 +10,8 @@
  * (rank r with probability about 1/r, as words in real text). */
 #define VOCAB_WORDS 100000
 struct vocab {
-	char *text;                  /* the words, each NUL-terminated */
-	uint32_t *off;               /* word r starts at text + off[r] */
+	char *text;    /* the words, each NUL-terminated */
+	uint32_t *off; /* word r starts at text + off[r] */
 	uint8_t *len;
 };
 int vocab_init(struct vocab *v);
@@ -26,16 +26,16 @@ size_t vocab_text(const struct vocab *v, uint64_t *rng, char *buf, size_t bytes,
 struct word {
 	struct word *next;
 	uint64_t hash;
-	uint64_t count;              /* occurrences */
-	uint32_t docs;               /* documents it occurs in */
-	uint32_t last_doc;           /* internal: the last document counted, + 1 */
+	uint64_t count;	   /* occurrences */
+	uint32_t docs;	   /* documents it occurs in */
+	uint32_t last_doc; /* internal: the last document counted, + 1 */
 	uint32_t len;
 	char text[];
 };
 struct wordtab {
 	struct word **bucket;
 	size_t nbuckets, nwords;
-	uint64_t total;              /* words counted */
+	uint64_t total; /* words counted */
 };
 int wordtab_init(struct wordtab *t);
 void wordtab_free(struct wordtab *t);

@@ -12,7 +12,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define PF_KTHREAD 0x00200000 /* task_struct.flags: a kernel thread */
-#define TASK_DEAD 0x80        /* task_struct.__state of a task that has exited */
+#define TASK_DEAD 0x80	      /* task_struct.__state of a task that has exited */
 
 /* task_struct.state became __state in 5.14 */
 struct task_struct___pre514 {

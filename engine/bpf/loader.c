@@ -83,8 +83,9 @@ static int privileged(void)
 void loader_eperm_reason(char *why, size_t whylen)
 {
 	if (privileged())
-		snprintf(why, whylen, "the kernel refused to load BPF programs although this process may "
-				      "(Operation not permitted: lockdown or a security module?)");
+		snprintf(why, whylen,
+			 "the kernel refused to load BPF programs although this process may "
+			 "(Operation not permitted: lockdown or a security module?)");
 	else
 		snprintf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
 }
@@ -96,7 +97,8 @@ int loader_check_usable(char *why, size_t whylen)
 		return -1;
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		snprintf(why, whylen, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
+		snprintf(why, whylen,
+			 "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
 			 strerror(errno));
 		return -1;
 	}
@@ -171,7 +173,7 @@ static int ends_an_interval(const struct bpf_program *p)
 }
 
 int loader_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
-			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg)
+			     int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg)
 {
 	for (int pass = 0; pass < 2; pass++)
 		for (int k = 0; k < s->prog_cnt; k++) {
@@ -199,7 +201,7 @@ void loader_destroy_links(struct bpf_link ***links, int *nlinks)
 }
 
 int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
-			  struct bpf_link ***links, int *nlinks)
+			    struct bpf_link ***links, int *nlinks)
 {
 	struct bpf_link **more = realloc(*links, (*nlinks + n) * sizeof *more);
 	if (!more)

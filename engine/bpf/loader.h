@@ -52,7 +52,7 @@ void loader_missing_add_tp(struct loader_missing *m, const char *tp);
  * that will not attach, `failed` gets errno and returns nonzero to give up,
  * which returns -1. */
 int loader_attach_ends_first(struct bpf_object_skeleton *s, int (*skip)(const struct bpf_program *p, void *arg),
-			   int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg);
+			     int (*failed)(const struct bpf_program *p, int err, void *arg), void *arg);
 
 /* Whether the comma-separated `list` has `name`. */
 int loader_listed(const char *list, const char *name);
@@ -63,7 +63,7 @@ int loader_listed(const char *list, const char *name);
  * threads and processes it creates later. Appends the links to *links; on
  * failure destroys what it made and returns -1. */
 int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
-			  struct bpf_link ***links, int *nlinks);
+			    struct bpf_link ***links, int *nlinks);
 void loader_destroy_links(struct bpf_link ***links, int *nlinks);
 
 #endif

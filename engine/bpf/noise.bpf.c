@@ -54,8 +54,8 @@ struct stack {
 
 struct cpu_state {
 	struct stack irq, softirq, vec;
-	__u64 task_ns;      /* start of the current task's interval */
-	__u32 out;          /* a probed thread is switched out of this CPU */
+	__u64 task_ns; /* start of the current task's interval */
+	__u32 out;     /* a probed thread is switched out of this CPU */
 };
 
 struct {
@@ -65,7 +65,7 @@ struct {
 	__type(value, struct cpu_state);
 } state SEC(".maps");
 
-__u64 lost = 0;   /* records the ring buffer had no room for */
+__u64 lost = 0; /* records the ring buffer had no room for */
 
 static __always_inline int probed_cpu(__u32 cpu)
 {
@@ -214,17 +214,17 @@ int BPF_PROG(oslens_softirq_exit, unsigned int vec)
 
 /* ---- x86 system vectors (irq_vectors:*), named in user space ---- */
 
-#define VECTOR(tp, which)                                              \
-	SEC("raw_tp/" #tp "_entry")                                    \
-	int BPF_PROG(oslens_##tp##_entry, int vector)                  \
-	{                                                              \
-		enter(NOISE_VECTOR, vector, which);                    \
-		return 0;                                              \
-	}                                                              \
-	SEC("raw_tp/" #tp "_exit")                                     \
-	int BPF_PROG(oslens_##tp##_exit, int vector)                   \
-	{                                                              \
-		return leave(NOISE_VECTOR);                            \
+#define VECTOR(tp, which)                             \
+	SEC("raw_tp/" #tp "_entry")                   \
+	int BPF_PROG(oslens_##tp##_entry, int vector) \
+	{                                             \
+		enter(NOISE_VECTOR, vector, which);   \
+		return 0;                             \
+	}                                             \
+	SEC("raw_tp/" #tp "_exit")                    \
+	int BPF_PROG(oslens_##tp##_exit, int vector)  \
+	{                                             \
+		return leave(NOISE_VECTOR);           \
 	}
 
 VECTOR(local_timer, NV_LOCAL_TIMER)

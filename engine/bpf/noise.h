@@ -38,8 +38,8 @@ enum noise_vector {
 	NV_MAX
 };
 
-#define NOISE_NEST 4    /* per-CPU nesting depth kept per kind */
-#define NOISE_NAME 32   /* = sizeof(struct trace_event.name) */
+#define NOISE_NEST 4  /* per-CPU nesting depth kept per kind */
+#define NOISE_NAME 32 /* = sizeof(struct trace_event.name) */
 
 /* The value of the map of probed threads: the fault in progress, if any. */
 struct tid_state {
@@ -52,12 +52,12 @@ struct tid_state {
 struct noise_event {
 	__u64 start_ns;
 	__u64 end_ns;
-	__s64 id;       /* irq number, softirq vector, system vector, pid, fault address */
-	__u64 aux;      /* TRACE_NMI: the handler's address (noise.c looks it up) */
+	__s64 id;  /* irq number, softirq vector, system vector, pid, fault address */
+	__u64 aux; /* TRACE_NMI: the handler's address (noise.c looks it up) */
 	__u32 cpu;
-	__u16 kind;     /* enum trace_kind */
-	__u16 sub;      /* TRACE_VECTOR: enum noise_vector */
-	__u32 flags;    /* TRACE_F_* */
+	__u16 kind;	       /* enum trace_kind */
+	__u16 sub;	       /* TRACE_VECTOR: enum noise_vector */
+	__u32 flags;	       /* TRACE_F_* */
 	char name[NOISE_NAME]; /* TRACE_IRQ: handler name, TRACE_TASK: comm */
 };
 
@@ -67,24 +67,24 @@ struct noise_event {
 #include <stdint.h>
 
 enum trace_kind {
-	TRACE_IRQ = NOISE_IRQ,        /* hard interrupt: id = irq number, name = handler */
-	TRACE_SOFTIRQ = NOISE_SOFTIRQ,    /* id = vector (TIMER = 1, NET_RX = 3, ...), name = vector name */
-	TRACE_NMI = NOISE_NMI,        /* id = 0, name = handler */
-	TRACE_VECTOR = NOISE_VECTOR,     /* x86 system vectors: name = local_timer, reschedule,
+	TRACE_IRQ = NOISE_IRQ,	       /* hard interrupt: id = irq number, name = handler */
+	TRACE_SOFTIRQ = NOISE_SOFTIRQ, /* id = vector (TIMER = 1, NET_RX = 3, ...), name = vector name */
+	TRACE_NMI = NOISE_NMI,	       /* id = 0, name = handler */
+	TRACE_VECTOR = NOISE_VECTOR,   /* x86 system vectors: name = local_timer, reschedule,
 			       * call_function, call_function_single, irq_work, ... */
 	TRACE_TASK = NOISE_TASK,       /* another task ran on the CPU while the probed thread
 			       * was switched out: id = pid, name = comm */
-	TRACE_FAULT = NOISE_FAULT,      /* a page fault taken by a probed thread: id = address */
+	TRACE_FAULT = NOISE_FAULT,     /* a page fault taken by a probed thread: id = address */
 };
 
-#define TRACE_F_KTHREAD NOISE_F_KTHREAD    /* TRACE_TASK: the task is a kernel thread */
-#define TRACE_F_MAJOR NOISE_F_MAJOR      /* TRACE_FAULT: a major fault (it waited for I/O) */
+#define TRACE_F_KTHREAD NOISE_F_KTHREAD /* TRACE_TASK: the task is a kernel thread */
+#define TRACE_F_MAJOR NOISE_F_MAJOR	/* TRACE_FAULT: a major fault (it waited for I/O) */
 
 struct trace_event {
-	uint64_t start_ns;    /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	uint64_t start_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	uint64_t end_ns;
 	uint32_t cpu;
-	uint32_t kind;        /* enum trace_kind */
+	uint32_t kind; /* enum trace_kind */
 	int64_t id;
 	uint32_t flags;
 	char name[NOISE_NAME];

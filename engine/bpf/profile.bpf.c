@@ -14,7 +14,6 @@
 
 #include "profile.h"
 
-
 /* The processes followed, one bit per tgid: a plain load on every event
  * (a hash lookup would cost more than the rest of a system call's
  * accounting). User space sets bits through the mmap'ed .bss. */
@@ -162,11 +161,21 @@ static __always_inline struct prof_task *task_state(__u32 tid)
 static __always_inline __u32 log2_u64(__u64 v)
 {
 	__u32 r = 0, shift;
-	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	shift = (v > 0xFFFFFFFFULL) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
 	r |= (v >> 1);
 	return r;
 }
@@ -556,18 +565,18 @@ static __always_inline void vector_exit(__u32 which)
 		intr_add(&c->vec[which], ns, c->vector_on_workload);
 }
 
-#define VECTOR(tp, which)                                          \
-	SEC("raw_tp/" #tp "_entry")                                \
-	int BPF_PROG(oslens_prof_##tp##_entry, int vector)         \
-	{                                                          \
-		vector_entry(which);                               \
-		return 0;                                          \
-	}                                                          \
-	SEC("raw_tp/" #tp "_exit")                                 \
-	int BPF_PROG(oslens_prof_##tp##_exit, int vector)          \
-	{                                                          \
-		vector_exit(which);                                \
-		return 0;                                          \
+#define VECTOR(tp, which)                                  \
+	SEC("raw_tp/" #tp "_entry")                        \
+	int BPF_PROG(oslens_prof_##tp##_entry, int vector) \
+	{                                                  \
+		vector_entry(which);                       \
+		return 0;                                  \
+	}                                                  \
+	SEC("raw_tp/" #tp "_exit")                         \
+	int BPF_PROG(oslens_prof_##tp##_exit, int vector)  \
+	{                                                  \
+		vector_exit(which);                        \
+		return 0;                                  \
 	}
 
 VECTOR(local_timer, PV_LOCAL_TIMER)

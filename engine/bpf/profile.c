@@ -113,7 +113,8 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	char *events = loader_available_events();
 	int fault_tps = loader_has_tracepoint(events, "page_fault_user");
 	struct bpf_program *p;
-	bpf_object__for_each_program(p, skel->obj) {
+	bpf_object__for_each_program(p, skel->obj)
+	{
 		const char *tp = loader_tp_name(p);
 		int load = tp ? loader_has_tracepoint(events, tp) : fault_tps;
 		if (part_of(p) && loader_listed(skipped, part_of(p))) {
@@ -159,9 +160,9 @@ int profile_bpf_time_faults(const pid_t *tids, int ntids)
 		return -1;
 	if (fault_tps_attached && !loader_listed(skipped, "page_faults") &&
 	    loader_attach_sw_events(skel->progs.oslens_prof_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
-				  &fault_links, &n_fault_links) == 0 &&
+				    &fault_links, &n_fault_links) == 0 &&
 	    loader_attach_sw_events(skel->progs.oslens_prof_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
-				  &fault_links, &n_fault_links) == 0) {
+				    &fault_links, &n_fault_links) == 0) {
 		faults_timed = 1;
 		return 0;
 	}
@@ -209,7 +210,7 @@ void profile_bpf_stop(void)
 
 /* Per-CPU map values come as one copy per possible CPU, each rounded up to 8 bytes. */
 #define PERCPU_STRIDE(type) ((sizeof(type) + 7) & ~(size_t)7)
-#define PERCPU_AT(buf, type, i) ((const type *)((const char *)(buf) + (size_t)(i) * PERCPU_STRIDE(type)))
+#define PERCPU_AT(buf, type, i) ((const type *)((const char *)(buf) + (size_t)(i)*PERCPU_STRIDE(type)))
 
 static void hist_merge(struct prof_hist *to, const struct prof_hist *h)
 {
@@ -263,11 +264,13 @@ static void emit_intr_fields(struct json *j, const struct prof_intr *s)
 	json_uint(j, "workload_ns", s->workload_ns);
 }
 
-static const char *const softirq_names[PROF_SOFTIRQS] = {"HI",      "TIMER", "NET_TX",  "NET_RX", "BLOCK",
-							 "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"};
-static const char *const vector_names[PV_MAX] = {
-	[PV_LOCAL_TIMER] = "local_timer", [PV_RESCHEDULE] = "reschedule", [PV_CALL_FUNCTION] = "call_function",
-	[PV_CALL_FUNCTION_SINGLE] = "call_function_single", [PV_IRQ_WORK] = "irq_work"};
+static const char *const softirq_names[PROF_SOFTIRQS] = {"HI",	     "TIMER",	"NET_TX", "NET_RX",  "BLOCK",
+							 "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU"};
+static const char *const vector_names[PV_MAX] = {[PV_LOCAL_TIMER] = "local_timer",
+						 [PV_RESCHEDULE] = "reschedule",
+						 [PV_CALL_FUNCTION] = "call_function",
+						 [PV_CALL_FUNCTION_SINGLE] = "call_function_single",
+						 [PV_IRQ_WORK] = "irq_work"};
 
 static void *percpu_value(struct bpf_map *map, const void *key, size_t stride)
 {

@@ -50,17 +50,10 @@ struct prof_irq {
 #define PROF_SOFTIRQS 10
 
 /* x86 system vectors (irq_vectors:*) */
-enum prof_vector {
-	PV_LOCAL_TIMER,
-	PV_RESCHEDULE,
-	PV_CALL_FUNCTION,
-	PV_CALL_FUNCTION_SINGLE,
-	PV_IRQ_WORK,
-	PV_MAX
-};
+enum prof_vector { PV_LOCAL_TIMER, PV_RESCHEDULE, PV_CALL_FUNCTION, PV_CALL_FUNCTION_SINGLE, PV_IRQ_WORK, PV_MAX };
 
 struct prof_cpu {
-	__u64 ran_ns;         /* the workload's threads on CPU here */
+	__u64 ran_ns; /* the workload's threads on CPU here */
 	struct prof_intr hardirq, softirq, vector;
 	struct prof_intr softirq_vec[PROF_SOFTIRQS];
 	struct prof_intr vec[PV_MAX];
@@ -70,8 +63,8 @@ struct prof_cpu {
 	__u32 vector_which;
 	__u64 voluntary, involuntary, switch_ins, migrated_switch_ins, migrations, wakeups;
 	__u64 minor_faults, major_faults;
-	__u64 lost;           /* a map was full */
-	__u64 exits_lost;     /* threads whose exit the exits map had no room for */
+	__u64 lost;	  /* a map was full */
+	__u64 exits_lost; /* threads whose exit the exits map had no room for */
 	struct prof_hist offcpu_voluntary, offcpu_involuntary, runq, fault, major_fault;
 };
 
@@ -81,18 +74,18 @@ struct prof_cpu {
 
 /* Scheduling state of a thread of the workload, while it lives. */
 struct prof_task {
-	__u64 on_ns;          /* switched in */
-	__u64 off_ns;         /* switched out */
-	__u64 ready_ns;       /* runnable since (woken, or preempted) */
-	__u32 last_cpu;       /* +1; 0: not seen on a CPU yet */
+	__u64 on_ns;	/* switched in */
+	__u64 off_ns;	/* switched out */
+	__u64 ready_ns; /* runnable since (woken, or preempted) */
+	__u32 last_cpu; /* +1; 0: not seen on a CPU yet */
 	__u32 off_involuntary;
 };
 
 /* What a thread of the workload is in the middle of. */
 struct prof_inflight {
-	__u64 sys_ns;         /* in a system call since */
-	__u64 fault_ns;       /* in a page fault since */
-	__u64 lock_ns;        /* waiting for a contended lock since */
+	__u64 sys_ns;	/* in a system call since */
+	__u64 fault_ns; /* in a page fault since */
+	__u64 lock_ns;	/* waiting for a contended lock since */
 	__u64 lock;
 	__s64 sys_nr;
 	__s32 lock_stack;
@@ -110,7 +103,7 @@ struct prof_exit {
 
 struct prof_preempt_key {
 	char comm[PROF_COMM];
-	__u32 kind;           /* PROF_BY_* */
+	__u32 kind; /* PROF_BY_* */
 };
 #define PROF_BY_OTHER 0
 #define PROF_BY_KTHREAD 1
@@ -120,13 +113,13 @@ struct prof_preempt_key {
 
 struct prof_lock_key {
 	__u64 lock;
-	__s32 stack;          /* in the stacks map; < 0: none */
-	__u32 flags;          /* LCB_F_* of contention_begin */
+	__s32 stack; /* in the stacks map; < 0: none */
+	__u32 flags; /* LCB_F_* of contention_begin */
 };
 
 struct prof_lock {
 	__u64 count, total_ns, max_ns;
-	__u32 named;          /* PROF_LOCK_* when the lock is a known field of the waiter's task */
+	__u32 named; /* PROF_LOCK_* when the lock is a known field of the waiter's task */
 	__u32 pad;
 };
 #define PROF_LOCK_MMAP 1

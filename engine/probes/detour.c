@@ -15,15 +15,15 @@
 #include "../probe.h"
 
 struct detour {
-	uint64_t (*rec)[2];          /* [end_mono_ns, duration_ns] */
+	uint64_t (*rec)[2]; /* [end_mono_ns, duration_ns] */
 	uint64_t cap, n, overflow;
 	uint64_t count, total_ticks, max_ticks;
 	uint64_t threshold_ticks, iterations, elapsed_ticks;
-	uint64_t start_mono_ns;      /* when the loop began, on CLOCK_MONOTONIC */
-	uint64_t quantum_ticks;      /* FTQ: 0, or the fixed time quantum */
-	uint32_t *ftq;               /* FTQ: loop iterations completed in each quantum */
+	uint64_t start_mono_ns; /* when the loop began, on CLOCK_MONOTONIC */
+	uint64_t quantum_ticks; /* FTQ: 0, or the fixed time quantum */
+	uint32_t *ftq;		/* FTQ: loop iterations completed in each quantum */
 	uint64_t ftq_cap, ftq_n;
-	double loop_ns;              /* minimal loop time, calibrated */
+	double loop_ns; /* minimal loop time, calibrated */
 	timer_t timer;
 	int has_timer;
 };
@@ -229,7 +229,8 @@ OSLENS_PROBE(detour) = {
 	.subsystem = "noise",
 	.syscalls = "",
 	.variants = {{"default", "one spinning thread per CPU"}},
-	.opts = {{"threshold_ns", 0, 0, 1000000000, "shortest gap counted as a detour (0: 20 x the loop time, at least 500 ns)"},
+	.opts = {{"threshold_ns", 0, 0, 1000000000,
+		  "shortest gap counted as a detour (0: 20 x the loop time, at least 500 ns)"},
 		 {"max_detours", 65536, 16, 1 << 26, "detours kept individually per CPU (totals count all)"},
 		 {"signal_hz", 0, 0, 100000, "self-test: a timer signals each probe thread at this rate"},
 		 {"signal_busy_us", 0, 0, 1000000, "self-test: each signal's handler spins this long"},

@@ -96,16 +96,17 @@ static inline int fork_op(struct worker *w)
 }
 PROBE_LOOP(fork_op)
 
-#define FORK_COMMON                                                            \
-	.subsystem = "process/mm", .syscalls = "clone,exit_group,wait4",       \
-	.processes_per_worker = 1, PROBE_OPS(fork_op)
+#define FORK_COMMON \
+	.subsystem = "process/mm", .syscalls = "clone,exit_group,wait4", .processes_per_worker = 1, PROBE_OPS(fork_op)
 
 OSLENS_PROBE(fork) = {
 	.name = "fork",
 	.summary = "fork(), child _exit(), parent waits (OSMark forkbench, dynamically linked)",
 	.variants = {{"default", "the parent is the whole engine worker"},
-		     {"mapped", "the parent process also has mapped_mb MiB of private anonymous memory, "
-				"every page touched (in thread mode one region for all workers)", NULL, 1}},
+		     {"mapped",
+		      "the parent process also has mapped_mb MiB of private anonymous memory, "
+		      "every page touched (in thread mode one region for all workers)",
+		      NULL, 1}},
 	.opts = {{"mapped_mb", 1024, 1, 1 << 20, "MiB the parent maps and touches (variant mapped)"}},
 	.global_setup = fork_global_setup,
 	.setup = fork_setup,

@@ -119,8 +119,8 @@ OSLENS_PROBE(stat) = {
 
 struct dir_worker {
 	int fd;
-	size_t len;      /* buffer size: room for the whole directory */
-	ssize_t bytes;   /* what one getdents64 of the whole directory returns */
+	size_t len;    /* buffer size: room for the whole directory */
+	ssize_t bytes; /* what one getdents64 of the whole directory returns */
 	char buf[];
 };
 
@@ -156,8 +156,7 @@ static int dir_setup(struct worker *w)
 	}
 	/* One call must return the whole directory, the next one nothing. */
 	ssize_t rest = 0;
-	if ((d->bytes = getdents64(d->fd, d->buf, len)) <= 0 ||
-	    (rest = getdents64(d->fd, d->buf, len)) != 0) {
+	if ((d->bytes = getdents64(d->fd, d->buf, len)) <= 0 || (rest = getdents64(d->fd, d->buf, len)) != 0) {
 		int e = d->bytes < 0 || rest < 0 ? errno : EOVERFLOW;
 		close(d->fd);
 		free(d);

@@ -66,7 +66,7 @@ OSLENS_PROBE(brk) = {
 	.subsystem = "mm",
 	.syscalls = "brk,brk",
 	.variants = {{"default", "processes: sbrk(+page), sbrk(-page); threads: brk() to fixed addresses, "
-			"so one thread's grow may find another's page already there"}},
+				 "so one thread's grow may find another's page already there"}},
 	.setup = brk_setup,
 	.teardown = brk_teardown,
 	PROBE_OPS(brk_op),
@@ -123,7 +123,7 @@ OSLENS_PROBE(mprotect) = {
 	.subsystem = "mm",
 	.syscalls = "mprotect,mprotect",
 	.variants = {{"default", "a private page per worker; in thread mode the read-only step flushes "
-			"the TLB of every CPU running a sibling worker"}},
+				 "the TLB of every CPU running a sibling worker"}},
 	.setup = mprotect_setup,
 	.teardown = mprotect_teardown,
 	PROBE_OPS(mprotect_op),

@@ -13,7 +13,7 @@
 static int open_global_setup(struct probe_env *env)
 {
 	int files = probe_variant_is(env, "shared") ? 1 : env->nworkers;
-	char (*paths)[PATH_MAX] = malloc(sizeof *paths * files);
+	char(*paths)[PATH_MAX] = malloc(sizeof *paths * files);
 	if (!paths)
 		return -1;
 	env->data = paths;
@@ -33,7 +33,7 @@ static void open_global_teardown(struct probe_env *env)
 
 static int open_setup(struct worker *w)
 {
-	char (*paths)[PATH_MAX] = w->env->data;
+	char(*paths)[PATH_MAX] = w->env->data;
 	w->data = paths[probe_variant_is(w->env, "shared") ? 0 : w->index];
 	return 0;
 }
@@ -52,8 +52,7 @@ OSLENS_PROBE(open) = {
 	.summary = "open() and close() of a file by path",
 	.subsystem = "vfs/namei",
 	.syscalls = "openat,close",
-	.variants = {{"private", "each worker opens its own file"},
-		     {"shared", "every worker opens the same file"}},
+	.variants = {{"private", "each worker opens its own file"}, {"shared", "every worker opens the same file"}},
 	.global_setup = open_global_setup,
 	.global_teardown = open_global_teardown,
 	.setup = open_setup,

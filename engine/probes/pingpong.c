@@ -25,8 +25,8 @@ enum { WORKER_TURN, PARTNER_TURN, STOP }; /* values of the futex word */
 
 struct pingpong {
 	int futex;
-	int to[2], from[2];    /* pipes: worker -> partner, partner -> worker */
-	volatile int *turn;    /* futex: in a MAP_SHARED page, seen by a child too */
+	int to[2], from[2]; /* pipes: worker -> partner, partner -> worker */
+	volatile int *turn; /* futex: in a MAP_SHARED page, seen by a child too */
 	int wait_op, wake_op;
 	pid_t child;
 	pthread_t thread;
@@ -74,8 +74,9 @@ static int pin_partner(struct pingpong *p, int threaded, int cpu)
 	size_t size = CPU_ALLOC_SIZE(cpu + 1);
 	CPU_ZERO_S(size, set);
 	CPU_SET_S(cpu, size, set);
-	int rc = threaded ? pthread_setaffinity_np(p->thread, size, set)
-			  : sched_setaffinity(p->child, size, set) ? errno : 0;
+	int rc = threaded				  ? pthread_setaffinity_np(p->thread, size, set)
+		 : sched_setaffinity(p->child, size, set) ? errno
+							  : 0;
 	CPU_FREE(set);
 	errno = rc;
 	return rc ? -1 : 0;
@@ -187,12 +188,12 @@ static inline int pingpong_op(struct worker *w)
 }
 PROBE_LOOP(pingpong_op)
 
-#define PINGPONG_COMMON                                                        \
-	.subsystem = "sched/wakeup",                                           \
-	.variants = {{"pipe", "one byte over a pipe each way: write, read", "write,read"},   \
+#define PINGPONG_COMMON                                                                                      \
+	.subsystem = "sched/wakeup",                                                                         \
+	.variants = {{"pipe", "one byte over a pipe each way: write, read", "write,read"},                   \
 		     {"futex", "FUTEX_WAKE, then FUTEX_WAIT unless the partner already answered", "futex"}}, \
-	.syscalls = "write,read,futex", .processes_per_worker = 1,             \
-	.setup = pingpong_setup, .teardown = pingpong_teardown, PROBE_OPS(pingpong_op)
+	.syscalls = "write,read,futex", .processes_per_worker = 1, .setup = pingpong_setup,                  \
+	.teardown = pingpong_teardown, PROBE_OPS(pingpong_op)
 
 OSLENS_PROBE(pingpong) = {
 	.name = "pingpong",

@@ -44,8 +44,9 @@ static int poll_global_setup(struct probe_env *env)
 	getrlimit(RLIMIT_NOFILE, &s->old);
 	/* poll and epoll keep their descriptors above FD_SETSIZE where the limit
 	 * allows, leaving the low numbers to select when the probes are mixed. */
-	int high = strcmp(env->probe->name, "select") != 0 &&
-		   (s->old.rlim_max == RLIM_INFINITY || s->old.rlim_max >= (rlim_t)(FD_SETSIZE + n + env->nworkers + 64));
+	int high =
+		strcmp(env->probe->name, "select") != 0 &&
+		(s->old.rlim_max == RLIM_INFINITY || s->old.rlim_max >= (rlim_t)(FD_SETSIZE + n + env->nworkers + 64));
 	/* Thread-mode epoll workers each add an epoll descriptor to the same table. */
 	rlim_t need = (rlim_t)n + (rlim_t)env->nworkers + 64 + (high ? FD_SETSIZE : 0);
 	if (s->old.rlim_cur != RLIM_INFINITY && s->old.rlim_cur < need) {
@@ -197,8 +198,13 @@ static inline int epoll_wait_op(struct worker *w)
 }
 PROBE_LOOP(epoll_wait_op)
 
-#define POLL_VARIANTS                                                          \
-	{{"10", "10 ready eventfds"}, {"1000", "1000 ready eventfds"}}
+#define POLL_VARIANTS                                 \
+	{                                             \
+		{"10", "10 ready eventfds"},          \
+		{                                     \
+			"1000", "1000 ready eventfds" \
+		}                                     \
+	}
 
 OSLENS_PROBE(select) = {
 	.name = "select",

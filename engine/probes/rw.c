@@ -18,8 +18,8 @@
 
 struct rw {
 	char *buf;
-	int fd, peer;       /* the descriptor the op uses; the pipe's other end or -1 */
-	size_t size, step;  /* bytes per op; what one op adds to level (mod 2^64) */
+	int fd, peer;	     /* the descriptor the op uses; the pipe's other end or -1 */
+	size_t size, step;   /* bytes per op; what one op adds to level (mod 2^64) */
 	size_t level, bound; /* bytes in the pipe or file offset; capacity or file size */
 };
 
@@ -101,8 +101,14 @@ fail:
 	return -1;
 }
 
-static int read_setup(struct worker *w) { return rw_setup(w, 0); }
-static int write_setup(struct worker *w) { return rw_setup(w, 1); }
+static int read_setup(struct worker *w)
+{
+	return rw_setup(w, 0);
+}
+static int write_setup(struct worker *w)
+{
+	return rw_setup(w, 1);
+}
 
 static int rw_rewind(struct rw *r)
 {
@@ -179,10 +185,10 @@ static inline int pread_op(struct worker *w)
 }
 PROBE_LOOP(pread_op)
 
-#define RW_VARIANTS(verb, prep)                                                          \
-	.variants = {{"pipe-1", verb " 1 byte, on a pipe (" prep ")"},               \
-		     {"pipe-4k", verb " 4 KiB, on a pipe (" prep ")"},               \
-		     {"file-1", verb " 1 byte at the file offset (lseek to 0 in prep)"}, \
+#define RW_VARIANTS(verb, prep)                                                           \
+	.variants = {{"pipe-1", verb " 1 byte, on a pipe (" prep ")"},                    \
+		     {"pipe-4k", verb " 4 KiB, on a pipe (" prep ")"},                    \
+		     {"file-1", verb " 1 byte at the file offset (lseek to 0 in prep)"},  \
 		     {"file-4k", verb " 4 KiB at the file offset (lseek to 0 in prep)"}}, \
 	.opts = {{"file_kb", 1024, 4, 1L << 22, "file variants: file size; the offset wraps to 0 here"}}
 

@@ -52,8 +52,7 @@ static int tcp_pair(int sv[2])
 	sv[1] = -1;
 	if (sv[0] < 0 || sock_opts(l, 1) != 0 || sock_opts(sv[0], 1) != 0 ||
 	    bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &len) != 0 ||
-	    connect(sv[0], (struct sockaddr *)&a, sizeof a) != 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) != 0 || connect(sv[0], (struct sockaddr *)&a, sizeof a) != 0 ||
 	    (sv[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0 || sock_opts(sv[1], 1) != 0) {
 		int e = errno;
 		close(l);

@@ -46,9 +46,9 @@ static const struct event events[] = {
 struct counter {
 	const struct event *ev;
 	enum scope scope;
-	int *fds;     /* one per task */
+	int *fds; /* one per task */
 	int nfds;
-	int err;      /* errno of the first refusal, 0 if all opened */
+	int err; /* errno of the first refusal, 0 if all opened */
 };
 
 static struct counter counters[NEVENTS * 2];
@@ -122,8 +122,7 @@ static void why_not(const struct counter *c, char *buf, size_t len)
 	case EPERM:
 		snprintf(buf, len, "not permitted (perf_event_paranoid=%d; needs CAP_PERFMON or root)", paranoid());
 		break;
-	default:
-		snprintf(buf, len, "perf_event_open: %s", strerror(c->err));
+	default: snprintf(buf, len, "perf_event_open: %s", strerror(c->err));
 	}
 }
 

@@ -283,8 +283,7 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 
 /* With the command's rusage (itself and the descendants it waited for):
  * the CPU time of the tree without BPF. */
-static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns,
-			    const struct rusage *ru)
+static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns, const struct rusage *ru)
 {
 	struct json *j = json_record("end_target");
 	json_str(j, "how", how);

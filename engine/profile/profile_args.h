@@ -6,15 +6,15 @@
 #include <sys/types.h>
 
 struct profile_config {
-	char **cmd;                  /* -- CMD ARGS..., or NULL with --pid */
+	char **cmd; /* -- CMD ARGS..., or NULL with --pid */
 	int ncmd;
-	pid_t pid;                   /* --pid, or 0 */
-	double duration_s;           /* --pid only: 0 until the process exits */
-	double time_limit_s;         /* 0: none */
-	int out_fd;                  /* where the records go, or -1 for stdout */
-	int bpf;                     /* attribution (not --no-bpf) */
-	int syscalls;                /* the system-call tracepoints (not --no-syscalls) */
-	int counters;                /* perf counters (not --no-counters) */
+	pid_t pid;	     /* --pid, or 0 */
+	double duration_s;   /* --pid only: 0 until the process exits */
+	double time_limit_s; /* 0: none */
+	int out_fd;	     /* where the records go, or -1 for stdout */
+	int bpf;	     /* attribution (not --no-bpf) */
+	int syscalls;	     /* the system-call tracepoints (not --no-syscalls) */
+	int counters;	     /* perf counters (not --no-counters) */
 	int dry_run;
 };
 
