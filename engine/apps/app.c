@@ -30,17 +30,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern const struct app *const __start_oslens_apps[];
-extern const struct app *const __stop_oslens_apps[];
-
-const struct app *app_find(const char *name)
-{
-	for (const struct app *const *a = __start_oslens_apps; a < __stop_oslens_apps; a++)
-		if (!strcmp((*a)->name, name))
-			return *a;
-	return NULL;
-}
-
 static const char *const kind_names[] = {[APP_COMPUTE] = "compute", [APP_MEMORY] = "memory", [APP_KERNEL] = "kernel"};
 
 /* ------------------------------------------------ shared state, barrier */
@@ -391,8 +380,7 @@ int cmd_app(int argc, char **argv)
 	struct app_config cfg;
 	app_parse_args(argc, argv, &cfg);
 	if (cfg.list) {
-		for (const struct app *const *a = __start_oslens_apps; a < __stop_oslens_apps; a++)
-			emit_app_info(*a);
+		app_foreach(emit_app_info);
 		return 0;
 	}
 	const struct app *app = cfg.app;

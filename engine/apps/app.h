@@ -66,7 +66,10 @@ struct app {
 	static const struct app *const id##_app_ref __attribute__((used, section("oslens_apps"))) = &id##_app; \
 	static const struct app id##_app
 
+/* The registered app called name, or NULL (registry.c). */
 const struct app *app_find(const char *name);
+/* Calls fn for every registered app, in link order. */
+void app_foreach(void (*fn)(const struct app *a));
 
 /* [begin, end) of worker i's equal share of n items. */
 void app_share(long n, int nworkers, int i, long *begin, long *end);
