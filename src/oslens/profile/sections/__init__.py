@@ -1,6 +1,8 @@
-"""The sections of a profile, in report order. Each module has `TITLE`,
-`summarize(recs: Records) -> dict` and `render(console, section) -> None`;
-a new section is one module here plus its place in SECTIONS."""
+"""The sections of a profile, in report order (the terminal's and the HTML
+report's). Each module has `TITLE`, `summarize(recs: Records) -> dict`,
+`render(console, section) -> None` and `html(profiles) -> report.html.page.Section`
+(what the HTML views share is in html_common); a new section is one module
+here plus its place in SECTIONS."""
 
 from __future__ import annotations
 

@@ -10,9 +10,22 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ...format import si
-from .common import fmt_ns, fmt_rate, fmt_share, footer, heading, new_section, per_second, plain, ratio, table
+from .common import (
+    fmt_count,
+    fmt_ns,
+    fmt_rate,
+    fmt_share,
+    footer,
+    heading,
+    new_section,
+    per_second,
+    plain,
+    ratio,
+    table,
+)
 
 if TYPE_CHECKING:
+    from ...report.html.page import Figure, Section
     from ..records import Records
 
 TITLE = "Hardware counters: user vs kernel"
@@ -148,3 +161,99 @@ def render(console: Console, section: dict) -> None:
         console.print(t)
         console.print("  software counters cover the whole process tree (inherited)", style="dim")
     footer(console, section)
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+
+def _html_figure(profiles) -> Figure | None:
+    """The per-instruction and per-cycle rates, user against kernel: where
+    the kernel runs worse than user code (lower IPC, more i-cache and iTLB misses)."""
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure
+    from .html_common import run_colour, run_order
+
+    bars = [
+        {"run": rd.short, "metric": m["label"], "scope": scope, "value": m[scope]}
+        for rd, s in profiles
+        for m in (s["sections"]["counters"]["hardware"] or {}).get("metrics", [])
+        if METRICS[m["metric"]][1] == "ratio"
+        for scope in ("user", "kernel")
+        if m[scope] is not None
+    ]
+    if not bars:
+        return None
+    order = run_order(profiles)
+    chart = (
+        alt.Chart(pd.DataFrame(bars))
+        .mark_bar()
+        .encode(
+            alt.X("scope:N", title=None, sort=["user", "kernel"], axis=alt.Axis(labelAngle=0)),
+            alt.Y("value:Q", title=None),
+            run_colour(order),
+            alt.XOffset("run:N", scale=alt.Scale(domain=order)),
+            tooltip=["run", "metric", "scope", alt.Tooltip("value:Q", format=".3g")],
+        )
+        .properties(width=200, height=160)
+        .facet(
+            facet=alt.Facet(
+                "metric:N", title=None, sort=[label for label, kind in METRICS.values() if kind == "ratio"]
+            ),
+            columns=4,
+        )
+        .resolve_scale(y="independent")
+    )
+    return Figure(
+        "profile-counters",
+        "hardware counter rates, user vs kernel",
+        chart,
+        "each event counted twice, once excluding the kernel and once excluding user mode",
+    )
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Note, Section, Table
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "counters")
+    figure = _html_figure(profiles)
+    if figure:
+        blocks.append(figure)
+    hw_rows, sw_rows = [], []
+    for rd, s in profiles:
+        section = s["sections"]["counters"]
+        hw = section["hardware"]
+        if hw and any(m[scope] is not None for m in hw["metrics"] for scope in SCOPES):
+            hw_rows += [
+                [rd.short, m["label"], *[_fmt(m[scope], METRICS[m["metric"]][1]) for scope in SCOPES]]
+                for m in hw["metrics"]
+            ]
+            blocks.append(
+                Note(
+                    f"{rd.short}: share of instructions run in the kernel "
+                    f"{fmt_share(hw['kernel_instruction_share'])}; of cycles "
+                    f"{fmt_share(hw['kernel_cycle_share'])}"
+                )
+            )
+        for c in section["software"]:
+            if c["value"] is None:
+                sw_rows.append([rd.short, c["name"], "n/a", c["error"] or "no value"])
+            elif c["name"] == "task-clock":
+                sw_rows.append(
+                    [rd.short, c["name"], fmt_ns(c["value"]), f"{c['per_s'] / 1e9:.2f} CPUs" if c["per_s"] else "–"]
+                )
+            else:
+                sw_rows.append([rd.short, c["name"], fmt_count(c["value"]), fmt_rate(c["per_s"])])
+    if hw_rows:
+        blocks.append(Table("hardware counters by privilege", ["run", "", "user", "kernel", "user + kernel"], hw_rows))
+    if sw_rows:
+        blocks.append(
+            Table(
+                "software counters", ["run", "counter", "value", "per s"], sw_rows, "the whole process tree (inherited)"
+            )
+        )
+    blocks += crosschecks(profiles, "counters")
+    return Section(section_title(profiles, "counters"), blocks)

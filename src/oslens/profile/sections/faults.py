@@ -29,6 +29,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...report.html.page import Section
     from ..records import Records
 
 TITLE = "Page faults"
@@ -83,6 +84,14 @@ def summarize(recs: Records) -> dict:
     return section
 
 
+def _cells(kind: str, counts: dict, latency: dict) -> list[str]:
+    """A kind of fault's row after its name: per s, count, then the latency. The minor faults'
+    own latency is not separable from the all-faults histogram (only the major ones have
+    their own): the minor row is counts only."""
+    stats = None if kind == "minor" else latency.get(kind)
+    return [fmt_rate(counts[f"{kind}_per_s"]), fmt_count(counts[kind]), *latency_cells(stats)[1:]]
+
+
 def render(console: Console, section: dict) -> None:
     heading(console, section)
     c = section["counts"]
@@ -91,13 +100,8 @@ def render(console: Console, section: dict) -> None:
         console.print("  no page-fault count from any source", style="yellow")
     else:
         t = table("faults of the workload and their latency", ["", "per s"] + list(LATENCY_COLUMNS))
-        # The minor faults' own latency is not separable from the all-faults
-        # histogram (only the major ones have their own): the minor row is counts only.
-        t.add_row("minor", fmt_rate(c["minor_per_s"]), fmt_count(c["minor"]), *["–"] * (len(LATENCY_COLUMNS) - 1))
-        major_cells = latency_cells(latency.get("major"))
-        t.add_row("major", fmt_rate(c["major_per_s"]), fmt_count(c["major"]), *major_cells[1:])
-        all_cells = latency_cells(latency.get("all"))
-        t.add_row("all", fmt_rate(c["all_per_s"]), fmt_count(c["all"]), *all_cells[1:], style="bold")
+        for kind in (*KINDS, "all"):
+            t.add_row(kind, *_cells(kind, c, latency), style="bold" if kind == "all" else None)
         console.print(t)
         console.print(plain(f"  counts from {c['source']}" + ("; latency from BPF" if latency else "")), style="dim")
     dist = distribution_table("fault latency distribution", [(k, s) for k, s in latency.items()])
@@ -110,3 +114,65 @@ def render(console: Console, section: dict) -> None:
             style="dim",
         )
     footer(console, section, resolution_legend(*latency.values()))
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Figure, Note, Section, Table
+    from .html_common import caveats, crosschecks, distribution_chart, distribution_frame, run_order, section_title
+
+    blocks = caveats(profiles, "faults")
+    rows = []
+    for rd, s in profiles:
+        section = s["sections"]["faults"]
+        c, latency = section["counts"], section["latency"] or {}
+        if c["source"] is None:
+            blocks.append(Note(f"{rd.short}: no page-fault count from any source", warning=True))
+            continue
+        source = c["source"] + ("; latency from BPF" if latency else "")
+        rows += [[rd.short, kind, *_cells(kind, c, latency), source] for kind in (*KINDS, "all")]
+    if rows:
+        stats = [st for _, s in profiles for st in (s["sections"]["faults"]["latency"] or {}).values()]
+        caption = "; ".join(
+            filter(
+                None,
+                [
+                    "minor faults have no latency of their own: the histogram covers all faults, and major ones apart",
+                    resolution_legend(*stats),
+                ],
+            )
+        )
+        blocks.append(
+            Table(
+                "faults of the workload and their latency",
+                ["run", "", "per s", *LATENCY_COLUMNS, "from"],
+                rows,
+                caption,
+            )
+        )
+    df = distribution_frame(
+        profiles, lambda s: s["sections"]["faults"]["latency"], {"all": "all faults", "major": "major faults"}
+    )
+    if not df.empty:
+        blocks.append(
+            Figure(
+                "profile-fault-latency",
+                "page-fault latency",
+                distribution_chart(df, ["all faults", "major faults"], run_order(profiles)),
+                "share of faults per decade of time spent handling them (BPF)",
+            )
+        )
+    for rd, s in profiles:
+        sw = s["sections"]["faults"]["system_wide"]
+        if sw:
+            blocks.append(
+                Note(
+                    f"{rd.short}: whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, "
+                    f"{fmt_count(sw['major'])} major"
+                )
+            )
+    blocks += crosschecks(profiles, "faults")
+    return Section(section_title(profiles, "faults"), blocks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from ...cpulist import format_cpulist
 from .common import (
@@ -29,6 +29,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...report.html.page import Note, Section, Table
     from ..records import Records
 
 TITLE = "Interrupts"
@@ -173,20 +174,23 @@ def summarize(recs: Records) -> dict:
     return section
 
 
-def _event_table(title: str, label: str, rows: list[dict], with_number: bool = False) -> Table:
+def _event_cells(r: dict) -> list[str]:
+    """A BPF row after its name: count, per s, avg, total time, while workload ran, its time."""
+    return [
+        fmt_count(r["count"]),
+        fmt_rate(r["per_s"]),
+        fmt_ns(r["avg_ns"]),
+        fmt_ns(r["ns"]),
+        fmt_count(r["workload_count"]),
+        fmt_ns(r["workload_ns"]),
+    ]
+
+
+def _event_table(title: str, label: str, rows: list[dict], with_number: bool = False) -> RichTable:
     cols = [label, "count", "per s", "avg", "total time", "while workload ran", "its time"]
     t = table(title, (["irq"] if with_number else []) + cols, first_left=not with_number)
     for r in rows[:TOP]:
-        cells = [
-            plain(r["name"]),
-            fmt_count(r["count"]),
-            fmt_rate(r["per_s"]),
-            fmt_ns(r["avg_ns"]),
-            fmt_ns(r["ns"]),
-            fmt_count(r["workload_count"]),
-            fmt_ns(r["workload_ns"]),
-        ]
-        t.add_row(*([str(r["irq"])] if with_number else []) + cells)
+        t.add_row(*([str(r["irq"])] if with_number else []) + [plain(r["name"]), *_event_cells(r)])
     return t
 
 
@@ -228,16 +232,7 @@ def _render_softirqs(console: Console, softirq: dict) -> None:
         )
         for r in rows:
             if r["count"] is not None:
-                t.add_row(
-                    plain(r["name"]),
-                    fmt_count(r["count"]),
-                    fmt_rate(r["per_s"]),
-                    fmt_ns(r["avg_ns"]),
-                    fmt_ns(r["ns"]),
-                    fmt_count(r["workload_count"]),
-                    fmt_ns(r["workload_ns"]),
-                    fmt_count(r["procfs_count"]),
-                )
+                t.add_row(plain(r["name"]), *_event_cells(r), fmt_count(r["procfs_count"]))
     else:
         t = table("softirqs by vector (/proc/softirqs)", ["vector", "run", "per s"])
         for r in rows:
@@ -283,3 +278,250 @@ def render(console: Console, section: dict) -> None:
     _render_softirqs(console, section["softirq"])
     _render_spread(console, section["spread"])
     footer(console, section, "hard IRQs, softirqs and vectors are counted on every CPU, not only the workload's")
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+TOP_IRQS = 15  # hard IRQs and vectors in the table
+TOP_SPREAD = 20  # interrupt sources in the heatmap
+CELL_TEXT_CPUS = 16  # beyond this many CPUs the heatmap's cells are too small for their counts
+
+
+def _html_events(profiles) -> Table | None:
+    """Hard IRQs and system vectors (BPF, all CPUs), the costliest first."""
+    from ...report.html.page import Table
+
+    rows = []
+    for rd, s in profiles:
+        section = s["sections"]["interrupts"]
+        for kind, key in (("hard IRQ", "hardirq"), ("vector", "vectors")):
+            for r in (section[key] or {}).get("rows", [])[:TOP_IRQS]:
+                irq = r.get("irq", "–") if kind == "hard IRQ" else "–"
+                rows.append([rd.short, kind, irq, r["name"], *_event_cells(r)])
+    if not rows:
+        return None
+    return Table(
+        f"hard IRQs and system vectors (the {TOP_IRQS} costliest of each)",
+        ["run", "kind", "irq", "name", "count", "per s", "avg", "total time", "while workload ran", "its time"],
+        rows,
+        'on every CPU, not only the workload\'s; "while workload ran": those that '
+        "hit while a workload thread was on the CPU",
+    )
+
+
+def _html_irq_totals(profiles) -> list[Note]:
+    from ...report.html.page import Note
+
+    out = []
+    for rd, s in profiles:
+        hard = s["sections"]["interrupts"]["hardirq"]
+        if hard:
+            t = hard["total"]
+            out.append(
+                Note(
+                    f"{rd.short}: hard IRQs {fmt_rate(t['per_s'])} on all CPUs "
+                    f"({fmt_rate(t['workload_per_s'])} while the workload ran), average handler time "
+                    f"{fmt_ns(t['avg_ns'])}"
+                )
+            )
+    return out
+
+
+def _html_softirqs(profiles) -> list:
+    """Softirq time by vector (BPF) as a chart; the counts of every run,
+    /proc/softirqs included, as a table."""
+    import altair as alt
+
+    from ...report.html.page import Figure, Note, Table
+    from .html_common import time_bars
+
+    bars, rows = [], []
+    for rd, s in profiles:
+        for r in s["sections"]["interrupts"]["softirq"]["rows"]:
+            if r["count"] is not None:
+                bars.append(
+                    {
+                        "run": rd.short,
+                        "vector": r["name"],
+                        "ns": r["ns"],
+                        "count": r["count"],
+                        "avg": fmt_ns(r["avg_ns"]),
+                        "while_workload": fmt_ns(r["workload_ns"]),
+                    }
+                )
+                rows.append([rd.short, r["name"], *_event_cells(r), fmt_count(r["procfs_count"])])
+            elif r["procfs_count"]:  # a vector that never ran says nothing
+                rows.append(
+                    [
+                        rd.short,
+                        r["name"],
+                        "–",
+                        fmt_rate(r["procfs_per_s"]),
+                        "–",
+                        "–",
+                        "–",
+                        "–",
+                        fmt_count(r["procfs_count"]),
+                    ]
+                )
+    blocks = []
+    if bars:
+        tooltip = ["count", "avg", alt.Tooltip("while_workload:N", title="while workload ran")]
+        chart = time_bars(profiles, bars, "vector", "ns", "time in the handlers", tooltip)
+        blocks.append(
+            Figure(
+                "profile-softirq-time", "softirq time by vector", chart, "all CPUs (BPF, softirq_entry to softirq_exit)"
+            )
+        )
+    for rd, s in profiles:
+        if s["sections"]["interrupts"]["softirq"]["total"] is None:
+            blocks.append(
+                Note(
+                    f"{rd.short}: no softirq time without the BPF interrupt record; its counts from "
+                    "/proc/softirqs are in the table"
+                )
+            )
+    if rows:
+        blocks.append(
+            Table(
+                "softirqs by vector",
+                [
+                    "run",
+                    "vector",
+                    "run (BPF)",
+                    "per s",
+                    "avg",
+                    "total time",
+                    "while workload ran",
+                    "its time",
+                    "run (/proc/softirqs)",
+                ],
+                rows,
+                "vectors that never ran are left out",
+            )
+        )
+    return blocks
+
+
+def _html_spread_rows(rd, spread: dict) -> tuple[list[dict], int]:
+    """Every interrupt source × CPU count of one run (the summary's
+    /proc/interrupts difference), the busiest sources first, and how many
+    sources were left out."""
+    sources = spread["rows"]
+    rows = []
+    for row in sources[:TOP_SPREAD]:
+        words = row["description"].split()
+        # a device IRQ's description is "chip hwirq-type device" ("PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0"):
+        # its device names it; an architecture row's ("Local timer interrupts") is its meaning
+        label = f"{row['irq']} · {words[-1] if row['device_irq'] else row['description']}" if words else row["irq"]
+        rows += [
+            {
+                "run": rd.short,
+                "source": label,
+                "description": row["description"],
+                "cpu": cpu,
+                "count": n,
+                "share": ratio(n, row["count"]),
+                "total": row["count"],
+            }
+            for cpu, n in row["per_cpu"]
+        ]
+    return rows, max(0, len(sources) - TOP_SPREAD)
+
+
+def _html_spread(profiles) -> list:
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure, Note
+    from .html_common import run_order, run_rows
+
+    rows, blocks = [], []
+    for rd, s in profiles:
+        spread = s["sections"]["interrupts"]["spread"]
+        if spread.get("missing"):
+            blocks.append(Note(f"{rd.short}: spread over CPUs {spread['missing']}", warning=True))
+            continue
+        its_rows, left_out = _html_spread_rows(rd, spread)
+        rows += its_rows
+        if left_out:
+            blocks.append(
+                Note(f"{rd.short}: {left_out} more interrupt sources took fewer interrupts and are not drawn")
+            )
+        share = ", ".join(f"cpu {c['cpu']} {fmt_share(c['share'])}" for c in spread["per_cpu"])
+        blocks.append(Note(f"{rd.short}: all interrupts per CPU: {share}"))
+        blocks += [
+            Note(f"{rd.short}: CPU {c['cpu']} took {fmt_share(c['share'])} of all interrupts", warning=True)
+            for c in spread["per_cpu"]
+            if c["concentrated"]
+        ]
+    if not rows:
+        return blocks
+    df = pd.DataFrame(rows)
+    cpus = sorted(df.cpu.unique().tolist())
+    x = alt.X("cpu:O", title="CPU", sort=cpus, axis=alt.Axis(labelAngle=0))
+    y = alt.Y(
+        "source:N",
+        sort=alt.EncodingSortField("total", op="max", order="descending"),
+        title=None,
+        axis=alt.Axis(labelLimit=260),
+    )
+    cells = (
+        alt.Chart()
+        .mark_rect()
+        .encode(
+            x,
+            y,
+            alt.Color("count:Q", scale=alt.Scale(type="log", scheme="oranges"), title="interrupts"),
+            tooltip=[
+                "run",
+                "source",
+                "description",
+                "cpu",
+                "count",
+                alt.Tooltip("share:Q", format=".1%", title="share of this source"),
+            ],
+        )
+    )
+    layers = [cells]
+    if len(cpus) <= CELL_TEXT_CPUS:
+        # white on the darker half of the log colour scale, black on the lighter
+        dark = float(df["count"].max()) ** 0.5
+        layers.append(
+            alt.Chart()
+            .mark_text(fontSize=10)
+            .encode(
+                x,
+                y,
+                alt.Text("count:Q", format=".3~s"),
+                color=alt.condition(f"datum.count > {dark}", alt.value("white"), alt.value("black")),
+            )
+        )
+    # The runs share the rows (a source in one run and not the other shows as a blank row), which lines
+    # them up for comparison; independent rows with these layers trip Vega-Lite ("child_height").
+    chart = (
+        alt.layer(*layers, data=df)
+        .properties(width=alt.Step(max(6, min(60, 700 // len(cpus)))), height=alt.Step(16))
+        .facet(row=run_rows(run_order(profiles)))
+    )
+    fig = Figure(
+        "profile-irq-spread",
+        "interrupts per source and CPU (/proc/interrupts)",
+        chart,
+        f"the {TOP_SPREAD} busiest sources of each run; a blank cell: that CPU took none; colour on a log "
+        "scale. System-wide, not only while the workload ran",
+    )
+    return [fig, *blocks]
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Section
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "interrupts") + _html_irq_totals(profiles)
+    table = _html_events(profiles)
+    if table:
+        blocks.append(table)
+    blocks += _html_softirqs(profiles) + _html_spread(profiles) + crosschecks(profiles, "interrupts")
+    return Section(section_title(profiles, "interrupts"), blocks)

@@ -11,6 +11,7 @@ from rich.console import Console
 from .common import bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:
+    from ...report.html.page import Section
     from ..records import Records
 
 TITLE = "Kernel lock contention"
@@ -103,3 +104,50 @@ def render(console: Console, section: dict) -> None:
         section,
         "wait = contention_begin to contention_end: spinning and sleeping both count" if section["rows"] else None,
     )
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Note, Section, Table
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "locks")
+    rows = []
+    for rd, s in profiles:
+        section = s["sections"]["locks"]
+        total = section["total"]
+        if section["rows"]:
+            blocks.append(
+                Note(
+                    f"{rd.short}: {total['locks']:,} contended locks, {fmt_count(total['count'])} waits, "
+                    f"{fmt_ns(total['total_ns'])} waited in all"
+                )
+            )
+        rows += [
+            [
+                rd.short,
+                r["lock"],
+                r["kind"] or "–",
+                r["caller"],
+                fmt_count(r["count"]),
+                fmt_ns(r["total_ns"]),
+                fmt_ns(r["avg_ns"]),
+                fmt_ns(r["max_ns"]),
+            ]
+            for r in section["rows"]
+        ]
+    if rows:
+        blocks.append(
+            Table(
+                "top contended locks by total wait",
+                ["run", "lock", "kind", "waited in", "waits", "total wait", "avg", "max"],
+                rows,
+                "wait = contention_begin to contention_end: spinning and sleeping both count; a lock "
+                "without a symbol is shown by its address",
+            )
+        )
+    blocks += crosschecks(profiles, "locks")
+    return Section(section_title(profiles, "locks"), blocks)

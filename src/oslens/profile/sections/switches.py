@@ -33,6 +33,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...report.html.page import Section, Table
     from ..records import Records
 
 TITLE = "Context switches"
@@ -240,3 +241,156 @@ def render(console: Console, section: dict) -> None:
         if dist:
             console.print(dist)
     footer(console, section, resolution_legend(*latency.values()))
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+HTML_NAMES = 6  # the page has room for more names of threads than the terminal
+
+
+def _rate_or_total(c: dict) -> str:
+    if c.get("voluntary_per_s") is not None and c.get("involuntary_per_s") is not None:
+        return fmt_rate(c["voluntary_per_s"] + c["involuntary_per_s"])
+    return fmt_rate(c.get("total_per_s"))
+
+
+def _html_counts(profiles) -> Table:
+    from ...report.html.page import Table
+
+    rows = []
+    for rd, s in profiles:
+        c = s["sections"]["switches"]["counts"]
+        migrated = f"{fmt_share(c['migrated_share'])} of {c['switch_ins']:,}" if c.get("switch_ins") else "–"
+        rows.append(
+            [
+                rd.short,
+                fmt_count(c.get("voluntary")),
+                fmt_rate(c.get("voluntary_per_s")),
+                fmt_count(c.get("involuntary")),
+                fmt_rate(c.get("involuntary_per_s")),
+                _rate_or_total(c),
+                fmt_rate(c.get("wakeups_per_s")),
+                fmt_rate(c.get("migrations_per_s")),
+                migrated,
+                c.get("source") or "no source had a count",
+            ]
+        )
+    return Table(
+        "switches of the workload's threads",
+        [
+            "run",
+            "voluntary",
+            "per s",
+            "involuntary (preempted)",
+            "per s",
+            "all per s",
+            "wake-ups per s",
+            "migrations per s",
+            "switch-ins on another CPU",
+            "from",
+        ],
+        rows,
+        "voluntary: the thread blocked, slept or yielded; involuntary: it was preempted",
+    )
+
+
+def _html_preemptions(profiles) -> list:
+    """Who ran next after a preemption: table by group and kernel-thread
+    family with the names, and a bar per run of the three groups' shares."""
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure, Table
+    from .html_common import run_order
+
+    rows, bars = [], []
+    for rd, s in profiles:
+        p = s["sections"]["switches"]["preemptions"]
+        if not p or not p["total"]:
+            continue
+        groups = (
+            ("kernel threads", p["kernel_threads"], ""),
+            ("other applications", p["other_applications"], _members(p["other_applications_top"], HTML_NAMES)),
+            ("the workload's own threads", p["workload"], _members(p["workload_top"], HTML_NAMES)),
+        )
+        for i, (group, n, which) in enumerate(groups):
+            rows.append([rd.short, group, fmt_count(n), fmt_share(ratio(n, p["total"])), which])
+            bars.append({"run": rd.short, "group": group, "order": i, "count": n, "share": ratio(n, p["total"])})
+            if i == 0:
+                rows += [
+                    [
+                        rd.short,
+                        f"kernel threads: {fam['family']}",
+                        fmt_count(fam["count"]),
+                        fmt_share(ratio(fam["count"], p["total"])),
+                        _members(fam["members"], HTML_NAMES),
+                    ]
+                    for fam in p["kernel_thread_families"]
+                ]
+    if not rows:
+        return []
+    groups = ["kernel threads", "other applications", "the workload's own threads"]
+    chart = (
+        alt.Chart(pd.DataFrame(bars))
+        .mark_bar()
+        .encode(
+            alt.X(
+                "share:Q", axis=alt.Axis(format="%"), title="share of the preemptions", scale=alt.Scale(domain=[0, 1])
+            ),
+            alt.Y("run:N", sort=run_order(profiles), title=None),
+            alt.Color(
+                "group:N", title="ran next", scale=alt.Scale(domain=groups, range=["#e45756", "#f58518", "#4c78a8"])
+            ),
+            alt.Order("order:Q"),
+            tooltip=["run", "group", "count", alt.Tooltip("share:Q", format=".1%")],
+        )
+        .properties(width=700, height=alt.Step(28))
+    )
+    return [
+        Figure("profile-preemptions", "who ran next after a preemption", chart),
+        Table(
+            "who ran next after a preemption",
+            ["run", "ran next", "count", "share", "which"],
+            rows,
+            "kernel threads grouped by family (kworker/1:2 is kworker/*)",
+        ),
+    ]
+
+
+def _html_latency(profiles) -> list:
+    from ...report.html.page import Figure, Table
+    from .html_common import distribution_chart, distribution_frame, run_order
+
+    table = [
+        [rd.short, LATENCIES[key], *latency_cells(stats)]
+        for rd, s in profiles
+        for key, stats in s["sections"]["switches"]["latency"].items()
+    ]
+    if not table:
+        return []
+    df = distribution_frame(profiles, lambda s: s["sections"]["switches"]["latency"], LATENCIES)
+    stats = [st for _, s in profiles for st in s["sections"]["switches"]["latency"].values()]
+    blocks = [Table("time between switches", ["run", "", *LATENCY_COLUMNS], table, resolution_legend(*stats))]
+    if not df.empty:
+        blocks.insert(
+            0,
+            Figure(
+                "profile-switch-latency",
+                "off-CPU time and run-queue wait",
+                distribution_chart(df, list(LATENCIES.values()), run_order(profiles)),
+                "share of switches per decade of duration; off-CPU: switch-out to the next "
+                "switch-in, run-queue wait: wake-up or preemption to switch-in",
+            ),
+        )
+    return blocks
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Section
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "switches")
+    blocks.append(_html_counts(profiles))
+    blocks += _html_preemptions(profiles) + _html_latency(profiles) + crosschecks(profiles, "switches")
+    return Section(section_title(profiles, "switches"), blocks)

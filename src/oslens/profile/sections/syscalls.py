@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from .common import (
     bpf_record,
@@ -24,6 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...report.html.page import Figure, Section
     from ..records import Records
 
 TITLE = "System calls"
@@ -65,20 +66,28 @@ def summarize(recs: Records) -> dict:
     return section
 
 
-def _top_table(title: str, rows: list[dict]) -> Table:
-    t = table(title, ["call", "count", "per s", "errors", "total time", "avg", "p50", "p99", "max"])
+# The columns of a call's row, in the terminal and in the HTML report.
+COLUMNS = ("call", "count", "per s", "errors", "total time", "avg", "p50", "p99", "max")
+
+
+def _cells(r: dict) -> list[str]:
+    """A call's row after its name."""
+    return [
+        fmt_count(r["count"]),
+        fmt_rate(r["per_s"]),
+        fmt_count(r["errors"]),
+        fmt_ns(r["total_ns"]),
+        fmt_ns(r["avg_ns"]),
+        fmt_ns(r["p50_ns"]),
+        fmt_ns(r["p99_ns"]),
+        fmt_ns(r["max_ns"]),
+    ]
+
+
+def _top_table(title: str, rows: list[dict]) -> RichTable:
+    t = table(title, COLUMNS)
     for r in rows[:TOP]:
-        t.add_row(
-            plain(r["name"]),
-            fmt_count(r["count"]),
-            fmt_rate(r["per_s"]),
-            fmt_count(r["errors"]),
-            fmt_ns(r["total_ns"]),
-            fmt_ns(r["avg_ns"]),
-            fmt_ns(r["p50_ns"]),
-            fmt_ns(r["p99_ns"]),
-            fmt_ns(r["max_ns"]),
-        )
+        t.add_row(plain(r["name"]), *_cells(r))
     return t
 
 
@@ -103,3 +112,84 @@ def render(console: Console, section: dict) -> None:
         else None
     )
     footer(console, section, legend)
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+TOP_CALLS = 15
+
+HTML_COLUMNS = ["run", *COLUMNS]
+
+
+def _html_cells(rd, r: dict) -> list:
+    return [rd.short, r["name"], *_cells(r)]
+
+
+def _html_chart(profiles) -> Figure | None:
+    """Total time per call, the calls that took longest in any run, runs side by side."""
+    from ...report.html.page import Figure
+    from .html_common import time_bars
+
+    longest: dict[str, float] = {}
+    for _, s in profiles:
+        for r in s["sections"]["syscalls"]["rows"]:
+            longest[r["name"]] = max(longest.get(r["name"], 0.0), r["total_ns"])
+    calls = set(sorted(longest, key=lambda n: -longest[n])[:TOP_CALLS])
+    bars = [
+        {
+            "run": rd.short,
+            "call": r["name"],
+            "ns": r["total_ns"],
+            "count": r["count"],
+            "avg": fmt_ns(r["avg_ns"]),
+            "p99": fmt_ns(r["p99_ns"]),
+            "longest": longest[r["name"]],
+        }
+        for rd, s in profiles
+        for r in s["sections"]["syscalls"]["rows"]
+        if r["name"] in calls
+    ]
+    if not bars:
+        return None
+    return Figure(
+        "profile-syscall-time",
+        f"time inside system calls (the {TOP_CALLS} longest)",
+        time_bars(profiles, bars, "call", "longest", "total time inside the call", ["count", "avg", "p99"]),
+        "entry to return, so time blocked or asleep in a call counts (futex, read, poll …); calls that "
+        "never return (exit, a successful execve) have no time",
+    )
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Note, Section, Table
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "syscalls")
+    by_count, by_time = [], []
+    for rd, s in profiles:
+        section = s["sections"]["syscalls"]
+        total, rows = section["total"], section["rows"]
+        if total is not None:
+            blocks.append(
+                Note(
+                    f"{rd.short}: {fmt_count(total['count'])} calls ({fmt_rate(total['per_s'])}) of "
+                    f"{total['distinct']} kinds, {fmt_count(total['errors'])} returned an error; "
+                    f"{fmt_ns(total['total_ns'])} inside them"
+                )
+            )
+        by_count += [_html_cells(rd, r) for r in rows[:TOP_CALLS]]
+        by_time += [_html_cells(rd, r) for r in sorted(rows, key=lambda r: -r["total_ns"])[:TOP_CALLS]]
+    chart = _html_chart(profiles)
+    if chart:
+        blocks.append(chart)
+    if by_count:
+        legend = resolution_legend(
+            *({"resolution": r["resolution"]} for _, s in profiles for r in s["sections"]["syscalls"]["rows"])
+        )
+        blocks += [
+            Table(f"top {TOP_CALLS} by count", HTML_COLUMNS, by_count),
+            Table(f"top {TOP_CALLS} by total time", HTML_COLUMNS, by_time, legend),
+        ]
+    blocks += crosschecks(profiles, "syscalls")
+    return Section(section_title(profiles, "syscalls"), blocks)

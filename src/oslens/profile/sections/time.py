@@ -24,6 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...report.html.page import Figure, Note, Section, Table
     from ..records import Records
 
 TITLE = "Execution time: user vs kernel"
@@ -215,3 +216,292 @@ def render(console: Console, section: dict) -> None:
         _render_threads(console, section)
     _render_cpu_split(console, section["cpu_split"])
     footer(console, section)
+
+
+# ---- the HTML report ------------------------------------------------------
+# altair, pandas and the page are imported by the functions that draw (see html_common).
+
+TOP_THREADS = 15
+
+# Fixed colours so that "kernel" is the same red in every figure and run.
+PARTS = {"user": "#4c78a8", "kernel": "#e45756"}
+# /proc/stat fields in stacking order, idle last so the busy parts line up at the left.
+CPU_FIELDS = {
+    "user": "#4c78a8",
+    "nice": "#9ecae9",
+    "system": "#e45756",
+    "irq": "#f58518",
+    "softirq": "#eeca3b",
+    "iowait": "#b279a2",
+    "steal": "#9d755d",
+    "idle": "#dddddd",
+}
+
+
+def _html_thread_rows(rd, section: dict) -> list[dict]:
+    """User and kernel time of the busiest threads, then the rest of the
+    threads as one bar, so that the bars add up to the total."""
+    rows, seen = [], {}
+    shown = section["threads"][:TOP_THREADS]
+    for rank, th in enumerate(shown):
+        label = f"{th['comm']} {th['tid']}"
+        # a tid reused within the profile is two threads: keep their bars apart
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label += f" ({seen[label]})"
+        info = {
+            "run": rd.short,
+            "thread": label,
+            "rank": rank,
+            "kernel_share": th["kernel_share"],
+            "switches": f"{th['nvcsw']:,} voluntary / {th['nivcsw']:,} involuntary",
+            "faults": f"{th['min_flt']:,} minor / {th['maj_flt']:,} major",
+            "ended": "exited" if th["ended"] == "exit" else "alive at the end",
+        }
+        rows += [{**info, "part": "user", "ns": th["user_ns"]}, {**info, "part": "kernel", "ns": th["system_ns"]}]
+    rest = section["threads_count"] - len(shown)
+    total = section["total"]
+    if rest > 0 and total is not None:
+        user = total["user_ns"] - sum(th["user_ns"] for th in shown)
+        system = total["system_ns"] - sum(th["system_ns"] for th in shown)
+        info = {
+            "run": rd.short,
+            "thread": f"{rest:,} other threads",
+            "rank": len(shown),
+            "kernel_share": ratio(system, user + system),
+            "switches": None,
+            "faults": None,
+            "ended": None,
+        }
+        rows += [{**info, "part": "user", "ns": user}, {**info, "part": "kernel", "ns": system}]
+    return rows
+
+
+def _html_threads(profiles) -> Figure | None:
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure
+    from .html_common import in_unit, run_order, run_rows
+
+    rows = [r for rd, s in profiles for r in _html_thread_rows(rd, s["sections"]["time"])]
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    unit = in_unit(df, stacked_by=["run", "thread"])
+    chart = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            alt.X("time:Q", title=f"CPU time ({unit})"),
+            alt.Y("thread:N", sort=alt.EncodingSortField("rank", op="min"), title=None, axis=alt.Axis(labelLimit=220)),
+            alt.Color("part:N", title="", scale=alt.Scale(domain=list(PARTS), range=list(PARTS.values()))),
+            alt.Order("part:N", sort="descending"),
+            tooltip=[
+                "run",
+                "thread",
+                "part",
+                alt.Tooltip("time:Q", title=unit, format=".4g"),
+                alt.Tooltip("kernel_share:Q", format=".1%", title="kernel share"),
+                "switches",
+                "faults",
+                "ended",
+            ],
+        )
+        .properties(width=700, height=alt.Step(16))
+        .facet(row=run_rows(run_order(profiles)))
+        .resolve_scale(y="independent")
+    )
+    return Figure(
+        "profile-thread-time",
+        f"user and kernel time per thread (the {TOP_THREADS} busiest)",
+        chart,
+        "kernel = system time; tick-sampled utime/stime scaled to each thread's precise runtime, as "
+        "the kernel does for /proc; the last bar of a panel adds up the threads not shown",
+    )
+
+
+def _html_total(profiles) -> tuple[Figure, Table] | None:
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure, Table
+    from .html_common import in_unit, run_order
+
+    rows, table = [], []
+    for rd, s in profiles:
+        section = s["sections"]["time"]
+        total = section["total"]
+        if total is None:
+            continue
+        n = section["threads_count"]
+        source = f"{n:,} thread{'s' if n > 1 else ''}" if n else "rusage (wait4)"
+        rows += [
+            {"run": rd.short, "part": part, "ns": total[key], "source": source, "kernel_share": total["kernel_share"]}
+            for part, key in (("user", "user_ns"), ("kernel", "system_ns"))
+        ]
+        table.append(
+            [
+                rd.short,
+                source,
+                fmt_ns(total["user_ns"]),
+                fmt_ns(total["system_ns"]),
+                fmt_share(total["kernel_share"]),
+                fmt_ns(total["runtime_ns"]),
+                "–" if total["cpus_busy"] is None else f"{total['cpus_busy']:.3g}",
+            ]
+        )
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    unit = in_unit(df, stacked_by=["run"])
+    chart = (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            alt.X("time:Q", title=f"CPU time ({unit})"),
+            alt.Y("run:N", sort=run_order(profiles), title=None),
+            alt.Color("part:N", title="", scale=alt.Scale(domain=list(PARTS), range=list(PARTS.values()))),
+            alt.Order("part:N", sort="descending"),
+            tooltip=[
+                "run",
+                "part",
+                alt.Tooltip("time:Q", title=unit, format=".4g"),
+                "source",
+                alt.Tooltip("kernel_share:Q", format=".1%", title="kernel share"),
+            ],
+        )
+        .properties(width=700, height=alt.Step(28))
+    )
+    return (
+        Figure(
+            "profile-total-time",
+            "user and kernel time of the whole workload",
+            chart,
+            "every thread of the process tree; without per-thread figures, the command's rusage",
+        ),
+        Table(
+            "the whole workload",
+            ["run", "summed over", "user", "kernel", "kernel share", "runtime", "CPUs busy on average"],
+            table,
+        ),
+    )
+
+
+def _html_cpu_split(profiles) -> tuple[list, list[Note]]:
+    """How the CPUs the workload ran on spent their time (/proc/stat, system-wide),
+    with a tick where the workload's own share of each CPU ends."""
+    import altair as alt
+    import pandas as pd
+
+    from ...report.html.page import Figure, Note
+    from .html_common import run_order
+
+    rows, notes = [], []
+    for rd, s in profiles:
+        split = s["sections"]["time"]["cpu_split"]
+        if split.get("missing"):
+            notes.append(Note(f"{rd.short}: CPU time split {split['missing']}", warning=True))
+            continue
+        if not split["all"]["elapsed_ns"]:
+            # /proc/stat counts in ticks: a profile shorter than one tick has no split to draw
+            notes.append(
+                Note(
+                    f"{rd.short}: no CPU time split: no tick ({split['tick_ns'] / 1e6:g} ms) elapsed "
+                    "between the /proc/stat snapshots",
+                    warning=True,
+                )
+            )
+            continue
+        notes.append(Note(f"{rd.short}: CPUs shown: {split['basis']}; ticks of {split['tick_ns'] / 1e6:g} ms"))
+        if split["not_online_throughout"]:
+            notes.append(
+                Note(
+                    f"{rd.short}: CPUs {', '.join(map(str, split['not_online_throughout']))} were not "
+                    "online at both snapshots: left out",
+                    warning=True,
+                )
+            )
+        idle = [c["cpu"] for c in split["per_cpu"] if not c["elapsed_ns"]]
+        if idle:
+            notes.append(
+                Note(f"{rd.short}: no tick elapsed on CPUs {', '.join(map(str, idle))} between the snapshots: left out")
+            )
+        cpus = [(f"cpu {c['cpu']}", c) for c in split["per_cpu"] if c["elapsed_ns"]]
+        cpus.append(("all", {**split["all"], "workload_share": None}))
+        for rank, (label, c) in enumerate(cpus):
+            # the workload's share goes on one row of each CPU only, so that one tick is drawn
+            rows += [
+                {
+                    "run": rd.short,
+                    "cpu": label,
+                    "rank": rank,
+                    "field": f,
+                    "order": i,
+                    "share": c["shares"].get(f) or 0.0,
+                    "ticks": c["ticks"].get(f, 0),
+                    "workload_share": c.get("workload_share") if i == 0 else None,
+                }
+                for i, f in enumerate(CPU_FIELDS)
+                if f in c["ticks"]
+            ]
+    if not rows:
+        return [], notes
+    df = pd.DataFrame(rows)
+    y = alt.Y("cpu:N", sort=alt.EncodingSortField("rank", op="min"), title=None)
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            alt.X(
+                "share:Q", axis=alt.Axis(format="%"), title="share of the CPU's time", scale=alt.Scale(domain=[0, 1])
+            ),
+            y,
+            alt.Color("field:N", title="", scale=alt.Scale(domain=list(CPU_FIELDS), range=list(CPU_FIELDS.values()))),
+            alt.Order("order:Q"),
+            tooltip=["run", "cpu", "field", alt.Tooltip("share:Q", format=".1%"), "ticks"],
+        )
+    )
+    # only one row per CPU has a share (see above): the others are left out as invalid values
+    ticks = (
+        alt.Chart()
+        .mark_tick(color="black", thickness=2, size=14, clip=True)
+        .encode(
+            alt.X("workload_share:Q"),
+            y,
+            tooltip=["run", "cpu", alt.Tooltip("workload_share:Q", format=".1%", title="the workload ran")],
+        )
+    )
+    # one panel per run stacked by hand rather than faceted: stacked bars layered with ticks in a facet
+    # with independent rows make Vega-Lite warn that it unions domains from different sources
+    step = 18 if df.cpu.nunique() <= 32 else 10  # a 128-CPU machine would be 2,300 px tall per run
+    panels = [
+        alt.layer(bars, ticks, data=df[df.run == run]).properties(title=run, width=700, height=alt.Step(step))
+        for run in run_order(profiles)
+        if run in set(df.run)
+    ]
+    chart = alt.vconcat(*panels).resolve_scale(y="independent")
+    fig = Figure(
+        "profile-cpu-split",
+        "how the CPUs spent their time (/proc/stat)",
+        chart,
+        "system-wide: anything else on these CPUs counts too (guest time is inside user); black tick: "
+        "the share of the CPU's time the workload ran (BPF)",
+    )
+    return [fig], notes
+
+
+def html(profiles) -> Section:
+    from ...report.html.page import Section
+    from .html_common import caveats, crosschecks, section_title
+
+    blocks = caveats(profiles, "time")
+    threads = _html_threads(profiles)
+    if threads:
+        blocks.append(threads)
+    total = _html_total(profiles)
+    if total:
+        blocks += total
+    figs, notes = _html_cpu_split(profiles)
+    blocks += figs + notes + crosschecks(profiles, "time")
+    return Section(section_title(profiles, "time"), blocks)
