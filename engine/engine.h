@@ -30,6 +30,7 @@ struct run_config {
 	int *partner_cpus;     /* per worker: a CPU for its partner task, or -1 */
 	int latency;	       /* time every operation into a histogram */
 	int trace;	       /* record kernel events on the workers' CPUs (BPF) */
+	int explain;	       /* charge the workers' time to its kernel causes (BPF) */
 	double duration_s;     /* fixed time, or 0 */
 	uint64_t ops;	       /* fixed work, or 0 */
 	double warmup_s;

@@ -2,6 +2,7 @@
  * releases them together, samples or times them, writes the records
  * (run_emit.c), and tears everything down whatever happens. */
 #include "run.h"
+#include "bpf/explain.h"
 #include "event_batch.h"
 #include "json.h"
 
@@ -21,6 +22,7 @@
 
 static volatile sig_atomic_t got_signal;
 static int tracing;		  /* BPF events are being recorded */
+static int explaining;		  /* the workers' time is being charged to its causes */
 static struct event_batch events; /* recorded, not yet written */
 
 static void on_signal(int sig)
@@ -185,6 +187,51 @@ static void stop_tracing(void)
 		json_str(j, NULL, t);
 	json_end(j);
 	json_emit(j);
+}
+
+/* Loads the attribution of `--explain` for the workers' threads, before
+ * they are released; says why when it cannot. */
+static void start_explaining(const struct master *m)
+{
+	int n = m->cfg->nworkers, *tgids = calloc(n, sizeof *tgids), *tids = calloc(n, sizeof *tids);
+	char why[256] = "out of memory";
+	if (tgids && tids) {
+		for (int i = 0; i < n; i++) {
+			tgids[i] = m->shm->slot[i].c.pid;
+			tids[i] = m->shm->slot[i].c.tid;
+		}
+		explaining = explain_bpf_start(tgids, n, tids, n, why, sizeof why) == 0;
+	}
+	free(tgids);
+	free(tids);
+	if (!explaining) {
+		struct json *j = json_record("explain");
+		json_int(j, "rep", m->shm->ctl.rep);
+		json_bool(j, "available", 0);
+		json_str(j, "reason", why);
+		json_emit(j);
+	}
+}
+
+/* The window charged is the one measured: from the end of the warm-up for
+ * the run's duration, on CLOCK_MONOTONIC (the BPF side's clock). */
+static void set_explain_window(const struct master *m)
+{
+	if (!explaining)
+		return;
+	uint64_t mono = mono_ns(), now = clock_ns();
+	uint64_t start = m->shm->ctl.warm_deadline - now + mono;
+	explain_bpf_window(start, start + (uint64_t)(m->cfg->duration_s * 1e9));
+}
+
+static void stop_explaining(int rep, int emit)
+{
+	if (!explaining)
+		return;
+	if (emit)
+		explain_bpf_emit(rep);
+	explain_bpf_stop();
+	explaining = 0;
 }
 
 static int count_state(const struct master *m, int state)
@@ -384,15 +431,19 @@ static const char *run_rep(struct master *m, int rep)
 		emit_started(m, rep);
 		if (cfg->trace)
 			start_tracing(m);
+		if (cfg->explain)
+			start_explaining(m);
 		read_cpustat(cfg, stat0);
 		t_go = clock_ns();
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
+		set_explain_window(m);
 		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep);
 		read_cpustat(cfg, stat1);
 		stop_tracing();
+		stop_explaining(rep, !why);
 		if (!why)
 			emit_cpustat(cfg, rep, stat0, stat1);
 		if (!why && run_has_results(cfg))
@@ -400,6 +451,7 @@ static const char *run_rep(struct master *m, int rep)
 	}
 	uint64_t t_end = clock_ns();
 	stop_tracing(); /* on every path: nothing stays loaded */
+	stop_explaining(rep, 0);
 	free(stat0);
 	free(stat1);
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);

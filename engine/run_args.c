@@ -112,25 +112,17 @@ static void parse_choice(const char *spec, struct choice *c)
  * handed to it here (exec), unless this is a dry run. */
 void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo)
 {
-	static const struct option longopts[] = {{"probe", required_argument, 0, 'p'},
-						 {"workers", required_argument, 0, 'w'},
-						 {"cpus", required_argument, 0, 'c'},
-						 {"mode", required_argument, 0, 'm'},
-						 {"placement", required_argument, 0, 'P'},
-						 {"duration", required_argument, 0, 'd'},
-						 {"ops", required_argument, 0, 'n'},
-						 {"warmup", required_argument, 0, 'W'},
-						 {"reps", required_argument, 0, 'r'},
-						 {"interval", required_argument, 0, 'i'},
-						 {"opt", required_argument, 0, 'o'},
-						 {"time-limit", required_argument, 0, 't'},
-						 {"clock", required_argument, 0, 'C'},
-						 {"tmpdir", required_argument, 0, 'T'},
-						 {"latency", no_argument, 0, 'L'},
-						 {"mix", no_argument, 0, 'M'},
-						 {"trace", no_argument, 0, 'R'},
-						 {"dry-run", no_argument, 0, 'D'},
-						 {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+		{"probe", required_argument, 0, 'p'},	  {"workers", required_argument, 0, 'w'},
+		{"cpus", required_argument, 0, 'c'},	  {"mode", required_argument, 0, 'm'},
+		{"placement", required_argument, 0, 'P'}, {"duration", required_argument, 0, 'd'},
+		{"ops", required_argument, 0, 'n'},	  {"warmup", required_argument, 0, 'W'},
+		{"reps", required_argument, 0, 'r'},	  {"interval", required_argument, 0, 'i'},
+		{"opt", required_argument, 0, 'o'},	  {"time-limit", required_argument, 0, 't'},
+		{"clock", required_argument, 0, 'C'},	  {"tmpdir", required_argument, 0, 'T'},
+		{"latency", no_argument, 0, 'L'},	  {"mix", no_argument, 0, 'M'},
+		{"trace", no_argument, 0, 'R'},		  {"explain", no_argument, 0, 'X'},
+		{"dry-run", no_argument, 0, 'D'},	  {0, 0, 0, 0}};
 	*cfg = (struct run_config){
 		.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1, .reps = 1, .argc = argc, .argv = argv};
 	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
@@ -178,6 +170,7 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		case 'L': cfg->latency = 1; break;
 		case 'M': cfg->mix = 1; break;
 		case 'R': cfg->trace = 1; break;
+		case 'X': cfg->explain = 1; break;
 		case 'D': cfg->dry_run = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
@@ -188,6 +181,10 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		die_usage("run needs --probe NAME (see 'oslens-engine list')");
 	if (cfg->duration_s && cfg->ops)
 		die_usage("--duration and --ops are exclusive: fixed time or fixed work");
+	if (cfg->explain && cfg->ops)
+		die_usage("--explain charges a fixed window of time: use --duration, not --ops");
+	if (cfg->explain && cfg->trace)
+		die_usage("--explain and --trace are exclusive: each loads its own BPF programs");
 	if (!cfg->ops && !cfg->duration_s)
 		cfg->duration_s = 1.0;
 	if (cfg->interval_s > cfg->duration_s && cfg->duration_s)
@@ -327,6 +324,7 @@ void run_emit_config(const struct run_config *cfg)
 	json_bool(j, "latency", cfg->latency);
 	json_bool(j, "mix", cfg->mix);
 	json_bool(j, "trace", cfg->trace);
+	json_bool(j, "explain", cfg->explain);
 	json_str(j, "tmpdir_base", cfg->tmpdir_base);
 	json_str(j, "clock", clock_info.source);
 	json_emit(j);

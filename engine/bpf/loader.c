@@ -232,3 +232,32 @@ int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int
 	}
 	return 0;
 }
+
+const char *loader_softirq_name(long vec)
+{
+	static const char *const names[] = {"HI",	"TIMER",   "NET_TX", "NET_RX",	"BLOCK",
+					    "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU"};
+	return vec >= 0 && vec < (long)(sizeof names / sizeof names[0]) ? names[vec] : NULL;
+}
+
+/* LCB_F_* of include/trace/events/lock.h, named as perf lock contention does. */
+const char *loader_lock_kind(unsigned flags)
+{
+	enum { SPIN = 1, READ = 2, WRITE = 4, RT = 8, PERCPU = 16, MUTEX = 32 };
+	switch (flags) {
+	case SPIN: return "spinlock";
+	case SPIN | READ: return "rwlock:R";
+	case SPIN | WRITE: return "rwlock:W";
+	case READ: return "rwsem:R";
+	case WRITE: return "rwsem:W";
+	case RT: return "rt-mutex";
+	case RT | READ: return "rwlock-rt:R";
+	case RT | WRITE: return "rwlock-rt:W";
+	case PERCPU | READ: return "pcpu-sem:R";
+	case PERCPU | WRITE: return "pcpu-sem:W";
+	case MUTEX: return "mutex";
+	case MUTEX | SPIN: return "mutex-spin";
+	case 0: return "semaphore";
+	default: return "unknown";
+	}
+}

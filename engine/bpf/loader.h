@@ -66,4 +66,10 @@ int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int
 			    struct bpf_link ***links, int *nlinks);
 void loader_destroy_links(struct bpf_link ***links, int *nlinks);
 
+/* A softirq vector's name (TIMER, NET_RX, ...), or NULL. */
+const char *loader_softirq_name(long vec);
+/* A contended lock's kind from contention_begin's LCB_F_* flags
+ * ("spinlock", "rwsem:W", "mutex", ...). */
+const char *loader_lock_kind(unsigned flags);
+
 #endif

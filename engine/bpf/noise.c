@@ -50,9 +50,6 @@ enum fault_mode { FAULT_NONE, FAULT_TP, FAULT_FENTRY };
 
 /* ---- names ---- */
 
-static const char *const softirq_names[] = {"HI",	"TIMER",   "NET_TX", "NET_RX",	"BLOCK",
-					    "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU"};
-
 static const char *const vector_names[NV_MAX] = {
 	[NV_LOCAL_TIMER] = "local_timer",
 	[NV_RESCHEDULE] = "reschedule",
@@ -120,8 +117,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	e.name[sizeof e.name - 1] = 0;
 	switch (n->kind) {
 	case TRACE_SOFTIRQ:
-		if (n->id >= 0 && n->id < (int64_t)(sizeof softirq_names / sizeof softirq_names[0]))
-			snprintf(e.name, sizeof e.name, "%s", softirq_names[n->id]);
+		if (loader_softirq_name(n->id))
+			snprintf(e.name, sizeof e.name, "%s", loader_softirq_name(n->id));
 		else
 			snprintf(e.name, sizeof e.name, "softirq%lld", (long long)n->id);
 		break;

@@ -264,8 +264,6 @@ static void emit_intr_fields(struct json *j, const struct prof_intr *s)
 	json_uint(j, "workload_ns", s->workload_ns);
 }
 
-static const char *const softirq_names[PROF_SOFTIRQS] = {"HI",	     "TIMER",	"NET_TX", "NET_RX",  "BLOCK",
-							 "IRQ_POLL", "TASKLET", "SCHED",  "HRTIMER", "RCU"};
 static const char *const vector_names[PV_MAX] = {[PV_LOCAL_TIMER] = "local_timer",
 						 [PV_RESCHEDULE] = "reschedule",
 						 [PV_CALL_FUNCTION] = "call_function",
@@ -401,7 +399,7 @@ static uint64_t emit_cpu_records(void)
 		if (all->softirq_vec[v].count) {
 			json_obj(j, NULL);
 			json_int(j, "vec", v);
-			json_str(j, "name", softirq_names[v]);
+			json_str(j, "name", loader_softirq_name(v));
 			emit_intr_fields(j, &all->softirq_vec[v]);
 			json_end(j);
 		}
@@ -483,28 +481,6 @@ static void emit_syscalls(void)
 	json_emit(j);
 }
 
-/* LCB_F_* of include/trace/events/lock.h, named as perf lock contention does. */
-static const char *lock_kind(unsigned flags)
-{
-	enum { SPIN = 1, READ = 2, WRITE = 4, RT = 8, PERCPU = 16, MUTEX = 32 };
-	switch (flags) {
-	case SPIN: return "spinlock";
-	case SPIN | READ: return "rwlock:R";
-	case SPIN | WRITE: return "rwlock:W";
-	case READ: return "rwsem:R";
-	case WRITE: return "rwsem:W";
-	case RT: return "rt-mutex";
-	case RT | READ: return "rwlock-rt:R";
-	case RT | WRITE: return "rwlock-rt:W";
-	case PERCPU | READ: return "pcpu-sem:R";
-	case PERCPU | WRITE: return "pcpu-sem:W";
-	case MUTEX: return "mutex";
-	case MUTEX | SPIN: return "mutex-spin";
-	case 0: return "semaphore";
-	default: return "unknown";
-	}
-}
-
 static void emit_locks(void)
 {
 	static const char *const named[] = {NULL, "mmap_lock", "siglock", "files_lock"};
@@ -524,7 +500,7 @@ static void emit_locks(void)
 			else
 				json_null(j, "lock_name");
 			json_uint(j, "flags", k.flags);
-			json_str(j, "kind", lock_kind(k.flags));
+			json_str(j, "kind", loader_lock_kind(k.flags));
 			json_uint(j, "count", l.count);
 			json_uint(j, "total_ns", l.total_ns);
 			json_uint(j, "max_ns", l.max_ns);

@@ -49,6 +49,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "events": ("events",),
         "trace": ("available",),
+        "explain": ("rep", "available"),
         "cpustat": ("rep",),
         "worker": ("rep", "worker", "cpu", "cpu_seen", "ops", "seconds", "ops_per_sec", "rusage"),
         "rep": ("rep", "status"),

@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Why a probe stops scaling, kernel side (see explain.h): each probed
+ * thread is a small state machine — user space, a system call, a page
+ * fault, a lock wait, nested in that order as the kernel nests them, and on
+ * or off a CPU — and every transition charges the time since the previous
+ * one to the innermost state, clipped to the measured window. Interrupts
+ * taken while a probed thread runs are charged to the interrupt. Raw
+ * tracepoints throughout, aggregated in maps: nothing is streamed. */
+#include "common.bpf.h"
+
+#include "explain.h"
+
+/* The processes whose threads are charged, one bit per tgid. */
+#define EXPLAIN_PID_WORDS ((1u << 22) / 64)
+__u64 followed[EXPLAIN_PID_WORDS];
+
+/* The measured window, CLOCK_MONOTONIC, set by the loader once it is
+ * known; until then nothing is charged. */
+__u64 window_start_ns = ~0ull;
+__u64 window_end_ns = ~0ull;
+__u64 lost; /* updates that found no room */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct explain_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct explain_key);
+	__type(value, struct explain_val);
+} charged SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct explain_cpu);
+} cpus SEC(".maps");
+
+/* lock address -> CPU, for the run queue locks seen (learn_rq_lock). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EXPLAIN_MAX_CPUS);
+	__type(key, __u64);
+	__type(value, __u32);
+} rq_locks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, EXPLAIN_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* ---- helpers ---- */
+
+static __always_inline int followed_tgid(__u32 tgid)
+{
+	__u32 w = tgid / 64;
+	if (w >= EXPLAIN_PID_WORDS)
+		return 0;
+	return (followed[w] >> (tgid % 64)) & 1;
+}
+
+static __always_inline __u64 clip(__u64 t)
+{
+	if (t < window_start_ns)
+		return window_start_ns;
+	if (t > window_end_ns)
+		return window_end_ns;
+	return t;
+}
+
+static __always_inline int in_window(__u64 t)
+{
+	return t >= window_start_ns && t <= window_end_ns;
+}
+
+static __always_inline void add(const struct explain_key *k, __u64 ns, __u64 count)
+{
+	struct explain_val *v = bpf_map_lookup_elem(&charged, k);
+	if (!v) {
+		struct explain_val zero = {};
+		bpf_map_update_elem(&charged, k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&charged, k);
+		if (!v) {
+			__sync_fetch_and_add(&lost, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->ns, ns);
+	__sync_fetch_and_add(&v->count, count);
+}
+
+/* Frame i of t, or NULL: masked so that the verifier sees the bound. */
+static __always_inline struct explain_frame *frame_at(struct explain_task *t, __u32 i)
+{
+	if (i >= EXPLAIN_NEST)
+		return NULL;
+	return &t->f[i & (EXPLAIN_NEST - 1)];
+}
+
+static __always_inline struct explain_frame *top_frame(struct explain_task *t)
+{
+	__u32 d = t->depth;
+	return d ? frame_at(t, d - 1) : NULL;
+}
+
+/* The state probed thread t is charged to now. */
+static __always_inline void current_key(struct explain_task *t, __u32 tid, struct explain_key *k)
+{
+	__builtin_memset(k, 0, sizeof *k);
+	k->tid = tid;
+	k->stack = -1;
+	__u32 d = t->depth;
+	const struct explain_frame *top = top_frame(t);
+	if (top && top->kind == EX_LOCK) { /* a lock wait is the lock's, asleep or not */
+		k->kind = EX_LOCK;
+		k->flags = top->flags;
+		k->stack = top->stack;
+		k->named = top->named;
+		k->id = top->id;
+		return;
+	}
+	if (t->off_cpu) {
+		k->kind = t->off_cpu;
+		k->id = -1;
+		/* the system call it waits in, which says why it waits */
+		for (int i = EXPLAIN_NEST - 1; i >= 0; i--) {
+			struct explain_frame *f = frame_at(t, i);
+			if (f && i < d && f->kind == EX_SYSCALL) {
+				k->id = f->id;
+				break;
+			}
+		}
+		return;
+	}
+	if (!top) {
+		k->kind = EX_USER;
+		return;
+	}
+	k->kind = top->kind;
+	k->id = top->id;
+}
+
+/* Charges t's time since its last transition to what it was in. */
+static __always_inline void charge(struct explain_task *t, __u32 tid, __u64 now)
+{
+	__u64 lo = clip(t->last_ns), hi = clip(now);
+	t->last_ns = now;
+	if (hi <= lo)
+		return;
+	struct explain_key k;
+	current_key(t, tid, &k);
+	add(&k, hi - lo, 0);
+}
+
+static __always_inline struct explain_task *task_of(__u32 tid, int create)
+{
+	struct explain_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (t || !create)
+		return t;
+	struct explain_task fresh = {.last_ns = bpf_ktime_get_ns()};
+	bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
+	t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		__sync_fetch_and_add(&lost, 1);
+	return t;
+}
+
+/* The current thread's state, if it is probed. */
+static __always_inline struct explain_task *current_task(__u32 *tid)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!followed_tgid(id >> 32))
+		return NULL;
+	*tid = (__u32)id;
+	return task_of(*tid, 1);
+}
+
+static __always_inline void count_entry(__u32 tid, __u16 kind, __s64 id, __u64 now)
+{
+	if (!in_window(now))
+		return;
+	struct explain_key k = {.tid = tid, .kind = kind, .stack = -1, .id = id};
+	add(&k, 0, 1);
+}
+
+static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, __s64 id, __u64 now)
+{
+	charge(t, tid, now);
+	__u32 d = t->depth;
+	struct explain_frame *f = frame_at(t, d);
+	if (!f) {
+		__sync_fetch_and_add(&lost, 1);
+		return;
+	}
+	f->kind = kind;
+	f->id = id;
+	f->flags = 0;
+	f->stack = -1;
+	f->named = 0;
+	t->depth = d + 1;
+	count_entry(tid, kind, id, now);
+}
+
+/* Leaves the innermost frame of `kind`, and any frame above it (a fault
+ * whose end was not seen, say). */
+static __always_inline void pop(struct explain_task *t, __u32 tid, __u16 kind, __u64 now)
+{
+	charge(t, tid, now);
+	for (int i = EXPLAIN_NEST - 1; i >= 0; i--) {
+		struct explain_frame *f = frame_at(t, i);
+		if (f && i < t->depth && f->kind == kind) {
+			t->depth = i;
+			return;
+		}
+	}
+}
+
+/* ---- system calls ---- */
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(oslens_ex_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	charge(t, tid, now);
+	t->depth = 0; /* from user space, whatever was left open */
+	t->off_cpu = 0;
+	push(t, tid, EX_SYSCALL, id, now);
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(oslens_ex_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return 0;
+	charge(t, tid, bpf_ktime_get_ns());
+	t->depth = 0; /* back to user space */
+	return 0;
+}
+
+/* ---- page faults: from the exceptions tracepoint to the perf software
+ * fault event that handle_mm_fault() raises when it is done ---- */
+
+static __always_inline int fault_start(void)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (t)
+		push(t, tid, EX_FAULT, 2, bpf_ktime_get_ns());
+	return 0;
+}
+
+static __always_inline int fault_end(int major)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return 0;
+	struct explain_frame *top = top_frame(t);
+	if (top && top->kind == EX_FAULT)
+		top->id = major; /* charged as minor or major from the start */
+	pop(t, tid, EX_FAULT, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(oslens_ex_fault_user, unsigned long address)
+{
+	return fault_start();
+}
+
+SEC("raw_tp/page_fault_kernel")
+int BPF_PROG(oslens_ex_fault_kernel, unsigned long address)
+{
+	return fault_start();
+}
+
+SEC("perf_event")
+int oslens_ex_fault_min(struct bpf_perf_event_data *ctx)
+{
+	return fault_end(0);
+}
+
+SEC("perf_event")
+int oslens_ex_fault_maj(struct bpf_perf_event_data *ctx)
+{
+	return fault_end(1);
+}
+
+/* ---- kernel locks ---- */
+
+static __always_inline __u32 lock_named(__u64 lock)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	if (mm && bpf_core_field_exists(mm->mmap_lock) &&
+	    lock == (__u64)__builtin_preserve_access_index(&mm->mmap_lock))
+		return EXL_MMAP;
+	struct sighand_struct *sh = BPF_CORE_READ(task, sighand);
+	if (sh && lock == (__u64)__builtin_preserve_access_index(&sh->siglock))
+		return EXL_SIGHAND;
+	struct files_struct *files = BPF_CORE_READ(task, files);
+	if (files && lock == (__u64)__builtin_preserve_access_index(&files->file_lock))
+		return EXL_FILES;
+	struct ipc_namespace *ns = BPF_CORE_READ(task, nsproxy, ipc_ns);
+	if (ns) {
+		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[0].rwsem))
+			return EXL_IPC_SEM;
+		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[1].rwsem))
+			return EXL_IPC_MSG;
+		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[2].rwsem))
+			return EXL_IPC_SHM;
+	}
+	__u32 *cpu = bpf_map_lookup_elem(&rq_locks, &lock);
+	if (cpu)
+		return EXL_RQ | (*cpu << 16);
+	return EXL_NONE;
+}
+
+SEC("raw_tp/contention_begin")
+int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return 0;
+	struct explain_frame *top = top_frame(t);
+	/* a waiter that spins, then sleeps, begins twice: one wait */
+	if (top && top->kind == EX_LOCK && top->id == (__s64)lock)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	charge(t, tid, now);
+	__u32 d = t->depth;
+	struct explain_frame *f = frame_at(t, d);
+	if (!f) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	f->kind = EX_LOCK;
+	f->id = (__s64)lock;
+	f->flags = (__u16)flags;
+	f->stack = bpf_get_stackid(ctx, &stacks, 0);
+	f->named = lock_named((__u64)lock);
+	t->depth = d + 1;
+	if (in_window(now)) {
+		struct explain_key k = {.tid = tid,
+					.kind = EX_LOCK,
+					.flags = f->flags,
+					.stack = f->stack,
+					.named = f->named,
+					.id = f->id};
+		add(&k, 0, 1);
+	}
+	return 0;
+}
+
+SEC("raw_tp/contention_end")
+int BPF_PROG(oslens_ex_lock_end, void *lock, int ret)
+{
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return 0;
+	struct explain_frame *top = top_frame(t);
+	if (top && top->kind == EX_LOCK && top->id == (__s64)lock)
+		pop(t, tid, EX_LOCK, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* ---- on and off the CPU ---- */
+
+/* struct rq without CONFIG_FAIR_GROUP_SCHED's cfs_rq.rq */
+struct cfs_rq___group {
+	struct rq *rq;
+} __attribute__((preserve_access_index));
+
+/* This CPU's run queue lock, learned from a task switching on it: its
+ * cfs_rq belongs to this CPU's rq (through cfs_rq.rq, or as rq.cfs itself
+ * when the kernel has no group scheduling). No symbol is needed, so it
+ * works where kallsyms has no data symbols and `runqueues` cannot be
+ * looked up. */
+static __always_inline void learn_rq_lock(struct task_struct *p)
+{
+	__u32 zero = 0;
+	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c || c->rq_known || !BPF_CORE_READ(p, pid))
+		return;
+	struct cfs_rq *cfs = BPF_CORE_READ(p, se.cfs_rq);
+	if (!cfs)
+		return;
+	__u64 rq;
+	if (bpf_core_field_exists(((struct cfs_rq___group *)cfs)->rq))
+		rq = (__u64)BPF_CORE_READ((struct cfs_rq___group *)cfs, rq);
+	else
+		rq = (__u64)cfs - bpf_core_field_offset(struct rq, cfs);
+	if (!rq)
+		return;
+	__u64 lock = rq + bpf_core_field_offset(struct rq, __lock);
+	__u32 cpu = bpf_get_smp_processor_id();
+	bpf_map_update_elem(&rq_locks, &lock, &cpu, BPF_ANY);
+	c->rq_known = 1;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	learn_rq_lock(prev);
+	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
+		__u32 tid = BPF_CORE_READ(prev, pid);
+		struct explain_task *t = task_of(tid, 1);
+		if (t) {
+			charge(t, tid, now);
+			/* preempted, or still runnable: it waits for a CPU */
+			t->off_cpu = preempt || task_sched_state(prev) == 0 ? EX_RUNQ : EX_BLOCKED;
+		}
+	}
+	if (followed_tgid(BPF_CORE_READ(next, tgid))) {
+		__u32 tid = BPF_CORE_READ(next, pid);
+		struct explain_task *t = task_of(tid, 1);
+		if (t) {
+			charge(t, tid, now);
+			t->off_cpu = 0;
+		}
+	}
+	return 0;
+}
+
+static __always_inline int woken(struct task_struct *p)
+{
+	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct explain_task *t = task_of(tid, 0);
+	if (t && t->off_cpu == EX_BLOCKED) {
+		charge(t, tid, bpf_ktime_get_ns());
+		t->off_cpu = EX_RUNQ;
+	}
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(oslens_ex_wakeup, struct task_struct *p)
+{
+	return woken(p);
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(oslens_ex_wakeup_new, struct task_struct *p)
+{
+	return woken(p);
+}
+
+SEC("raw_tp/sched_process_free")
+int BPF_PROG(oslens_ex_free, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+	bpf_map_delete_elem(&tasks, &tid);
+	return 0;
+}
+
+/* ---- interrupts taken while a probed thread runs ---- */
+
+static __always_inline void intr_enter(__u16 kind, __s64 id)
+{
+	__u32 zero = 0;
+	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c)
+		return;
+	if (c->depth++)
+		return; /* nested: the outermost takes it all */
+	c->tid = 0;
+	__u32 tid;
+	struct explain_task *t = current_task(&tid);
+	if (!t)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	charge(t, tid, now);
+	c->start_ns = now;
+	c->tid = tid;
+	c->kind = kind;
+	c->id = id;
+}
+
+static __always_inline void intr_exit(void)
+{
+	__u32 zero = 0;
+	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c || !c->depth)
+		return;
+	if (--c->depth || !c->tid)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 lo = clip(c->start_ns), hi = clip(now);
+	struct explain_key k = {.tid = c->tid, .kind = c->kind, .stack = -1, .id = c->id};
+	if (hi > lo || in_window(c->start_ns))
+		add(&k, hi > lo ? hi - lo : 0, in_window(c->start_ns));
+	struct explain_task *t = task_of(c->tid, 0);
+	if (t)
+		t->last_ns = now; /* the interrupt's time is charged */
+	c->tid = 0;
+}
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(oslens_ex_irq_entry, int irq, struct irqaction *action)
+{
+	intr_enter(EX_IRQ, irq);
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_exit")
+int BPF_PROG(oslens_ex_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	intr_exit();
+	return 0;
+}
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(oslens_ex_softirq_entry, unsigned int vec)
+{
+	intr_enter(EX_SOFTIRQ, vec);
+	return 0;
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(oslens_ex_softirq_exit, unsigned int vec)
+{
+	intr_exit();
+	return 0;
+}
+
+#define VECTOR(tp, which)                                \
+	SEC("raw_tp/" #tp "_entry")                      \
+	int BPF_PROG(oslens_ex_##tp##_entry, int vector) \
+	{                                                \
+		intr_enter(EX_VECTOR, which);            \
+		return 0;                                \
+	}                                                \
+	SEC("raw_tp/" #tp "_exit")                       \
+	int BPF_PROG(oslens_ex_##tp##_exit, int vector)  \
+	{                                                \
+		intr_exit();                             \
+		return 0;                                \
+	}
+
+VECTOR(local_timer, EV_LOCAL_TIMER)
+VECTOR(reschedule, EV_RESCHEDULE)
+VECTOR(call_function, EV_CALL_FUNCTION)
+VECTOR(call_function_single, EV_CALL_FUNCTION_SINGLE)
+VECTOR(irq_work, EV_IRQ_WORK)
+
+/* ---- cross-CPU work the probed threads cause ---- */
+
+static __always_inline void count_current(__u16 kind, __s64 id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!followed_tgid(pid_tgid >> 32))
+		return;
+	count_entry((__u32)pid_tgid, kind, id, bpf_ktime_get_ns());
+}
+
+SEC("raw_tp/ipi_send_cpu")
+int BPF_PROG(oslens_ex_ipi_send_cpu, unsigned int cpu, unsigned long callsite, void *callback)
+{
+	count_current(EX_IPI_SENT, (__s64)callback);
+	return 0;
+}
+
+SEC("raw_tp/ipi_send_cpumask")
+int BPF_PROG(oslens_ex_ipi_send_cpumask, struct cpumask *mask, unsigned long callsite, void *callback)
+{
+	count_current(EX_IPI_SENT, (__s64)callback);
+	return 0;
+}
+
+SEC("raw_tp/tlb_flush")
+int BPF_PROG(oslens_ex_tlb_flush, int reason, unsigned long pages)
+{
+	count_current(EX_TLB_FLUSH, reason);
+	return 0;
+}

@@ -1,0 +1,291 @@
+/* The loader of explain.bpf.c (see explain.h): loads it for one repetition
+ * of `run --explain`, charges the workers' threads within the measured
+ * window, and writes what was charged as one `explain` record. */
+#include "explain.h"
+#include "../json.h"
+#include "loader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "explain.skel.h"
+#include "syscall_names.h"
+
+static struct explain_bpf *skel;
+static struct loader_missing missing;
+static struct bpf_link **fault_links;
+static int n_fault_links;
+
+/* What each optional program gives; NULL for the core, without which the
+ * charges would not add up. */
+static const char *part_of(const struct bpf_program *p)
+{
+	const char *tp = loader_tp_name(p);
+	if (!tp)
+		return "page_faults"; /* the perf_event fault ends */
+	if (!strncmp(tp, "page_fault_", 11))
+		return "page_faults";
+	if (!strncmp(tp, "contention_", 11))
+		return "lock_contention";
+	if (!strncmp(tp, "irq_handler_", 12))
+		return "hardirqs";
+	if (!strncmp(tp, "softirq_", 8))
+		return "softirqs";
+	if (!strncmp(tp, "ipi_", 4))
+		return "ipis_sent";
+	if (!strcmp(tp, "tlb_flush"))
+		return "tlb_flushes";
+	if (!strcmp(tp, "sched_wakeup") || !strcmp(tp, "sched_wakeup_new"))
+		return "runqueue_wait";
+	if (!strncmp(tp, "sched_", 6) || !strncmp(tp, "sys_", 4))
+		return NULL;
+	return tp; /* an x86 vector: named by its tracepoint */
+}
+
+static void note_missing(const struct bpf_program *p)
+{
+	const char *part = part_of(p), *tp = loader_tp_name(p);
+	if (tp && part == tp)
+		loader_missing_add_tp(&missing, tp);
+	else
+		loader_missing_add(&missing, part);
+}
+
+struct attach_ctx {
+	char *why;
+	size_t whylen;
+};
+
+static int attach_failed(const struct bpf_program *p, int err, void *arg)
+{
+	struct attach_ctx *c = arg;
+	if (part_of(p)) {
+		note_missing(p);
+		return 0;
+	}
+	snprintf(c->why, c->whylen, "cannot attach to %s: %s", bpf_program__section_name(p), strerror(err));
+	return 1;
+}
+
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen)
+{
+	explain_bpf_stop();
+	missing.list[0] = 0;
+	loader_init();
+	if (loader_check_usable(why, whylen) != 0)
+		return -1;
+	skel = explain_bpf__open();
+	if (!skel) {
+		snprintf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
+		return -1;
+	}
+	char *events = loader_available_events();
+	int fault_tps = loader_has_tracepoint(events, "page_fault_user");
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj)
+	{
+		const char *tp = loader_tp_name(p);
+		int load = tp ? loader_has_tracepoint(events, tp) : fault_tps;
+		if (!load && !part_of(p)) {
+			free(events);
+			snprintf(why, whylen, "this kernel has no tracepoint %s", tp);
+			explain_bpf_stop();
+			return -1;
+		}
+		if (!load)
+			note_missing(p);
+		bpf_program__set_autoload(p, load);
+	}
+	free(events);
+	loader_clear_warning();
+	int err = explain_bpf__load(skel);
+	if (err) {
+		if (-err == EPERM)
+			loader_eperm_reason(why, whylen);
+		else
+			snprintf(why, whylen, "the kernel rejected the BPF programs (%s%s%s)", strerror(-err),
+				 *loader_last_warning() ? ": " : "", loader_last_warning());
+		explain_bpf_stop();
+		return -1;
+	}
+	for (int i = 0; i < ntgids; i++)
+		if (tgids[i] > 0 &&
+		    (unsigned)tgids[i] / 64 < sizeof skel->bss->followed / sizeof skel->bss->followed[0])
+			skel->bss->followed[tgids[i] / 64] |= 1ull << (tgids[i] % 64);
+	struct attach_ctx ctx = {why, whylen};
+	if (loader_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0) {
+		explain_bpf_stop();
+		return -1;
+	}
+	if (!fault_tps ||
+	    loader_attach_sw_events(skel->progs.oslens_ex_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
+				    &fault_links, &n_fault_links) != 0 ||
+	    loader_attach_sw_events(skel->progs.oslens_ex_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
+				    &fault_links, &n_fault_links) != 0) {
+		/* a fault's end unseen: its time stays with the fault until the
+		 * next system call; say that faults are not timed */
+		loader_destroy_links(&fault_links, &n_fault_links);
+		loader_missing_add(&missing, "page_faults");
+	}
+	return 0;
+}
+
+static const char *const kind_names[EX_KIND_MAX] = {
+	[EX_USER] = "user",	  [EX_SYSCALL] = "syscall",   [EX_FAULT] = "fault",	    [EX_LOCK] = "lock",
+	[EX_IRQ] = "irq",	  [EX_SOFTIRQ] = "softirq",   [EX_VECTOR] = "vector",	    [EX_RUNQ] = "runq",
+	[EX_BLOCKED] = "blocked", [EX_IPI_SENT] = "ipi_sent", [EX_TLB_FLUSH] = "tlb_flush",
+};
+
+static const char *const vector_names[EV_MAX] = {
+	[EV_LOCAL_TIMER] = "local_timer",     [EV_RESCHEDULE] = "reschedule",
+	[EV_CALL_FUNCTION] = "call_function", [EV_CALL_FUNCTION_SINGLE] = "call_function_single",
+	[EV_IRQ_WORK] = "irq_work",
+};
+
+static const char *const lock_names[] = {
+	[EXL_MMAP] = "mmap_lock",
+	[EXL_SIGHAND] = "siglock",
+	[EXL_FILES] = "files_struct.file_lock",
+	[EXL_RQ] = "rq_lock",
+	[EXL_IPC_SEM] = "ipc_ids(sem).rwsem",
+	[EXL_IPC_MSG] = "ipc_ids(msg).rwsem",
+	[EXL_IPC_SHM] = "ipc_ids(shm).rwsem",
+	[EXL_TASKLIST] = "tasklist_lock",
+};
+
+/* enum tlb_flush_reason of include/linux/mm_types.h */
+static const char *const tlb_reasons[] = {"on_task_switch", "remote_shootdown", "local_shootdown", "local_mm_shootdown",
+					  "remote_send_ipi"};
+
+/* What a charge's id means, in words. */
+static void name_of(const struct explain_key *k, char *buf, size_t len)
+{
+	buf[0] = 0;
+	switch (k->kind) {
+	case EX_SYSCALL:
+	case EX_RUNQ:
+	case EX_BLOCKED:
+		if (k->id >= 0 && k->id < (long)(sizeof syscall_names / sizeof syscall_names[0]) &&
+		    syscall_names[k->id])
+			snprintf(buf, len, "%s", syscall_names[k->id]);
+		else if (k->id >= 0)
+			snprintf(buf, len, "syscall %" PRId64, (int64_t)k->id);
+		break;
+	case EX_FAULT: snprintf(buf, len, "%s", k->id == 1 ? "major" : k->id == 0 ? "minor" : "unfinished"); break;
+	case EX_LOCK: {
+		unsigned named = k->named & 0xffff;
+		if (named == EXL_RQ)
+			snprintf(buf, len, "rq_lock (cpu %u)", k->named >> 16);
+		else if (named && named < sizeof lock_names / sizeof lock_names[0] && lock_names[named])
+			snprintf(buf, len, "%s", lock_names[named]);
+		break;
+	}
+	case EX_IRQ: snprintf(buf, len, "irq %" PRId64, (int64_t)k->id); break;
+	case EX_SOFTIRQ: snprintf(buf, len, "%s", loader_softirq_name(k->id) ? loader_softirq_name(k->id) : "?"); break;
+	case EX_VECTOR:
+		snprintf(buf, len, "%s",
+			 k->id > 0 && k->id < EV_MAX && vector_names[k->id] ? vector_names[k->id] : "?");
+		break;
+	case EX_TLB_FLUSH:
+		if (k->id >= 0 && k->id < (long)(sizeof tlb_reasons / sizeof tlb_reasons[0]))
+			snprintf(buf, len, "%s", tlb_reasons[k->id]);
+		break;
+	}
+}
+
+void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
+{
+	if (!skel)
+		return;
+	/* the end first: a start already in the past must never meet the
+	 * "no window yet" end */
+	__atomic_store_n(&skel->data->window_end_ns, end_ns, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&skel->data->window_start_ns, start_ns, __ATOMIC_SEQ_CST);
+}
+
+void explain_bpf_emit(int rep)
+{
+	if (!skel)
+		return;
+	struct json *j = json_record("explain");
+	json_int(j, "rep", rep);
+	json_bool(j, "available", 1);
+	json_uint(j, "window_start_ns", skel->data->window_start_ns);
+	json_uint(j, "window_end_ns", skel->data->window_end_ns);
+	json_uint(j, "lost", skel->bss->lost);
+	int rq_locks = 0; /* run queue locks learned: the CPUs that switched */
+	__u64 key, *prevkey = NULL;
+	static __u64 curkey;
+	while (bpf_map__get_next_key(skel->maps.rq_locks, prevkey, &key, sizeof key) == 0) {
+		rq_locks++;
+		curkey = key;
+		prevkey = &curkey;
+	}
+	json_int(j, "rq_locks", rq_locks);
+	json_arr(j, "missing");
+	char buf[sizeof missing.list];
+	snprintf(buf, sizeof buf, "%s", missing.list);
+	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_str(j, NULL, t);
+	json_end(j);
+	/* [tid, kind, id, name, ns, count] and, for a lock, its kind, caller
+	 * stack and where it was named */
+	json_arr(j, "charges");
+	struct explain_key k, *prev = NULL;
+	static struct explain_key cur;
+	while (bpf_map__get_next_key(skel->maps.charged, prev, &k, sizeof k) == 0) {
+		struct explain_val v;
+		if (bpf_map__lookup_elem(skel->maps.charged, &k, sizeof k, &v, sizeof v, 0) == 0) {
+			char name[64], addr[32];
+			name_of(&k, name, sizeof name);
+			json_obj(j, NULL);
+			json_int(j, "tid", k.tid);
+			json_str(j, "kind", k.kind < EX_KIND_MAX && kind_names[k.kind] ? kind_names[k.kind] : "?");
+			if (k.kind == EX_LOCK || k.kind == EX_IPI_SENT) {
+				snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k.id);
+				json_str(j, "id", addr);
+			} else {
+				json_int(j, "id", k.id);
+			}
+			if (name[0])
+				json_str(j, "name", name);
+			else
+				json_null(j, "name");
+			json_uint(j, "ns", v.ns);
+			json_uint(j, "count", v.count);
+			if (k.kind == EX_LOCK) {
+				json_str(j, "lock_kind", loader_lock_kind(k.flags));
+				json_arr(j, "stack");
+				__u64 ips[EXPLAIN_STACK_DEPTH];
+				if (k.stack >= 0 && bpf_map__lookup_elem(skel->maps.stacks, &k.stack, sizeof k.stack,
+									 ips, sizeof ips, 0) == 0)
+					for (int i = 0; i < EXPLAIN_STACK_DEPTH && ips[i]; i++) {
+						snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)ips[i]);
+						json_str(j, NULL, addr);
+					}
+				json_end(j);
+			}
+			json_end(j);
+		}
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+	json_emit(j);
+}
+
+void explain_bpf_stop(void)
+{
+	loader_destroy_links(&fault_links, &n_fault_links);
+	if (skel) {
+		explain_bpf__destroy(skel);
+		skel = NULL;
+	}
+}

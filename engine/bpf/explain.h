@@ -1,0 +1,120 @@
+/* Why a probe stops scaling: explain.bpf.c (kernel side), explain.c (its
+ * loader) and this header, which both include.
+ *
+ * Every instant of a probed thread's life inside the measured window is
+ * charged to exactly one cause — the innermost thing it was in: a lock wait
+ * inside a system call is the lock's, an interrupt taken while it ran is
+ * the interrupt's, a wait for a CPU is the run queue's — so that the causes
+ * of a point add up to its time, and what they do not cover is said. */
+#ifndef OSLENS_EXPLAIN_H
+#define OSLENS_EXPLAIN_H
+
+#ifndef __bpf__
+#include <linux/types.h> /* the BPF side has these from vmlinux.h */
+#endif
+
+/* What an instant is charged to. */
+enum explain_kind {
+	EX_USER = 1,  /* running in user space */
+	EX_SYSCALL,   /* in a system call (id = its number), not in anything below */
+	EX_FAULT,     /* handling a page fault (id 0 minor, 1 major, 2 not known yet) */
+	EX_LOCK,      /* waiting for a kernel lock (id = its address), spinning or asleep */
+	EX_IRQ,	      /* a hard interrupt on the thread's CPU (id = irq) */
+	EX_SOFTIRQ,   /* a softirq on the thread's CPU (id = vector) */
+	EX_VECTOR,    /* an x86 system vector (id = enum explain_vector): IPIs, timer */
+	EX_RUNQ,      /* runnable, waiting for a CPU (id = the system call it was in, or -1) */
+	EX_BLOCKED,   /* asleep (id = the system call it slept in, or -1) */
+	EX_IPI_SENT,  /* counts only: IPIs the thread sent (id = the function they run) */
+	EX_TLB_FLUSH, /* counts only: TLB flushes by reason (id = enum tlb_flush_reason) */
+	EX_KIND_MAX
+};
+
+enum explain_vector {
+	EV_LOCAL_TIMER = 1,
+	EV_RESCHEDULE,
+	EV_CALL_FUNCTION,
+	EV_CALL_FUNCTION_SINGLE,
+	EV_IRQ_WORK,
+	EV_MAX
+};
+
+/* Locks named on the BPF side, from where they live (perf lock contention
+ * names them the same way): a field of the waiter's own task, or a per-CPU
+ * run queue. Others are named in user space from their callers. */
+enum explain_lock_name {
+	EXL_NONE = 0,
+	EXL_MMAP,    /* mm_struct.mmap_lock of the waiter's address space */
+	EXL_SIGHAND, /* sighand_struct.siglock */
+	EXL_FILES,   /* files_struct.file_lock */
+	EXL_RQ,	     /* a CPU's run queue lock (rq.__lock) */
+	EXL_IPC_SEM, /* the IPC namespace's semaphore ids rw-semaphore */
+	EXL_IPC_MSG,
+	EXL_IPC_SHM,
+	EXL_TASKLIST, /* tasklist_lock */
+};
+
+#define EXPLAIN_STACK_DEPTH 24
+#define EXPLAIN_NEST 8	      /* system call, fault, lock, ... kept per thread (a power of 2) */
+#define EXPLAIN_MAX_CPUS 8192 /* run queue locks kept */
+
+struct explain_key {
+	__u32 tid;
+	__u16 kind;  /* enum explain_kind */
+	__u16 flags; /* EX_LOCK: LCB_F_* of contention_begin */
+	__s32 stack; /* EX_LOCK: in the stacks map, < 0 none */
+	__u32 named; /* EX_LOCK: enum explain_lock_name; for EXL_RQ the CPU in the upper 16 bits */
+	__s64 id;
+};
+
+struct explain_val {
+	__u64 ns;    /* time charged within the window */
+	__u64 count; /* entries within the window */
+};
+
+struct explain_frame {
+	__u16 kind;
+	__u16 flags;
+	__s32 stack;
+	__u32 named;
+	__u32 pad;
+	__s64 id;
+};
+
+/* A probed thread: what it is in, and since when it has been charged. */
+struct explain_task {
+	__u64 last_ns;
+	__u32 depth;   /* frames in use; 0: user space */
+	__u32 off_cpu; /* 0 on a CPU, else EX_RUNQ or EX_BLOCKED */
+	struct explain_frame f[EXPLAIN_NEST];
+};
+
+/* An interrupt under way on a CPU, charged to the thread it interrupted. */
+struct explain_cpu {
+	__u64 start_ns;
+	__u32 depth;
+	__u32 tid; /* 0: no probed thread was running */
+	__u16 kind;
+	__u16 rq_known; /* this CPU's run queue lock is in rq_locks */
+	__u32 pad;
+	__s64 id;
+};
+
+#ifndef __bpf__ /* ---- the loader's interface (explain.c, explain_none.c) */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Loads and attaches for the threads of the processes `tgids` (and
+ * nothing else); their page faults are timed through perf events on
+ * `tids`. Nothing is charged until a window is set. 0, or -1 with `why`. */
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen);
+/* Charges from now on what falls in [start_ns, end_ns] of CLOCK_MONOTONIC. */
+void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
+/* The `explain` record of repetition rep (engine/README.md). */
+void explain_bpf_emit(int rep);
+/* Detaches and unloads. Idempotent. */
+void explain_bpf_stop(void);
+
+#endif /* __bpf__ */
+
+#endif
