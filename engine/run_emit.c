@@ -198,6 +198,7 @@ void emit_header(const struct master *m, const struct topology *topo)
 	json_end(j);
 	json_str(j, "fixed", cfg->ops ? "ops" : "time");
 	json_bool(j, "latency", cfg->latency);
+	json_bool(j, "explain", cfg->explain);
 	if (cfg->ops)
 		json_uint(j, "ops", cfg->ops);
 	else

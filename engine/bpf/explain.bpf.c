@@ -190,7 +190,9 @@ static __always_inline void count_entry(__u32 tid, __u16 kind, __s64 id, __u64 n
 	add(&k, 0, 1);
 }
 
-static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, __s64 id, __u64 now)
+/* Enters a frame; counted now, or by its end where only the end knows
+ * what it was (a fault: minor or major). */
+static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, __s64 id, __u64 now, int count)
 {
 	charge(t, tid, now);
 	__u32 d = t->depth;
@@ -205,7 +207,8 @@ static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, 
 	f->stack = -1;
 	f->named = 0;
 	t->depth = d + 1;
-	count_entry(tid, kind, id, now);
+	if (count)
+		count_entry(tid, kind, id, now);
 }
 
 /* Leaves the innermost frame of `kind`, and any frame above it (a fault
@@ -235,7 +238,7 @@ int BPF_PROG(oslens_ex_sys_enter, struct pt_regs *regs, long id)
 	charge(t, tid, now);
 	t->depth = 0; /* from user space, whatever was left open */
 	t->off_cpu = 0;
-	push(t, tid, EX_SYSCALL, id, now);
+	push(t, tid, EX_SYSCALL, id, now, 1);
 	return 0;
 }
 
@@ -259,7 +262,7 @@ static __always_inline int fault_start(void)
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
 	if (t)
-		push(t, tid, EX_FAULT, 2, bpf_ktime_get_ns());
+		push(t, tid, EX_FAULT, 2, bpf_ktime_get_ns(), 0);
 	return 0;
 }
 
@@ -269,10 +272,12 @@ static __always_inline int fault_end(int major)
 	struct explain_task *t = current_task(&tid);
 	if (!t)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
 	struct explain_frame *top = top_frame(t);
 	if (top && top->kind == EX_FAULT)
 		top->id = major; /* charged as minor or major from the start */
-	pop(t, tid, EX_FAULT, bpf_ktime_get_ns());
+	pop(t, tid, EX_FAULT, now);
+	count_entry(tid, EX_FAULT, major, now);
 	return 0;
 }
 

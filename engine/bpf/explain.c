@@ -178,7 +178,7 @@ static void name_of(const struct explain_key *k, char *buf, size_t len)
 		else if (k->id >= 0)
 			snprintf(buf, len, "syscall %" PRId64, (int64_t)k->id);
 		break;
-	case EX_FAULT: snprintf(buf, len, "%s", k->id == 1 ? "major" : k->id == 0 ? "minor" : "unfinished"); break;
+	case EX_FAULT: snprintf(buf, len, "%s", k->id == 1 ? "major" : k->id == 0 ? "minor" : "end not seen"); break;
 	case EX_LOCK: {
 		unsigned named = k->named & 0xffff;
 		if (named == EXL_RQ)

@@ -158,6 +158,7 @@ def run_argv(
     latency: bool = False,
     mix: bool = False,
     trace: bool = False,
+    explain: bool = False,
 ) -> list[str]:
     """`oslens-engine run …`: workers (a count, placed by policy) or cpus
     (an explicit list); fixed time (duration) or fixed work (ops)."""
@@ -180,7 +181,9 @@ def run_argv(
             args += [flag, _num(value)]
     for k, v in (opts or {}).items():
         args += ["--opt", f"{k}={v}"]
-    args += [flag for flag, on in (("--latency", latency), ("--mix", mix), ("--trace", trace)) if on]
+    args += [
+        flag for flag, on in (("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain)) if on
+    ]
     return args
 
 

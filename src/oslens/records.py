@@ -172,10 +172,14 @@ class ScalePoint:
 
 def scale_points(records: Iterable[dict]) -> list[ScalePoint]:
     """Every point of a scale run, in the order measured (a later invocation
-    of the same series and worker count replaces an earlier one)."""
+    of the same series and worker count replaces an earlier one). The
+    explained repetitions of `scale --explain` are not among them: they are
+    paired with the points (explained_points), never averaged into them."""
     points: dict = {}
     for inv in invocations(records):
         h = inv.header
+        if h.get("explain"):
+            continue
         by_rep: dict[int, list[dict]] = defaultdict(list)
         ok, late = set(), set()
         for r in inv.records:
@@ -200,6 +204,79 @@ def scale_points(records: Iterable[dict]) -> list[ScalePoint]:
         )
         points[(p.series, p.workers)] = p
     return list(points.values())
+
+
+@dataclass
+class ExplainedRep:
+    """One repetition of an explained point: each worker's record, which
+    thread was which worker, what was charged, and the latency histograms."""
+
+    rep: int
+    workers: list[dict]
+    tids: dict[int, int]  # thread id -> worker index
+    explain: dict
+    hists: list[dict]
+
+    @property
+    def window_ns(self) -> int:
+        return self.explain["window_end_ns"] - self.explain["window_start_ns"]
+
+
+@dataclass
+class ExplainedPoint:
+    """The explained invocation that `scale --explain` runs right after each
+    point: the same probe, mode and worker count, fixed time, with every
+    worker's time charged to its causes (run --explain)."""
+
+    probe: str
+    variant: str
+    mode: str
+    placement: str
+    workers: int
+    header: dict
+    reps: list[ExplainedRep]  # the repetitions that ended ok with the attribution loaded
+    unavailable: str | None  # why the attribution could not be loaded, if it never was
+
+    @property
+    def key(self) -> tuple[str, str, str, str, int]:
+        return (self.probe, self.variant, self.mode, self.placement, self.workers)
+
+
+def explained_points(records: Iterable[dict]) -> dict[tuple, ExplainedPoint]:
+    """(probe, variant, mode, placement, workers) -> its explained point."""
+    out: dict = {}
+    for inv in invocations(records):
+        h = inv.header
+        if not h.get("explain"):
+            continue
+        workers: dict[int, list[dict]] = defaultdict(list)
+        tids: dict[int, dict[int, int]] = defaultdict(dict)
+        explain: dict[int, dict] = {}
+        hists: dict[int, list[dict]] = defaultdict(list)
+        ok: set[int] = set()
+        for r in inv.records:
+            t = r.get("type")
+            if t == "worker":
+                workers[r["rep"]].append(r)
+            elif t == "started":
+                tids[r["rep"]] = {w["tid"]: w["worker"] for w in r["workers"]}
+            elif t == "explain":
+                explain[r["rep"]] = r
+            elif t == "hist":
+                hists[r["rep"]].append(r)
+            elif t == "rep" and r.get("status") == "ok":
+                ok.add(r["rep"])
+        reps = [
+            ExplainedRep(k, workers[k], tids[k], explain[k], hists[k])
+            for k in sorted(ok)
+            if explain.get(k, {}).get("available") and len(workers[k]) == h["workers"]
+        ]
+        why = next((e.get("reason") for e in explain.values() if not e.get("available")), None)
+        p = ExplainedPoint(
+            h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["workers"], h, reps, why
+        )
+        out[p.key] = p
+    return out
 
 
 def scale_series(records: Iterable[dict]) -> dict[tuple, list[ScalePoint]]:

@@ -142,12 +142,25 @@ def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, tas
         _run_engine(store, run_id, inv, progress, task)
 
 
+def _named(rec: dict, syms: list) -> dict:
+    """An `explain` record with its lock callers named now: kernel addresses
+    mean nothing on another boot (KASLR), so names are what is stored."""
+    if rec["type"] == "explain" and rec.get("available"):
+        from .profile.kallsyms import Kallsyms, resolve_charges
+
+        if not syms:
+            syms.append(Kallsyms())
+        resolve_charges(rec, syms[0])
+    return rec
+
+
 def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
     er = engine.EngineRun(list(inv.args))
+    syms: list = []  # /proc/kallsyms, read once if needed
     try:
         batch: list[dict] = []
         for rec in er:
-            batch.append(rec)
+            batch.append(_named(rec, syms))
             if rec["type"] == "rep":
                 store.add_records(run_id, batch)
                 batch = []

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..records import ScalePoint, scale_series
+from ..records import ScalePoint, explained_points, scale_series
+from .explain import ExplainedStats, Knee, explain_point, find_knee, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
 from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
@@ -46,6 +47,10 @@ class Series:
     baseline_workers: int | None = None
     usl: UslFit | None = None
     usl_note: str | None = None
+    # scale --explain: per point, its causes (None where not explained)
+    explained: list[ExplainedStats | None] | None = None
+    knee: Knee | None = None
+    explanation: str | None = None  # the knee in one sentence, or why there is none
 
     @property
     def title(self) -> str:
@@ -53,9 +58,12 @@ class Series:
         return f"{self.probe}:{self.variant} ({mode}, {self.placement})"
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("points", "usl")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("points", "usl", "explained", "knee")}
         d["points"] = [_point_dict(p) for p in self.points]
         d["usl"] = self.usl.to_dict() if self.usl else None
+        if self.explained is not None:
+            d["explained"] = [asdict(e) if e else None for e in self.explained]
+            d["knee"] = asdict(self.knee) if self.knee else None
         return d
 
 
@@ -133,8 +141,29 @@ def run_notes(series: list[Series]) -> list[str]:
     ]
 
 
+def _explain(s: Series, explained: dict) -> None:
+    """Pairs each point with its explained twin, and names the knee."""
+    eps = [explained.get((s.probe, s.variant, s.mode, s.placement, p.workers)) for p in s.points]
+    if not any(eps):
+        return
+    s.explained = [explain_point(ep, p.per_worker.median) if ep else None for ep, p in zip(eps, s.points)]
+    got = [e for e in s.explained if e]
+    if not got:
+        why = next((ep.unavailable for ep in eps if ep and ep.unavailable), "no explained repetition completed")
+        s.explanation = f"not explained: {why}"
+        return
+    eff = [p.efficiency for p, e in zip(s.points, s.explained) if e]
+    eff = eff if all(x is not None for x in eff) else None
+    s.knee = find_knee(got, eff)
+    if s.knee:
+        s.explanation = s.knee.sentence
+    elif len(got) > 1:
+        s.explanation = scales_sentence(got, eff)
+
+
 def summarize(records: list[dict]) -> list[Series]:
     out = []
+    explained = explained_points(records)
     for (probe, variant, mode, placement, fixed), pts in scale_series(records).items():
         points = [p for pt in pts if (p := _point(pt)) is not None]
         s = Series(probe, variant, mode, placement, fixed, points)
@@ -149,6 +178,7 @@ def summarize(records: list[dict]) -> list[Series]:
                 s.usl = fit_usl(ns, [p.total.median for p in points])
                 if s.usl is None:
                     s.usl_note = "the USL fit did not converge"
+            _explain(s, explained)
         out.append(s)
     return out
 

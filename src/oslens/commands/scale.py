@@ -43,6 +43,12 @@ from . import Context, common_options, measure
     help="Sampling interval of the workers' counters (fixed time).",
 )
 @click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Say why: after each point, the same point again with every worker's time charged to its kernel "
+    "causes (system calls, page faults, named lock waits, interrupts, run-queue wait), per operation.",
+)
 @click.option("--quick", is_flag=True, help="The quick suite: the OSMark five, short durations.")
 @common_options
 def command(ctx: Context, quick: bool, **kw):
@@ -56,5 +62,7 @@ def command(ctx: Context, quick: bool, **kw):
         ctx,
         "scale",
         plan,
-        f"{len(plan.points)} points × {plan.reps} repetitions, workers {','.join(map(str, plan.params['workers']))}",
+        f"{sum(not p.explained for p in plan.points)} points × {plan.reps} repetitions"
+        + (", each explained" if plan.params["explain"] else "")
+        + f", workers {','.join(map(str, plan.params['workers']))}",
     )

@@ -24,6 +24,7 @@ class Point:
     mode: str
     workers: int
     args: tuple[str, ...] = field(compare=False)
+    explained: bool = False  # the paired repetitions of `scale --explain`
 
     @property
     def series(self) -> tuple[str, str, str]:
@@ -31,7 +32,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return f"{self.probe}:{self.variant} {self.mode} ×{self.workers}"
+        return f"{self.probe}:{self.variant} {self.mode} ×{self.workers}" + (" explained" if self.explained else "")
 
 
 @dataclass(frozen=True)

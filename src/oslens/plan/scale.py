@@ -19,7 +19,15 @@ def plan(
     warmup: float,
     interval: float,
     opts: tuple[str, ...],
+    explain: bool = False,
 ) -> Plan:
+    """With explain, each point is followed by its explained twin: the same
+    probe, mode and worker count for the same number of repetitions, fixed
+    time (the measured duration, or 1 s for a fixed-work run), with every
+    worker's time charged to its kernel causes and, where the probe times
+    its operations, each operation's latency. Measured apart, so that the
+    plain figures stay free of the attribution's cost, and right after, so
+    that the two see the same machine; the pair gives that cost."""
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus)
@@ -27,6 +35,8 @@ def plan(
     probe_opts = parse_opts(opts, probes)
     modes = ["process", "thread"] if mode == "both" else [mode]
     limit = time_limit(reps, (duration or 0) + warmup)
+    explain_s = duration or 1.0
+    catalogue = engine.probes() if explain else {}
     points = []
     for name, variant in probes:
         for m in modes:
@@ -45,6 +55,22 @@ def plan(
                     opts=probe_opts[name],
                 )
                 points.append(Point(name, variant, m, n, tuple(args)))
+                if explain:
+                    args = engine.run_argv(
+                        probe=f"{name}:{variant}",
+                        workers=n,
+                        mode=m,
+                        placement=placement,
+                        reps=reps,
+                        warmup=warmup,
+                        interval=interval,
+                        time_limit=time_limit(reps, explain_s + warmup),
+                        duration=explain_s,
+                        opts=probe_opts[name],
+                        latency=catalogue[name].timed,
+                        explain=True,
+                    )
+                    points.append(Point(name, variant, m, n, tuple(args), explained=True))
     params = {
         "probes": [f"{n}:{v}" for n, v in probes],
         "workers": counts,
@@ -56,5 +82,6 @@ def plan(
         "warmup_s": warmup,
         "interval_s": interval,
         "opts": probe_opts,
+        "explain": explain,
     }
     return Plan(points, reps, params)

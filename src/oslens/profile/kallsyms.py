@@ -100,6 +100,14 @@ class Kallsyms:
         self.names = [(r[1], r[2], r[3]) for r in rows]
 
     @property
+    def has_data_symbols(self) -> bool:
+        """Whether kallsyms lists variables (CONFIG_KALLSYMS_ALL), so that a
+        static lock's address can be named."""
+        # without CONFIG_KALLSYMS_ALL a few section markers remain, never
+        # the variables themselves: tasklist_lock is one every kernel has
+        return any(name == "tasklist_lock" for name, _, _ in self.names)
+
+    @property
     def usable(self) -> bool:
         """False when kptr_restrict hides the addresses (all zero) or the file is unreadable."""
         return bool(self.addrs)
@@ -135,4 +143,33 @@ def resolve_locks(record: dict, syms: Kallsyms) -> dict:
         # data symbol close by names it
         lock = syms.lookup(int(row["lock"], 16), max_offset=4096)
         row["lock_symbol"] = str(lock) if lock and lock.is_data else None
+    return record
+
+
+def callers(frames: list[Symbol | None], depth: int = 3) -> list[str]:
+    """Who waited: the first `depth` frames outside the locking code (the
+    caller, then its caller, …), the chain a lock name alone does not give."""
+    return [str(f) for f in frames if f and not _is_lock_internal(f.name)][:depth]
+
+
+def resolve_charges(record: dict, syms: Kallsyms) -> dict:
+    """Adds to an `explain` record's lock charges their callers (the chain
+    outside the locking code) and, for a lock that is a kernel variable, its
+    symbol; or says why nothing could be resolved."""
+    if not syms.usable:
+        record["unresolved_because"] = (
+            "/proc/kallsyms gives no addresses here (unreadable, or hidden by kernel.kptr_restrict)"
+        )
+        return record
+    for c in record.get("charges", []):
+        if c.get("kind") != "lock":
+            continue
+        frames = [syms.lookup(int(a, 16)) for a in c.get("stack", [])]
+        c["callers"] = callers(frames)
+        lock = syms.lookup(int(c["id"], 16), max_offset=4096)
+        c["lock_symbol"] = str(lock) if lock and lock.is_data else None
+    if not syms.has_data_symbols:
+        record["lock_symbols_unavailable"] = (
+            "kallsyms lists no data symbols (CONFIG_KALLSYMS_ALL is off): a static lock is named only by its callers"
+        )
     return record

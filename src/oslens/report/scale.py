@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.scale import Series, run_notes
-from ..format import pct, seconds, si
+from ..format import ns, pct, seconds, si
 
 LEGEND = (
     "imbalance = fastest worker's rate / slowest's · sys = kernel share of the workers' CPU "
@@ -35,9 +35,11 @@ def series_table(s: Series, summary: str) -> tuple[Table, list[str]]:
     t.add_column(f"efficiency vs {s.baseline_workers}", justify="right")
     t.add_column("imbalance", justify="right")
     t.add_column("sys", justify="right")
+    if s.explained is not None:
+        t.add_column("why (share of time per op)")
     t.add_column("note")
     notes: list[str] = []
-    for p in s.points:
+    for i, p in enumerate(s.points):
         marks = []
         for w in p.warnings:
             if w not in notes:
@@ -52,10 +54,54 @@ def series_table(s: Series, summary: str) -> tuple[Table, list[str]]:
             pct(p.efficiency),
             f"{p.imbalance:.2f}",
             pct(p.sys_share),
+        ]
+        if s.explained is not None:
+            row.append(_why(s.explained[i]))
+        row += [
             Text(",".join(marks), style="yellow"),
         ]
         t.add_row(*row)
     return t, notes
+
+
+def _why(e) -> str:
+    """The two costliest causes of a point's time per operation."""
+    if e is None:
+        return "—"
+    top = [f"{c.label} {c.ns_per_op / e.ns_per_op:.0%}" for c in e.causes[:2] if e.ns_per_op > 0]
+    return ", ".join(top)
+
+
+def explanation_lines(s: Series) -> list[str]:
+    """Under a series: the knee named, what attribution cost, what it lacked."""
+    if s.explanation is None:
+        return []
+    lines = [f"why: {s.explanation}"]
+    got = [e for e in s.explained or [] if e]
+    for e in got:
+        extras = []
+        if e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
+            extras.append(f"IPIs sent {e.ipis_sent_per_op:.2g}/op, received {e.ipis_received_per_op:.2g}/op")
+        remote = e.tlb_flushes_per_op.get("remote_shootdown", 0)
+        if remote >= 0.01:
+            extras.append(f"TLB shootdowns received {remote:.2g}/op")
+        if e.latency_ns:
+            lat = e.latency_ns
+            extras.append(f"op p50 {ns(lat['p50'])} p99 {ns(lat['p99'])} p99.9 {ns(lat['p99.9'])}")
+        if extras:
+            lines.append(f"  {e.workers} worker{'s' if e.workers > 1 else ''}: " + "; ".join(extras))
+    costs = [e.cost for e in got if e.cost is not None]
+    if costs:
+        lines.append(
+            f"  attribution ran in separate repetitions right after each point; it cost "
+            f"{min(costs):.0%}–{max(costs):.0%} of the throughput there (the figures above are the plain ones)"
+        )
+    missing = sorted({m for e in got for m in e.missing})
+    if missing:
+        lines.append("  not attributed on this kernel: " + ", ".join(missing))
+    for n in sorted({n for e in got for n in e.notes}):
+        lines.append(f"  {n}")
+    return lines
 
 
 def _usl_line(s: Series) -> str:
@@ -79,6 +125,8 @@ def render(console: Console, series: list[Series], summaries: dict[str, str]) ->
         for i, n in enumerate(notes, 1):
             console.print(Text(f"  {i}. {n}", style="yellow"))
         console.print(Text(f"  {_usl_line(s)}", style="dim"))
+        for line in explanation_lines(s):
+            console.print(Text(f"  {line}", style="cyan" if line.startswith("why") else "dim"))
     console.print(Text(LEGEND, style="dim"))
     for n in run_notes(series):
         console.print(Text(f"note: {n}", style="yellow"))

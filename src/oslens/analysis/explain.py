@@ -1,0 +1,247 @@
+"""Why a probe stops scaling: each explained point's time per operation split
+by cause, and the knee of a series named with the causes that grew there.
+
+An explained point (records.ExplainedPoint) charges every instant of every
+worker thread in the measured window to one cause, the innermost it was in
+(engine/bpf/explain.h). Here those charges become, per operation: user
+space, each system call's own kernel time, page faults, each contended lock
+(named where the kernel side could, by its callers otherwise), interrupts
+taken on the workers' CPUs, waiting for a CPU, sleeping; and what they do not
+cover, stated as unexplained. Counts ride along: IPIs sent and received and
+TLB flushes per operation, lock waits per operation."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from ..format import ns as fmt_ns
+from ..records import ExplainedPoint
+from .histogram import Histogram, merge_all
+
+# A knee: where the per-worker rate falls below this share of the smallest
+# worker count's (or, failing that, the steepest single step that loses
+# more than 1 - this).
+KNEE_EFFICIENCY = 0.90
+# Below this share of a knee's rise explained, the kernel side is not the
+# (whole) story: say so, and what to try.
+EXPLAINED_ENOUGH = 0.5
+# Vectors that are another CPU asking this one to do work.
+IPI_VECTORS = ("call_function", "call_function_single", "reschedule")
+
+
+@dataclass
+class Cause:
+    key: str  # the same cause at every point of a series: "lock:mmap_lock:rwsem:W", "syscall:munmap", …
+    label: str  # for people
+    group: str  # user, syscall, fault, lock, interrupt, runq, blocked
+    ns_per_op: float
+    count_per_op: float
+    callers: list[str] = field(default_factory=list)  # a lock: who waited (the costliest chain)
+
+
+@dataclass
+class ExplainedStats:
+    workers: int
+    reps: int
+    ns_per_op: float  # measured: the workers' time in the window / their operations
+    causes: list[Cause]  # costliest first
+    unexplained_ns: float  # ns_per_op - the causes (the share nothing was charged with)
+    ipis_sent_per_op: float
+    ipis_received_per_op: float
+    tlb_flushes_per_op: dict[str, float]
+    latency_ns: dict[str, float] | None  # p50, p99, p99.9 of one operation, where the probe times them
+    cost: float | None  # 1 - the explained repetitions' throughput / the plain ones'
+    missing: list[str]  # what this kernel could not attribute
+    notes: list[str] = field(default_factory=list)
+
+    def by_key(self) -> dict[str, float]:
+        return {c.key: c.ns_per_op for c in self.causes}
+
+
+@dataclass
+class Knee:
+    from_workers: int
+    to_workers: int
+    efficiency_from: float
+    efficiency_to: float
+    rise_ns: float  # time per op gained over the interval
+    ranked: list[tuple[str, float, float]]  # (label, ns gained, share of the rise), largest first
+    unexplained_ns: float
+    sentence: str
+
+
+def _cause(c: dict) -> tuple[str, str, str]:
+    """(key, label, group) of one charge of an `explain` record."""
+    kind, name = c["kind"], c.get("name")
+    if kind == "user":
+        return "user", "user space", "user"
+    if kind == "syscall":
+        return f"syscall:{name}", f"{name}() in the kernel", "syscall"
+    if kind == "fault":
+        if name == "end not seen":  # retried or spurious: charged up to the thread's next system call
+            return "fault:unended", "page faults, end unseen", "fault"
+        return f"fault:{name}", f"{name} page faults", "fault"
+    if kind == "lock":
+        lock = (name or "").split(" (cpu")[0] or c.get("lock_symbol")
+        callers = c.get("callers") or []
+        where = lock or (f"a lock taken in {callers[0]}" if callers else f"lock {c['id']}")
+        return (
+            f"lock:{lock or (callers[0] if callers else c['id'])}:{c['lock_kind']}",
+            f"{where} ({c['lock_kind']})",
+            "lock",
+        )
+    if kind == "vector" and name in IPI_VECTORS:
+        return f"interrupt:{name}", f"IPIs received ({name})", "interrupt"
+    if kind in ("irq", "softirq", "vector"):
+        what = f"{name} softirq" if kind == "softirq" else f"{name} interrupts"
+        return f"interrupt:{kind}:{name}", what, "interrupt"
+    if kind == "runq":
+        return "runq", "waiting for a CPU", "runq"
+    if kind == "blocked":
+        return (f"blocked:{name}", f"asleep in {name}()", "blocked") if name else ("blocked", "asleep", "blocked")
+    raise ValueError(kind)
+
+
+def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None = None) -> ExplainedStats | None:
+    """The per-operation causes of one explained point, over its
+    repetitions; None when it has none with the attribution loaded."""
+    if not ep.reps:
+        return None
+    ops = sum(w["ops"] for r in ep.reps for w in r.workers)
+    window = sum(r.window_ns * len(r.workers) for r in ep.reps)
+    ns: dict[str, float] = defaultdict(float)
+    counts: dict[str, float] = defaultdict(float)
+    labels: dict[str, tuple[str, str]] = {}
+    chains: dict[str, dict[tuple, float]] = defaultdict(lambda: defaultdict(float))
+    sent = received = 0
+    tlb: dict[str, float] = defaultdict(float)
+    missing: set[str] = set()
+    notes: list[str] = []
+    for r in ep.reps:
+        missing.update(r.explain.get("missing", []))
+        if r.explain.get("lost"):
+            notes.append(f"repetition {r.rep}: {r.explain['lost']} charge(s) found no room in the kernel's maps")
+        for c in r.explain["charges"]:
+            if c["tid"] not in r.tids:  # the thread-mode host, waiting for its workers
+                continue
+            if c["kind"] == "ipi_sent":
+                sent += c["count"]
+                continue
+            if c["kind"] == "tlb_flush":
+                tlb[c.get("name") or str(c["id"])] += c["count"]
+                continue
+            key, label, group = _cause(c)
+            labels[key] = (label, group)
+            ns[key] += c["ns"]
+            counts[key] += c["count"]
+            if c["kind"] == "vector" and c.get("name") in IPI_VECTORS[:2]:
+                received += c["count"]
+            if c["kind"] == "lock":
+                chains[key][tuple(c.get("callers") or [])] += c["ns"]
+        for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
+            if why and why not in notes:
+                notes.append(why)
+    if not ops:
+        return None
+    causes = [
+        Cause(
+            k,
+            labels[k][0],
+            labels[k][1],
+            v / ops,
+            counts[k] / ops,
+            list(max(chains[k].items(), key=lambda kv: kv[1])[0]) if chains.get(k) else [],
+        )
+        for k, v in ns.items()
+    ]
+    causes.sort(key=lambda c: -c.ns_per_op)
+    per_op = window / ops
+    hists = [Histogram.from_record(h["hist"]) for r in ep.reps for h in r.hists]
+    latency = None
+    if hists:
+        h = merge_all(hists)
+        latency = {"p50": h.percentile(50), "p99": h.percentile(99), "p99.9": h.percentile(99.9)}
+    cost = None
+    if plain_ops_per_s_per_worker:
+        explained_rate = ops / (window / 1e9)  # per worker: window sums every worker's time
+        cost = 1 - explained_rate / plain_ops_per_s_per_worker
+    return ExplainedStats(
+        workers=ep.workers,
+        reps=len(ep.reps),
+        ns_per_op=per_op,
+        causes=causes,
+        unexplained_ns=per_op - sum(c.ns_per_op for c in causes),
+        ipis_sent_per_op=sent / ops,
+        ipis_received_per_op=received / ops,
+        tlb_flushes_per_op={k: v / ops for k, v in sorted(tlb.items())},
+        latency_ns=latency,
+        cost=cost,
+        missing=sorted(missing),
+        notes=notes,
+    )
+
+
+def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = None) -> Knee | None:
+    """Where the per-worker rate drops, and the causes ranked by how much of
+    the rise in time per operation each explains; None if it scales.
+    `efficiency` (per point, against the smallest worker count) is the plain
+    curve's, where there is one: the explained repetitions pay for their
+    attribution, so their own curve is only the fallback."""
+    order = sorted(range(len(points)), key=lambda i: points[i].workers)
+    points = [points[i] for i in order]
+    if len(points) < 2 or points[0].ns_per_op <= 0:
+        return None
+    base = points[0].ns_per_op
+    eff = [efficiency[i] for i in order] if efficiency else [base / p.ns_per_op for p in points]
+    at = next((i for i in range(len(points) - 1) if eff[i] >= KNEE_EFFICIENCY > eff[i + 1]), None)
+    if at is None:
+        steps = [(eff[i] / eff[i + 1] if eff[i + 1] > 0 else float("inf"), i) for i in range(len(points) - 1)]
+        worst, i = max(steps)
+        if worst - 1 <= 1 - KNEE_EFFICIENCY:
+            return None
+        at = i
+    a, b = points[at], points[at + 1]
+    rise = b.ns_per_op - a.ns_per_op
+    before, after = a.by_key(), b.by_key()
+    label = {c.key: c.label for c in a.causes + b.causes}
+    callers = {c.key: c.callers for c in a.causes + b.causes if c.callers}
+    deltas = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
+    ranked = sorted(((k, d) for k, d in deltas.items() if d > 0), key=lambda kd: -kd[1])
+    unexplained = rise - sum(deltas.values())
+    parts = []
+    for k, d in ranked[:3]:
+        chain = f" ← {' ← '.join(callers[k][:2])}" if k in callers and not label[k].startswith("a lock taken") else ""
+        parts.append(f"{label[k]}{chain} {fmt_ns(d)} ({d / rise:.0%})")
+    sentence = (
+        f"from {a.workers} to {b.workers} workers, time per op rose {fmt_ns(rise)} "
+        f"(efficiency {eff[at]:.0%} → {eff[at + 1]:.0%})"
+        + (": " + ", ".join(parts) if parts else "")
+        + f"; unexplained {fmt_ns(unexplained)}"
+    )
+    explained = sum(d for _, d in ranked)
+    if rise > 0 and explained / rise < EXPLAINED_ENOUGH:
+        sentence += (
+            ". Nothing the kernel side measures explains most of it: workers sharing a core (SMT) or a "
+            "cache would look like this — compare --placement spread with --placement compact"
+        )
+    return Knee(
+        a.workers,
+        b.workers,
+        eff[at],
+        eff[at + 1],
+        rise,
+        [(label[k], d, d / rise if rise else 0.0) for k, d in ranked],
+        unexplained,
+        sentence,
+    )
+
+
+def scales_sentence(points: list[ExplainedStats], efficiency: list[float] | None = None) -> str:
+    base = min(points, key=lambda p: p.workers).ns_per_op
+    worst = min(efficiency) if efficiency else min(base / p.ns_per_op for p in points)
+    return f"no knee: efficiency stays at {worst:.0%} or more up to {max(p.workers for p in points)} workers"
+
+
+def to_dict(x) -> dict:
+    return asdict(x)
