@@ -6,9 +6,9 @@
 #define TRACE_MAX_TIDS 4096
 
 struct trace_config {
-	int *cpus;                   /* --cpus: the CPUs watched, each once */
+	int *cpus; /* --cpus: the CPUs watched, each once */
 	int ncpus;
-	int *tids;                   /* --tids: the probed threads, each alive */
+	int *tids; /* --tids: the probed threads, each alive */
 	int ntids;
 	double duration_s;
 	int dry_run;
