@@ -198,3 +198,26 @@ def test_scale_explain_end_to_end(tmp_path, no_leaks):
     assert "why" in shown.stdout
     # the plain points are the plain repetitions: as many as asked, none explained
     assert [p["reps"] for p in series["points"]] == [2] * len(series["points"])
+
+
+def test_study_osmark_end_to_end(tmp_path, no_leaks):
+    db = tmp_path / "s.db"
+    args = ["--workers", f"1,{TWO}", "--ops", "50", "--reps", "1", "--warmup", "0", "--explain-duration", "0.1"]
+    p = oslens("study", "osmark", *args, "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["params"]["study"] == "osmark"
+    rows = {r["probe"]: r for r in doc["study"]}
+    assert set(rows) == {
+        "fork:default",
+        "fork-static:default",
+        "mmap:shared",
+        "dup:default",
+        "socket:inet",
+        "sem:default",
+    }
+    for r in rows.values():
+        assert r["scaled"] in (True, False) and r["verdict"].startswith(r["probe"].split(":")[0] + ": the paper ")
+    assert "tasklist_lock" in rows["fork:default"]["paper"] and rows["dup:default"]["paper"] == "scaled"
+    shown = oslens("show", "last", db=db)
+    assert "OSMark re-run" in shown.stdout and shown.stdout.count(": the paper ") == 6

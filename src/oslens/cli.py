@@ -20,6 +20,7 @@ from rich.text import Text
 
 from . import __version__, engine, kinds
 from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
+from .commands.study import study
 from .commands.workloads import workloads
 from .errors import MeasurementError, UsageError
 from .parse import default_worker_counts
@@ -37,6 +38,7 @@ def cli(db, as_json, quiet, verbose):
 for _kind in kinds.KINDS.values():
     cli.add_command(_kind.load("command"), _kind.name)
 cli.add_command(workloads)
+cli.add_command(study)
 
 
 # ------------------------------------------------------------------ report

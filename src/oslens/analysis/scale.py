@@ -150,6 +150,8 @@ def _explain(s: Series, explained: dict) -> None:
     got = [e for e in s.explained if e]
     if not got:
         why = next((ep.unavailable for ep in eps if ep and ep.unavailable), "no explained repetition completed")
+        if any(ep and ep.header["engine"].get("static") for ep in eps):
+            why = f"{s.probe} runs in the static engine, which has no BPF ({why})"
         s.explanation = f"not explained: {why}"
         return
     eff = [p.efficiency for p, e in zip(s.points, s.explained) if e]
@@ -186,13 +188,22 @@ def summarize(records: list[dict]) -> list[Series]:
 @dataclass
 class ScaleSummary:
     series: list[Series]
+    study: list[dict] | None = None  # `oslens study osmark`: a verdict per probe of the paper
 
     def to_dict(self) -> dict:
-        return {"series": [s.to_dict() for s in self.series]}
+        d = {"series": [s.to_dict() for s in self.series]}
+        if self.study is not None:
+            d["study"] = self.study
+        return d
 
 
 def analyze(run, records: list[dict]) -> ScaleSummary:
-    return ScaleSummary(summarize(records))
+    summary = ScaleSummary(summarize(records))
+    if run.params.get("study") == "osmark":
+        from .osmark import verdicts
+
+        summary.study = verdicts(summary.series, run.machine.get("kernel", {}).get("release", "this kernel"))
+    return summary
 
 
 def metrics(run, records: list[dict]) -> Metrics:

@@ -20,10 +20,11 @@ def plan(
     interval: float,
     opts: tuple[str, ...],
     explain: bool = False,
+    explain_duration: float | None = None,
 ) -> Plan:
     """With explain, each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
-    time (the measured duration, or 1 s for a fixed-work run), with every
+    time (explain_duration, else the measured duration, else 1 s), with every
     worker's time charged to its kernel causes and, where the probe times
     its operations, each operation's latency. Measured apart, so that the
     plain figures stay free of the attribution's cost, and right after, so
@@ -35,7 +36,7 @@ def plan(
     probe_opts = parse_opts(opts, probes)
     modes = ["process", "thread"] if mode == "both" else [mode]
     limit = time_limit(reps, (duration or 0) + warmup)
-    explain_s = duration or 1.0
+    explain_s = explain_duration or duration or 1.0
     catalogue = engine.probes() if explain else {}
     points = []
     for name, variant in probes:

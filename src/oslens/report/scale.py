@@ -132,7 +132,24 @@ def render(console: Console, series: list[Series], summaries: dict[str, str]) ->
         console.print(Text(f"note: {n}", style="yellow"))
 
 
+def study_table(console: Console, rows: list[dict]) -> None:
+    """OSMark's findings beside this run's, a verdict per probe."""
+    t = Table(
+        title="[bold]OSMark re-run[/] — the paper (32-core AMD, Linux 2.6.26) and this kernel", title_justify="left"
+    )
+    t.add_column("probe")
+    t.add_column("the paper")
+    t.add_column("this kernel")
+    for r in rows:
+        t.add_row(r["probe"], Text(r["paper"]), Text(r["today"]))
+    console.print(t)
+    for r in rows:
+        console.print(Text(f"  {r['verdict']}"))
+
+
 def show(console: Console, run, summary) -> None:
     from .. import engine  # the probes' one-line descriptions
 
     render(console, summary.series, {name: p.summary for name, p in engine.probes().items()})
+    if summary.study:
+        study_table(console, summary.study)

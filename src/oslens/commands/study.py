@@ -1,0 +1,57 @@
+"""`oslens study NAME`: a published experiment re-run as its authors ran it,
+printed next to their findings. One subcommand per study."""
+
+from __future__ import annotations
+
+import click
+
+from . import Context, common_options, measure
+
+OSMARK = "fork,fork-static,mmap,dup,socket,sem"
+
+
+@click.group("study")
+def study():
+    """Re-run a published study of OS behaviour (see shared/STUDIES.md)."""
+
+
+@study.command("osmark")
+@click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
+@click.option("--ops", type=int, default=2000, show_default=True, metavar="N", help="Operations per worker, timed.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")
+@click.option("--warmup", type=float, default=0.3, show_default=True, metavar="S", help="Warm-up seconds.")
+@click.option("--explain/--no-explain", default=True, show_default=True, help="Name the cause of each knee.")
+@click.option(
+    "--explain-duration",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds of each explained repetition (fixed time: the attribution charges a window).",
+)
+@common_options
+def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
+    """OSMark (parallel scalability of OS primitives): fork (dynamic and
+    static), mmap of a shared file, dup, socket and SysV semaphores, one
+    pinned worker per CPU, a fixed amount of work each, the fastest worker's
+    time; with each knee's kernel cause, beside the paper's findings."""
+    from ..plan.scale import plan as scale_plan
+
+    plan = scale_plan(
+        probe=OSMARK,
+        workers=workers,
+        mode="process",
+        placement="compact",
+        duration=None,
+        ops=ops,
+        reps=reps,
+        warmup=warmup,
+        interval=0.1,
+        opts=(),
+        explain=explain,
+        explain_duration=explain_duration,
+    )
+    plan.params["study"] = "osmark"
+    measure(
+        ctx, "scale", plan, f"OSMark, {ops} operations per worker, workers {','.join(map(str, plan.params['workers']))}"
+    )
