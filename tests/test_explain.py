@@ -221,3 +221,30 @@ def test_study_osmark_end_to_end(tmp_path, no_leaks):
     assert "tasklist_lock" in rows["fork:default"]["paper"] and rows["dup:default"]["paper"] == "scaled"
     shown = oslens("show", "last", db=db)
     assert "OSMark re-run" in shown.stdout and shown.stdout.count(": the paper ") == 6
+
+
+def test_run_lengths_of_a_system_call_loop_are_short():
+    r = explained("--probe", "getppid", "--workers", "1", "--duration", "0.3")
+    rl = stats(r.records).run_lengths["syscall"]
+    assert rl.count >= 1000
+    share_over_1us, _ = rl.over[1000]
+    assert share_over_1us < 0.05  # nearly all below 1 µs, tracing included
+    assert sum(n for _, n in rl.log2_hist) == rl.count
+
+
+def thp_enabled() -> bool:
+    try:
+        return "[never]" not in open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not thp_enabled(), reason="transparent huge pages are off (or absent) here")
+def test_run_lengths_show_long_huge_page_faults():
+    small = stats(explained("--probe", "fault:anon", "--workers", "1", "--duration", "0.3").records)
+    huge = stats(explained("--probe", "fault:huge", "--workers", "1", "--duration", "0.3").records)
+    f_small, f_huge = small.run_lengths["fault"], huge.run_lengths["fault"]
+    assert f_huge.count > 0 and f_small.count > 0
+    # zeroing 2 MiB takes longer than zeroing 4 KiB: the long entries are the huge page faults
+    assert f_huge.mean_ns > 10 * f_small.mean_ns
+    assert f_huge.over[10000][0] > 0.5 > f_small.over[10000][0]

@@ -27,4 +27,27 @@ static __always_inline unsigned int task_sched_state(struct task_struct *t)
 	return (unsigned int)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
 }
 
+/* floor(log2(v)) for v > 0 (0 for 0), without a loop the verifier must walk. */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xFFFFFFFFULL) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
 #endif

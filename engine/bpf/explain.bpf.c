@@ -50,6 +50,13 @@ struct {
 } rq_locks SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EE_MAX);
+	__type(key, __u32);
+	__type(value, struct explain_runlen);
+} runlens SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 4096);
 	__uint(key_size, sizeof(__u32));
@@ -147,16 +154,41 @@ static __always_inline void current_key(struct explain_task *t, __u32 tid, struc
 	k->id = top->id;
 }
 
-/* Charges t's time since its last transition to what it was in. */
+/* Charges t's time since its last transition to what it was in; on a CPU
+ * inside a kernel entry, that time is also the entry's. */
 static __always_inline void charge(struct explain_task *t, __u32 tid, __u64 now)
 {
 	__u64 lo = clip(t->last_ns), hi = clip(now);
+	if (t->depth && !t->off_cpu && now > t->last_ns)
+		t->entry_ns += now - t->last_ns;
 	t->last_ns = now;
 	if (hi <= lo)
 		return;
 	struct explain_key k;
 	current_key(t, tid, &k);
 	add(&k, hi - lo, 0);
+}
+
+static const __u64 rl_over_ns[EXPLAIN_RL_OVER] = {1000, 10000, 100000};
+
+/* A kernel entry of `entry` kind that ran `ns` on the CPU has ended. */
+static __always_inline void run_length(__u32 entry, __u64 ns, __u64 now)
+{
+	if (!in_window(now))
+		return;
+	struct explain_runlen *r = bpf_map_lookup_elem(&runlens, &entry);
+	if (!r)
+		return;
+	__sync_fetch_and_add(&r->count, 1);
+	__sync_fetch_and_add(&r->sum_ns, ns);
+	for (int i = 0; i < EXPLAIN_RL_OVER; i++)
+		if (ns > rl_over_ns[i]) {
+			__sync_fetch_and_add(&r->over_count[i], 1);
+			__sync_fetch_and_add(&r->over_ns[i], ns);
+		}
+	__u32 b = log2_u64(ns);
+	if (b < EXPLAIN_RL_BUCKETS)
+		__sync_fetch_and_add(&r->hist[b], 1);
 }
 
 static __always_inline struct explain_task *task_of(__u32 tid, int create)
@@ -238,6 +270,7 @@ int BPF_PROG(oslens_ex_sys_enter, struct pt_regs *regs, long id)
 	charge(t, tid, now);
 	t->depth = 0; /* from user space, whatever was left open */
 	t->off_cpu = 0;
+	t->entry_ns = 0;
 	push(t, tid, EX_SYSCALL, id, now, 1);
 	return 0;
 }
@@ -249,8 +282,15 @@ int BPF_PROG(oslens_ex_sys_exit, struct pt_regs *regs, long ret)
 	struct explain_task *t = current_task(&tid);
 	if (!t)
 		return 0;
-	charge(t, tid, bpf_ktime_get_ns());
+	__u64 now = bpf_ktime_get_ns();
+	charge(t, tid, now);
+	if (t->depth) {
+		struct explain_frame *outer = frame_at(t, 0);
+		if (outer && outer->kind == EX_SYSCALL)
+			run_length(EE_SYSCALL, t->entry_ns, now);
+	}
 	t->depth = 0; /* back to user space */
+	t->entry_ns = 0;
 	return 0;
 }
 
@@ -261,8 +301,14 @@ static __always_inline int fault_start(void)
 {
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
-	if (t)
-		push(t, tid, EX_FAULT, 2, bpf_ktime_get_ns(), 0);
+	if (!t)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (!t->depth) { /* a fault from user space: an entry of its own */
+		charge(t, tid, now);
+		t->entry_ns = 0;
+	}
+	push(t, tid, EX_FAULT, 2, now, 0);
 	return 0;
 }
 
@@ -278,6 +324,10 @@ static __always_inline int fault_end(int major)
 		top->id = major; /* charged as minor or major from the start */
 	pop(t, tid, EX_FAULT, now);
 	count_entry(tid, EX_FAULT, major, now);
+	if (!t->depth) { /* the entry from user space ends here */
+		run_length(EE_FAULT, t->entry_ns, now);
+		t->entry_ns = 0;
+	}
 	return 0;
 }
 
@@ -514,8 +564,13 @@ static __always_inline void intr_exit(void)
 	if (hi > lo || in_window(c->start_ns))
 		add(&k, hi > lo ? hi - lo : 0, in_window(c->start_ns));
 	struct explain_task *t = task_of(c->tid, 0);
-	if (t)
+	if (t) {
 		t->last_ns = now; /* the interrupt's time is charged */
+		if (t->depth)
+			t->entry_ns += now - c->start_ns; /* part of the kernel entry it interrupted */
+		else
+			run_length(EE_INTERRUPT, now - c->start_ns, now);
+	}
 	c->tid = 0;
 }
 

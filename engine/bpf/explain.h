@@ -80,11 +80,27 @@ struct explain_frame {
 	__s64 id;
 };
 
+/* OS entry run lengths (the co-design study's chapter 4): how long each
+ * kernel entry ran on the CPU — a system call or a page fault from user
+ * space with everything nested in it (faults, lock spinning, interrupts;
+ * not the time asleep), an interrupt taken in user space — counted where
+ * it ends inside the window. */
+enum explain_entry { EE_SYSCALL, EE_FAULT, EE_INTERRUPT, EE_MAX };
+#define EXPLAIN_RL_BUCKETS 48 /* by floor(log2(ns)) */
+#define EXPLAIN_RL_OVER 3     /* longer than 1 µs, 10 µs, 100 µs */
+
+struct explain_runlen {
+	__u64 count, sum_ns;
+	__u64 over_count[EXPLAIN_RL_OVER], over_ns[EXPLAIN_RL_OVER];
+	__u64 hist[EXPLAIN_RL_BUCKETS];
+};
+
 /* A probed thread: what it is in, and since when it has been charged. */
 struct explain_task {
 	__u64 last_ns;
-	__u32 depth;   /* frames in use; 0: user space */
-	__u32 off_cpu; /* 0 on a CPU, else EX_RUNQ or EX_BLOCKED */
+	__u64 entry_ns; /* on-CPU time of the kernel entry under way */
+	__u32 depth;	/* frames in use; 0: user space */
+	__u32 off_cpu;	/* 0 on a CPU, else EX_RUNQ or EX_BLOCKED */
 	struct explain_frame f[EXPLAIN_NEST];
 };
 

@@ -158,28 +158,6 @@ static __always_inline struct prof_task *task_state(__u32 tid)
 }
 
 /* floor(log2(v)) for v > 0, without loops */
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 r = 0, shift;
-	shift = (v > 0xFFFFFFFFULL) << 5;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFFFF) << 4;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFF) << 3;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xF) << 2;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0x3) << 1;
-	v >>= shift;
-	r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
 /* hist.h's index: exact below 2^(b+1), then 2^b buckets per power of two */
 static __always_inline __u32 hist_index(__u64 v)
 {

@@ -9,12 +9,18 @@
  * way), so the file holds one cached page every stride_kb, holes between, and
  * each fault maps that page alone. MADV_RANDOM is still set, so that a fault
  * that ever misses the cache reads no neighbours in.
+ * huge: a write to the next untouched 2 MiB (the PMD size) of a private
+ * anonymous region with MADV_HUGEPAGE, aligned to it: each fault allocates
+ * and zeroes one transparent huge page where THP allows it (enabled is
+ * "always" or "madvise"), the long kernel entry that the co-design study's
+ * run lengths single out.
  * A fresh region allocates its page tables on the first fault in each 2 MiB,
  * as first touches do. Regions are per worker; prep maps a fresh one when the
  * current one is used up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +32,25 @@
 struct fault {
 	char *base, *next, *end;
 	size_t len, stride;
+	char *map; /* what mmap gave: base rounded up to the stride for huge */
+	size_t maplen;
 	int fd; /* -1 for anon */
+	int huge;
 };
+
+/* The PMD size: what one transparent huge page covers. */
+static size_t huge_page_size(void)
+{
+	size_t size = 2u << 20;
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
+	if (f) {
+		unsigned long v;
+		if (fscanf(f, "%lu", &v) == 1 && v)
+			size = v;
+		fclose(f);
+	}
+	return size;
+}
 
 static void fault_geometry(const struct probe_env *env, size_t *len, size_t *stride)
 {
@@ -38,6 +61,10 @@ static void fault_geometry(const struct probe_env *env, size_t *len, size_t *str
 		*stride = (((size_t)probe_opt(env, "stride_kb") << 10) + page - 1) & ~(page - 1);
 		if (*stride > *len)
 			*stride = *len;
+	}
+	if (probe_variant_is(env, "huge")) {
+		*stride = huge_page_size();
+		*len = (*len + *stride - 1) / *stride * *stride;
 	}
 }
 
@@ -72,17 +99,22 @@ static int fault_global_setup(struct probe_env *env)
 
 static int fault_map(struct fault *f)
 {
-	if (f->base && munmap(f->base, f->len) != 0)
+	if (f->map && munmap(f->map, f->maplen) != 0)
 		return -1;
-	f->base = NULL;
-	void *p = f->fd < 0 ? mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-			    : mmap(NULL, f->len, PROT_READ, MAP_SHARED, f->fd, 0);
+	f->map = f->base = NULL;
+	f->maplen = f->len + (f->huge ? f->stride : 0); /* room to align to a huge page */
+	void *p = f->fd < 0 ? mmap(NULL, f->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+			    : mmap(NULL, f->maplen, PROT_READ, MAP_SHARED, f->fd, 0);
 	if (p == MAP_FAILED)
 		return -1;
-	f->base = f->next = p;
+	f->map = p;
+	f->base = f->huge ? (char *)(((uintptr_t)p + f->stride - 1) & ~(uintptr_t)(f->stride - 1)) : p;
+	f->next = f->base;
 	f->end = f->base + f->len;
 	if (f->fd >= 0)
 		return madvise(p, f->len, MADV_RANDOM);
+	if (f->huge)
+		return madvise(f->base, f->len, MADV_HUGEPAGE); /* EINVAL: a kernel without THP */
 	if (madvise(p, f->len, MADV_NOHUGEPAGE) != 0 && errno != EINVAL)
 		return -1; /* EINVAL: a kernel without THP, whose pages are 4 KiB anyway */
 	return 0;
@@ -91,8 +123,8 @@ static int fault_map(struct fault *f)
 static void fault_teardown(struct worker *w)
 {
 	struct fault *f = w->data;
-	if (f->base)
-		munmap(f->base, f->len);
+	if (f->map)
+		munmap(f->map, f->maplen);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f);
@@ -105,6 +137,7 @@ static int fault_setup(struct worker *w)
 		return -1;
 	w->data = f;
 	f->fd = -1;
+	f->huge = probe_variant_is(w->env, "huge");
 	fault_geometry(w->env, &f->len, &f->stride);
 	if (probe_variant_is(w->env, "file")) {
 		char path[PATH_MAX];
@@ -140,12 +173,14 @@ PROBE_LOOP_PREP(fault_op, fault_prep)
 
 OSLENS_PROBE(fault) = {
 	.name = "fault",
-	.summary = "page fault on the first touch of a page: anon write (4 KiB, no THP) or read of a "
-		   "cached file page through MAP_SHARED (minor, one page mapped per fault)",
+	.summary = "page fault on the first touch of a page: anon write (4 KiB, no THP), read of a "
+		   "cached file page through MAP_SHARED (minor, one page mapped per fault), or a 2 MiB THP",
 	.subsystem = "mm/fault",
 	.syscalls = "",
 	.variants = {{"anon", "write one byte to the next untouched page of a private anonymous region"},
-		     {"file", "read the next cached page of a private file mapped MAP_SHARED|MADV_RANDOM"}},
+		     {"file", "read the next cached page of a private file mapped MAP_SHARED|MADV_RANDOM"},
+		     {"huge",
+		      "write one byte to the next untouched 2 MiB of a MADV_HUGEPAGE region: one THP per fault"}},
 	.opts = {{"region_mb", 64, 1, 1 << 20,
 		  "region mapped at a time (and file size); prep maps a fresh one when used up"},
 		 {"stride_kb", 64, 64, 2048,

@@ -41,6 +41,40 @@ class Cause:
 
 
 @dataclass
+class RunLengths:
+    """How long kernel entries of one kind ran on the CPU (the co-design
+    study's OS invocation run lengths): most are short, and a few long ones
+    can hold most of the kernel's time."""
+
+    count: int
+    mean_ns: float
+    # threshold ns -> (share of the entries longer, share of their kernel time in them)
+    over: dict[int, tuple[float, float]]
+    log2_hist: list[tuple[int, int]]  # (floor(log2(ns)), entries)
+
+    @staticmethod
+    def of(parts: list[dict]) -> RunLengths | None:
+        count = sum(p["count"] for p in parts)
+        total = sum(p["sum_ns"] for p in parts)
+        if not count:
+            return None
+        over: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+        hist: dict[int, int] = defaultdict(int)
+        for p in parts:
+            for ns_, n, s in p["over"]:
+                over[ns_][0] += n
+                over[ns_][1] += s
+            for b, n in p["log2_hist"]:
+                hist[b] += n
+        return RunLengths(
+            count,
+            total / count,
+            {t: (n / count, s / total if total else 0.0) for t, (n, s) in sorted(over.items())},
+            sorted(hist.items()),
+        )
+
+
+@dataclass
 class ExplainedStats:
     workers: int
     reps: int
@@ -54,6 +88,8 @@ class ExplainedStats:
     cost: float | None  # 1 - the explained repetitions' throughput / the plain ones'
     missing: list[str]  # what this kernel could not attribute
     notes: list[str] = field(default_factory=list)
+    # OS entry run lengths: per kind of entry (syscall, fault, interrupt) and "all"
+    run_lengths: dict[str, RunLengths] = field(default_factory=dict)
 
     def by_key(self) -> dict[str, float]:
         return {c.key: c.ns_per_op for c in self.causes}
@@ -144,6 +180,14 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
                 notes.append(why)
     if not ops:
         return None
+    run_lengths = {}
+    for kind in ("syscall", "fault", "interrupt"):
+        parts = [r.explain["run_lengths"][kind] for r in ep.reps if kind in r.explain.get("run_lengths", {})]
+        if rl := RunLengths.of(parts):
+            run_lengths[kind] = rl
+    every = [r.explain["run_lengths"][k] for r in ep.reps for k in r.explain.get("run_lengths", {})]
+    if rl := RunLengths.of(every):
+        run_lengths["all"] = rl
     causes = [
         Cause(
             k,
@@ -179,6 +223,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         cost=cost,
         missing=sorted(missing),
         notes=notes,
+        run_lengths=run_lengths,
     )
 
 

@@ -88,6 +88,13 @@ def explanation_lines(s: Series) -> list[str]:
         if e.latency_ns:
             lat = e.latency_ns
             extras.append(f"op p50 {ns(lat['p50'])} p99 {ns(lat['p99'])} p99.9 {ns(lat['p99.9'])}")
+        if "all" in e.run_lengths:
+            rl = e.run_lengths["all"]
+            short, long_ = rl.over.get(1000, (0, 0)), rl.over.get(10000, (0, 0))
+            extras.append(
+                f"kernel entries {rl.count}, mean {ns(rl.mean_ns)}, {1 - short[0]:.1%} ≤ 1 µs; "
+                f"{long_[1]:.0%} of kernel time in the {long_[0]:.2%} longer than 10 µs"
+            )
         if extras:
             lines.append(f"  {e.workers} worker{'s' if e.workers > 1 else ''}: " + "; ".join(extras))
     costs = [e.cost for e in got if e.cost is not None]
