@@ -23,39 +23,18 @@ static struct loader_missing missing;
 static struct bpf_link **fault_links;
 static int n_fault_links;
 
-/* What each optional program gives; NULL for the core, without which the
- * charges would not add up. */
+/* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
 {
 	const char *tp = loader_tp_name(p);
-	if (!tp)
-		return "page_faults"; /* the perf_event fault ends */
-	if (!strncmp(tp, "page_fault_", 11))
-		return "page_faults";
-	if (!strncmp(tp, "contention_", 11))
-		return "lock_contention";
-	if (!strncmp(tp, "irq_handler_", 12))
-		return "hardirqs";
-	if (!strncmp(tp, "softirq_", 8))
-		return "softirqs";
-	if (!strncmp(tp, "ipi_", 4))
-		return "ipis_sent";
-	if (!strcmp(tp, "tlb_flush"))
-		return "tlb_flushes";
-	if (!strcmp(tp, "sched_wakeup") || !strcmp(tp, "sched_wakeup_new"))
-		return "runqueue_wait";
-	if (!strncmp(tp, "sched_", 6) || !strncmp(tp, "sys_", 4))
-		return NULL;
-	return tp; /* an x86 vector: named by its tracepoint */
+	if (tp && !strncmp(tp, "sys_", 4))
+		return NULL /* the core: the causes would not add up without them */;
+	return loader_part_of(p);
 }
 
 static void note_missing(const struct bpf_program *p)
 {
-	const char *part = part_of(p), *tp = loader_tp_name(p);
-	if (tp && part == tp)
-		loader_missing_add_tp(&missing, tp);
-	else
-		loader_missing_add(&missing, part);
+	loader_note_missing(&missing, p, part_of(p));
 }
 
 struct attach_ctx {
@@ -265,12 +244,7 @@ void explain_bpf_emit(int rep)
 		prevkey = &curkey;
 	}
 	json_int(j, "rq_locks", rq_locks);
-	json_arr(j, "missing");
-	char buf[sizeof missing.list];
-	snprintf(buf, sizeof buf, "%s", missing.list);
-	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
+	loader_emit_missing(j, &missing);
 	/* [tid, kind, id, name, ns, count] and, for a lock, its kind, caller
 	 * stack and where it was named */
 	json_arr(j, "charges");

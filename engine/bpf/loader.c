@@ -1,5 +1,6 @@
 /* See loader.h. */
 #include "loader.h"
+#include "../json.h"
 #include "../textfile.h"
 
 #include <errno.h>
@@ -260,4 +261,49 @@ const char *loader_lock_kind(unsigned flags)
 	case 0: return "semaphore";
 	default: return "unknown";
 	}
+}
+
+const char *loader_part_of(const struct bpf_program *p)
+{
+	const char *tp = loader_tp_name(p);
+	if (!tp)
+		return "page_faults"; /* the perf_event fault ends */
+	if (!strncmp(tp, "page_fault_", 11))
+		return "page_faults";
+	if (!strncmp(tp, "contention_", 11))
+		return "lock_contention";
+	if (!strncmp(tp, "irq_handler_", 12))
+		return "hardirqs";
+	if (!strncmp(tp, "softirq_", 8))
+		return "softirqs";
+	if (!strncmp(tp, "ipi_", 4))
+		return "ipis_sent";
+	if (!strcmp(tp, "tlb_flush"))
+		return "tlb_flushes";
+	if (!strcmp(tp, "sched_wakeup") || !strcmp(tp, "sched_wakeup_new"))
+		return "runqueue_wait";
+	if (!strcmp(tp, "sched_migrate_task"))
+		return "migrations";
+	if (!strncmp(tp, "sched_", 6))
+		return NULL;
+	return tp; /* an x86 vector: named by its tracepoint */
+}
+
+void loader_note_missing(struct loader_missing *m, const struct bpf_program *p, const char *part)
+{
+	const char *tp = loader_tp_name(p);
+	if (tp && part == tp)
+		loader_missing_add_tp(m, tp);
+	else
+		loader_missing_add(m, part);
+}
+
+void loader_emit_missing(struct json *j, const struct loader_missing *m)
+{
+	json_arr(j, "missing");
+	char buf[sizeof m->list];
+	snprintf(buf, sizeof buf, "%s", m->list);
+	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_str(j, NULL, t);
+	json_end(j);
 }

@@ -72,4 +72,15 @@ const char *loader_softirq_name(long vec);
  * ("spinlock", "rwsem:W", "mutex", ...). */
 const char *loader_lock_kind(unsigned flags);
 
+/* What a program of either loader gives, for the `missing` list: the part
+ * of the attribution it belongs to ("page_faults", "lock_contention", …),
+ * its tracepoint's name for an x86 vector, NULL for the scheduler core. A
+ * loader decides the system-call tracepoints (core or optional) itself. */
+const char *loader_part_of(const struct bpf_program *p);
+/* Adds p's part to m: an entry/exit pair by its one name. */
+void loader_note_missing(struct loader_missing *m, const struct bpf_program *p, const char *part);
+struct json;
+/* The `missing` array of a record, from m. */
+void loader_emit_missing(struct json *j, const struct loader_missing *m);
+
 #endif

@@ -433,16 +433,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void emit_missing(struct json *j)
-{
-	json_arr(j, "missing");
-	char buf[sizeof missing.list];
-	snprintf(buf, sizeof buf, "%s", missing.list);
-	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
-}
-
 /* Keeps this process off the CPUs it watches, where it would be noise. */
 static void move_off(const int *cpus, int ncpus)
 {
@@ -510,7 +500,7 @@ int cmd_trace(int argc, char **argv)
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 1);
 	json_uint(j, "lost", lost);
-	emit_missing(j);
+	loader_emit_missing(j, &missing);
 	if (stop_signal)
 		json_int(j, "signal", stop_signal);
 	json_emit(j);

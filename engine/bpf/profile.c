@@ -37,39 +37,18 @@ static int fail(char *why, size_t whylen, const char *fmt, const char *arg)
 	return -1;
 }
 
-/* What each optional program gives; the others are the core. */
+/* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
 {
 	const char *tp = loader_tp_name(p);
-	if (!tp)
-		return "page_faults"; /* the perf_event fault ends */
-	if (!strncmp(tp, "sys_", 4))
+	if (tp && !strncmp(tp, "sys_", 4))
 		return "syscalls";
-	if (!strncmp(tp, "page_fault_", 11))
-		return "page_faults";
-	if (!strncmp(tp, "contention_", 11))
-		return "lock_contention";
-	if (!strncmp(tp, "irq_handler_", 12))
-		return "hardirqs";
-	if (!strncmp(tp, "softirq_", 8))
-		return "softirqs";
-	if (!strcmp(tp, "sched_wakeup") || !strcmp(tp, "sched_wakeup_new"))
-		return "runqueue_wait";
-	if (!strcmp(tp, "sched_migrate_task"))
-		return "migrations";
-	if (!strncmp(tp, "sched_", 6))
-		return NULL;
-	return tp; /* an x86 vector: named by its tracepoint */
+	return loader_part_of(p);
 }
 
 static void note_missing(const struct bpf_program *p)
 {
-	const char *part = part_of(p);
-	const char *tp = loader_tp_name(p);
-	if (tp && part == tp)
-		loader_missing_add_tp(&missing, tp);
-	else
-		loader_missing_add(&missing, part);
+	loader_note_missing(&missing, p, part_of(p));
 }
 
 struct attach_ctx {

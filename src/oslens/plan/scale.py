@@ -42,7 +42,7 @@ def plan(
     for name, variant in probes:
         for m in modes:
             for n in counts:
-                args = engine.run_argv(
+                point = dict(
                     probe=f"{name}:{variant}",
                     workers=n,
                     mode=m,
@@ -50,24 +50,15 @@ def plan(
                     reps=reps,
                     warmup=warmup,
                     interval=interval,
-                    time_limit=limit,
-                    duration=duration,
-                    ops=ops,
                     opts=probe_opts[name],
                 )
+                args = engine.run_argv(**point, time_limit=limit, duration=duration, ops=ops)
                 points.append(Point(name, variant, m, n, tuple(args)))
                 if explain:
                     args = engine.run_argv(
-                        probe=f"{name}:{variant}",
-                        workers=n,
-                        mode=m,
-                        placement=placement,
-                        reps=reps,
-                        warmup=warmup,
-                        interval=interval,
+                        **point,
                         time_limit=time_limit(reps, explain_s + warmup),
                         duration=explain_s,
-                        opts=probe_opts[name],
                         latency=catalogue[name].timed,
                         explain=True,
                     )
