@@ -31,6 +31,7 @@ bench: install
 	$(PY) bench/latency.py
 	$(PY) bench/noise.py
 	$(PY) bench/profile.py
+	$(PY) bench/explain.py
 
 clean:
 	$(MAKE) -C engine clean
