@@ -196,6 +196,10 @@ def test_scale_explain_end_to_end(tmp_path, no_leaks):
     assert series["explanation"]
     shown = oslens("show", "last", db=db)
     assert "why" in shown.stdout
+    page = tmp_path / "r.html"
+    assert oslens("report", "last", "-o", str(page), db=db).returncode == 0
+    html = page.read_text()
+    assert "time per operation by cause" in html and series["explanation"].split(",")[0] in html
     # the plain points are the plain repetitions: as many as asked, none explained
     assert [p["reps"] for p in series["points"]] == [2] * len(series["points"])
 

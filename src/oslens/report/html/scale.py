@@ -33,6 +33,96 @@ def _worker_rates(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+TOP_CAUSES = 7  # per probe, the rest stacked as "other causes"
+TOP_LOCKS = 8  # per point, the costliest
+
+
+def _explained_blocks(runs) -> list:
+    """scale --explain: per probe, the time per operation stacked by cause
+    against workers (the picture OSMark's readers wanted), the knee in
+    words, and the costliest locks at every point."""
+    rows, locks, notes = [], [], []
+    for rd in runs:
+        for s in summarize(rd.records):
+            if s.explained is None:
+                continue
+            probe = f"{s.probe}:{s.variant} ({s.mode})"
+            if s.explanation:
+                notes.append(Note(f"{rd.short} · {probe}: {s.explanation}"))
+            for e in s.explained:
+                if e is None:
+                    continue
+                point_locks = [c for c in e.causes if c.group == "lock"][:TOP_LOCKS]
+                for c in e.causes:
+                    rows.append(
+                        {
+                            "run": rd.short,
+                            "probe": probe,
+                            "workers": e.workers,
+                            "cause": c.label,
+                            "ns_per_op": c.ns_per_op,
+                        }
+                    )
+                    if c in point_locks:
+                        locks.append(
+                            [
+                                rd.short,
+                                probe,
+                                e.workers,
+                                c.label,
+                                " ← ".join(c.callers[:3]),
+                                c.ns_per_op,
+                                c.count_per_op,
+                            ]
+                        )
+                rows.append(
+                    {
+                        "run": rd.short,
+                        "probe": probe,
+                        "workers": e.workers,
+                        "cause": "unexplained",
+                        "ns_per_op": max(e.unexplained_ns, 0.0),
+                    }
+                )
+    if not rows:
+        return []
+    df = pd.DataFrame(rows)
+    panels = []
+    for probe in sorted(df.probe.unique()):
+        dp = df[df.probe == probe].copy()
+        top = dp.groupby("cause").ns_per_op.sum().sort_values(ascending=False).index[:TOP_CAUSES]
+        dp.loc[~dp.cause.isin(top) & (dp.cause != "unexplained"), "cause"] = "other causes"
+        dp = dp.groupby(["run", "probe", "workers", "cause"], as_index=False).ns_per_op.sum()
+        encoding = [
+            alt.X(
+                "workers:Q",
+                scale=alt.Scale(type="log", base=2),
+                title="workers",
+                axis=alt.Axis(values=sorted(dp.workers.unique().tolist())),
+            ),
+            alt.Y("ns_per_op:Q", stack="zero", title="ns per operation"),
+            alt.Color("cause:N", title="cause"),
+            alt.Tooltip(["run", "workers", "cause", "ns_per_op"]),
+        ]
+        if dp.run.nunique() > 1:
+            encoding.append(alt.Row("run:N", title=None))
+        panels.append(alt.Chart(dp).mark_area().encode(*encoding).properties(title=probe, width=300, height=210))
+    caption = (
+        "every instant of every worker thread charged to the innermost cause it was in (the explained "
+        "repetitions, measured right after the plain ones); what no cause covers is 'unexplained'"
+    )
+    blocks = [Figure("scale-why", "time per operation by cause", alt.concat(*panels, columns=3), caption), *notes]
+    if locks:
+        blocks.append(
+            Table(
+                "contended locks at every point",
+                ["run", "probe", "workers", "lock", "callers", "wait ns per op", "waits per op"],
+                locks,
+            )
+        )
+    return blocks
+
+
 def sections(runs) -> list[Section]:
     medians, ideal, fits, dots, table, notes = [], [], [], [], [], []
     for rd in runs:
@@ -147,5 +237,6 @@ def sections(runs) -> list[Section]:
             table,
         ),
         *notes,
+        *_explained_blocks(runs),
     ]
     return [Section("Scalability (scale)", blocks)]
