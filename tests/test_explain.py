@@ -252,3 +252,30 @@ def test_run_lengths_show_long_huge_page_faults():
     # zeroing 2 MiB takes longer than zeroing 4 KiB: the long entries are the huge page faults
     assert f_huge.mean_ns > 10 * f_small.mean_ns
     assert f_huge.over[10000][0] > 0.5 > f_small.over[10000][0]
+
+
+def test_compare_of_two_explained_runs_compares_the_causes(tmp_path):
+    db = tmp_path / "s.db"
+    for _ in range(2):
+        p = oslens(
+            "scale",
+            "--probe",
+            "getppid",
+            "--workers",
+            "1",
+            "--duration",
+            "0.1",
+            "--reps",
+            "2",
+            "--explain",
+            "-q",
+            db=db,
+        )
+        assert p.returncode == 0, p.stderr
+    runs = json.loads(oslens("show", "last", "--json", db=db).stdout)
+    if runs["series"][0]["explained"][0] is None:
+        pytest.skip(runs["series"][0]["explanation"])
+    doc = json.loads(oslens("compare", "1", "2", "--json", db=db).stdout)
+    why = {m["name"].rsplit("/why/", 1)[1]: m for m in doc["metrics"] if "/why/" in m["name"]}
+    assert "syscall:getppid" in why and "unexplained" in why
+    assert why["syscall:getppid"]["unit"] == "ns/op" and len(why["syscall:getppid"]["a"]["values"]) == 2

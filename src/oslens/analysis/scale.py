@@ -3,7 +3,7 @@ so that `oslens show` and the live command print the same thing."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -232,7 +232,43 @@ def metrics(run, records: list[dict]) -> Metrics:
                     group,
                     f"{_workers(n)} · slowest worker's time",
                 )
+    _cause_metrics(out, records)
     return out
+
+
+CAUSES_COMPARED = 6  # per explained point, its costliest causes (and the unexplained rest)
+
+
+def _cause_metrics(out: Metrics, records: list[dict]) -> None:
+    """scale --explain: each cause's time per operation, per repetition, so
+    that `compare` says which cause changed between two runs."""
+    for (probe, variant, mode, _placement, n), ep in explained_points(records).items():
+        per_rep = [s for r in ep.reps if (s := explain_point(replace(ep, reps=[r])))]
+        if not per_rep:
+            continue
+        group = f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'}) · why"
+        label = {c.key: c.label for s in per_rep for c in s.causes}
+        total: dict[str, float] = {}
+        for s in per_rep:
+            for k, v in s.by_key().items():
+                total[k] = total.get(k, 0.0) + v
+        for key in sorted(total, key=lambda k: -total[k])[:CAUSES_COMPARED]:
+            out.add(
+                f"scale/{probe}:{variant}/{mode}/{n} workers/why/{key}",
+                [s.by_key().get(key, 0.0) for s in per_rep],
+                "ns/op",
+                LOWER,
+                group,
+                f"{_workers(n)} · {label[key]}",
+            )
+        out.add(
+            f"scale/{probe}:{variant}/{mode}/{n} workers/why/unexplained",
+            [s.unexplained_ns for s in per_rep],
+            "ns/op",
+            LOWER,
+            group,
+            f"{_workers(n)} · unexplained",
+        )
 
 
 def _workers(n: int) -> str:
