@@ -111,7 +111,8 @@ def _cause(c: dict) -> tuple[str, str, str]:
     """(key, label, group) of one charge of an `explain` record."""
     kind, name = c["kind"], c.get("name")
     if kind == "user":
-        return "user", "user space", "user"
+        # between the kernel's tracepoints: also its entry and exit paths (and part of the tracing)
+        return "user", "user space + kernel entry/exit", "user"
     if kind == "syscall":
         return f"syscall:{name}", f"{name}() in the kernel", "syscall"
     if kind == "fault":
