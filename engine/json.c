@@ -186,3 +186,18 @@ void json_emit(struct json *j)
 	if (json_emit_fd(j, STDOUT_FILENO) != 0)
 		json_output_lost = 1;
 }
+
+void json_list(struct json *j, const char *key, const char *list)
+{
+	json_arr(j, key);
+	for (const char *p = list ? list : ""; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n) {
+			char item[256];
+			snprintf(item, sizeof item, "%.*s", (int)n, p);
+			json_str(j, NULL, item);
+		}
+		p += n + (p[n] == ',');
+	}
+	json_end(j);
+}

@@ -19,6 +19,8 @@ void json_bool(struct json *j, const char *key, int val);
 void json_null(struct json *j, const char *key);
 void json_obj(struct json *j, const char *key); /* key NULL inside arrays */
 void json_arr(struct json *j, const char *key);
+/* An array of the items of a comma-separated list ("a,b" -> ["a", "b"]). */
+void json_list(struct json *j, const char *key, const char *list);
 void json_end(struct json *j);		  /* closes the last obj/arr */
 void json_emit(struct json *j);		  /* closes, writes to stdout, frees */
 int json_emit_fd(struct json *j, int fd); /* the same to fd; -1 on error */

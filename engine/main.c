@@ -1,7 +1,7 @@
 /* oslens-engine: argv in, JSON lines out. See README.md for the records. */
 #include "engine.h"
 #include "json.h"
-#include "bpf/noise.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,16 +25,6 @@ static void usage(void)
 	exit(EXIT_USAGE);
 }
 
-static void json_syscalls(struct json *j, const char *key, const char *list)
-{
-	char buf[512];
-	snprintf(buf, sizeof buf, "%s", list);
-	json_arr(j, key);
-	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
-}
-
 static void emit_probe(const struct probe *p, void *arg)
 {
 	(void)arg;
@@ -42,13 +32,13 @@ static void emit_probe(const struct probe *p, void *arg)
 	json_str(j, "name", p->name);
 	json_str(j, "summary", p->summary);
 	json_str(j, "subsystem", p->subsystem);
-	json_syscalls(j, "syscalls", p->syscalls);
+	json_list(j, "syscalls", p->syscalls);
 	json_arr(j, "variants");
 	for (int i = 0; i < PROBE_MAX_VARIANTS && p->variants[i].name; i++) {
 		json_obj(j, NULL);
 		json_str(j, "name", p->variants[i].name);
 		json_str(j, "help", p->variants[i].help);
-		json_syscalls(j, "syscalls", p->variants[i].syscalls ? p->variants[i].syscalls : p->syscalls);
+		json_list(j, "syscalls", p->variants[i].syscalls ? p->variants[i].syscalls : p->syscalls);
 		json_end(j);
 	}
 	json_end(j);

@@ -175,18 +175,13 @@ static void stop_tracing(void)
 		;
 	event_batch_flush(&events);
 	uint64_t lost = noise_bpf_lost();
-	char missing[256];
-	snprintf(missing, sizeof missing, "%s", noise_bpf_missing());
-	noise_bpf_stop();
-	tracing = 0;
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 1);
 	json_uint(j, "lost", lost);
-	json_arr(j, "missing");
-	for (char *save, *t = strtok_r(missing, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
+	json_list(j, "missing", noise_bpf_missing());
 	json_emit(j);
+	noise_bpf_stop();
+	tracing = 0;
 }
 
 /* Loads the attribution of `--explain` for the workers' threads, before

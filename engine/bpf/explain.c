@@ -32,27 +32,6 @@ static const char *part_of(const struct bpf_program *p)
 	return loader_part_of(p);
 }
 
-static void note_missing(const struct bpf_program *p)
-{
-	loader_note_missing(&missing, p, part_of(p));
-}
-
-struct attach_ctx {
-	char *why;
-	size_t whylen;
-};
-
-static int attach_failed(const struct bpf_program *p, int err, void *arg)
-{
-	struct attach_ctx *c = arg;
-	if (part_of(p)) {
-		note_missing(p);
-		return 0;
-	}
-	snprintf(c->why, c->whylen, "cannot attach to %s: %s", bpf_program__section_name(p), strerror(err));
-	return 1;
-}
-
 int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen)
 {
 	explain_bpf_stop();
@@ -65,32 +44,10 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		snprintf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
 		return -1;
 	}
-	char *events = loader_available_events();
-	int fault_tps = loader_has_tracepoint(events, "page_fault_user");
-	struct bpf_program *p;
-	bpf_object__for_each_program(p, skel->obj)
-	{
-		const char *tp = loader_tp_name(p);
-		int load = tp ? loader_has_tracepoint(events, tp) : fault_tps;
-		if (!load && !part_of(p)) {
-			free(events);
-			snprintf(why, whylen, "this kernel has no tracepoint %s", tp);
-			explain_bpf_stop();
-			return -1;
-		}
-		if (!load)
-			note_missing(p);
-		bpf_program__set_autoload(p, load);
-	}
-	free(events);
-	loader_clear_warning();
-	int err = explain_bpf__load(skel);
+	int fault_tps, err = loader_choose_programs(skel->obj, part_of, NULL, &missing, &fault_tps, why, whylen);
+	if (!err && (err = explain_bpf__load(skel)) != 0)
+		loader_load_failed(err, why, whylen);
 	if (err) {
-		if (-err == EPERM)
-			loader_eperm_reason(why, whylen);
-		else
-			snprintf(why, whylen, "the kernel rejected the BPF programs (%s%s%s)", strerror(-err),
-				 *loader_last_warning() ? ": " : "", loader_last_warning());
 		explain_bpf_stop();
 		return -1;
 	}
@@ -98,8 +55,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		if (tgids[i] > 0 &&
 		    (unsigned)tgids[i] / 64 < sizeof skel->bss->followed / sizeof skel->bss->followed[0])
 			skel->bss->followed[tgids[i] / 64] |= 1ull << (tgids[i] % 64);
-	struct attach_ctx ctx = {why, whylen};
-	if (loader_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0) {
+	if (loader_attach(skel->skeleton, part_of, &missing, why, whylen) != 0) {
 		explain_bpf_stop();
 		return -1;
 	}
@@ -244,7 +200,7 @@ void explain_bpf_emit(int rep)
 		prevkey = &curkey;
 	}
 	json_int(j, "rq_locks", rq_locks);
-	loader_emit_missing(j, &missing);
+	json_list(j, "missing", missing.list);
 	/* [tid, kind, id, name, ns, count] and, for a lock, its kind, caller
 	 * stack and where it was named */
 	json_arr(j, "charges");

@@ -298,12 +298,68 @@ void loader_note_missing(struct loader_missing *m, const struct bpf_program *p, 
 		loader_missing_add(m, part);
 }
 
-void loader_emit_missing(struct json *j, const struct loader_missing *m)
+int loader_choose_programs(struct bpf_object *obj, loader_part_fn part_of, const char *skip, struct loader_missing *m,
+			   int *fault_tps, char *why, size_t whylen)
 {
-	json_arr(j, "missing");
-	char buf[sizeof m->list];
-	snprintf(buf, sizeof buf, "%s", m->list);
-	for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
+	char *events = loader_available_events();
+	*fault_tps = loader_has_tracepoint(events, "page_fault_user");
+	struct bpf_program *p;
+	int rc = 0;
+	bpf_object__for_each_program(p, obj)
+	{
+		const char *tp = loader_tp_name(p), *part = part_of(p);
+		int load = tp ? loader_has_tracepoint(events, tp) : *fault_tps;
+		if (part && skip && loader_listed(skip, part)) {
+			bpf_program__set_autoload(p, 0);
+			continue;
+		}
+		if (!load && !part) {
+			snprintf(why, whylen, "this kernel has no tracepoint %s", tp);
+			rc = -1;
+			break;
+		}
+		if (!load)
+			loader_note_missing(m, p, part);
+		bpf_program__set_autoload(p, load);
+	}
+	free(events);
+	loader_clear_warning();
+	return rc;
+}
+
+void loader_load_failed(int err, char *why, size_t whylen)
+{
+	if (-err == EPERM)
+		loader_eperm_reason(why, whylen);
+	else
+		snprintf(why, whylen, "the kernel rejected the BPF programs (%s%s%s)", strerror(-err),
+			 *loader_last_warning() ? ": " : "", loader_last_warning());
+}
+
+struct attach_ctx {
+	loader_part_fn part_of;
+	struct loader_missing *m;
+	char *why;
+	size_t whylen;
+};
+
+/* An optional part that will not attach is noted as missing; a core
+ * program fails the whole. */
+static int attach_failed(const struct bpf_program *p, int err, void *arg)
+{
+	struct attach_ctx *c = arg;
+	const char *part = c->part_of(p);
+	if (part) {
+		loader_note_missing(c->m, p, part);
+		return 0;
+	}
+	snprintf(c->why, c->whylen, "cannot attach to %s: %s", bpf_program__section_name(p), strerror(err));
+	return 1;
+}
+
+int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct loader_missing *m, char *why,
+		  size_t whylen)
+{
+	struct attach_ctx ctx = {part_of, m, why, whylen};
+	return loader_attach_ends_first(s, NULL, attach_failed, &ctx);
 }

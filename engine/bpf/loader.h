@@ -79,8 +79,22 @@ const char *loader_lock_kind(unsigned flags);
 const char *loader_part_of(const struct bpf_program *p);
 /* Adds p's part to m: an entry/exit pair by its one name. */
 void loader_note_missing(struct loader_missing *m, const struct bpf_program *p, const char *part);
-struct json;
-/* The `missing` array of a record, from m. */
-void loader_emit_missing(struct json *j, const struct loader_missing *m);
+
+struct bpf_object;
+typedef const char *(*loader_part_fn)(const struct bpf_program *p);
+/* Sets each program of obj to load where this kernel has its tracepoint (a
+ * perf_event fault end where it has page_fault_user), never a part listed
+ * in `skip` (comma-separated, may be NULL); notes in m what cannot load.
+ * *fault_tps: whether faults can be timed. 0, or -1 with `why` when a core
+ * program (part_of gives NULL) has no tracepoint here. */
+int loader_choose_programs(struct bpf_object *obj, loader_part_fn part_of, const char *skip, struct loader_missing *m,
+			   int *fault_tps, char *why, size_t whylen);
+/* `why` for a skeleton's load that returned err: a privilege a user can
+ * grant, or the verifier's last words. */
+void loader_load_failed(int err, char *why, size_t whylen);
+/* loader_attach_ends_first, where an optional part that will not attach is
+ * noted in m and a core program fails the whole with `why`. */
+int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct loader_missing *m, char *why,
+		  size_t whylen);
 
 #endif

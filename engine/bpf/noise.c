@@ -7,7 +7,6 @@
 #include "../event_batch.h"
 #include "../json.h"
 #include "../topology.h"
-#include "../trace_args.h"
 #include "loader.h"
 
 #include <errno.h>
@@ -416,98 +415,4 @@ void noise_bpf_stop(void)
 		noise_bpf__destroy(skel);
 		skel = NULL;
 	}
-}
-
-/* ---- oslens-engine trace ---- */
-
-static volatile sig_atomic_t stop_signal;
-static void on_signal(int sig)
-{
-	stop_signal = sig;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Keeps this process off the CPUs it watches, where it would be noise. */
-static void move_off(const int *cpus, int ncpus)
-{
-	struct topology topo;
-	if (topology_read(&topo) != 0)
-		return;
-	int *spare = calloc(topo.n, sizeof *spare);
-	int n = spare ? topology_unused(&topo, cpus, ncpus, spare) : 0;
-	if (n > 0)
-		cpus_pin(spare, n);
-	free(spare);
-	free(topo.cpus);
-}
-
-int cmd_trace(int argc, char **argv)
-{
-	struct trace_config cfg;
-	trace_parse_args(argc, argv, &cfg);
-	if (cfg.dry_run) {
-		trace_emit_config(&cfg);
-		return 0;
-	}
-	int *cpus = cfg.cpus, ncpus = cfg.ncpus, *tids = cfg.tids, ntids = cfg.ntids;
-	double duration = cfg.duration_s;
-
-	signal(SIGPIPE, SIG_IGN);
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	move_off(cpus, ncpus);
-
-	char why[512];
-	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
-		struct json *j = json_record("trace");
-		json_bool(j, "available", 0);
-		json_str(j, "reason", why);
-		json_emit(j);
-		fprintf(stderr, "oslens-engine: %s\n", why);
-		free(cpus);
-		free(tids);
-		return 1;
-	}
-
-	struct event_batch b = {0};
-	double end = now_s() + duration;
-	int failed = 0;
-	while (!stop_signal && !json_output_lost) {
-		double left = end - now_s();
-		if (left <= 0)
-			break;
-		int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
-		if (noise_bpf_poll(event_batch_add, &b, ms) < 0) {
-			failed = 1;
-			break;
-		}
-		event_batch_flush(&b);
-	}
-	/* what the kernel recorded up to now */
-	if (!failed)
-		noise_bpf_poll(event_batch_add, &b, 0);
-	event_batch_flush(&b);
-	uint64_t lost = noise_bpf_lost();
-	struct json *j = json_record("trace");
-	json_bool(j, "available", 1);
-	json_uint(j, "lost", lost);
-	loader_emit_missing(j, &missing);
-	if (stop_signal)
-		json_int(j, "signal", stop_signal);
-	json_emit(j);
-	noise_bpf_stop();
-	free(cpus);
-	free(tids);
-	if (stop_signal)
-		return 128 + stop_signal;
-	return failed || json_output_lost ? 1 : 0;
 }

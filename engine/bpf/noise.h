@@ -104,8 +104,6 @@ uint64_t noise_bpf_lost(void);
 const char *noise_bpf_missing(void);
 /* Detaches and unloads every program and map. Idempotent. */
 void noise_bpf_stop(void);
-/* `oslens-engine trace --cpus LIST --duration S [--tids LIST]`: events as JSON lines. */
-int cmd_trace(int argc, char **argv);
 
 #endif /* __bpf__ */
 

@@ -2,7 +2,6 @@
  * BTF or libbpf on the build host, or the static engine): every call says
  * why, so oslens can report it instead of failing silently. */
 #include "noise.h"
-#include "../trace_args.h"
 
 #include <stdio.h>
 
@@ -36,16 +35,4 @@ const char *noise_bpf_missing(void)
 
 void noise_bpf_stop(void)
 {
-}
-
-int cmd_trace(int argc, char **argv)
-{
-	struct trace_config cfg;
-	trace_parse_args(argc, argv, &cfg);
-	if (cfg.dry_run) {
-		trace_emit_config(&cfg);
-		return 0;
-	}
-	fprintf(stderr, "oslens-engine: %s\n", OSLENS_NO_BPF_REASON);
-	return 2;
 }

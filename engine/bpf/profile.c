@@ -46,31 +46,6 @@ static const char *part_of(const struct bpf_program *p)
 	return loader_part_of(p);
 }
 
-static void note_missing(const struct bpf_program *p)
-{
-	loader_note_missing(&missing, p, part_of(p));
-}
-
-struct attach_ctx {
-	char *why;
-	size_t whylen;
-};
-
-/* A core program that will not attach fails the whole; an optional part
- * is noted as missing. */
-static int attach_failed(const struct bpf_program *p, int err, void *arg)
-{
-	struct attach_ctx *c = arg;
-	if (part_of(p)) {
-		note_missing(p);
-		return 0;
-	}
-	char detail[256];
-	snprintf(detail, sizeof detail, "%s: %s", bpf_program__section_name(p), strerror(err));
-	fail(c->why, c->whylen, "cannot attach to %s", detail);
-	return 1;
-}
-
 static char skipped[256];
 
 int profile_bpf_start(const char *skip, char *why, size_t whylen)
@@ -89,43 +64,13 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 	skel = profile_bpf__open();
 	if (!skel)
 		return fail(why, whylen, "cannot open the BPF object: %s", strerror(errno));
-	char *events = loader_available_events();
-	int fault_tps = loader_has_tracepoint(events, "page_fault_user");
-	struct bpf_program *p;
-	bpf_object__for_each_program(p, skel->obj)
-	{
-		const char *tp = loader_tp_name(p);
-		int load = tp ? loader_has_tracepoint(events, tp) : fault_tps;
-		if (part_of(p) && loader_listed(skipped, part_of(p))) {
-			bpf_program__set_autoload(p, 0);
-			continue;
-		}
-		if (!load && !part_of(p)) {
-			free(events);
-			return fail(why, whylen, "this kernel has no tracepoint %s", tp);
-		}
-		if (!load)
-			note_missing(p);
-		bpf_program__set_autoload(p, load);
-	}
-	free(events);
-	loader_clear_warning();
-	int err = profile_bpf__load(skel);
-	if (err) {
-		if (-err == EPERM) {
-			loader_eperm_reason(why, whylen);
-			profile_bpf_stop();
-			return -1;
-		}
-		char detail[512];
-		snprintf(detail, sizeof detail, "%s%s%s", strerror(-err), *loader_last_warning() ? ": " : "",
-			 loader_last_warning());
-		return fail(why, whylen, "the kernel rejected the BPF programs (%s)", detail);
-	}
-
-	struct attach_ctx ctx = {why, whylen};
-	if (loader_attach_ends_first(skel->skeleton, NULL, attach_failed, &ctx) != 0)
+	int fault_tps, err = loader_choose_programs(skel->obj, part_of, skipped, &missing, &fault_tps, why, whylen);
+	if (!err && (err = profile_bpf__load(skel)) != 0)
+		loader_load_failed(err, why, whylen);
+	if (err || loader_attach(skel->skeleton, part_of, &missing, why, whylen) != 0) {
+		profile_bpf_stop();
 		return -1;
+	}
 	fault_tps_attached = fault_tps;
 	return 0;
 }

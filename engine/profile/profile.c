@@ -490,12 +490,7 @@ int cmd_profile(int argc, char **argv)
 		json_null(j, "why");
 	else
 		json_str(j, "why", why);
-	json_arr(j, "missing");
-	char miss[512];
-	snprintf(miss, sizeof miss, "%s", profile_bpf_missing());
-	for (char *save, *t = strtok_r(miss, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		json_str(j, NULL, t);
-	json_end(j);
+	json_list(j, "missing", profile_bpf_missing());
 	json_arr(j, "skipped");
 	if (bpf && !cfg.syscalls)
 		json_str(j, NULL, "syscalls");

@@ -13,7 +13,7 @@ TLB flushes per operation, lock waits per operation."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..format import ns as fmt_ns
 from ..records import ExplainedPoint
@@ -172,7 +172,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
             labels[key] = (label, group)
             ns[key] += c["ns"]
             counts[key] += c["count"]
-            if c["kind"] == "vector" and c.get("name") in IPI_VECTORS[:2]:
+            if c["kind"] == "vector" and c.get("name") in IPI_VECTORS:  # the same IPIs as their cause
                 received += c["count"]
             if c["kind"] == "lock":
                 chains[key][tuple(c.get("callers") or [])] += c["ns"]
@@ -287,7 +287,3 @@ def scales_sentence(points: list[ExplainedStats], efficiency: list[float] | None
     base = min(points, key=lambda p: p.workers).ns_per_op
     worst = min(efficiency) if efficiency else min(base / p.ns_per_op for p in points)
     return f"no knee: efficiency stays at {worst:.0%} or more up to {max(p.workers for p in points)} workers"
-
-
-def to_dict(x) -> dict:
-    return asdict(x)

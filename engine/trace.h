@@ -1,7 +1,7 @@
-/* What `oslens-engine trace` was asked to do, parsed before anything is
- * loaded (trace_args.c), with or without BPF in this engine. */
-#ifndef OSLENS_TRACE_ARGS_H
-#define OSLENS_TRACE_ARGS_H
+/* `oslens-engine trace` (trace.c): what it was asked to do, parsed before
+ * anything is loaded, with or without BPF in this engine. */
+#ifndef OSLENS_TRACE_H
+#define OSLENS_TRACE_H
 
 #define TRACE_MAX_TIDS 4096
 
@@ -18,5 +18,7 @@ struct trace_config {
 void trace_parse_args(int argc, char **argv, struct trace_config *cfg);
 /* --dry-run's one `config` record. */
 void trace_emit_config(const struct trace_config *cfg);
+/* The `trace` command. */
+int cmd_trace(int argc, char **argv);
 
 #endif

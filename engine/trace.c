@@ -1,15 +1,22 @@
-/* `oslens-engine trace`'s argv into a struct trace_config: the CPUs must
- * exist (the possible CPUs, as BPF maps are sized) and the threads be alive. */
-#include "trace_args.h"
+/* `oslens-engine trace --cpus LIST --duration S [--tids LIST]`: the kernel
+ * events on some CPUs (bpf/noise.*) as JSON lines, for a while. Its argv
+ * is parsed into a struct trace_config first: the CPUs must exist (the
+ * possible CPUs, as BPF maps are sized) and the threads be alive. Without
+ * BPF in this engine it says why, as a `trace` record. */
+#include "trace.h"
+#include "bpf/noise.h"
+#include "event_batch.h"
 #include "args.h"
 #include "json.h"
 #include "textfile.h"
 #include "topology.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The number of possible CPUs (highest possible + 1), as the kernel sizes
@@ -97,4 +104,96 @@ void trace_emit_config(const struct trace_config *cfg)
 	json_end(j);
 	json_num(j, "duration_s", cfg->duration_s);
 	json_emit(j);
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Keeps this process off the CPUs it watches, where it would be noise. */
+static void move_off(const int *cpus, int ncpus)
+{
+	struct topology topo;
+	if (topology_read(&topo) != 0)
+		return;
+	int *spare = calloc(topo.n, sizeof *spare);
+	int n = spare ? topology_unused(&topo, cpus, ncpus, spare) : 0;
+	if (n > 0)
+		cpus_pin(spare, n);
+	free(spare);
+	free(topo.cpus);
+}
+
+int cmd_trace(int argc, char **argv)
+{
+	struct trace_config cfg;
+	trace_parse_args(argc, argv, &cfg);
+	if (cfg.dry_run) {
+		trace_emit_config(&cfg);
+		return 0;
+	}
+	int *cpus = cfg.cpus, ncpus = cfg.ncpus, *tids = cfg.tids, ntids = cfg.ntids;
+	double duration = cfg.duration_s;
+
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	move_off(cpus, ncpus);
+
+	char why[512];
+	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
+		struct json *j = json_record("trace");
+		json_bool(j, "available", 0);
+		json_str(j, "reason", why);
+		json_emit(j);
+		fprintf(stderr, "oslens-engine: %s\n", why);
+		free(cpus);
+		free(tids);
+		return 1;
+	}
+
+	struct event_batch b = {0};
+	double end = now_s() + duration;
+	int failed = 0;
+	while (!stop_signal && !json_output_lost) {
+		double left = end - now_s();
+		if (left <= 0)
+			break;
+		int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+		if (noise_bpf_poll(event_batch_add, &b, ms) < 0) {
+			failed = 1;
+			break;
+		}
+		event_batch_flush(&b);
+	}
+	/* what the kernel recorded up to now */
+	if (!failed)
+		noise_bpf_poll(event_batch_add, &b, 0);
+	event_batch_flush(&b);
+	uint64_t lost = noise_bpf_lost();
+	struct json *j = json_record("trace");
+	json_bool(j, "available", 1);
+	json_uint(j, "lost", lost);
+	json_list(j, "missing", noise_bpf_missing());
+	if (stop_signal)
+		json_int(j, "signal", stop_signal);
+	json_emit(j);
+	noise_bpf_stop();
+	free(cpus);
+	free(tids);
+	if (stop_signal)
+		return 128 + stop_signal;
+	return failed || json_output_lost ? 1 : 0;
 }
