@@ -228,15 +228,7 @@ void explain_bpf_emit(int rep)
 			json_uint(j, "count", v.count);
 			if (k.kind == EX_LOCK) {
 				json_str(j, "lock_kind", loader_lock_kind(k.flags));
-				json_arr(j, "stack");
-				__u64 ips[EXPLAIN_STACK_DEPTH];
-				if (k.stack >= 0 && bpf_map__lookup_elem(skel->maps.stacks, &k.stack, sizeof k.stack,
-									 ips, sizeof ips, 0) == 0)
-					for (int i = 0; i < EXPLAIN_STACK_DEPTH && ips[i]; i++) {
-						snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)ips[i]);
-						json_str(j, NULL, addr);
-					}
-				json_end(j);
+				loader_emit_stack(j, skel->maps.stacks, k.stack, EXPLAIN_STACK_DEPTH);
 			}
 			json_end(j);
 		}

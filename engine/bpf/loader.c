@@ -363,3 +363,16 @@ int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct 
 	struct attach_ctx ctx = {part_of, m, why, whylen};
 	return loader_attach_ends_first(s, NULL, attach_failed, &ctx);
 }
+
+void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth)
+{
+	json_arr(j, "stack");
+	__u64 ips[depth];
+	if (stack >= 0 && bpf_map__lookup_elem(stacks, &stack, sizeof stack, ips, sizeof ips, 0) == 0)
+		for (int i = 0; i < depth && ips[i]; i++) {
+			char addr[32];
+			snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)ips[i]);
+			json_str(j, NULL, addr);
+		}
+	json_end(j);
+}

@@ -97,4 +97,10 @@ void loader_load_failed(int err, char *why, size_t whylen);
 int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct loader_missing *m, char *why,
 		  size_t whylen);
 
+struct json;
+struct bpf_map;
+/* A `stack` array of kernel addresses (hex strings), from a stack map
+ * entry of `depth` frames; empty when stack < 0 or the entry is gone. */
+void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth);
+
 #endif

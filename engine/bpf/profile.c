@@ -428,15 +428,7 @@ static void emit_locks(void)
 			json_uint(j, "count", l.count);
 			json_uint(j, "total_ns", l.total_ns);
 			json_uint(j, "max_ns", l.max_ns);
-			json_arr(j, "stack");
-			__u64 ips[PROF_STACK_DEPTH];
-			if (k.stack >= 0 &&
-			    bpf_map__lookup_elem(skel->maps.stacks, &k.stack, sizeof k.stack, ips, sizeof ips, 0) == 0)
-				for (int i = 0; i < PROF_STACK_DEPTH && ips[i]; i++) {
-					snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)ips[i]);
-					json_str(j, NULL, addr);
-				}
-			json_end(j);
+			loader_emit_stack(j, skel->maps.stacks, k.stack, PROF_STACK_DEPTH);
 			json_end(j);
 		}
 		cur = k;
