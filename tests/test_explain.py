@@ -279,3 +279,12 @@ def test_compare_of_two_explained_runs_compares_the_causes(tmp_path):
     why = {m["name"].rsplit("/why/", 1)[1]: m for m in doc["metrics"] if "/why/" in m["name"]}
     assert "syscall:getppid" in why and "unexplained" in why
     assert why["syscall:getppid"]["unit"] == "ns/op" and len(why["syscall:getppid"]["a"]["values"]) == 2
+
+
+def test_cache_line_bouncing_is_said_to_be_unmeasured_with_the_reason(tmp_path):
+    from oslens.analysis.explain import cache_line_note
+
+    (tmp_path / "software").mkdir()
+    assert "no hardware PMU" in cache_line_note(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    assert "HITM" in cache_line_note(tmp_path) and "not measured" in cache_line_note(tmp_path)

@@ -107,6 +107,56 @@ def test_touched_pages_fault_once_each_with_latencies(build, no_leaks):
     assert sum(t["min_flt"] for t in threads(prof)) >= n
 
 
+def run_lengths(prof: collect.Profile) -> dict:
+    from oslens.profile.records import Records
+    from oslens.profile.sections import run_lengths as section
+
+    return section.summarize(Records(prof.records))
+
+
+def test_run_lengths_of_a_system_call_loop_are_short_and_counted(build, no_leaks):
+    n = 100_000
+    prof = profile(build["getppid_loop"], str(n))
+    bpf_or_skip(prof)
+    rl = run_lengths(prof)
+    calls = syscalls(prof)
+    # every system call is an entry: the same count as the system call table's
+    assert rl["kinds"]["syscall"]["count"] == sum(r["count"] for r in calls.values())
+    assert rl["kinds"]["syscall"]["over"]["1000"][0] < 0.1
+    # each kind's time is also in the combined figure, counted once
+    assert rl["all"]["count"] == sum(k["count"] for k in rl["kinds"].values() if k)
+    assert rl["all"]["total_ns"] == sum(k["total_ns"] for k in rl["kinds"].values() if k)
+
+
+def thp_enabled() -> bool:
+    try:
+        return "[never]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not thp_enabled(), reason="transparent huge pages are off (or absent) here")
+def test_run_lengths_show_the_long_huge_page_faults(build, no_leaks):
+    small = profile(build["touch_pages"], "2000")
+    bpf_or_skip(small)
+    huge = profile(build["huge_pages"], "16")
+    if "page_faults" in huge.first("bpf")["missing"]:
+        pytest.skip("this kernel cannot time page faults")
+    f_small, f_huge = run_lengths(small)["kinds"]["fault"], run_lengths(huge)["kinds"]["fault"]
+    # zeroing 2 MiB takes longer than zeroing 4 KiB: the long entries are the huge page faults,
+    # and they hold most of the fault time
+    assert f_huge["mean_ns"] > 5 * f_small["mean_ns"]
+    assert f_huge["over"]["10000"][1] > 0.5 > f_small["over"]["10000"][1]
+
+
+def test_run_lengths_say_what_was_not_traced(build, no_leaks):
+    prof = profile(build["touch_pages"], "100", syscalls=False)
+    bpf_or_skip(prof)
+    rl = run_lengths(prof)
+    assert "syscall" not in rl["kinds"] and "--no-syscalls" in rl["unmeasured"]["syscall"]
+    assert any("interrupts taken inside them" in n for n in rl["notes"])
+
+
 def test_the_process_tree_is_followed(build, no_leaks):
     k, m = 8, 20_000
     prof = profile(build["fork_tree"], str(k), str(m))

@@ -50,10 +50,10 @@ struct {
 } rq_locks SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); /* a line per CPU, not one every CPU writes */
 	__uint(max_entries, EE_MAX);
 	__type(key, __u32);
-	__type(value, struct explain_runlen);
+	__type(value, struct runlen);
 } runlens SEC(".maps");
 
 struct {
@@ -169,26 +169,14 @@ static __always_inline void charge(struct explain_task *t, __u32 tid, __u64 now)
 	add(&k, hi - lo, 0);
 }
 
-static const __u64 rl_over_ns[EXPLAIN_RL_OVER] = {1000, 10000, 100000};
-
 /* A kernel entry of `entry` kind that ran `ns` on the CPU has ended. */
 static __always_inline void run_length(__u32 entry, __u64 ns, __u64 now)
 {
 	if (!in_window(now))
 		return;
-	struct explain_runlen *r = bpf_map_lookup_elem(&runlens, &entry);
-	if (!r)
-		return;
-	__sync_fetch_and_add(&r->count, 1);
-	__sync_fetch_and_add(&r->sum_ns, ns);
-	for (int i = 0; i < EXPLAIN_RL_OVER; i++)
-		if (ns > rl_over_ns[i]) {
-			__sync_fetch_and_add(&r->over_count[i], 1);
-			__sync_fetch_and_add(&r->over_ns[i], ns);
-		}
-	__u32 b = log2_u64(ns);
-	if (b < EXPLAIN_RL_BUCKETS)
-		__sync_fetch_and_add(&r->hist[b], 1);
+	struct runlen *r = bpf_map_lookup_elem(&runlens, &entry);
+	if (r)
+		runlen_add(r, ns);
 }
 
 static __always_inline struct explain_task *task_of(__u32 tid, int create)

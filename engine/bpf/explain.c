@@ -145,42 +145,6 @@ void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 	__atomic_store_n(&skel->data->window_start_ns, start_ns, __ATOMIC_SEQ_CST);
 }
 
-/* {syscall|fault|interrupt: {count, sum_ns, over: [[ns, count, sum_ns]…], log2_hist: [[b, count]…]}} */
-static void emit_run_lengths(struct json *j)
-{
-	static const char *const names[EE_MAX] = {"syscall", "fault", "interrupt"};
-	static const unsigned long over[EXPLAIN_RL_OVER] = {1000, 10000, 100000};
-	json_obj(j, "run_lengths");
-	for (__u32 e = 0; e < EE_MAX; e++) {
-		struct explain_runlen r;
-		if (bpf_map__lookup_elem(skel->maps.runlens, &e, sizeof e, &r, sizeof r, 0) != 0)
-			continue;
-		json_obj(j, names[e]);
-		json_uint(j, "count", r.count);
-		json_uint(j, "sum_ns", r.sum_ns);
-		json_arr(j, "over");
-		for (int i = 0; i < EXPLAIN_RL_OVER; i++) {
-			json_arr(j, NULL);
-			json_uint(j, NULL, over[i]);
-			json_uint(j, NULL, r.over_count[i]);
-			json_uint(j, NULL, r.over_ns[i]);
-			json_end(j);
-		}
-		json_end(j);
-		json_arr(j, "log2_hist");
-		for (int b = 0; b < EXPLAIN_RL_BUCKETS; b++)
-			if (r.hist[b]) {
-				json_arr(j, NULL);
-				json_int(j, NULL, b);
-				json_uint(j, NULL, r.hist[b]);
-				json_end(j);
-			}
-		json_end(j);
-		json_end(j);
-	}
-	json_end(j);
-}
-
 void explain_bpf_emit(int rep)
 {
 	if (!skel)
@@ -236,7 +200,8 @@ void explain_bpf_emit(int rep)
 		prev = &cur;
 	}
 	json_end(j);
-	emit_run_lengths(j);
+	static const char *const entries[EE_MAX] = {"syscall", "fault", "interrupt"};
+	loader_emit_run_lengths(j, skel->maps.runlens, entries, EE_MAX);
 	json_emit(j);
 }
 

@@ -13,6 +13,8 @@
 #include <linux/types.h> /* the BPF side has these from vmlinux.h */
 #endif
 
+#include "runlen.h"
+
 /* What an instant is charged to. */
 enum explain_kind {
 	EX_USER = 1,  /* running in user space */
@@ -80,20 +82,11 @@ struct explain_frame {
 	__s64 id;
 };
 
-/* OS entry run lengths (the co-design study's chapter 4): how long each
- * kernel entry ran on the CPU — a system call or a page fault from user
+/* OS entry run lengths (runlen.h): a system call or a page fault from user
  * space with everything nested in it (faults, lock spinning, interrupts;
  * not the time asleep), an interrupt taken in user space — counted where
  * it ends inside the window. */
 enum explain_entry { EE_SYSCALL, EE_FAULT, EE_INTERRUPT, EE_MAX };
-#define EXPLAIN_RL_BUCKETS 48 /* by floor(log2(ns)) */
-#define EXPLAIN_RL_OVER 3     /* longer than 1 µs, 10 µs, 100 µs */
-
-struct explain_runlen {
-	__u64 count, sum_ns;
-	__u64 over_count[EXPLAIN_RL_OVER], over_ns[EXPLAIN_RL_OVER];
-	__u64 hist[EXPLAIN_RL_BUCKETS];
-};
 
 /* A probed thread: what it is in, and since when it has been charged. */
 struct explain_task {

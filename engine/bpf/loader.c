@@ -1,5 +1,6 @@
 /* See loader.h. */
 #include "loader.h"
+#include "runlen.h"
 #include "../json.h"
 #include "../textfile.h"
 
@@ -375,4 +376,55 @@ void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, 
 			json_str(j, NULL, addr);
 		}
 	json_end(j);
+}
+
+void loader_emit_run_lengths(struct json *j, const struct bpf_map *runlens, const char *const *names, int n)
+{
+	static const unsigned long over[RUNLEN_OVER] = RUNLEN_OVER_NS;
+	int ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0)
+		return;
+	struct runlen *per_cpu = calloc(ncpus, sizeof *per_cpu); /* 8-byte aligned: no padding */
+	if (!per_cpu)
+		return;
+	json_obj(j, "run_lengths");
+	for (__u32 k = 0; k < (__u32)n; k++) {
+		if (!names[k] || bpf_map__lookup_elem(runlens, &k, sizeof k, per_cpu, ncpus * sizeof *per_cpu, 0) != 0)
+			continue;
+		struct runlen r = {0};
+		for (int c = 0; c < ncpus; c++) {
+			r.count += per_cpu[c].count;
+			r.sum_ns += per_cpu[c].sum_ns;
+			for (int i = 0; i < RUNLEN_OVER; i++) {
+				r.over_count[i] += per_cpu[c].over_count[i];
+				r.over_ns[i] += per_cpu[c].over_ns[i];
+			}
+			for (int b = 0; b < RUNLEN_BUCKETS; b++)
+				r.hist[b] += per_cpu[c].hist[b];
+		}
+		json_obj(j, names[k]);
+		json_uint(j, "count", r.count);
+		json_uint(j, "sum_ns", r.sum_ns);
+		json_arr(j, "over");
+		for (int i = 0; i < RUNLEN_OVER; i++) {
+			json_arr(j, NULL);
+			json_uint(j, NULL, over[i]);
+			json_uint(j, NULL, r.over_count[i]);
+			json_uint(j, NULL, r.over_ns[i]);
+			json_end(j);
+		}
+		json_end(j);
+		json_arr(j, "log2_hist");
+		for (int b = 0; b < RUNLEN_BUCKETS; b++)
+			if (r.hist[b]) {
+				json_arr(j, NULL);
+				json_int(j, NULL, b);
+				json_uint(j, NULL, r.hist[b]);
+				json_end(j);
+			}
+		json_end(j);
+		json_end(j);
+	}
+	json_end(j);
+	free(per_cpu);
 }

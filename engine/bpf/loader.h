@@ -102,5 +102,9 @@ struct bpf_map;
 /* A `stack` array of kernel addresses (hex strings), from a stack map
  * entry of `depth` frames; empty when stack < 0 or the entry is gone. */
 void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth);
+/* A "run_lengths" object from a per-CPU array of struct runlen (runlen.h),
+ * summed over the CPUs: {names[k]: {count, sum_ns, over: [[ns, count,
+ * sum_ns]…], log2_hist: [[b, count]…]}} for the keys 0..n-1. */
+void loader_emit_run_lengths(struct json *j, const struct bpf_map *runlens, const char *const *names, int n);
 
 #endif

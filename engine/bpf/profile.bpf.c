@@ -97,6 +97,13 @@ struct {
 	__uint(value_size, PROF_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PE_MAX);
+	__type(key, __u32);
+	__type(value, struct runlen);
+} runlens SEC(".maps");
+
 /* ---- helpers ---- */
 
 static __always_inline struct prof_cpu *this_cpu(void)
@@ -192,6 +199,47 @@ static __always_inline void intr_add(struct prof_intr *s, __u64 ns, int on_workl
 	}
 }
 
+static __always_inline void run_length(__u32 entry, __u64 ns)
+{
+	struct runlen *r = bpf_map_lookup_elem(&runlens, &entry);
+	if (r)
+		runlen_add(r, ns);
+}
+
+/* A thread enters the kernel from user space (a system call, a user fault). */
+static __always_inline void entry_begin(struct prof_inflight *f, __u32 entry, __u64 now)
+{
+	f->entry = entry;
+	f->entry_run_ns = 0;
+	f->entry_resumed_ns = now;
+}
+
+/* ... and goes back: its run length is its time on the CPU since entry_begin. */
+static __always_inline void entry_end(struct prof_inflight *f, __u32 entry, __u64 now)
+{
+	if (f->entry != entry)
+		return;
+	f->entry = 0;
+	__u64 resumed = f->entry_resumed_ns;
+	if (!resumed) { /* it slept in the entry: back on the CPU since its last switch-in */
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct prof_task *t = bpf_map_lookup_elem(&tasks, &tid);
+		if (!t || !t->on_ns)
+			return;
+		resumed = t->on_ns;
+	}
+	run_length(entry, f->entry_run_ns + (now - resumed));
+}
+
+/* A followed thread in user space is current here: what interrupts it is an entry of its own. */
+static __always_inline __u32 interrupts_user(void)
+{
+	if (!current_followed())
+		return 0;
+	struct prof_inflight *f = current_inflight(0);
+	return !f || !f->entry;
+}
+
 /* ---- the process tree ---- */
 
 SEC("raw_tp/sched_process_fork")
@@ -257,6 +305,7 @@ int BPF_PROG(oslens_prof_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	f->sys_nr = id;
 	f->sys_ns = bpf_ktime_get_ns();
+	entry_begin(f, PE_SYSCALL, f->sys_ns);
 	return 0;
 }
 
@@ -266,9 +315,11 @@ int BPF_PROG(oslens_prof_sys_exit, struct pt_regs *regs, long ret)
 	struct prof_inflight *f = current_inflight(0);
 	if (!f || !f->sys_ns)
 		return 0;
-	__u64 ns = bpf_ktime_get_ns() - f->sys_ns;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ns = now - f->sys_ns;
 	__u32 nr = (__u32)f->sys_nr;
 	f->sys_ns = 0;
+	entry_end(f, PE_SYSCALL, now);
 	struct prof_syscall *s = bpf_map_lookup_elem(&syscalls, &nr);
 	if (!s) {
 		__u32 zero = 0;
@@ -304,6 +355,14 @@ int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct 
 		if (t) {
 			if (t->on_ns)
 				c->ran_ns += now - t->on_ns;
+			/* prev is the current task: its in-flight entry pauses */
+			struct prof_inflight *f = current_inflight(0);
+			if (f && f->entry) {
+				__u64 resumed = f->entry_resumed_ns ? f->entry_resumed_ns : t->on_ns;
+				if (resumed)
+					f->entry_run_ns += now - resumed;
+				f->entry_resumed_ns = 0;
+			}
 			t->on_ns = 0;
 			t->off_ns = now;
 			/* the kernel's own rule for nvcsw/nivcsw */
@@ -398,13 +457,16 @@ int BPF_PROG(oslens_prof_migrate, struct task_struct *p, int dest_cpu)
 
 /* ---- page faults (see noise.bpf.c for the method) ---- */
 
-static __always_inline void fault_start(void)
+static __always_inline void fault_start(int from_user)
 {
 	if (!current_followed())
 		return;
 	struct prof_inflight *f = current_inflight(1);
-	if (f)
-		f->fault_ns = bpf_ktime_get_ns();
+	if (!f)
+		return;
+	f->fault_ns = bpf_ktime_get_ns();
+	if (from_user)
+		entry_begin(f, PE_FAULT, f->fault_ns);
 }
 
 static __always_inline void fault_end(int major)
@@ -421,7 +483,9 @@ static __always_inline void fault_end(int major)
 		c->minor_faults++;
 	if (!f || !f->fault_ns)
 		return;
-	__u64 ns = bpf_ktime_get_ns() - f->fault_ns;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ns = now - f->fault_ns;
+	entry_end(f, PE_FAULT, now);
 	hist_add(&c->fault, ns);
 	if (major)
 		hist_add(&c->major_fault, ns);
@@ -431,14 +495,14 @@ static __always_inline void fault_end(int major)
 SEC("raw_tp/page_fault_user")
 int BPF_PROG(oslens_prof_fault_user, unsigned long address)
 {
-	fault_start();
+	fault_start(1);
 	return 0;
 }
 
 SEC("raw_tp/page_fault_kernel")
 int BPF_PROG(oslens_prof_fault_kernel, unsigned long address)
 {
-	fault_start();
+	fault_start(0);
 	return 0;
 }
 
@@ -466,6 +530,7 @@ int BPF_PROG(oslens_prof_irq_entry, int irq, struct irqaction *action)
 		return 0;
 	c->hardirq_start = bpf_ktime_get_ns();
 	c->hardirq_on_workload = current_followed();
+	c->hardirq_from_user = interrupts_user();
 	return 0;
 }
 
@@ -478,6 +543,8 @@ int BPF_PROG(oslens_prof_irq_exit, int irq, struct irqaction *action)
 	__u64 ns = bpf_ktime_get_ns() - c->hardirq_start;
 	c->hardirq_start = 0;
 	intr_add(&c->hardirq, ns, c->hardirq_on_workload);
+	if (c->hardirq_from_user)
+		run_length(PE_HARDIRQ, ns);
 	__u32 key = irq;
 	struct prof_irq *s = bpf_map_lookup_elem(&irqs, &key);
 	if (!s) {
@@ -504,6 +571,7 @@ int BPF_PROG(oslens_prof_softirq_entry, unsigned int vec)
 		return 0;
 	c->softirq_start = bpf_ktime_get_ns();
 	c->softirq_on_workload = current_followed();
+	c->softirq_from_user = interrupts_user();
 	return 0;
 }
 
@@ -516,6 +584,8 @@ int BPF_PROG(oslens_prof_softirq_exit, unsigned int vec)
 	__u64 ns = bpf_ktime_get_ns() - c->softirq_start;
 	c->softirq_start = 0;
 	intr_add(&c->softirq, ns, c->softirq_on_workload);
+	if (c->softirq_from_user)
+		run_length(PE_SOFTIRQ, ns);
 	if (vec < PROF_SOFTIRQS)
 		intr_add(&c->softirq_vec[vec], ns, c->softirq_on_workload);
 	return 0;
@@ -529,6 +599,7 @@ static __always_inline void vector_entry(__u32 which)
 	c->vector_start = bpf_ktime_get_ns();
 	c->vector_which = which;
 	c->vector_on_workload = current_followed();
+	c->vector_from_user = interrupts_user();
 }
 
 static __always_inline void vector_exit(__u32 which)
@@ -539,6 +610,8 @@ static __always_inline void vector_exit(__u32 which)
 	__u64 ns = bpf_ktime_get_ns() - c->vector_start;
 	c->vector_start = 0;
 	intr_add(&c->vector, ns, c->vector_on_workload);
+	if (c->vector_from_user)
+		run_length(PE_VECTOR, ns);
 	if (which < PV_MAX)
 		intr_add(&c->vec[which], ns, c->vector_on_workload);
 }

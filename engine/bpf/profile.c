@@ -476,6 +476,18 @@ static int lacking(const char *part)
 
 /* A part this kernel lacks gets no record: an empty table would read as
  * "none happened". */
+/* The record run_lengths (runlen.h): one object per kind of kernel entry. */
+static void emit_run_lengths(void)
+{
+	static const char *const names[PE_MAX] = {
+		[PE_SYSCALL] = "syscall", [PE_FAULT] = "fault",	  [PE_HARDIRQ] = "hardirq",
+		[PE_SOFTIRQ] = "softirq", [PE_VECTOR] = "vector",
+	};
+	struct json *j = json_record("run_lengths");
+	loader_emit_run_lengths(j, skel->maps.runlens, names, PE_MAX);
+	json_emit(j);
+}
+
 void profile_bpf_emit(void)
 {
 	if (!skel)
@@ -486,6 +498,7 @@ void profile_bpf_emit(void)
 		emit_syscalls();
 	if (!lacking("lock_contention"))
 		emit_locks();
+	emit_run_lengths();
 	struct json *j = json_record("bpf_stats");
 	json_uint(j, "lost", lost);
 	json_emit(j);

@@ -11,6 +11,8 @@
 #include <linux/types.h> /* the BPF side has these from vmlinux.h */
 #endif
 
+#include "runlen.h"
+
 /* Log-linear latency histogram, the engine's layout (hist.h) with 2 sub-bucket
  * bits: a bucket is at most 25 % of its lower bound wide, which is what a
  * distribution of kernel latencies needs, and 160 buckets (values up to
@@ -61,6 +63,8 @@ struct prof_cpu {
 	__u64 hardirq_start, softirq_start, vector_start;
 	__u32 hardirq_on_workload, softirq_on_workload, vector_on_workload;
 	__u32 vector_which;
+	__u32 hardirq_from_user, softirq_from_user,
+		vector_from_user; /* a followed thread in user space was interrupted */
 	__u64 voluntary, involuntary, switch_ins, migrated_switch_ins, migrations, wakeups;
 	__u64 minor_faults, major_faults;
 	__u64 lost;	  /* a map was full */
@@ -81,11 +85,23 @@ struct prof_task {
 	__u32 off_involuntary;
 };
 
+/* OS entry run lengths (runlen.h), on the CPU: a system call or a page fault
+ * from user space with everything nested in it (faults, lock spinning,
+ * interrupts; not the time asleep), and the interrupts (device, softirq,
+ * system vector) that a thread of the workload took in user space, each
+ * handler apart (a softirq run on the way out of a device interrupt counts
+ * as a second entry). Interrupts taken inside a system call or fault belong
+ * to that entry, so the kinds add up without counting any time twice. */
+enum prof_entry { PE_SYSCALL = 1, PE_FAULT, PE_HARDIRQ, PE_SOFTIRQ, PE_VECTOR, PE_MAX };
+
 /* What a thread of the workload is in the middle of. */
 struct prof_inflight {
-	__u64 sys_ns;	/* in a system call since */
-	__u64 fault_ns; /* in a page fault since */
-	__u64 lock_ns;	/* waiting for a contended lock since */
+	__u64 entry_run_ns;	/* on the CPU in the current entry (before entry_resumed_ns) */
+	__u64 entry_resumed_ns; /* back on the CPU in the entry since; 0: switched out, or not yet seen back */
+	__u32 entry;		/* PE_SYSCALL, PE_FAULT, 0: in user space (or not seen entering) */
+	__u64 sys_ns;		/* in a system call since */
+	__u64 fault_ns;		/* in a page fault since */
+	__u64 lock_ns;		/* waiting for a contended lock since */
 	__u64 lock;
 	__s64 sys_nr;
 	__s32 lock_stack;

@@ -70,6 +70,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "irqs": ("hardirq", "softirq"),
         "syscalls": ("rows",),
         "locks": ("rows",),
+        "run_lengths": ("run_lengths",),
         "threads_dropped": ("count",),
         "bpf_stats": ("lost",),
         "error": (),

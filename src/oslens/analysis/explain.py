@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..format import ns as fmt_ns
 from ..records import ExplainedPoint
 from .histogram import Histogram, merge_all
+from .runlengths import RunLengths
 
 # A knee: where the per-worker rate falls below this share of the smallest
 # worker count's (or, failing that, the steepest single step that loses
@@ -40,38 +42,20 @@ class Cause:
     callers: list[str] = field(default_factory=list)  # a lock: who waited (the costliest chain)
 
 
-@dataclass
-class RunLengths:
-    """How long kernel entries of one kind ran on the CPU (the co-design
-    study's OS invocation run lengths): most are short, and a few long ones
-    can hold most of the kernel's time."""
-
-    count: int
-    mean_ns: float
-    # threshold ns -> (share of the entries longer, share of their kernel time in them)
-    over: dict[int, tuple[float, float]]
-    log2_hist: list[tuple[int, int]]  # (floor(log2(ns)), entries)
-
-    @staticmethod
-    def of(parts: list[dict]) -> RunLengths | None:
-        count = sum(p["count"] for p in parts)
-        total = sum(p["sum_ns"] for p in parts)
-        if not count:
-            return None
-        over: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        hist: dict[int, int] = defaultdict(int)
-        for p in parts:
-            for ns_, n, s in p["over"]:
-                over[ns_][0] += n
-                over[ns_][1] += s
-            for b, n in p["log2_hist"]:
-                hist[b] += n
-        return RunLengths(
-            count,
-            total / count,
-            {t: (n / count, s / total if total else 0.0) for t, (n, s) in sorted(over.items())},
-            sorted(hist.items()),
-        )
+def cache_line_note(pmus: Path = Path("/sys/bus/event_source/devices")) -> str:
+    """What the explanation cannot say about cache-line bouncing, and why. The
+    kernel-side causes capture waits and IPIs; lines moving between caches cost
+    time inside whatever cause ran and need the hardware's coherence events."""
+    try:
+        hardware = any(p.name == "cpu" or p.name.startswith("cpu_") for p in pmus.iterdir())
+    except OSError:
+        hardware = False
+    why = (
+        "oslens does not read coherence (HITM) events yet — perf c2c does"
+        if hardware
+        else "this machine exposes no hardware PMU (a VM without counters?)"
+    )
+    return f"cache-line bouncing not measured: {why}; its cost sits inside the causes above"
 
 
 @dataclass
@@ -154,7 +138,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     sent = received = 0
     tlb: dict[str, float] = defaultdict(float)
     missing: set[str] = set()
-    notes: list[str] = []
+    notes: list[str] = [cache_line_note()]
     for r in ep.reps:
         missing.update(r.explain.get("missing", []))
         if r.explain.get("lost"):

@@ -137,6 +137,7 @@ def metrics(run, records: list[dict]) -> Metrics:
         ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
         ("context switches per s", switches, "/s", "context switches per second"),
         ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
+        ("kernel entry mean ns", _dig(sec, "run_lengths", "all", "mean_ns"), "ns", "mean kernel entry run length"),
         (
             "kernel cycle share",
             _dig(sec, "counters", "hardware", "kernel_cycle_share"),
