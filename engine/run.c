@@ -287,8 +287,10 @@ static void stop_all(struct master *m, int polite)
 	}
 }
 
-/* Fixed time: the master samples every counter each interval after warm-up. */
-static const char *measure_fixed_time(struct master *m, int rep)
+/* Fixed time: the master samples every counter each interval after warm-up,
+ * and /proc/stat at the first and the last sample (the window measured; the
+ * reads' CLOCK_MONOTONIC times in stat_mono). */
+static const char *measure_fixed_time(struct master *m, int rep, struct cpustat *const stat[2], uint64_t stat_mono[2])
 {
 	const struct run_config *cfg = m->cfg;
 	int nw = cfg->nworkers;
@@ -308,6 +310,10 @@ static const char *measure_fixed_time(struct master *m, int rep)
 		ts[s] = clock_ns();
 		for (int i = 0; i < nw; i++)
 			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
+		if (s == 0 || s == k) {
+			stat_mono[s == k] = mono_ns();
+			read_cpustat(cfg, stat[s == k]);
+		}
 		m->late_samples += ts[s] - at > step / 2;
 	}
 	m->window_s = why ? 0 : (double)(ts[k] - ts[0]) / 1e9;
@@ -418,7 +424,7 @@ static const char *run_rep(struct master *m, int rep)
 	while (!why && !(why = check(m, 0)) && __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
 		sleep_until(clock_ns() + 1000000ull);
 
-	uint64_t t_go = 0;
+	uint64_t t_go = 0, stat_mono[2] = {0, 0};
 	struct cpustat *stat0 = calloc(cfg->nworkers, sizeof *stat0), *stat1 = calloc(cfg->nworkers, sizeof *stat1);
 	if (!why && (!stat0 || !stat1))
 		why = "out of memory";
@@ -428,19 +434,26 @@ static const char *run_rep(struct master *m, int rep)
 			start_tracing(m);
 		if (cfg->explain)
 			start_explaining(m);
-		read_cpustat(cfg, stat0);
+		if (cfg->ops) { /* fixed work: the whole repetition */
+			stat_mono[0] = mono_ns();
+			read_cpustat(cfg, stat0);
+		}
 		t_go = clock_ns();
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		set_explain_window(m);
-		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep);
-		read_cpustat(cfg, stat1);
+		why = cfg->ops ? measure_fixed_work(m, rep)
+			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, stat_mono);
+		if (cfg->ops) {
+			stat_mono[1] = mono_ns();
+			read_cpustat(cfg, stat1);
+		}
 		stop_tracing();
 		stop_explaining(rep, !why);
 		if (!why)
-			emit_cpustat(cfg, rep, stat0, stat1);
+			emit_cpustat(cfg, rep, stat0, stat1, stat_mono);
 		if (!why && run_has_results(cfg))
 			why = emit_results(m, rep);
 	}

@@ -93,13 +93,16 @@ void emit_rusage(struct json *j, const struct slot *s);
 const char *emit_results(const struct master *m, int rep);
 void emit_error(const char *msg, int worker);
 
-/* The kernel's own accounting of the workers' CPUs (/proc/stat), read
- * around the measured window: irq, softirq and steal time (the hypervisor
- * running something else) that no guest-side event can show. */
+/* The kernel's own accounting of the workers' CPUs (/proc/stat), read at
+ * the start and the end of the measured window (fixed time: after warm-up;
+ * fixed work: the whole repetition), the reads' CLOCK_MONOTONIC times in
+ * mono: irq, softirq and steal time (the hypervisor running something
+ * else) that no guest-side event can show. */
 struct cpustat {
 	uint64_t v[8]; /* user nice system idle iowait irq softirq steal, in USER_HZ */
 };
 void read_cpustat(const struct run_config *cfg, struct cpustat *out);
-void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b);
+void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b,
+		  const uint64_t mono[2]);
 
 #endif

@@ -91,13 +91,16 @@ void read_cpustat(const struct run_config *cfg, struct cpustat *out)
 	fclose(f);
 }
 
-void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b)
+void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b,
+		  const uint64_t mono[2])
 {
 	static const char *names[8] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
 	double ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
 	struct json *j = json_record("cpustat");
 	json_int(j, "rep", rep);
 	json_num(j, "resolution_ns", ns_per_tick);
+	json_uint(j, "start_ns", mono[0]); /* CLOCK_MONOTONIC, as the detour probe's start_ns */
+	json_uint(j, "end_ns", mono[1]);
 	json_arr(j, "cpus");
 	for (int i = 0; i < cfg->nworkers; i++) {
 		json_obj(j, NULL);
