@@ -24,6 +24,7 @@ struct slot {
 	struct {
 		volatile int state;
 		int pid, tid, cpu_start, cpu_end;
+		int image_maps, image_anon_kb; /* the worker process's address space when it was ready; -1: unknown */
 		uint64_t t_release, t_start, t_end, done_ops;
 		struct rusage ru0, ru1;
 		char msg[200];

@@ -38,6 +38,17 @@ void emit_worker_common(struct json *j, const struct master *m, int rep, int i)
 	json_int(j, "cpu_seen", s->c.cpu_end);
 	json_int(j, "pid", s->c.pid);
 	json_int(j, "tid", s->c.tid);
+	/* what a probe that copies or tears down the address space (fork) pays for */
+	json_obj(j, "image");
+	if (s->c.image_maps >= 0)
+		json_int(j, "mappings", s->c.image_maps);
+	else
+		json_null(j, "mappings");
+	if (s->c.image_anon_kb >= 0)
+		json_int(j, "anon_kb", s->c.image_anon_kb);
+	else
+		json_null(j, "anon_kb");
+	json_end(j);
 }
 
 void emit_error(const char *msg, int worker)

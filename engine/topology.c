@@ -170,6 +170,11 @@ int topology_read(struct topology *t)
 	free(online);
 	free(sib);
 	CPU_FREE(mask);
+	/* Room for every possible CPU was only needed while reading: a worker
+	 * inherits the master's heap, and fork's cost grows with it. */
+	struct cpu_topo *fit = realloc(t->cpus, (t->n > 0 ? t->n : 1) * sizeof *t->cpus);
+	if (fit)
+		t->cpus = fit;
 	return t->n > 0 ? 0 : -1;
 }
 

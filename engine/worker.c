@@ -6,12 +6,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -107,6 +109,33 @@ static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const stru
 	return round;
 }
 
+/* The mappings and anonymous memory of this process now (-1 where /proc
+ * says nothing). read(2) into the stack, not stdio: a buffer from the heap
+ * would itself add to what it measures. */
+static void read_image(int *maps, int *anon_kb)
+{
+	*maps = *anon_kb = -1;
+	char buf[4096];
+	ssize_t got;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		*maps = 0;
+		while ((got = read(fd, buf, sizeof buf)) > 0)
+			for (ssize_t i = 0; i < got; i++)
+				*maps += buf[i] == '\n';
+		close(fd);
+	}
+	fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		got = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		buf[got > 0 ? got : 0] = 0;
+		const char *at = strstr(buf, "\nAnonymous:");
+		if (at)
+			*anon_kb = atoi(at + strlen("\nAnonymous:"));
+	}
+}
+
 void worker_main(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs, int idx)
 {
 	struct slot *s = &shm->slot[idx];
@@ -146,6 +175,7 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 		err = errno;
 		goto teardown;
 	}
+	read_image(&s->c.image_maps, &s->c.image_anon_kb);
 	__atomic_store_n(&s->c.state, W_READY, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&shm->ctl.ready, 1, __ATOMIC_RELEASE);
 
@@ -204,6 +234,30 @@ teardown:
 		__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
 }
 
+/* A worker process starts as a copy of the master, with pages only the
+ * master used: its freed heap and the deep stack of its set-up. Probes whose
+ * cost grows with the address space (fork above all) would carry them in
+ * every operation, so the worker gives back what is free and what lies
+ * below its own stack frame (they fault in again, fresh, if ever touched). */
+static void shed_inherited_memory(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return;
+	char line[256];
+	unsigned long lo = 0, hi = 0;
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+			break;
+	fclose(f);
+	malloc_trim(0); /* after fclose: stdio's buffer is free again */
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long here = (unsigned long)__builtin_frame_address(0);
+	unsigned long below = (here & ~(unsigned long)(page - 1)) - (unsigned long)page;
+	if (lo && here > lo && here < hi && below > lo)
+		madvise((void *)lo, below - lo, MADV_DONTNEED);
+}
+
 void worker_child_init(pid_t master, pid_t pgid)
 {
 	setpgid(0, pgid);
@@ -215,6 +269,7 @@ void worker_child_init(pid_t master, pid_t pgid)
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
+	shed_inherited_memory();
 }
 
 struct thread_arg {

@@ -1,7 +1,6 @@
 /* The text apps' words: see words.h. */
 #include "words.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +12,18 @@
  * only, so the text is the same whatever libm or CPU computes it. */
 static uint64_t exp2_q32[257];
 
+/* In integers, without libm (the engine links none, so that a worker's image
+ * is as small as a plain C program's): x = 2^(i/256) in 2.62 fixed point,
+ * times 2^(1/256) per step; the error of 256 steps stays far below the
+ * 2^-32 the table keeps. */
 static void exp2_table_init(void)
 {
-	for (int i = 0; i <= 256; i++)
-		exp2_q32[i] = (uint64_t)llround(ldexp(exp2(i / 256.0), 32));
+	const unsigned __int128 step = 4624189567668517720ull; /* 2^(1/256) in 2.62 */
+	uint64_t x = 1ull << 62;
+	for (int i = 0; i <= 256; i++) {
+		exp2_q32[i] = (x + (1ull << 29)) >> 30; /* 2.62 -> 32.32, rounded */
+		x = (uint64_t)((x * step + (1ull << 61)) >> 62);
+	}
 }
 
 /* A rank in [0, VOCAB_WORDS) with probability about 1/(rank+1) (Zipf, s =
