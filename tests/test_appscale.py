@@ -181,6 +181,9 @@ def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left
         (["--cpu-counts", "100000", "--", "true"], "--cpu-counts"),
         (["--reps", "0", "--", "true"], "--reps"),
         (["--size", "5", "--", "true"], "--size"),
+        # the engine's own limits, checked before any repetition runs
+        (["--workload", "kmeans", "--size", "1"], "--size"),
+        (["--workload", "kmeans", "--size", "1", "--dry-run"], "--size"),
         (["--", "/no/such/program"], "cannot run"),
     ],
 )

@@ -127,6 +127,18 @@ def probes() -> dict[str, ProbeInfo]:
     return out
 
 
+def descriptions() -> dict[str, str]:
+    """Titles in words: each probe's summary under its name, and under
+    "probe:variant" the summary followed by that variant's own help, so that
+    a table of one variant says what that variant does."""
+    out = {}
+    for p in probes().values():
+        out[p.name] = p.summary
+        for v in p.variants:
+            out[f"{p.name}:{v}"] = f"{p.summary}; {v}: {p.variant_help[v]}" if p.variant_help.get(v) else p.summary
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def topology() -> dict:
     return _query("topology")[0]
@@ -225,6 +237,14 @@ def app_argv(
     if data_dir is not None:
         args += ["--dir", data_dir]
     return args
+
+
+def check_app(workload: str, *, workers: int, mode: str, size: int | None = None, data_dir: str | None = None) -> None:
+    """Has the engine check an app's options (`--dry-run`: every check, nothing
+    run), so that a size it refuses is refused before any repetition runs.
+    Raises UsageError with the engine's own reason."""
+    argv = app_argv(workload, workers=workers, mode=mode, size=size, data_dir=data_dir)[1:]
+    _query(*argv, "--dry-run")
 
 
 def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:

@@ -68,18 +68,14 @@ def plan(
     if size is not None and size <= 0:
         raise UsageError(f"--size: {size} is not a positive size")
     available = engine.topology()["available"]
-    counts = parse_worker_counts(cpus, available, option="--cpu-counts")
+    counts = parse_worker_counts(cpus, available, option="--cpu-counts", placement=placement)
     if workload:
         known = engine.workloads()
         if workload not in known:
             raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
-        argv = engine.app_argv(
-            workload,
-            workers="{n}",
-            mode=mode,
-            size=size,
-            data_dir=DIR_PLACEHOLDER if known[workload].get("uses_dir") else None,
-        )
+        data_dir = DIR_PLACEHOLDER if known[workload].get("uses_dir") else None
+        engine.check_app(workload, workers=max(counts), mode=mode, size=size, data_dir=data_dir)
+        argv = engine.app_argv(workload, workers="{n}", mode=mode, size=size, data_dir=data_dir)
     else:
         if size is not None:
             raise UsageError("--size is for --workload; give a command its own arguments")
@@ -98,3 +94,16 @@ def plan(
         "available_cpus": available,
     }
     return AppPlan(points, reps, params, workload, size)
+
+
+def dry_run(p: AppPlan) -> dict:
+    """What `appscale --dry-run` prints: the plan, where each CPU count runs."""
+    from .scale import machine_shape, where_workers_run
+
+    return {
+        "dry_run": True,
+        "kind": "appscale",
+        "machine": machine_shape(),
+        "params": p.params,
+        "points": where_workers_run({pt.n: list(pt.cpus) for pt in p.points}, p.params["placement"]),
+    }
