@@ -70,3 +70,19 @@ def test_units_must_agree_to_merge():
     b = Histogram.from_record({**a.to_record(), "unit_ns": 1.0})
     with pytest.raises(ValueError):
         a.merge(b)
+
+
+def test_subtracting_a_subset_gives_the_rest_exactly_per_bucket():
+    rng = np.random.default_rng(7)
+    minor = rng.integers(200, 5000, 3000)
+    major = rng.integers(50_000, 2_000_000, 40)
+    everything = engine_hist(np.concatenate([minor, major]))
+    rest = everything.subtract(engine_hist(major))
+    alone = engine_hist(minor)
+    assert rest.count == alone.count and rest.sum == alone.sum
+    assert rest.index.tolist() == alone.index.tolist() and rest.counts.tolist() == alone.counts.tolist()
+    # min and max are known only to their bucket: never outside the true ones' buckets
+    lower, width = alone.bounds()
+    assert lower[0] <= rest.min <= alone.min and alone.max <= rest.max <= lower[-1] + width[-1] - 1
+    with pytest.raises(ValueError):
+        engine_hist(major).subtract(everything)

@@ -104,6 +104,13 @@ def test_touched_pages_fault_once_each_with_latencies(build, no_leaks):
     assert h.count >= n and 0 < h.min_ns <= h.percentile(50) <= h.max_ns
     counted = {e["name"]: e["value"] for e in prof.first("counters")["events"] if e["scope"] == "all"}
     assert counted["page-faults-min"] >= n
+    # the minor faults' own latency: all faults minus the major ones, bucket by bucket
+    from oslens.profile.records import Records
+    from oslens.profile.sections import faults as section
+
+    latency = section.summarize(Records(prof.records))["latency"]
+    assert latency["minor"]["count"] == latency["all"]["count"] - latency["major"]["count"] >= n
+    assert latency["minor"]["p50_ns"] is not None and latency["minor"]["avg_ns"] > 0
     assert sum(t["min_flt"] for t in threads(prof)) >= n
 
 

@@ -75,6 +75,29 @@ class Histogram:
             max(self.max, other.max),
         )
 
+    def subtract(self, part: "Histogram") -> "Histogram":
+        """The histogram of the values of self that are not in `part` (a subset of
+        them, counted in the same layout: all faults minus the major ones), bucket
+        by bucket: counts and sum exact; min and max only to their bucket's width."""
+        if self.sub_bits != part.sub_bits or not np.isclose(self.unit_ns, part.unit_ns, rtol=1e-9):
+            raise ValueError("histograms with different units or layouts cannot be subtracted")
+        counts = dict(zip(self.index.tolist(), self.counts.tolist()))
+        for i, c in zip(part.index.tolist(), part.counts.tolist()):
+            counts[i] = counts.get(i, 0) - c
+        if any(c < 0 for c in counts.values()) or part.count > self.count:
+            raise ValueError("not a subset: a bucket of the part holds more than the whole's")
+        kept = sorted((i, c) for i, c in counts.items() if c > 0)
+        index = np.array([i for i, _ in kept], dtype=np.int64)
+        counts_kept = np.array([c for _, c in kept], dtype=np.int64)
+        shape = Histogram(self.unit_ns, self.sub_bits, index, counts_kept, 0, 0, 0, 0)
+        low = high = 0
+        if kept:
+            lower, width = shape.bounds()
+            low, high = int(max(self.min, lower[0])), int(min(self.max, lower[-1] + width[-1] - 1))
+        return Histogram(
+            self.unit_ns, self.sub_bits, index, counts_kept, self.count - part.count, self.sum - part.sum, low, high
+        )
+
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower bound and width, in units, of each non-empty bucket."""
         sub = 1 << self.sub_bits
