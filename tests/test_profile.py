@@ -326,3 +326,20 @@ def test_without_privileges_procfs_and_counters_still_run_and_say_why(no_leaks):
     summary = summarize(recs)
     assert bpf["why"] in summary["sections"]["syscalls"]["missing"]
     assert summary["sections"]["time"]["cpu_split"]["per_cpu"]
+
+
+def test_a_thread_shorter_than_a_few_ticks_gets_no_user_kernel_split(build, no_leaks):
+    from oslens.profile.records import Records
+    from oslens.profile.sections import time as section
+
+    prof = profile("true")
+    recs = Records(prof.records)
+    s = section.summarize(recs)
+    tick_ns = 1e9 / recs.clk_tck
+    short = [t for t in s["threads"] if t["runtime_ns"] < section.MIN_TICKS_FOR_A_SPLIT * tick_ns]
+    assert short, "true ran for several ticks?"
+    assert all(t["kernel_share"] is None and not t["split"] for t in short)
+    assert any("tick-sampled" in n for n in s["notes"])
+    long_ = profile(build["compute"], "300000000")
+    s = section.summarize(Records(long_.records))
+    assert s["total"]["kernel_share"] is not None

@@ -92,24 +92,51 @@ def _cpu_split(recs: Records) -> dict:
     }
 
 
-def _thread_row(t) -> dict:
-    return {**t.to_dict(), "kernel_share": ratio(t.system_ns, t.user_ns + t.system_ns)}
+# utime/stime are sampled at the tick: a thread that ran fewer ticks than this
+# has a user/kernel split that says which tick it happened to be caught in,
+# not where its time went (`cat` shows "100.0 % kernel" from one sample).
+MIN_TICKS_FOR_A_SPLIT = 3
+
+
+def _split_known(runtime_ns: float | None, tick_ns: float) -> bool:
+    return runtime_ns is not None and runtime_ns >= MIN_TICKS_FOR_A_SPLIT * tick_ns
+
+
+def _thread_row(t, tick_ns: float) -> dict:
+    """A thread's figures; `split` False when it ran too few ticks for its user/kernel
+    split to be shown (the values stay, for sums over many threads, which are sound)."""
+    split = _split_known(t.runtime_ns, tick_ns)
+    return {
+        **t.to_dict(),
+        "split": split,
+        "kernel_share": ratio(t.system_ns, t.user_ns + t.system_ns) if split else None,
+    }
 
 
 def summarize(recs: Records) -> dict:
     section = new_section(TITLE)
     threads = sorted(recs.threads, key=lambda t: t.runtime_ns, reverse=True)
-    section["threads"] = [_thread_row(t) for t in threads[:THREADS_KEPT]]
+    tick_ns = 1e9 / recs.clk_tck
+    section["tick_ns"] = tick_ns
+    section["threads"] = [_thread_row(t, tick_ns) for t in threads[:THREADS_KEPT]]
+    short = sum(1 for t in threads if not _split_known(t.runtime_ns, tick_ns))
+    if short:
+        section["notes"].append(
+            f"{short:,} thread(s) ran less than {MIN_TICKS_FOR_A_SPLIT} ticks "
+            f"({MIN_TICKS_FOR_A_SPLIT * tick_ns / 1e6:g} ms): user and kernel time are tick-sampled, "
+            "so their split is not shown (their runtime is precise and counts in the total)"
+        )
     section["threads_count"] = len(threads)
     section["threads_omitted"] = max(0, len(threads) - THREADS_KEPT)
     runtime = sum(t.runtime_ns for t in threads) if threads else None
     if threads:
         user, system = sum(t.user_ns for t in threads), sum(t.system_ns for t in threads)
+        split = _split_known(runtime, tick_ns)
         section["total"] = {
-            "user_ns": user,
-            "system_ns": system,
+            "user_ns": user if split else None,
+            "system_ns": system if split else None,
             "runtime_ns": runtime,
-            "kernel_share": ratio(system, user + system),
+            "kernel_share": ratio(system, user + system) if split else None,
             "cpus_busy": ratio(runtime / 1e9, recs.wall_s),
         }
         if not recs.threads_complete:
@@ -150,16 +177,16 @@ def summarize(recs: Records) -> dict:
 
 def _render_threads(console: Console, section: dict) -> None:
     t = table(
-        "per thread (kernel share = system / (user + system))",
+        "per thread (kernel share = system / (user + system); user and kernel tick-sampled, runtime precise)",
         ["thread", "tid", "user", "kernel", "kernel share", "runtime", "switches vol/invol", "faults min/maj", "ended"],
     )
     for th in section["threads"]:
         t.add_row(
             plain(th["comm"]),
             str(th["tid"]),
-            fmt_ns(th["user_ns"]),
-            fmt_ns(th["system_ns"]),
-            fmt_share(th["kernel_share"]),
+            fmt_ns(th["user_ns"]) if th.get("split", True) else "–",
+            fmt_ns(th["system_ns"]) if th.get("split", True) else "–",
+            fmt_share(th["kernel_share"]) if th.get("split", True) else "< 3 ticks",
             fmt_ns(th["runtime_ns"]),
             f"{fmt_count(th['nvcsw'])}/{fmt_count(th['nivcsw'])}",
             f"{fmt_count(th['min_flt'])}/{fmt_count(th['maj_flt'])}",
@@ -258,10 +285,13 @@ def _html_thread_rows(rd, section: dict) -> list[dict]:
             "faults": f"{th['min_flt']:,} minor / {th['maj_flt']:,} major",
             "ended": "exited" if th["ended"] == "exit" else "alive at the end",
         }
-        rows += [{**info, "part": "user", "ns": th["user_ns"]}, {**info, "part": "kernel", "ns": th["system_ns"]}]
+        if th.get("split", True):
+            rows += [{**info, "part": "user", "ns": th["user_ns"]}, {**info, "part": "kernel", "ns": th["system_ns"]}]
+        else:
+            rows.append({**info, "part": "not split (< 3 ticks)", "ns": th["runtime_ns"]})
     rest = section["threads_count"] - len(shown)
     total = section["total"]
-    if rest > 0 and total is not None:
+    if rest > 0 and total is not None and total["user_ns"] is not None:
         user = total["user_ns"] - sum(th["user_ns"] for th in shown)
         system = total["system_ns"] - sum(th["system_ns"] for th in shown)
         info = {
