@@ -108,7 +108,7 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
         one_cpu = u.predict(1.0)
         d["fitted"] = True
         d["peak_speedup"] = (u.peak_x / one_cpu) if u.peak_x is not None else None
-        d["peak_is_extrapolated"] = u.peak_n is not None and u.peak_n > top
+        d["peak_is_extrapolated"] = u.peak_is_extrapolated([r["n"] for r in measured])
         beyond = sorted({2 * (available_cpus or top), 4 * (available_cpus or top)})
         d["predicted"] = [
             {"n": n, "speedup": float(u.predict(float(n)) / one_cpu), "extrapolated": n > top} for n in beyond

@@ -147,6 +147,9 @@ class UslFit:
         out = usl(n, self.lam, self.sigma, self.kappa)
         return float(out) if np.ndim(out) == 0 else out
 
+    def peak_is_extrapolated(self, measured: Sequence[float]) -> bool:
+        return peak_is_extrapolated(self.peak_n, measured)
+
     def to_dict(self) -> dict:
         return {
             "model": "usl",
@@ -161,6 +164,15 @@ class UslFit:
             "peak_n": _num(self.peak_n),
             "peak_x": _num(self.peak_x),
         }
+
+
+def peak_is_extrapolated(peak_n: float | None, measured: Sequence[float]) -> bool:
+    """Whether a USL peak at `peak_n` lies outside the worker counts measured
+    (only a peak between the smallest and the largest was seen, not predicted).
+    False when there is no peak."""
+    if peak_n is None or len(measured) == 0:
+        return False
+    return not (min(measured) <= peak_n <= max(measured))
 
 
 def fit_usl(n: Sequence[float], x: Sequence[float]) -> UslFit | None:

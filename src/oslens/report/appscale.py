@@ -8,12 +8,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..format import pct, seconds, si
+from .usl import usl_line
 
 
 def _interval(iv: dict) -> str:
+    """The median wall time with its own interval, confidence and repetitions."""
     if iv["n"] < 2:
-        return seconds(iv["median"])
-    return f"{seconds(iv['median'])} [{seconds(iv['low'])}–{seconds(iv['high'])}]"
+        return f"{seconds(iv['median'])} [1 rep, no interval]"
+    return f"{seconds(iv['median'])} [{seconds(iv['low'])}–{seconds(iv['high'])}, {iv['coverage']:.0%}, {iv['n']} reps]"
 
 
 def _s(x: float | None) -> str:
@@ -25,11 +27,10 @@ def render(console: Console, what: str, s: dict) -> None:
     if not rows:
         console.print("nothing measured")
         return
-    coverage = min((r["wall_s"]["coverage"] for r in rows if r["ok"]), default=0)
     t = Table(title=f"[bold]{escape(what)}[/] — wall time, speedup and where the CPU time went", title_justify="left")
     for col in (
         "CPUs",
-        f"wall [{coverage:.0%} CI]",
+        "wall",
         f"speedup vs {s['base_n']}",
         "efficiency",
         "user s",
@@ -76,7 +77,7 @@ def render(console: Console, what: str, s: dict) -> None:
             style="dim",
         )
     )
-    for line in fit_lines(s["fits"]):
+    for line in fit_lines(s["fits"], [r["n"] for r in rows if r["ok"]]):
         console.print(Text(f"  {line}", style="dim"))
 
 
@@ -91,7 +92,8 @@ def _failure(f: dict) -> str:
     return f"rep {f['rep'] + 1} {end}: not timed" + (f" (output ends: {tail})" if tail else "")
 
 
-def fit_lines(fits: dict) -> list[str]:
+def fit_lines(fits: dict, measured: list[int]) -> list[str]:
+    """The Amdahl and USL fits in words; `measured`: the CPU counts measured."""
     lines = []
     a = fits.get("amdahl", {})
     if a.get("fitted"):
@@ -101,27 +103,11 @@ def fit_lines(fits: dict) -> list[str]:
     else:
         lines.append(f"Amdahl: not fitted, {a.get('why', 'no data')}")
     u = fits.get("usl", {})
-    if u.get("fitted"):
-
-        def se(k):
-            return f" ± {u[k + '_se']:.2g}" if u.get(k + "_se") is not None else ""
-
-        peak = ""
-        if u.get("peak_n"):
-            where = " (extrapolated beyond the CPUs measured)" if u.get("peak_is_extrapolated") else ""
-            peak = f"; speedup peaks at {u['peak_speedup']:.3g}× near {u['peak_n']:.0f} CPUs{where}"
-        lines.append(
-            f"USL: contention σ = {u['sigma']:.3g}{se('sigma')}, coherency κ = {u['kappa']:.3g}{se('kappa')}, "
-            f"R² = {u['r2']:.3f}"
-            if u.get("r2") is not None
-            else f"USL: contention σ = {u['sigma']:.3g}, coherency κ = {u['kappa']:.3g}"
-        )
-        lines[-1] += peak
-        preds = ", ".join(f"{p['n']} CPUs {p['speedup']:.3g}×" for p in u.get("predicted", []))
-        if preds:
-            lines.append(f"USL predicts (extrapolated): {preds}")
-    else:
-        lines.append(f"USL: not fitted, {u.get('why', 'no data')}")
+    peak = f"speedup {u['peak_speedup']:.3g}×" if u.get("peak_speedup") is not None else ""
+    lines.append(usl_line(u, measured, "CPUs", peak))
+    preds = ", ".join(f"{p['n']} CPUs {p['speedup']:.3g}×" for p in u.get("predicted", []))
+    if u.get("fitted") and preds:
+        lines.append(f"USL predicts (extrapolated): {preds}")
     return lines
 
 

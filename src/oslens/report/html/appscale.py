@@ -92,7 +92,8 @@ def sections(runs) -> list[Section]:
                 }
                 for n in ns
             ]
-        blocks += [Note(f"{rd.short} ({what}): {line}") for line in fit_lines(fits)]
+        measured = [r["n"] for r in s["rows"] if r["ok"]]
+        blocks += [Note(f"{rd.short} ({what}): {line}") for line in fit_lines(fits, measured)]
     if not points:
         return [
             Section(
