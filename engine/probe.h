@@ -163,6 +163,10 @@ const struct probe *probe_find(const char *name);
 void probe_foreach(void (*fn)(const struct probe *p, void *arg), void *arg);
 long probe_opt(const struct probe_env *env, const char *name);
 int probe_variant_is(const struct probe_env *env, const char *name);
+/* Appends a line to this engine's ledger of what it creates ($OSLENS_RUNTIME);
+ * -1 without one. probe_self_start: field 22 of /proc/self/stat. */
+int probe_own(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+unsigned long long probe_self_start(void);
 /* Creates a SysV semaphore set owned by the master and records it for removal. */
 int probe_sem_create(struct probe_env *env, int nsems);
 /* Creates tmpdir/name filled with `bytes` bytes so its pages sit in the page cache. */

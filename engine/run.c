@@ -525,7 +525,14 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 {
 	struct master m = {.cfg = cfg};
 	static char tmpl[4096];
-	snprintf(tmpl, sizeof tmpl, "%s/oslens.XXXXXX", cfg->tmpdir_base);
+	/* With a ledger, the name starts with this process's pid and start
+	 * time, written there first: found after a SIGKILL, never another's. */
+	char prefix[4096];
+	snprintf(prefix, sizeof prefix, "%s/oslens.%d.%llu.", cfg->tmpdir_base, (int)getpid(), probe_self_start());
+	if (probe_own("tmpdir %s\n", prefix) == 0)
+		snprintf(tmpl, sizeof tmpl, "%sXXXXXX", prefix);
+	else
+		snprintf(tmpl, sizeof tmpl, "%s/oslens.XXXXXX", cfg->tmpdir_base);
 	if (!mkdtemp(tmpl))
 		die_usage("cannot create a temporary directory in %s: %s", cfg->tmpdir_base, strerror(errno));
 	m.tmpdir = tmpl;

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import runtime
+
 PREFIX = "oslens."
 
 
@@ -106,9 +108,10 @@ def _empty_and_remove(group: Path, timeout: float = 5.0) -> None:
         pass
 
 
-def remove_stale(m: Mounts | None = None) -> None:
+def stale(m: Mounts | None = None) -> list[Path]:
     """Groups left by an oslens that did not live to remove them."""
     m = m or mounts()
+    found = []
     for root in (m.v2, m.v1_cpuset, m.v1_cpuacct):
         if root is None:
             continue
@@ -125,7 +128,14 @@ def remove_stale(m: Mounts | None = None) -> None:
                 and parts[1].isdigit()
                 and not _pid_alive(int(parts[1]))
             ):
-                _empty_and_remove(d)
+                found.append(d)
+    return found
+
+
+def remove_stale(m: Mounts | None = None) -> None:
+    """Removes the groups left by an oslens that did not live to remove them."""
+    for d in stale(m):
+        _empty_and_remove(d)
 
 
 @dataclass
@@ -161,6 +171,7 @@ class Confinement:
 
     def _mkdir(self, root: Path, name: str) -> Path:
         group = root / name
+        runtime.note("cgroup", group)  # first: found even if we are killed the next instant
         group.mkdir()
         self.groups.append(group)
         return group

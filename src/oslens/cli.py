@@ -18,8 +18,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from . import __version__, engine, kinds
+from . import __version__, engine, kinds, runtime
 from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
+from .commands.doctor import doctor
 from .commands.study import study
 from .commands.workloads import workloads
 from .errors import MeasurementError, UsageError
@@ -33,12 +34,15 @@ from .store import StoreError
 @shared_options
 def cli(db, as_json, quiet, verbose):
     """Measure how this Linux kernel behaves and scales, and explain it."""
+    if click.get_current_context().invoked_subcommand != "doctor":  # doctor sweeps and says what it found
+        runtime.start()
 
 
 for _kind in kinds.KINDS.values():
     cli.add_command(_kind.load("command"), _kind.name)
 cli.add_command(workloads)
 cli.add_command(study)
+cli.add_command(doctor)
 
 
 # ------------------------------------------------------------------ report

@@ -12,7 +12,7 @@ from typing import Iterable, Protocol
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import collectors, engine
+from . import collectors, engine, runtime
 from .errors import MeasurementError, UsageError
 from .store import Store
 
@@ -69,6 +69,7 @@ def execute(
     MeasurementError after marking the run incomplete or failed, and
     UsageError, storing nothing, if the engine refuses an invocation."""
     invocations = list(invocations)
+    runtime.entry()  # the engines record what they make there
     if not checked:
         check(invocations)
     run_id = store.begin_run(kind, argv, params, machine_metadata())
@@ -131,6 +132,14 @@ def check(invocations: list[Invocation]) -> None:
 
 
 def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
+    try:
+        _measure_one(store, run_id, inv, progress, task)
+    finally:
+        # What an engine killed outright (its whole group, SIGKILL) could not remove.
+        runtime.reap_engines()
+
+
+def _measure_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
     measure = getattr(inv, "measure", None)
     if measure:
         store.add_records(run_id, measure())

@@ -1,0 +1,439 @@
+"""What each oslens process owns, written down before it is made, so that
+whatever kills it (SIGKILL of the whole process group, the OOM killer) the
+next oslens removes what it left.
+
+Every oslens process that measures has an entry in the runtime directory
+(/run/oslens for root, $XDG_RUNTIME_DIR/oslens, or a private directory
+under /tmp), named PID.START: its pid and its start time (field 22 of
+/proc/PID/stat), so that a reused pid is never taken for the process that
+made the entry. In it:
+
+- `owner`: pid, start time, boot id, argv;
+- `owns`: a line per object this process makes (`cgroup PATH`,
+  `tmpdir PATH`), written before it makes it;
+- `engine.PID.START`: the ledger of each engine it started (the engine is
+  handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
+  name starts with it), `sem_key KEY` before a SysV semaphore set is
+  made, `sem KEY ID` once it is, `sem_key_unused KEY` if it was not.
+
+An entry whose process is dead is swept: its engines still running (an
+orphaned competitor, say) are stopped, the objects its lines name are
+removed (a semaphore set only if it still has the key written), then the
+entry. Nothing named by a live process's entry is touched. The temporary
+files of the oslens process itself go to its own directory (tempfile's
+default while it runs), named in `owns`."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import glob
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ENV = "OSLENS_RUNTIME"  # the entry, for the engines we start
+ROOT_ENV = "OSLENS_RUNTIME_DIR"  # overrides where the entries live
+OWNS = "owns"
+OWNER = "owner"
+ENGINE_PREFIX = "engine."
+STOP_GRACE_S = 20.0  # an orphaned engine's own clean-up, before SIGKILL
+IPC_RMID = 0
+
+
+@dataclass
+class Leftover:
+    """One thing a dead oslens left, and what became of it."""
+
+    owner: str  # the entry: PID.START
+    kind: str  # process, sem, tmpdir, cgroup, entry
+    what: str
+    action: str  # removed, stopped, would remove, failed: …
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- where
+
+
+def _usable(d: Path, private: bool) -> bool:
+    """d exists (made if need be), is a directory of ours and, if private,
+    no one else can write into it."""
+    try:
+        d.mkdir(mode=0o700, parents=not private, exist_ok=True)
+        st = os.lstat(d)
+    except OSError:
+        return False
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    return not (private and st.st_mode & 0o022) and os.access(d, os.W_OK | os.X_OK)
+
+
+def root() -> Path | None:
+    """Where entries live here; None if nowhere is usable (then nothing is
+    recorded, as before)."""
+    if os.environ.get(ROOT_ENV):
+        d = Path(os.environ[ROOT_ENV])
+        return d if _usable(d, private=False) else None
+    candidates = []
+    if os.geteuid() == 0:
+        candidates.append((Path("/run/oslens"), False))
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_dir():
+        candidates.append((Path(xdg) / "oslens", False))
+    base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+    candidates.append((base / f"oslens-runtime-{os.geteuid()}", True))
+    for d, private in candidates:
+        if _usable(d, private):
+            return d
+    return None
+
+
+def proc_start(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in ticks since boot), or None
+    if there is no such process (a zombie counts as gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _boot_time() -> float:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
+
+
+def _key(name: str, prefix: str = "") -> tuple[int, int] | None:
+    """PID.START from an entry's or a ledger's name."""
+    parts = name.removeprefix(prefix).split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _alive(key: tuple[int, int]) -> bool:
+    return proc_start(key[0]) == key[1]
+
+
+# ------------------------------------------------------- this process
+
+
+_entry: Path | None = None
+_entry_pid: int | None = None
+
+
+def entry() -> Path | None:
+    """This process's entry, made on first use; the engines it starts from
+    now on are handed it. None if there is no usable runtime directory."""
+    global _entry, _entry_pid
+    if _entry is not None and _entry_pid == os.getpid():
+        return _entry
+    r = root()
+    start = proc_start(os.getpid())
+    if r is None or start is None:
+        return None
+    d = r / f"{os.getpid()}.{start}"
+    try:
+        d.mkdir(mode=0o700, exist_ok=True)
+        (d / OWNER).write_text(
+            json.dumps({"pid": os.getpid(), "start": start, "boot_id": _boot_id(), "argv": sys.argv}) + "\n"
+        )
+    except OSError:
+        return None
+    _entry, _entry_pid = d, os.getpid()
+    os.environ[ENV] = str(d)
+    atexit.register(release)
+    return d
+
+
+def note(kind: str, what: str | os.PathLike) -> None:
+    """Writes down, before it is made, something this process makes."""
+    d = entry()
+    if d is None:
+        return
+    line = f"{kind} {os.fspath(what)}\n".encode()
+    fd = os.open(d / OWNS, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line)  # one write: a line is whole or absent
+    finally:
+        os.close(fd)
+
+
+def private_tmp() -> None:
+    """From now on tempfile makes this process's temporary files and
+    directories in a directory of its own, removed at exit or, if it is
+    killed, by the next oslens."""
+    if entry() is None:
+        return
+    start = proc_start(os.getpid())
+    d = Path(tempfile.gettempdir()) / f"oslens.{os.getpid()}.{start}"
+    note("tmpdir", d)
+    try:
+        d.mkdir(mode=0o700)
+    except FileExistsError:
+        pass  # left by a process of this pid and start on another boot
+    except OSError:
+        return
+    tempfile.tempdir = str(d)
+
+
+def _cgroups():
+    from . import cgroups  # it writes down its groups here: imported when used
+
+    return cgroups
+
+
+def release() -> None:
+    """At exit: removes this process's entry and what it names (all of it
+    ours, and done with), unless an engine it started still runs."""
+    global _entry
+    if _entry is None or _entry_pid != os.getpid():
+        return
+    d = _entry
+    reap_engines()
+    if _live_engines(d):
+        return  # a live engine: the next oslens sweeps it once it is gone
+    for kind, what in _lines(d / OWNS):
+        if kind == "tmpdir":
+            shutil.rmtree(what, ignore_errors=True)
+        elif kind == "cgroup":
+            p = Path(what)
+            if p.is_dir():
+                _cgroups()._empty_and_remove(p)
+    shutil.rmtree(d, ignore_errors=True)
+    _entry = None
+
+
+def reap_engines() -> list[Leftover]:
+    """Removes what the engines this process started and that are gone
+    (ended, or killed) left; called after each engine invocation."""
+    if _entry is None or _entry_pid != os.getpid():
+        return []
+    out: list[Leftover] = []
+    sems = _sysv_sems()
+    for ledger in _ledgers(_entry):
+        key = _key(ledger.name, ENGINE_PREFIX)
+        if key is None or _alive(key):
+            continue
+        out += _sweep_ledger(_entry.name, ledger, sems, dry_run=False, same_boot=True)
+    return out
+
+
+# ------------------------------------------------------------ the sweep
+
+
+def _lines(path: Path) -> list[tuple[str, str]]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        kind, _, what = line.partition(" ")
+        if kind and what:
+            out.append((kind, what))
+    return out
+
+
+def _ledgers(d: Path) -> list[Path]:
+    try:
+        return sorted(p for p in d.iterdir() if p.name.startswith(ENGINE_PREFIX))
+    except OSError:
+        return []
+
+
+def _live_engines(d: Path) -> bool:
+    return any(k and _alive(k) for k in (_key(p.name, ENGINE_PREFIX) for p in _ledgers(d)))
+
+
+def _sysv_sems() -> dict[int, int]:
+    """semid -> key of every SysV semaphore set we can see."""
+    out = {}
+    try:
+        lines = Path("/proc/sysvipc/sem").read_text().splitlines()[1:]
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) >= 2:
+            out[int(f[1])] = int(f[0])
+    return out
+
+
+def _sem_remove(semid: int) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.semctl(ctypes.c_int(semid), ctypes.c_int(0), ctypes.c_int(IPC_RMID)) == 0:
+        return "removed"
+    e = ctypes.get_errno()
+    return "removed" if e in (22, 43) else f"failed: {os.strerror(e)}"  # EINVAL/EIDRM: already gone
+
+
+def _rmtree(path: str) -> str:
+    shutil.rmtree(path, ignore_errors=True)
+    return "failed" if os.path.lexists(path) else "removed"
+
+
+def _stop(pid: int, start: int) -> str:
+    """An engine whose oslens is dead: SIGTERM lets it clean up after
+    itself; SIGKILL if it does not end (its workers die with it)."""
+    for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return "stopped"
+        except PermissionError as e:
+            return f"failed: {e.strerror}"
+        deadline = time.monotonic() + grace
+        while proc_start(pid) == start and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if proc_start(pid) != start:
+            return "stopped"
+    return "failed: still running"
+
+
+def _sweep_ledger(
+    owner: str, ledger: Path, sems: dict[int, int], dry_run: bool, same_boot: bool, stop: bool = False
+) -> list[Leftover]:
+    out: list[Leftover] = []
+    key = _key(ledger.name, ENGINE_PREFIX)
+    if key and _alive(key):
+        if not stop:
+            return out
+        out.append(Leftover(owner, "process", f"oslens-engine {key[0]}", "would stop" if dry_run else _stop(*key)))
+        if _alive(key):
+            return out
+    lines = _lines(ledger)
+    made: dict[int, int] = {}  # key -> id, for the sets the engine saw made
+    unsure: set[int] = set()  # keys written before semget, with no outcome
+    for kind, what in lines:
+        f = what.split()
+        if kind == "sem_key":
+            unsure.add(int(f[0]))
+        elif kind == "sem" and len(f) == 2:
+            made[int(f[0])] = int(f[1])
+            unsure.discard(int(f[0]))
+        elif kind == "sem_key_unused":
+            unsure.discard(int(f[0]))
+    if same_boot:  # SysV objects do not outlive a boot; their ids and keys come again
+        for semid, semkey in sems.items():
+            if (semkey in made and made[semkey] == semid) or semkey in unsure:
+                out.append(
+                    Leftover(
+                        owner, "sem", f"SysV semaphore set {semid}", "would remove" if dry_run else _sem_remove(semid)
+                    )
+                )
+    for kind, what in lines:
+        if kind == "tmpdir":
+            out += _sweep_tmp(owner, what, dry_run, same_boot, prefix=True)
+    if not dry_run:
+        try:
+            ledger.unlink()
+        except OSError:
+            pass
+    return out
+
+
+def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
+    """The directory at path or, prefix, every one whose path starts with it."""
+    out = []
+    btime = _boot_time()
+    for p in glob.glob(glob.escape(path) + "*") if prefix else [path]:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if not same_boot and st.st_mtime >= btime:
+            continue  # made on this boot: not the dead process's
+        if os.path.isdir(p) and not os.path.islink(p):
+            out.append(Leftover(owner, "tmpdir", p, "would remove" if dry_run else _rmtree(p)))
+    return out
+
+
+def _entries(r: Path) -> list[tuple[Path, tuple[int, int]]]:
+    try:
+        found = [(d, _key(d.name)) for d in r.iterdir() if d.is_dir()]
+    except OSError:
+        return []
+    return sorted((d, k) for d, k in found if k is not None)
+
+
+def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
+    """Removes (or, dry_run, lists) what oslens processes that are gone
+    left; returns it, and the entries of the live ones (PID.START)."""
+    r = root()
+    out: list[Leftover] = []
+    live: list[str] = []
+    if r is not None:
+        sems = _sysv_sems()
+        boot = _boot_id()
+        for d, key in _entries(r):
+            if _alive(key):
+                if key[0] != os.getpid():
+                    live.append(d.name)
+                continue
+            try:
+                owner = json.loads((d / OWNER).read_text())
+            except (OSError, ValueError):
+                owner = {}
+            same_boot = owner.get("boot_id", boot) == boot
+            for ledger in _ledgers(d):
+                out += _sweep_ledger(d.name, ledger, sems, dry_run, same_boot, stop=True)
+            for kind, what in _lines(d / OWNS):
+                if kind == "tmpdir":
+                    out += _sweep_tmp(d.name, what, dry_run, same_boot)
+                elif kind == "cgroup" and same_boot and Path(what).is_dir():
+                    if not dry_run:
+                        _cgroups()._empty_and_remove(Path(what))
+                    action = "would remove" if dry_run else ("failed" if Path(what).exists() else "removed")
+                    out.append(Leftover(d.name, "cgroup", what, action))
+            if dry_run:
+                continue
+            if _live_engines(d):
+                continue  # an engine that would not stop: its ledger stays
+            shutil.rmtree(d, ignore_errors=True)
+    # Groups named after a dead oslens, recorded or not (an older oslens).
+    seen = {x.what for x in out}
+    for g in _cgroups().stale():
+        if str(g) in seen:
+            continue
+        if not dry_run:
+            _cgroups()._empty_and_remove(g)
+        action = "would remove" if dry_run else ("failed" if g.exists() else "removed")
+        out.append(Leftover(g.name.split(".")[1], "cgroup", str(g), action))
+    return out, live
+
+
+def start() -> None:
+    """What every oslens command does first: sweep what dead oslens
+    processes left, then give this one its entry and its own directory
+    for temporary files. Never fails the command."""
+    try:
+        sweep()
+        private_tmp()
+    except Exception:  # noqa: BLE001 - a sweep that fails must not stop a measurement
+        pass

@@ -1,0 +1,317 @@
+"""Nothing outlives a SIGKILL of the whole process group: every oslens
+writes down what it makes (oslens.runtime) and the next one removes what a
+dead one left. Real engine, real kernel; `oslens doctor` on fabricated
+leftovers of a dead and of a live process."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oslens import cgroups, runtime
+
+from conftest import NCPU, SESSION_TMP, TWO, engine_bin, one_line_error, oslens
+
+# -------------------------------------------------------------- looking
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    head, tail = text.rsplit(")", 1)
+    return [head.split(" (", 1)[1], *tail.split()]  # [comm, state, ppid, pgrp, session, …]
+
+
+def session_processes(sid: int) -> list[int]:
+    """Live (not zombie) processes of this session."""
+    out = []
+    for d in glob.glob("/proc/[0-9]*"):
+        pid = int(d.rsplit("/", 1)[1])
+        st = _stat(pid)
+        if st and st[1] not in ("Z", "X") and int(st[4]) == sid:
+            out.append(pid)
+    return out
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def measuring(sid: int) -> bool:
+    """An engine of the session has a child: its workers (run) or its
+    command (profile), so set-up is done and the measurement under way."""
+    engines = {p for p in session_processes(sid) if _exe(p).startswith(engine_bin())}
+    return any(int(_stat(p)[2]) in engines for p in session_processes(sid) if _stat(p))
+
+
+def sems() -> dict[int, int]:
+    """semid -> key."""
+    lines = Path("/proc/sysvipc/sem").read_text().splitlines()[1:]
+    return {int(f[1]): int(f[0]) for f in (line.split() for line in lines)}
+
+
+def ledger_sems(entry: Path) -> set[int]:
+    """The sets an entry's engine ledgers say were made."""
+    out = set()
+    for ledger in entry.glob("engine.*"):
+        for line in ledger.read_text().splitlines():
+            f = line.split()
+            if f[0] == "sem":
+                out.add(int(f[2]))
+    return out
+
+
+def orphan_bpf(sid: int) -> list[dict]:
+    """oslens_* BPF programs that no live process outside the session holds
+    (a program without a holder is a leak; one held by the killed session
+    would be a process leak)."""
+    if shutil.which("bpftool") is None:
+        return []
+    deadline = time.monotonic() + 3
+    while True:
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+        progs = [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
+        bad = [
+            p
+            for p in progs
+            if not any(
+                (st := _stat(h["pid"])) and st[1] not in ("Z", "X") and int(st[4]) != sid for h in p.get("pids", [])
+            )
+        ]
+        if not bad or time.monotonic() > deadline:  # the kernel frees them some ms after their holder
+            return bad
+        time.sleep(0.05)
+
+
+def oslens_tmp() -> set[str]:
+    return set(glob.glob(f"{SESSION_TMP}/oslens.*"))
+
+
+def our_cgroups(pid: int) -> list[str]:
+    m = cgroups.mounts()
+    return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
+
+
+# ------------------------------------------------------------- killing
+
+
+def _engine_run(*args: str) -> list[str]:
+    return ["scale", *args, "--workers", str(TWO), "--duration", "60", "--reps", "1", "--warmup", "0"]
+
+
+CASES = {
+    "sem": _engine_run("--probe", "sem"),
+    "semop": _engine_run("--probe", "semop"),
+    "mmap-own-file": _engine_run("--probe", "mmap:own-file"),
+    "fault-file": _engine_run("--probe", "fault:file", "--opt", "region_mb=8"),
+    "mmap-munmap-file": _engine_run("--probe", "mmap-munmap:file-4k"),
+    "open": _engine_run("--probe", "open:shared"),
+    "getdents64": _engine_run("--probe", "getdents64"),
+    "write-file": _engine_run("--probe", "write:file-4k"),
+    "fork": _engine_run("--probe", "fork"),
+    "fork-exec": _engine_run("--probe", "fork-exec"),
+    "thread-mode": _engine_run("--probe", "sem,socket:unix", "--mode", "thread"),
+    "sendrecv": _engine_run("--probe", "sendrecv:tcp-64"),
+    "pingpong": _engine_run("--probe", "pingpong:pipe"),
+    "latency": ["latency", "--probe", "semop", "--duration", "60", "--reps", "1"],
+    "noise": ["noise", "--cpus", "0", "--duration", "60"],
+    "profile": ["profile", "--", "sleep", "60"],
+    "appscale": ["appscale", "--cpu-counts", "1", "--reps", "1", "--", "sleep", "60"],
+}
+if NCPU >= 2:
+    # alone first, then with the competitor: killed while both run
+    CASES["latency-compete"] = ["latency", "--probe", "getppid", "--compete", "sem", "--duration", "5", "--reps", "1"]
+
+
+def _entry_of(pid: int) -> Path | None:
+    r = runtime.root()
+    found = list(r.glob(f"{pid}.*")) if r else []
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, tmp_path):
+    db = tmp_path / "db"
+    tmp_before = oslens_tmp()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "-q", *CASES[case]],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    sid = proc.pid
+    try:
+        deadline = time.monotonic() + 60
+        with_sems = case in ("sem", "semop", "thread-mode", "latency-compete")
+        while not (measuring(sid) and (entry := _entry_of(proc.pid)) and (ledger_sems(entry) or not with_sems)):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "never started measuring"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        made = ledger_sems(entry)
+        assert made <= set(sems()), "the engine's sets are written down as they exist"
+    finally:
+        os.killpg(sid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while session_processes(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    # One more command, any: it sweeps what the dead one left.
+    p = oslens("runs", db=db)
+    assert p.returncode == 0, p.stderr
+
+    assert session_processes(sid) == [], "processes of the killed run left"
+    assert made.isdisjoint(sems()), "SysV semaphore sets left"
+    assert oslens_tmp() - tmp_before == set(), "temporary directories left"
+    assert our_cgroups(proc.pid) == [], "cgroups left"
+    assert orphan_bpf(sid) == [], "BPF programs left"
+    assert not entry.exists(), "the runtime entry left"
+    # The store is sound and the killed run reads as incomplete.
+    if db.exists():
+        con = __import__("sqlite3").connect(db)
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        con.close()
+        runs = json.loads(oslens("runs", "--json", db=db).stdout)
+        assert all(r["status"] != "running" for r in runs)
+
+
+def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(tmp_path):
+    """The engine outlives its oslens (a competitor runs for hours): the next
+    oslens stops it, and it cleans up after itself."""
+    db = tmp_path / "db"
+    tmp_before = oslens_tmp()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "-q", *CASES["sem"]],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    sid = proc.pid
+    deadline = time.monotonic() + 60
+    while not measuring(sid):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    made = ledger_sems(_entry_of(proc.pid))
+    proc.kill()
+    proc.wait()
+    assert session_processes(sid), "the engine runs on without its oslens"
+    assert oslens("runs", db=db).returncode == 0
+    assert session_processes(sid) == []
+    assert made and made.isdisjoint(sems())
+    assert oslens_tmp() - tmp_before == set()
+
+
+# -------------------------------------------------------------- doctor
+
+
+def _semget(key: int) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    semid = libc.semget(ctypes.c_int(key), ctypes.c_int(1), ctypes.c_int(0o1000 | 0o2000 | 0o600))  # CREAT|EXCL
+    assert semid >= 0, os.strerror(ctypes.get_errno())
+    return semid
+
+
+def _fabricate(root: Path, pid: int, start: int, tag: str) -> dict:
+    """An entry as a run of (pid, start) leaves it: a ledger naming a
+    semaphore set and a temporary directory, and a directory of its own."""
+    entry = root / f"{pid}.{start}"
+    entry.mkdir(parents=True)
+    key = random.randrange(1 << 20, 1 << 31)
+    semid = _semget(key)
+    prefix = f"{SESSION_TMP}/oslens.{tag}."
+    engine_dir = Path(prefix + "abc123")
+    engine_dir.mkdir()
+    (engine_dir / "file").write_text("x")
+    own_dir = SESSION_TMP / f"oslens.{tag}"
+    own_dir.mkdir()
+    (entry / "owner").write_text(json.dumps({"pid": pid, "start": start, "boot_id": runtime._boot_id()}))
+    (entry / "owns").write_text(f"tmpdir {own_dir}\n")
+    (entry / f"engine.{pid + 1}.{start}").write_text(f"tmpdir {prefix}\nsem_key {key}\nsem {key} {semid}\n")
+    return {"entry": entry, "semid": semid, "dirs": [engine_dir, own_dir]}
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_doctor_removes_a_dead_runs_leftovers_and_never_a_live_ones(tmp_path, monkeypatch):
+    root = tmp_path / "runtime"
+    monkeypatch.setenv("OSLENS_RUNTIME_DIR", str(root))
+    live = subprocess.Popen(["sleep", "300"])
+    try:
+        dead = _fabricate(root, _dead_pid(), 12345, "dead")
+        alive = _fabricate(root, live.pid, runtime.proc_start(live.pid), "live")
+        # live.pid + 1 need not be alive: the entry's process is, so nothing of it is touched
+
+        p = oslens("doctor", "--dry-run", "--json", db=tmp_path / "db")
+        assert p.returncode == 0, p.stderr
+        listed = json.loads(p.stdout)
+        whats = {x["what"] for x in listed["leftovers"]}
+        assert f"SysV semaphore set {dead['semid']}" in whats
+        assert {str(d) for d in dead["dirs"]} <= whats
+        assert not any(str(d) in whats for d in alive["dirs"]) and f"SysV semaphore set {alive['semid']}" not in whats
+        assert all(x["action"] == "would remove" for x in listed["leftovers"])
+        assert dead["semid"] in sems() and all(d.exists() for d in dead["dirs"]), "--dry-run removes nothing"
+        assert alive["entry"].name in listed["live"]
+
+        p = oslens("doctor", "--json", db=tmp_path / "db")
+        assert p.returncode == 0, p.stderr
+        done = json.loads(p.stdout)["leftovers"]
+        assert {x["action"] for x in done if x["what"] in whats} == {"removed"}
+        assert dead["semid"] not in sems() and not any(d.exists() for d in dead["dirs"])
+        assert not dead["entry"].exists()
+        assert alive["semid"] in sems() and all(d.exists() for d in alive["dirs"]) and alive["entry"].exists()
+
+        p = oslens("doctor", db=tmp_path / "db")
+        assert p.returncode == 0 and "no leftovers" in p.stdout
+    finally:
+        live.kill()
+        live.wait()
+        for semid, key in sems().items():
+            if key and str(key) in "".join(f.read_text() for f in root.glob("*/engine.*")):
+                runtime._sem_remove(semid)
+        for d in glob.glob(f"{SESSION_TMP}/oslens.live*"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_reused_pid_is_not_its_former_owner(tmp_path, monkeypatch):
+    """An entry names pid and start time: a live process with that pid but
+    another start time did not make it, so its leftovers are swept."""
+    root = tmp_path / "runtime"
+    monkeypatch.setenv("OSLENS_RUNTIME_DIR", str(root))
+    live = subprocess.Popen(["sleep", "300"])
+    try:
+        fake = _fabricate(root, live.pid, runtime.proc_start(live.pid) + 1, "reused")
+        p = oslens("doctor", "--json", db=tmp_path / "db")
+        assert p.returncode == 0, p.stderr
+        assert fake["semid"] not in sems() and not fake["entry"].exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_doctor_bad_input_is_one_line_and_status_2(tmp_path):
+    p = oslens("doctor", "--no-such-option", db=tmp_path / "db")
+    assert p.returncode == 2
+    one_line_error(p.stderr)
