@@ -3,6 +3,7 @@ so that `oslens show` and the live command print the same thing."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -30,6 +31,15 @@ class PointStats:
     sys_share: float | None  # kernel share of the workers' CPU time
     nivcsw_per_s: float | None  # involuntary switches per worker-second
     efficiency: float | None = None  # per-worker rate relative to the baseline count
+    # The efficiency's interval: this point's per-worker interval over the
+    # baseline's, [low / base high, high / base low], covering the true ratio
+    # with at least coverage_here + coverage_base - 1 (Bonferroni). None at the
+    # baseline itself (100 % by definition).
+    efficiency_ci: Interval | None = None
+    superlinear: bool = False  # the efficiency's interval lies wholly above 100 %
+    sockets: int | None = None  # packages the workers' CPUs span (None: the header has no topology)
+    smt_shared_cores: int | None = None  # physical cores that hold more than one worker
+    smt_per_core: int = 1  # the most workers on one physical core
     fastest_s: Interval | None = None  # fixed work: time of the fastest worker (OSMark)
     slowest_s: Interval | None = None
     mean_s: Interval | None = None
@@ -71,6 +81,47 @@ def _point_dict(p: PointStats) -> dict:
     return {k: (asdict(v) if isinstance(v, Interval) else v) for k, v in vars(p).items()}
 
 
+def _span(placement: list[dict]) -> tuple[int | None, int | None, int]:
+    """(sockets, physical cores holding more than one worker, most workers
+    on one core) of the CPUs the engine placed the workers on; (None, None, 1)
+    when its header carries no topology."""
+    if not placement or any("package" not in w or "core" not in w for w in placement):
+        return None, None, 1
+    per_core = Counter((w["package"], w.get("die", 0), w["core"]) for w in placement)
+    shared = [k for k in per_core.values() if k > 1]
+    return len({w["package"] for w in placement}), len(shared), max(per_core.values())
+
+
+SUPERLINEAR_NOTE = (
+    "superlinear: the efficiency's interval lies wholly above 100 %, more than noise. Likely causes: the "
+    "clock (a lightly loaded machine may be run slower by the frequency governor, and a worker that sleeps "
+    "pays idle-state exits a busy machine avoids), cache or SMT effects, a noisy baseline point, or the "
+    "baseline worker sharing its CPU with the master or with interrupts"
+)
+
+
+def _efficiency(p: PointStats, base: PointStats) -> None:
+    b = base.per_worker
+    if not b.median:
+        return
+    p.efficiency = p.per_worker.median / b.median
+    if p is base:
+        return
+    iv = p.per_worker
+    p.efficiency_ci = Interval(
+        median=p.efficiency,
+        low=iv.low / b.high if b.high else float("inf"),
+        high=iv.high / b.low if b.low else float("inf"),
+        n=min(iv.n, b.n),
+        coverage=max(iv.coverage + b.coverage - 1.0, 0.0),
+    )
+    # Only a real interval (two repetitions or more on both sides) can say
+    # the excess is more than noise.
+    if p.efficiency_ci.n >= 2 and p.efficiency_ci.low > 1.0:
+        p.superlinear = True
+        p.warnings.append(SUPERLINEAR_NOTE)
+
+
 def _point(pt: ScalePoint) -> PointStats | None:
     n = pt.workers
     complete = pt.complete
@@ -94,6 +145,7 @@ def _point(pt: ScalePoint) -> PointStats | None:
         sys_share=cpu_sys / (cpu_user + cpu_sys) if cpu_user + cpu_sys > 0 else None,
         nivcsw_per_s=nivcsw / worker_secs if worker_secs > 0 else None,
     )
+    p.sockets, p.smt_shared_cores, p.smt_per_core = _span(pt.header.get("placement", {}).get("workers", []))
     if pt.fixed == "ops":
         secs = [np.array([w["seconds"] for w in ws]) for ws in complete]
         p.fastest_s = median_ci([float(s.min()) for s in secs])
@@ -126,19 +178,24 @@ def _cpus(cpus: list[int]) -> str:
     return ",".join(map(str, cpus[:8])) + ("…" if len(cpus) > 8 else "")
 
 
-def run_notes(series: list[Series]) -> list[str]:
-    """Caveats that hold for the whole run rather than one point."""
-    coverages = [p.per_worker for s in series for p in s.points]
-    if not coverages:
-        return []
-    worst = min(coverages, key=lambda iv: iv.coverage)
-    if worst.coverage >= CONFIDENCE:
-        return []
-    return [
-        f"{worst.n} repetition(s) per point: the intervals cover the median with "
-        f"{worst.coverage:.0%} confidence, not {CONFIDENCE:.0%}; "
-        f"use --reps {repetitions_needed(CONFIDENCE)} or more"
-    ]
+def confidence_note(s: Series) -> str | None:
+    """The rows of a series whose interval falls short of CONFIDENCE, named
+    with their repetitions and actual confidence; None when none does."""
+    short = [p for p in s.points if p.per_worker.coverage < CONFIDENCE]
+    if not short:
+        return None
+    groups: dict[tuple[int, float], list[int]] = {}
+    for p in short:
+        groups.setdefault((p.reps, p.per_worker.coverage), []).append(p.workers)
+    parts = []
+    for (reps, cov), workers in groups.items():
+        who = ", ".join(map(str, workers)) + (" worker" if workers == [1] else " workers")
+        what = "no interval" if reps < 2 else f"{cov:.0%} confidence"
+        parts.append(f"{who} ({reps} repetition{'s' if reps != 1 else ''}: {what})")
+    fix = f"use --reps {repetitions_needed(CONFIDENCE)} or more"
+    if len(short) == len(s.points):
+        return f"every point is short of {CONFIDENCE:.0%} confidence: {'; '.join(parts)}; {fix}"
+    return f"short of {CONFIDENCE:.0%} confidence: {'; '.join(parts)} (the other points reach it); {fix}"
 
 
 def _explain(s: Series, explained: dict) -> None:
@@ -173,7 +230,7 @@ def summarize(records: list[dict]) -> list[Series]:
             base = points[0]
             s.baseline_workers = base.workers
             for p in points:
-                p.efficiency = p.per_worker.median / base.per_worker.median if base.per_worker.median else None
+                _efficiency(p, base)
             ns = [p.workers for p in points]
             s.usl_note = usl_unfit_reason(ns)
             if s.usl_note is None:

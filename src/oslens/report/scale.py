@@ -2,65 +2,128 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.scale import Series, run_notes
+from ..analysis.scale import PointStats, Series, confidence_note
 from ..format import ns, pct, seconds, si
+from .usl import usl_line
 
 LEGEND = (
-    "imbalance = fastest worker's rate / slowest's · sys = kernel share of the workers' CPU "
-    "time · efficiency = per-worker rate relative to the smallest worker count"
+    "per worker = median ops/s of one worker [interval, its confidence, repetitions] · "
+    "efficiency = per-worker rate relative to the smallest worker count [the ratio of the two intervals, "
+    "its confidence at least the sum of theirs less 100 %; ↑ wholly above 100 %] · "
+    "imbalance = fastest worker's rate / slowest's · "
+    "sys = kernel share of the workers' CPU time · CPUs span = sockets and physical cores shared by SMT "
+    "siblings among the workers' CPUs"
 )
 
 
-def _interval(iv, fmt=si) -> str:
+def _per_worker(p: PointStats) -> str:
+    iv = p.per_worker
     if iv.n < 2:
-        return fmt(iv.median)
-    return f"{fmt(iv.median)} [{fmt(iv.low)}–{fmt(iv.high)}]"
+        return f"{si(iv.median)} [1 rep, no interval]"
+    return f"{si(iv.median)} [{si(iv.low)}–{si(iv.high)}, {iv.coverage:.0%}, {iv.n} reps]"
 
 
-def series_table(s: Series, summary: str) -> tuple[Table, list[str]]:
-    """The table of one series and the notes its rows point to."""
+def _pcts(*xs: float, above: bool = False) -> list[str]:
+    """Percentages, with a decimal or two more when `above` (an interval
+    wholly above 100 %) would otherwise print its low end as 100 %."""
+    for d in range(3):
+        out = [f"{x:.{d}%}" if math.isfinite(x) else "–" for x in xs]
+        if not above or all(t != f"{1:.{d}%}" for t in out):
+            break
+    return out
+
+
+def _efficiency(p: PointStats) -> str:
+    if p.efficiency is None:
+        return "–"
+    iv = p.efficiency_ci
+    if iv is None or iv.n < 2:
+        return pct(p.efficiency)
+    med, low, high = _pcts(iv.median, iv.low, iv.high, above=p.superlinear)
+    return f"{med} [{low}–{high}, ≥{iv.coverage:.0%}]" + (" ↑" if p.superlinear else "")
+
+
+def _span(p: PointStats) -> str:
+    if p.sockets is None:
+        return "–"
+    sockets = f"{p.sockets} socket{'s' if p.sockets != 1 else ''}"
+    k = p.smt_shared_cores
+    if not k:
+        return f"{sockets}, no SMT"
+    if p.smt_per_core == 2:
+        return f"{sockets}, {k} SMT pair{'s' if k != 1 else ''}"
+    return f"{sockets}, {k} core{'s' if k != 1 else ''} with up to {p.smt_per_core} SMT siblings"
+
+
+def table_cells(s: Series) -> tuple[list[str], list[list[str]], list[str]]:
+    """The columns, the rows' cells (text) and the notes the rows point to,
+    of one series: what the terminal and the HTML report both show."""
     fixed_work = s.fixed == "ops"
-    t = Table(title=f"[bold]{s.title}[/] — {summary}", title_justify="left")
-    t.add_column("workers", justify="right")
+    cols = ["workers", "CPUs span"]
     if fixed_work:
-        t.add_column("fastest", justify="right")
-        t.add_column("slowest", justify="right")
-    t.add_column("total ops/s", justify="right")
-    coverage = min(p.per_worker.coverage for p in s.points)
-    t.add_column(f"per worker [{coverage:.0%} CI]", justify="right", no_wrap=True)
-    t.add_column(f"efficiency vs {s.baseline_workers}", justify="right")
-    t.add_column("imbalance", justify="right")
-    t.add_column("sys", justify="right")
+        cols += ["fastest", "slowest"]
+    cols += ["total ops/s", "per worker ops/s", f"efficiency vs {s.baseline_workers}", "imbalance", "sys"]
     if s.explained is not None:
-        t.add_column("why (share of time per op)")
-    t.add_column("note")
+        cols.append("why (share of time per op)")
+    cols.append("note")
     notes: list[str] = []
+    rows = []
     for i, p in enumerate(s.points):
         marks = []
         for w in p.warnings:
             if w not in notes:
                 notes.append(w)
             marks.append(str(notes.index(w) + 1))
-        row = [str(p.workers)]
+        row = [str(p.workers), _span(p)]
         if fixed_work:
             row += [seconds(p.fastest_s.median), seconds(p.slowest_s.median)]
-        row += [
-            si(p.total.median),
-            _interval(p.per_worker),
-            pct(p.efficiency),
-            f"{p.imbalance:.2f}",
-            pct(p.sys_share),
-        ]
+        row += [si(p.total.median), _per_worker(p), _efficiency(p), f"{p.imbalance:.2f}", pct(p.sys_share)]
         if s.explained is not None:
             row.append(_why(s.explained[i]))
-        row += [
-            Text(",".join(marks), style="yellow"),
-        ]
-        t.add_row(*row)
+        row.append(",".join(marks))
+        rows.append(row)
+    return cols, rows, notes
+
+
+def footer_lines(s: Series, notes: list[str]) -> list[tuple[str, bool]]:
+    """Under a series' table, as (text, is a warning): the numbered notes
+    its rows point to, the rows short of confidence, and the USL fit."""
+    lines = [(f"{i}. {n}", True) for i, n in enumerate(notes, 1)]
+    short = confidence_note(s)
+    if short:
+        lines.append((short, True))
+    lines.append((usl_text(s), False))
+    return lines
+
+
+def usl_text(s: Series) -> str:
+    measured = [p.workers for p in s.points]
+    if s.usl is None:
+        return usl_line(None, measured, "workers", why=s.usl_note or "no data")
+    peak = f"{si(s.usl.peak_x)} ops/s total" if s.usl.peak_x is not None else ""
+    return usl_line(s.usl.to_dict(), measured, "workers", peak)
+
+
+def series_table(s: Series, summary: str) -> tuple[Table, list[str]]:
+    """The table of one series and the notes its rows point to."""
+    cols, rows, notes = table_cells(s)
+    t = Table(title=f"[bold]{s.title}[/] — {summary}", title_justify="left")
+    for c in cols:
+        wide = c.startswith(("per worker", "efficiency", "CPUs span"))
+        t.add_column(c, justify="left" if c in ("note", "why (share of time per op)") else "right", no_wrap=wide)
+    for p, row in zip(s.points, rows):
+        cells: list = list(row)
+        cells[-1] = Text(row[-1], style="yellow")
+        if p.superlinear:
+            k = cols.index(f"efficiency vs {s.baseline_workers}")
+            cells[k] = Text(row[k], style="bold yellow")
+        t.add_row(*cells)
     return t, notes
 
 
@@ -111,14 +174,6 @@ def explanation_lines(s: Series) -> list[str]:
     return lines
 
 
-def _usl_line(s: Series) -> str:
-    if s.usl:
-        u = s.usl
-        peak = f"; total throughput would peak near {u.peak_n:.0f} workers (extrapolated)" if u.peak_n else ""
-        return f"USL: σ={u.sigma:.3g} (contention), κ={u.kappa:.3g} (coherency), R²={u.r2:.3f}{peak}"
-    return f"USL: not fitted, {s.usl_note}" if s.usl_note else ""
-
-
 def render(console: Console, series: list[Series], summaries: dict[str, str]) -> None:
     if not series:
         console.print("no complete measurement in this run")
@@ -129,14 +184,11 @@ def render(console: Console, series: list[Series], summaries: dict[str, str]) ->
             continue
         table, notes = series_table(s, summaries.get(s.probe, ""))
         console.print(table)
-        for i, n in enumerate(notes, 1):
-            console.print(Text(f"  {i}. {n}", style="yellow"))
-        console.print(Text(f"  {_usl_line(s)}", style="dim"))
+        for line, warning in footer_lines(s, notes):
+            console.print(Text(f"  {line}", style="yellow" if warning else "dim"))
         for line in explanation_lines(s):
             console.print(Text(f"  {line}", style="cyan" if line.startswith("why") else "dim"))
     console.print(Text(LEGEND, style="dim"))
-    for n in run_notes(series):
-        console.print(Text(f"note: {n}", style="yellow"))
 
 
 def study_table(console: Console, rows: list[dict]) -> None:

@@ -1,7 +1,9 @@
-"""`scale` runs: throughput per worker against workers for each probe, with
-the ideal (no loss from the smallest count), every worker's rate as a dot
-(the per-worker spread), process and thread series side by side, and the
-USL fit drawn past the measured range, dashed, as an extrapolation."""
+"""`scale` runs: per probe, throughput per worker, total throughput and
+efficiency against workers, each from zero, with the ideal (no loss from
+the smallest count), every worker's (or repetition's) rate as a dot, process
+and thread series side by side, and the USL fit drawn past the measured
+range, dashed; then each series' table with the very cells the terminal
+prints (report/scale.py's table_cells), its notes and its USL line."""
 
 from __future__ import annotations
 
@@ -9,28 +11,44 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.scale import run_notes, summarize
+from ...analysis.scale import summarize
 from ...records import scale_points
+from ..scale import LEGEND, footer_lines, table_cells
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
 
 
-def _worker_rates(records: list[dict]) -> pd.DataFrame:
-    """Every worker's rate in the repetitions the analysis counts."""
-    rows = [
-        {
-            "probe": f"{p.probe}:{p.variant}",
-            "mode": p.mode,
-            "workers": p.workers,
-            "rep": w["rep"],
-            "rate": w["ops_per_sec"],
-        }
-        for p in scale_points(records)
-        for ws in p.complete
-        for w in ws
-    ]
-    return pd.DataFrame(rows)
+def _worker_rates(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every worker's rate, and every repetition's total, in the repetitions
+    the analysis counts."""
+    workers, totals = [], []
+    for p in scale_points(records):
+        for ws in p.complete:
+            key = {"probe": f"{p.probe}:{p.variant}", "mode": p.mode, "workers": p.workers, "rep": ws[0]["rep"]}
+            workers += [{**key, "rate": w["ops_per_sec"]} for w in ws]
+            totals.append({**key, "total": sum(w["ops_per_sec"] for w in ws)})
+    return pd.DataFrame(workers), pd.DataFrame(totals)
+
+
+class _Num:
+    """A number the terminal's formatting made text, kept right-aligned in
+    the page's tables (which left-align text)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _cells(cols: list[str], row: list[str]) -> list:
+    text = {"CPUs span", "why (share of time per op)", "note"}
+    return [c if col in text else _Num(c) for col, c in zip(cols, row)]
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and np.isfinite(x) else None
 
 
 TOP_CAUSES = 7  # per probe, the rest stacked as "other causes"
@@ -124,119 +142,161 @@ def _explained_blocks(runs) -> list:
 
 
 def sections(runs) -> list[Section]:
-    medians, ideal, fits, dots, table, notes = [], [], [], [], [], []
+    points, ideal, fits, dots, totals, tables = [], [], [], [], [], []
     for rd in runs:
         series = summarize(rd.records)
-        notes += [Note(f"{rd.short}: {n}", warning=True) for n in run_notes(series)]
-        rates = _worker_rates(rd.records)
+        rates, reps = _worker_rates(rd.records)
         if not rates.empty:
-            rates["run"] = rd.short
-            dots.append(rates)
+            dots.append(rates.assign(run=rd.short))
+            totals.append(reps.assign(run=rd.short))
         for s in series:
+            if not s.points:
+                tables.append(Note(f"{rd.short} · {s.title}: no complete repetition", warning=True))
+                continue
             probe = f"{s.probe}:{s.variant}"
+            key = {"run": rd.short, "probe": probe, "mode": s.mode}
             for p in s.points:
-                medians.append(
+                e = p.efficiency_ci
+                points.append(
                     {
-                        "run": rd.short,
-                        "probe": probe,
-                        "mode": s.mode,
+                        **key,
                         "workers": p.workers,
                         "per_worker": p.per_worker.median,
-                        "low": p.per_worker.low,
-                        "high": p.per_worker.high,
+                        "per_worker_low": p.per_worker.low,
+                        "per_worker_high": p.per_worker.high,
+                        "total": p.total.median,
+                        "total_low": p.total.low,
+                        "total_high": p.total.high,
+                        "efficiency": _finite(p.efficiency),
+                        "efficiency_low": _finite(e.low if e else p.efficiency),
+                        "efficiency_high": _finite(e.high if e else p.efficiency),
+                        "reps": p.reps,
                     }
                 )
-                table.append(
-                    [
-                        rd.short,
-                        probe,
-                        s.mode,
-                        p.workers,
-                        p.total.median,
-                        p.per_worker.median,
-                        p.efficiency,
-                        p.sys_share,
-                        "; ".join(p.warnings),
-                    ]
-                )
-            if s.points:
-                base = s.points[0]
-                ideal += [
-                    {"run": rd.short, "probe": probe, "mode": s.mode, "workers": n, "ideal": base.per_worker.median}
-                    for n in (base.workers, s.points[-1].workers)
-                ]
+            base, top = s.points[0], s.points[-1].workers
+            ideal += [
+                {
+                    **key,
+                    "workers": n,
+                    "per_worker": base.per_worker.median,
+                    "total": base.per_worker.median * n,
+                    "efficiency": 1.0,
+                }
+                for n in (base.workers, top)
+            ]
             if s.usl:
-                top = max(p.workers for p in s.points)
-                ns = np.unique(np.geomspace(1, top * EXTRAPOLATE, 60).round(2))
-                for n in ns:
+                for n in np.unique(np.geomspace(1, top * EXTRAPOLATE, 60).round(2)):
+                    x = float(s.usl.predict(n))
                     fits.append(
-                        {
-                            "run": rd.short,
-                            "probe": probe,
-                            "mode": s.mode,
-                            "workers": float(n),
-                            "usl": float(s.usl.predict(n)) / n,
-                            "extrapolated": bool(n > top),
-                        }
+                        {**key, "workers": float(n), "total": x, "per_worker": x / n, "extrapolated": bool(n > top)}
                     )
-    if not medians:
-        return [Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True)])]
-    m = pd.DataFrame(medians)
-    d = pd.concat(dots) if dots else pd.DataFrame(columns=["run", "probe", "mode", "workers", "rep", "rate"])
-    f = pd.DataFrame(fits) if fits else pd.DataFrame(columns=["run", "probe", "mode", "workers", "usl", "extrapolated"])
-    i = pd.DataFrame(ideal)
+            cols, rows, notes = table_cells(s)
+            tables.append(Table(f"{rd.short} · {s.title}", cols, [_cells(cols, r) for r in rows]))
+            tables += [Note(f"{rd.short} · {probe} ({s.mode}): {t}", warning=w) for t, w in footer_lines(s, notes)]
+    if not points:
+        return [Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True), *tables])]
+    m = pd.DataFrame(points)
+    frames = {
+        "dots": pd.concat(dots) if dots else pd.DataFrame(columns=["run", "probe", "mode", "workers", "rep", "rate"]),
+        "totals": pd.concat(totals)
+        if totals
+        else pd.DataFrame(columns=["run", "probe", "mode", "workers", "rep", "total"]),
+        "fits": pd.DataFrame(fits)
+        if fits
+        else pd.DataFrame(columns=["run", "probe", "mode", "workers", "total", "per_worker", "extrapolated"]),
+        "ideal": pd.DataFrame(ideal),
+    }
+    counts = sorted(m.workers.unique().tolist())
+    blocks = [
+        Figure(
+            "scale-per-worker",
+            "throughput per worker against workers",
+            _panels(m, frames, counts, "per_worker", "ops/s per worker", "dots", "rate"),
+            "line: median ops/s per worker over repetitions, bars: its interval; dots: every worker of every "
+            "repetition; dotted grey: no loss from the smallest count; dashed: the USL fit, extrapolated past "
+            "the largest count measured",
+        ),
+        Figure(
+            "scale-total",
+            "total throughput against workers",
+            _panels(m, frames, counts, "total", "ops/s, all workers", "totals", "total"),
+            "line: median total ops/s over repetitions, bars: its interval; dots: every repetition; dotted grey: "
+            "linear scaling from the smallest count; dashed: the USL fit, extrapolated past the largest count",
+        ),
+        Figure(
+            "scale-efficiency",
+            "efficiency against workers",
+            _panels(m, frames, counts, "efficiency", "efficiency", None, None),
+            "per-worker rate relative to the smallest count; bars: the ratio of the two points' intervals; "
+            "dotted grey: 100 % (no loss)",
+        ),
+        *tables,
+        Note(LEGEND),
+        *_explained_blocks(runs),
+    ]
+    return [Section("Scalability (scale)", blocks)]
+
+
+def _panels(m, frames, counts, field, title, dots, dot_field):
+    """One panel per probe of `field` against workers: the median line, its
+    interval, the dots, the ideal and (for throughput) the USL fit. Both axes
+    padded so no mark sits on the frame, y from zero."""
     colour = alt.Color("mode:N", title="workers as")
     x = alt.X(
         "workers:Q",
-        scale=alt.Scale(type="log", base=2),
+        scale=alt.Scale(type="log", base=2, padding=12),
         title="workers",
-        axis=alt.Axis(values=sorted(m.workers.unique().tolist())),
+        axis=alt.Axis(values=counts),
     )
+    fmt = "%" if field == "efficiency" else "~s"
+    y_scale = alt.Scale(zero=True, nice=True)  # from 0; nice leaves room above the top mark
     panels = []
     for probe in sorted(m.probe.unique()):
-        mp, dp, fp, ip = m[m.probe == probe], d[d.probe == probe], f[f.probe == probe], i[i.probe == probe]
+        mp = m[m.probe == probe]
+        bars = mp.dropna(subset=[f"{field}_low", f"{field}_high"])
         layers = [
             alt.Chart(mp)
-            .mark_line(point=True)
+            .mark_line(point=True, clip=False)
             .encode(
                 x,
-                alt.Y("per_worker:Q", title="ops/s per worker", scale=alt.Scale(zero=False)),
+                alt.Y(f"{field}:Q", title=title, scale=y_scale, axis=alt.Axis(format=fmt)),
                 colour,
                 alt.StrokeDash("run:N", title="run"),
-                tooltip=["run", "probe", "mode", "workers", "per_worker", "low", "high"],
+                tooltip=["run", "probe", "mode", "workers", field, f"{field}_low", f"{field}_high", "reps"],
             ),
-            alt.Chart(mp).mark_errorbar().encode(x, alt.Y("low:Q", title=""), alt.Y2("high:Q"), colour),
-            alt.Chart(ip).mark_line(strokeDash=[2, 2], color="gray").encode(x, alt.Y("ideal:Q"), detail="mode:N"),
+            alt.Chart(bars)
+            .mark_errorbar()
+            .encode(x, alt.Y(f"{field}_low:Q", title=""), alt.Y2(f"{field}_high:Q"), colour),
         ]
-        if not dp.empty:
-            layers.append(
-                alt.Chart(dp)
-                .mark_circle(size=12, opacity=0.35)
-                .encode(x, alt.Y("rate:Q"), colour, tooltip=["run", "probe", "mode", "workers", "rep", "rate"])
-            )
+        ip = frames["ideal"][frames["ideal"].probe == probe]
+        layers.append(
+            alt.Chart(ip).mark_line(strokeDash=[2, 2], color="gray").encode(x, alt.Y(f"{field}:Q"), detail="mode:N")
+        )
+        if dots:
+            dp = frames[dots][frames[dots].probe == probe]
+            if not dp.empty:
+                layers.append(
+                    alt.Chart(dp)
+                    .mark_circle(size=12, opacity=0.35, clip=False)
+                    .encode(
+                        x,
+                        alt.Y(f"{dot_field}:Q"),
+                        colour,
+                        tooltip=["run", "probe", "mode", "workers", "rep", dot_field],
+                    )
+                )
+        fp = frames["fits"][frames["fits"].probe == probe] if field != "efficiency" else frames["fits"].iloc[0:0]
         if not fp.empty:
             layers.append(
                 alt.Chart(fp)
                 .mark_line(strokeDash=[6, 4], opacity=0.8)
                 .encode(
-                    x, alt.Y("usl:Q"), colour, detail="run:N", tooltip=["run", "mode", "workers", "usl", "extrapolated"]
+                    x,
+                    alt.Y(f"{field}:Q"),
+                    colour,
+                    detail="run:N",
+                    tooltip=["run", "mode", "workers", field, "extrapolated"],
                 )
             )
         panels.append(alt.layer(*layers).properties(title=probe, width=300, height=210))
-    chart = alt.concat(*panels, columns=3)
-    caption = (
-        "line: median ops/s per worker over repetitions, bars: its interval; dots: every worker of every "
-        "repetition; dotted grey: no loss from the smallest count; dashed: the USL fit, extrapolated past "
-        "the largest count measured"
-    )
-    blocks = [
-        Figure("scale-per-worker", "throughput per worker against workers", chart, caption),
-        Table(
-            "every point",
-            ["run", "probe", "mode", "workers", "total ops/s", "per worker", "efficiency", "sys share", "notes"],
-            table,
-        ),
-        *notes,
-        *_explained_blocks(runs),
-    ]
-    return [Section("Scalability (scale)", blocks)]
+    return alt.concat(*panels, columns=3)
