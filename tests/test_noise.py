@@ -3,7 +3,9 @@ names their causes, and nothing stays loaded in the kernel."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -11,9 +13,20 @@ import time
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from oslens import engine
-from oslens.analysis.noise import NoiseSummary, summarize, tail_at_scale
+from oslens.analysis.noise import (
+    CANNOT_TELL,
+    TOLD_BELOW,
+    CpuNoise,
+    NoiseSummary,
+    summarize,
+    tail_at_scale,
+    windows_to_tell,
+)
+from oslens.format import ns
+from oslens.report.noise import render
 
 from conftest import (
     NCPU,
@@ -171,6 +184,16 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
     assert cpu["cpu"] == CPU and cpu["runtime_ns"] > 0.4e9 and 0 <= cpu["lost_share"] < 1
     assert cpu["count"] >= len(doc["detours"]["alone"])
     assert alone["tail"]["windows"] > 0
+    # Steal is read over the detours' window, and says its resolution.
+    assert abs(cpu["steal_window_ns"] - cpu["runtime_ns"]) < cpu["steal_resolution_ns"]
+    assert 0 <= cpu["steal_ns"] <= cpu["steal_window_ns"] + cpu["steal_resolution_ns"]
+    # Every tail figure lies in its interval; "told" is the documented rule.
+    for row in alone["tail"]["nodes"].values():
+        for label, p in row["p_delayed"].items():
+            lo, hi = row["p_bounds"][label]
+            assert 0 <= lo <= p <= hi <= 1
+            assert row["told"][label] == (hi - lo <= CANNOT_TELL)
+        assert row["measure_s"] > 0
     ftq = cpu["ftq"]
     # One count per 100 µs quantum of the run, the work lost a share.
     assert ftq["quanta"] == pytest.approx(cpu["runtime_ns"] / 100_000, abs=2)
@@ -212,3 +235,150 @@ def test_tail_at_scale_arithmetic():
     assert t["nodes"]["100"]["p_delayed"][">100us"] == pytest.approx(1 - 0.99**100)  # 63 %
     assert t["nodes"]["1"]["expected_slowdown"] == pytest.approx(1 + 0.01 * 0.2)
     assert 1.002 < t["nodes"]["100"]["expected_slowdown"] <= 1.2
+
+
+def test_steal_is_read_over_the_detours_window(no_leaks):
+    # A warm-up far longer than a tick: read around it, steal's window
+    # would miss the detours' by more than its resolution.
+    r = run_engine(
+        "run",
+        "--probe",
+        "detour",
+        "--cpus",
+        str(CPU),
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.3",
+        "--interval",
+        "0.5",
+        "--reps",
+        "2",
+    )
+    assert r.rc == 0, r.stderr
+    stats = [x for x in r.records if x["type"] == "cpustat"]
+    dets = {x["rep"]: x for x in r.records if x["type"] == "detours"}
+    assert len(stats) == 2 and set(dets) == {0, 1}
+    for st in stats:
+        det, res = dets[st["rep"]], st["resolution_ns"]
+        assert res == pytest.approx(1e9 / os.sysconf("SC_CLK_TCK"))
+        assert abs(st["start_ns"] - det["start_ns"]) < res
+        assert abs(st["end_ns"] - (det["start_ns"] + det["runtime_ns"])) < res
+        for c in st["cpus"]:
+            assert 0 <= c["steal"] <= st["end_ns"] - st["start_ns"] + res
+    [c] = summarize(r.records).cpus
+    assert c.steal_window_ns == sum(st["end_ns"] - st["start_ns"] for st in stats)
+    assert c.steal_resolution_ns == sum(st["resolution_ns"] for st in stats)
+    assert abs(c.steal_window_ns - c.runtime_ns) < c.steal_resolution_ns
+    assert 0 <= c.steal_ns <= c.steal_window_ns + c.steal_resolution_ns
+    out = _rendered(summarize(r.records))
+    assert f"±{ns(c.steal_resolution_ns)}" in out and "tick-sampled" in out
+
+
+def _rendered(s: NoiseSummary, tail: dict | None = None) -> str:
+    console = Console(width=250, record=True, file=io.StringIO())
+    render(console, "alone", s, tail or {"note": "not computed"})
+    return console.export_text()
+
+
+def _cpu(**kw) -> CpuNoise:
+    base = dict(
+        cpu=0,
+        runtime_ns=1e9,
+        count=0,
+        total_ns=0.0,
+        max_ns=0.0,
+        loop_ns=10.0,
+        threshold_ns=500.0,
+        kept=0,
+        percentiles_ns={"p50": 0.0, "p99": 0.0, "p99.9": 0.0},
+    )
+    return CpuNoise(**{**base, **kw})
+
+
+def test_steal_from_an_engine_that_read_it_around_the_warm_up_is_not_shown():
+    det = {
+        "type": "detours",
+        "rep": 0,
+        "cpu": 0,
+        "start_ns": 0,
+        "runtime_ns": 1e9,
+        "count": 0,
+        "total_ns": 0.0,
+        "max_ns": 0.0,
+        "loop_ns": 10.0,
+        "threshold_ns": 500.0,
+        "detours": [],
+    }
+    old = {"type": "cpustat", "rep": 0, "resolution_ns": 1e7, "cpus": [{"cpu": 0, "steal": 3e7}]}
+    s = summarize([det, old])
+    assert s.cpus[0].steal_ns is None and "warm-up included" in s.steal_note
+    assert "warm-up included" in _rendered(s)
+
+
+def test_steal_beyond_every_detour_is_flagged():
+    assert _cpu(steal_ns=5e7, steal_resolution_ns=1e7, total_ns=2e7).steal_exceeds_noise
+    assert not _cpu(steal_ns=3e7, steal_resolution_ns=1e7, total_ns=2.62e7).steal_exceeds_noise
+    s = NoiseSummary(
+        cpus=[_cpu(steal_ns=5e7, steal_resolution_ns=1e7, steal_window_ns=1e9, total_ns=2e7)],
+        detours=[],
+        attribution="x",
+        windows=[],
+    )
+    assert "exceeds all detours" in _rendered(s)
+
+
+def _quiet(windows: int, step: float = 1e6, every: int = 0, delay_ns: float = 2e5, cpus: int = 1) -> NoiseSummary:
+    """`windows` step-long windows per CPU, one `delay_ns` detour in every `every`-th."""
+    detours = [
+        type("D", (), {"cpu": c, "start_ns": int(k * step + 10), "duration_ns": delay_ns})()
+        for c in range(cpus)
+        for k in (range(0, windows, every) if every else ())
+    ]
+    return NoiseSummary(
+        cpus=[], detours=detours, attribution="bpf", windows=[(c, 0, windows * step) for c in range(cpus)]
+    )
+
+
+def test_tail_at_scale_says_cannot_tell_with_too_few_windows():
+    step = 1e6
+    t = tail_at_scale(_quiet(500, step), step, nodes=(1, 10_000), delays_ns=(1e6,))
+    far, one = t["nodes"]["10000"], t["nodes"]["1"]
+    assert far["p_delayed"][">1000us"] == 0  # the point figure the bounds must qualify
+    lo, hi = far["p_bounds"][">1000us"]
+    assert lo == 0 and hi > 0.99 and far["told"][">1000us"] is False and far["slowdown_told"] is False
+    # How long to tell: enough windows that none seen bounds the figure under 5 %.
+    assert far["measure_s"] == pytest.approx(windows_to_tell(10_000) * step / 1e9)
+    assert far["measure_s"] > 500 * step / 1e9
+    lo1, hi1 = one["p_bounds"][">1000us"]
+    assert one["told"][">1000us"] and lo1 == 0 < hi1 < 0.01  # 0 of 500 on one node: told, below 1 %
+    text = _rendered(NoiseSummary(cpus=[], detours=[], attribution="x", windows=[]), t)
+    assert "cannot tell" in text and "measure ≥" in text and "Clopper-Pearson" in text
+    # Windows from more CPUs at once: less time to the same count.
+    t2 = tail_at_scale(_quiet(500, step, cpus=2), step, nodes=(10_000,), delays_ns=(1e6,))
+    assert t2["windows"] == 1000 and t2["nodes"]["10000"]["measure_s"] == pytest.approx(far["measure_s"] / 2)
+
+
+def test_windows_to_tell_is_the_rule_it_states():
+    for nodes in (1, 100, 10_000):
+        n = windows_to_tell(nodes)
+        step = 1e6
+        told = tail_at_scale(_quiet(n, step), step, nodes=(nodes,), delays_ns=(1e5,))["nodes"][str(nodes)]
+        assert told["told"][">100us"] and told["p_bounds"][">100us"][1] < TOLD_BELOW
+        if n > 1:
+            short = tail_at_scale(_quiet(n - 1, step), step, nodes=(nodes,), delays_ns=(1e5,))["nodes"][str(nodes)]
+            assert short["p_bounds"][">100us"][1] >= TOLD_BELOW
+
+
+def test_tail_at_scale_intervals_narrow_with_many_events():
+    step = 1e6
+    t = tail_at_scale(_quiet(100_000, step, every=10), step, nodes=(1, 10, 100), delays_ns=(1e5,))
+    prev = (0.0, 0.0)
+    for row in t["nodes"].values():
+        lo, hi = row["p_bounds"][">100us"]
+        p = row["p_delayed"][">100us"]
+        assert lo <= p <= hi and row["told"][">100us"]
+        assert lo >= prev[0] and hi >= prev[1]  # more nodes: more likely delayed, at both bounds
+        prev = (lo, hi)
+    lo, hi = t["nodes"]["1"]["p_bounds"][">100us"]
+    assert lo < 0.1 < hi and hi - lo < 0.01

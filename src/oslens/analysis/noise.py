@@ -9,6 +9,7 @@ are "unexplained (hardware, hypervisor or SMI)"."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -28,6 +29,14 @@ VECTOR_NAMES = {
     "irq_work": "irq_work interrupt",
 }
 DEFAULT_NODES = (1, 100, 10000)
+# Tail at scale: each chance comes with an exact (Clopper-Pearson) interval
+# of this confidence on the per-window chance, carried to N nodes. A figure
+# whose interval spans more than CANNOT_TELL of [0, 1] cannot be told; to
+# tell it, measure until, were no such delay seen, its upper bound would be
+# under TOLD_BELOW.
+CONFIDENCE = 0.95
+CANNOT_TELL = 0.5
+TOLD_BELOW = 0.05
 
 
 def cause_of(kind: int, ident: int, flags: int, name: str) -> str:
@@ -70,8 +79,18 @@ class CpuNoise:
     threshold_ns: float
     kept: int  # detours kept individually
     percentiles_ns: dict[str, float]
-    steal_ns: float | None = None
+    steal_ns: float | None = None  # over the detours' window (None: not read over it)
     ftq: dict | None = None  # FTQ: quantum, quanta, work per quantum, work lost
+    steal_window_ns: float | None = None  # the window steal was read over (summed over reps)
+    steal_resolution_ns: float | None = None  # ± this: one tick (1/USER_HZ) per repetition
+
+    @property
+    def steal_exceeds_noise(self) -> bool:
+        """Steal beyond every detour seen, by more than its resolution:
+        time the vCPU did not run is a gap the probe loop sees."""
+        return bool(
+            self.steal_ns and self.steal_resolution_ns and self.steal_ns - self.steal_resolution_ns > self.total_ns
+        )
 
     @property
     def lost_share(self) -> float:
@@ -91,6 +110,7 @@ class NoiseSummary:
     lost_events: int = 0
     master_shared: bool = False  # the engine's master had to run on probed CPUs
     causes: dict[str, dict] = field(default_factory=dict)
+    steal_note: str | None = None  # why steal is not shown
 
     def to_dict(self, tail: dict | None = None) -> dict:
         return {
@@ -134,11 +154,22 @@ def summarize(records: list[dict]) -> NoiseSummary:
         if r["type"] == "events":
             for cpu, s, e, kind, ident, flags, name in r["events"]:
                 events_by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name)))
+    # Steal over the window the engine read /proc/stat over: the measured
+    # one (after warm-up). Engines before it read it over the whole rep,
+    # warm-up included: a figure not comparable with the detours, not shown.
+    cpustats = [r for r in records if r["type"] == "cpustat"]
+    steal_note = None
+    if any("start_ns" not in r for r in cpustats):
+        steal_note = "steal not shown: this run's engine read it over the whole repetition, warm-up included"
+        cpustats = []
     steal: dict[int, float] = defaultdict(float)
-    for r in records:
-        if r["type"] == "cpustat":
-            for c in r["cpus"]:
-                steal[c["cpu"]] += c["steal"]
+    steal_window: dict[int, float] = defaultdict(float)
+    steal_res: dict[int, float] = defaultdict(float)
+    for r in cpustats:
+        for c in r["cpus"]:
+            steal[c["cpu"]] += c["steal"]
+            steal_window[c["cpu"]] += r["end_ns"] - r["start_ns"]
+            steal_res[c["cpu"]] += r["resolution_ns"]
 
     by_cpu: dict[int, list[dict]] = defaultdict(list)
     for r in detour_recs:
@@ -161,7 +192,9 @@ def summarize(records: list[dict]) -> NoiseSummary:
                 recs[0]["threshold_ns"],
                 int(durations.size),
                 pct,
-                steal.get(cpu) if steal else None,
+                steal.get(cpu),
+                steal_window_ns=steal_window.get(cpu),
+                steal_resolution_ns=steal_res.get(cpu),
             )
         )
         evs = sorted(events_by_cpu.get(cpu, []))
@@ -179,7 +212,7 @@ def summarize(records: list[dict]) -> NoiseSummary:
     for c in cpus:
         c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])
     windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]
-    summary = NoiseSummary(cpus, detours, attribution, windows, lost, master_shared=bool(shared))
+    summary = NoiseSummary(cpus, detours, attribution, windows, lost, master_shared=bool(shared), steal_note=steal_note)
     if attribution == "bpf":
         summary.causes = _cause_table(detours)
     return summary
@@ -216,11 +249,45 @@ def _cause_table(detours: list[Detour]) -> dict[str, dict]:
     return dict(sorted(table.items(), key=lambda kv: -kv[1]["total_ns"]))
 
 
+def binomial_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) two-sided interval on a chance seen k times in n draws."""
+    from scipy.stats import beta
+
+    a = (1 - confidence) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def at_least_one(p: float, nodes: int) -> float:
+    """The chance at least one of `nodes` independent nodes is hit, each with chance p."""
+    return 1.0 if p >= 1 else float(-np.expm1(nodes * np.log1p(-p)))
+
+
+def windows_to_tell(nodes: int, confidence: float = CONFIDENCE) -> int:
+    """Windows after which, were no delay seen, the N-node figure's upper
+    bound would be under TOLD_BELOW: with none in n windows the bound on p
+    is 1 - a^(1/n) (a = half the confidence's complement), so the N-node
+    bound is 1 - a^(N/n) < TOLD_BELOW when n > N ln a / ln(1 - TOLD_BELOW)
+    (about 72 N at 95 %). With that many windows every figure is told,
+    whatever the chance."""
+    a = (1 - confidence) / 2
+    return math.ceil(nodes * math.log(a) / math.log1p(-TOLD_BELOW))
+
+
 def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_ns=(1e4, 1e5, 1e6)) -> dict:
     """For a bulk-synchronous step of `step_ns` on every node: the chance it
     is delayed by more than X on one node (measured: the noise falling into
     each step-long window of the timeline), on N independent nodes
-    (1 - (1 - p)^N), and the expected slowdown E[max of N delays] / step."""
+    (1 - (1 - p)^N), and the expected slowdown E[max of N delays] / step.
+
+    Each chance has an exact binomial interval from the number of windows
+    (windows taken as independent draws), carried to N nodes at both ends
+    (the map is monotone); a chance whose interval spans more than
+    CANNOT_TELL of [0, 1] is not told, and `measure_s` says how long to
+    measure (on the same CPUs) to tell it (windows_to_tell). The expected
+    slowdown assumes no window is worse than the worst seen; it is told
+    under the same rule applied to "a delay beyond the longest seen"."""
     per_window: list[float] = []
     by_cpu: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for cpu in {w[0] for w in s.windows}:
@@ -240,14 +307,41 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
     if not per_window:
         return {"step_ns": step_ns, "windows": 0, "note": "no window of this length was measured"}
     w = np.sort(np.array(per_window))
-    out = {"step_ns": step_ns, "windows": int(w.size), "nodes": {}}
+    # Windows come from every CPU at once: measuring 1 s on these CPUs
+    # gives this many.
+    windows_per_s = len({c for c, _, _ in s.windows}) * 1e9 / step_ns
+    labels = {x: f">{x / 1e3:g}us" for x in delays_ns}
+    events = {labels[x]: int(np.sum(w > x)) for x in delays_ns}
+    bounds_p = {label: binomial_interval(k, int(w.size)) for label, k in events.items()}
+    a = (1 - CONFIDENCE) / 2
+    out = {
+        "step_ns": step_ns,
+        "windows": int(w.size),
+        "confidence": CONFIDENCE,
+        "cannot_tell_width": CANNOT_TELL,
+        "events": events,
+        "nodes": {},
+    }
     for n in nodes:
-        p_delay = {f">{x / 1e3:g}us": float(1 - (1 - np.mean(w > x)) ** n) for x in delays_ns}
+        p_delay, p_bounds, told = {}, {}, {}
+        for label, k in events.items():
+            lo, hi = (at_least_one(b, n) for b in bounds_p[label])
+            p_delay[label] = at_least_one(k / w.size, n)
+            p_bounds[label] = [lo, hi]
+            told[label] = hi - lo <= CANNOT_TELL
         # E[max of n iid draws] from the empirical distribution: sum over
         # order statistics of P(max = w_i).
         cdf = np.arange(1, w.size + 1) / w.size
         pmax = np.diff(np.concatenate([[0.0], cdf**n]))
-        out["nodes"][str(n)] = {"p_delayed": p_delay, "expected_slowdown": float(1 + np.sum(pmax * w) / step_ns)}
+        out["nodes"][str(n)] = {
+            "p_delayed": p_delay,
+            "p_bounds": p_bounds,
+            "told": told,
+            "expected_slowdown": float(1 + np.sum(pmax * w) / step_ns),
+            # Upper bound on a node-set seeing a window worse than any seen.
+            "slowdown_told": bool(-math.expm1(n / w.size * math.log(a)) <= CANNOT_TELL),
+            "measure_s": windows_to_tell(n) / windows_per_s,
+        }
     return out
 
 

@@ -6,7 +6,9 @@ probe thread), with its cause: exactly the "detours" `show --json` prints.
 `causes`: one row per phase and cause (only with attribution), the
 summary's cause table. `tail`: the tail at scale, one row per phase, node
 count and delay: for a bulk-synchronous step on every node, the chance a
-step is delayed by more than the delay, and the expected slowdown.
+step is delayed by more than the delay with its exact 95 % interval
+(p_low, p_high; `told` false where it spans over half of [0, 1]), and the
+expected slowdown.
 
 A phase is "alone" or "with <competitor> on CPUs …". Times are ns;
 `t_ns` is CLOCK_MONOTONIC.
@@ -39,7 +41,9 @@ COLUMNS = {
         "p50_ns": ("float64", "median detour, ns"),
         "p99_ns": ("float64", "99th percentile detour, ns"),
         "p99.9_ns": ("float64", "99.9th percentile detour, ns"),
-        "steal_ns": ("float64", "time stolen by the hypervisor (/proc/stat), ns"),
+        "steal_ns": ("float64", "time stolen by the hypervisor (/proc/stat, over steal_window_ns), ns"),
+        "steal_window_ns": ("float64", "the window steal was read over: the detours' (warm-up excluded), ns"),
+        "steal_resolution_ns": ("float64", "steal is ± this: one tick (1/USER_HZ) per repetition, ns"),
         "lost_share": ("float64", "total_ns / runtime_ns"),
         "rate_per_s": ("float64", "detours per second"),
         "ftq_quantum_ns": ("float64", "FTQ quantum, ns"),
@@ -64,7 +68,12 @@ COLUMNS = {
         "nodes": ("int64", "nodes computing in lockstep"),
         "delay": ("str", "the delay: >10us, >100us, >1000us"),
         "p_delayed": ("float64", "chance a step is delayed by more than that on one node of them"),
+        "p_low": ("float64", "its lower bound: exact binomial (Clopper-Pearson) 95 % interval from the windows"),
+        "p_high": ("float64", "its upper bound"),
+        "told": ("bool", "the interval spans at most half of [0, 1]; otherwise the chance cannot be told"),
         "expected_slowdown": ("float64", "expected step time with noise / step"),
+        "slowdown_told": ("bool", "enough windows to assume no step worse than the worst seen (same rule)"),
+        "measure_s": ("float64", "measuring time (same CPUs, step) after which every figure of the row is told"),
     },
 }
 __doc__ += describe(COLUMNS)
@@ -105,7 +114,12 @@ def frames(run, records: list[dict]) -> dict:
                     "nodes": int(n),
                     "delay": delay,
                     "p_delayed": prob,
+                    "p_low": at["p_bounds"][delay][0],
+                    "p_high": at["p_bounds"][delay][1],
+                    "told": at["told"][delay],
                     "expected_slowdown": at["expected_slowdown"],
+                    "slowdown_told": at["slowdown_told"],
+                    "measure_s": at["measure_s"],
                 }
                 for delay, prob in at["p_delayed"].items()
             ]

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.noise import NoiseSummary
+from ..analysis.noise import TOLD_BELOW, CpuNoise, NoiseSummary
 from ..format import ns, pct
 
 
@@ -26,7 +26,7 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
             ns(c.percentiles_ns["p99"]),
             ns(c.percentiles_ns["p99.9"]),
             ns(c.max_ns),
-            ns(c.steal_ns) if c.steal_ns is not None else "–",
+            steal_cell(c),
         )
     console.print(t)
     c0 = s.cpus[0] if s.cpus else None
@@ -34,7 +34,7 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
         console.print(
             Text(
                 f"  loop {c0.loop_ns:.1f} ns per iteration; a gap over {ns(c0.threshold_ns)} counts as a "
-                "detour; steal = time the hypervisor ran something else (/proc/stat, 10 ms resolution)",
+                f"detour; {steal_legend(s)}",
                 style="dim",
             )
         )
@@ -52,9 +52,17 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
         if c.steal_ns:
             console.print(
                 Text(
-                    f"  cpu {c.cpu}: the hypervisor ran something else for {ns(c.steal_ns)} (steal): "
+                    f"  cpu {c.cpu}: the hypervisor ran something else for {steal_cell(c)} (steal): "
                     "detours it caused show as unexplained",
                     style="dim",
+                )
+            )
+        if c.steal_exceeds_noise:
+            console.print(
+                Text(
+                    f"  note: cpu {c.cpu}: steal ({steal_cell(c)}) exceeds all detours measured "
+                    f"({ns(c.total_ns)}): a vCPU not running is a gap the probe sees, so one of the two is wrong",
+                    style="yellow",
                 )
             )
     overflow = [c for c in s.cpus if c.kept < c.count]
@@ -96,6 +104,61 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
     _tail(console, tail)
 
 
+def steal_cell(c: CpuNoise) -> str:
+    """Steal with its resolution next to it: /proc/stat counts ticks."""
+    if c.steal_ns is None:
+        return "–"
+    return f"{ns(c.steal_ns)} ±{ns(c.steal_resolution_ns)}" if c.steal_resolution_ns else ns(c.steal_ns)
+
+
+def steal_legend(s: NoiseSummary) -> str:
+    if s.steal_note:
+        return s.steal_note
+    c = next((c for c in s.cpus if c.steal_window_ns), None)
+    if c is None:
+        return "steal not read"
+    return (
+        f"steal = time the hypervisor ran something else, from /proc/stat over the detours' window "
+        f"({ns(c.steal_window_ns)}, warm-up excluded); tick-sampled: ± one tick per repetition "
+        f"(±{ns(c.steal_resolution_ns)} here)"
+    )
+
+
+def chance(x: float) -> str:
+    """A chance, with digits where it is small."""
+    if x == 0 or x == 1:
+        return f"{x:.0%}"
+    if x < 0.001:
+        return "<0.1%"
+    if x > 0.999:
+        return ">99.9%"
+    return f"{x:.1%}" if x < 0.1 or x > 0.9 else f"{x:.0%}"
+
+
+def seconds(x: float) -> str:
+    for scale, unit in ((86400, "days"), (3600, "h"), (60, "min")):
+        if x >= scale:
+            return f"{x / scale:.2g} {unit}"
+    return f"{x:.2g} s"
+
+
+def tail_cell(row: dict, label: str) -> str:
+    lo, hi = row["p_bounds"][label]
+    if not row["told"][label]:
+        return f"cannot tell [{chance(lo)}–{chance(hi)}]"
+    return f"{chance(row['p_delayed'][label])} [{chance(lo)}–{chance(hi)}]"
+
+
+def tail_legend(tail: dict) -> str:
+    return (
+        f"  [a–b]: exact (Clopper-Pearson) {tail['confidence']:.0%} interval from the {tail['windows']:,} windows "
+        "(taken as independent), carried to N nodes; cannot tell: the interval spans more than "
+        f"{tail['cannot_tell_width']:.0%} of [0, 1]; to tell: measuring that long (--duration × --reps, same "
+        f"CPUs and step) bounds a never-seen delay under {TOLD_BELOW:.0%} and tells every figure of the row; "
+        "the expected slowdown assumes no step worse than the worst seen, told under the same rule"
+    )
+
+
 def _tail(console: Console, tail: dict) -> None:
     if not tail.get("windows"):
         console.print(Text(f"  tail at scale: {tail.get('note', 'not computed')}", style="dim"))
@@ -111,9 +174,17 @@ def _tail(console: Console, tail: dict) -> None:
     for label in first["p_delayed"]:
         t.add_column(f"P(delay {label.replace('us', ' µs')})", justify="right")
     t.add_column("expected slowdown", justify="right")
+    t.add_column("to tell", justify="right")
     for n, row in nodes.items():
-        t.add_row(f"{int(n):,}", *[pct(v) for v in row["p_delayed"].values()], f"{row['expected_slowdown']:.3f}×")
+        untold = not (all(row["told"].values()) and row["slowdown_told"])
+        t.add_row(
+            f"{int(n):,}",
+            *[tail_cell(row, label) for label in row["p_delayed"]],
+            f"{row['expected_slowdown']:.3f}×" if row["slowdown_told"] else "cannot tell",
+            f"measure ≥ {seconds(row['measure_s'])}" if untold else "",
+        )
     console.print(t)
+    console.print(Text(tail_legend(tail), style="dim"))
 
 
 def show(console: Console, run, summary) -> None:

@@ -12,8 +12,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.noise import NoiseSummary, summarize_phases, tail_at_scale
+from ...analysis.noise import TOLD_BELOW, NoiseSummary, summarize_phases, tail_at_scale
 from ...format import ns
+from ..noise import chance, seconds, steal_cell, steal_legend
 from .page import Figure, Note, Section, Table
 
 TITLE = "OS noise (noise)"
@@ -276,12 +277,41 @@ def _tail(series: list[Series]) -> list:
         if not t.get("windows"):
             notes.append(Note(f"{s.label}: tail at scale: {t.get('note', 'not computed')}", warning=True))
             continue
+        untold = []
+        for x, label in zip(DELAYS_NS, t["events"]):
+            for n, r in t["nodes"].items():
+                p, (lo, hi), told = r["p_delayed"][label], r["p_bounds"][label], r["told"][label]
+                # A told chance is a point on the curve (zero: none on a log
+                # axis); every chance has its interval drawn as a band.
+                rows.append(
+                    {
+                        "series": s.label,
+                        "nodes": int(n),
+                        "delay": f"> {ns(x)}",
+                        "p": p if told and p > 0 else None,
+                        "lo": lo,
+                        "hi": hi,
+                        "figure": f"{chance(p)} [{chance(lo)}–{chance(hi)}]" if told else "cannot tell",
+                    }
+                )
+            first = next((int(n) for n, r in t["nodes"].items() if not r["told"][label]), None)
+            if first is not None:
+                measure = seconds(t["nodes"][str(first)]["measure_s"])
+                untold.append(f"delay > {ns(x)} from {first:,} nodes (measure ≥ {measure} to tell it there)")
         for n, r in t["nodes"].items():
-            for x, p in zip(DELAYS_NS, r["p_delayed"].values()):
-                if p > 0:  # no point on a log axis; the curve starts where a delay was seen
-                    rows.append({"series": s.label, "nodes": int(n), "delay": f"> {ns(x)}", "p": p})
-            slow.append({"series": s.label, "nodes": int(n), "slowdown": r["expected_slowdown"]})
+            if r["slowdown_told"]:
+                slow.append({"series": s.label, "nodes": int(n), "slowdown": r["expected_slowdown"]})
         notes.append(Note(f"{s.label}: a step of {ns(s.step_ns)}, from {t['windows']:,} measured windows"))
+        if untold:
+            notes.append(Note(f"{s.label}: cannot tell the chance of a " + "; ".join(untold), warning=True))
+        notes.append(
+            Note(
+                f"{s.label}: each chance's band is its exact (Clopper-Pearson) {t['confidence']:.0%} interval "
+                f"from the {t['windows']:,} windows (taken as independent), carried to N nodes; a chance cannot "
+                f"be told where that spans more than {t['cannot_tell_width']:.0%} of [0, 1]; to tell it, measure "
+                f"until a delay never seen would be bounded under {TOLD_BELOW:.0%} on those nodes"
+            )
+        )
     if not slow:
         return notes
     colour = _series_colour(series)
@@ -291,30 +321,27 @@ def _tail(series: list[Series]) -> list:
         scale=alt.Scale(type="log"),
         axis=alt.Axis(values=_ticks(NODES[0], NODES[-1]), format="~s"),
     )
-    p = pd.DataFrame(rows, columns=["series", "nodes", "delay", "p"])
+    p = pd.DataFrame(rows, columns=["series", "nodes", "delay", "p", "lo", "hi", "figure"])
     panels = []
     for x_ns in DELAYS_NS:
         label = f"> {ns(x_ns)}"
-        d = p[p.delay == label]
+        d = p[(p.delay == label) & (p.hi > 0)].copy()
         if d.empty:
             continue
-        bottom = 10.0 ** np.floor(np.log10(d.p.min()))
-        panels.append(
+        bottom = max(1e-6, 10.0 ** np.floor(np.log10(np.nanmin([*d.p.dropna(), *d.hi]))))
+        d["lo"] = d.lo.clip(lower=bottom)  # a zero lower bound sits on the axis
+        scale = alt.Scale(type="log", domain=[bottom, 1], clamp=True)
+        y = alt.Y("p:Q", title="P(step delayed)", scale=scale, axis=alt.Axis(values=_ticks(bottom, 1), format="~%"))
+        tooltip = ["series:N", "nodes:Q", "delay:N", "figure:N"]
+        band = (
             alt.Chart(d)
-            .mark_line(point=alt.OverlayMarkDef(size=12))
-            .encode(
-                x,
-                alt.Y(
-                    "p:Q",
-                    title="P(step delayed)",
-                    scale=alt.Scale(type="log", domain=[bottom, 1]),
-                    axis=alt.Axis(values=_ticks(bottom, 1), format="~%"),
-                ),
-                colour,
-                tooltip=["series:N", "nodes:Q", "delay:N", alt.Tooltip("p:Q", format=".4~%")],
-            )
-            .properties(title=f"delayed by {label}", width=200, height=200)
+            .mark_area(opacity=0.15)
+            .encode(x, alt.Y("lo:Q", scale=scale, title="P(step delayed)"), alt.Y2("hi:Q"), colour, tooltip=tooltip)
         )
+        line = (
+            alt.Chart(d[d.p.notna()]).mark_line(point=alt.OverlayMarkDef(size=12)).encode(x, y, colour, tooltip=tooltip)
+        )
+        panels.append((band + line).properties(title=f"delayed by {label}", width=200, height=200))
     slow = pd.DataFrame(slow)
     top = max(2.0, float(slow.slowdown.max()))
     panels.append(
@@ -336,8 +363,9 @@ def _tail(series: list[Series]) -> list:
     caption = (
         "a bulk-synchronous step waits for its slowest node: the chance that at least one of N nodes is "
         "delayed by more than X, from the noise measured in each step-long window, nodes assumed "
-        "independent (1 − (1 − p)ᴺ); and the expected time of a step over its length. Zero chances "
-        "are not drawn"
+        "independent (1 − (1 − p)ᴺ), the band its exact 95 % interval from the number of windows; and "
+        "the expected time of a step over its length. Zero chances, the chances that cannot be told "
+        "(interval over half of [0, 1]) and the slowdowns that cannot be told are not drawn as points"
     )
     return [
         Figure("noise-tail-at-scale", "tail at scale: a synchronised step on N nodes", alt.hconcat(*panels), caption),
@@ -363,7 +391,7 @@ def _per_cpu(series: list[Series]) -> list:
                     ns(c.percentiles_ns["p99"]),
                     ns(c.percentiles_ns["p99.9"]),
                     ns(c.max_ns),
-                    ns(c.steal_ns) if c.steal_ns is not None else None,
+                    steal_cell(c) if c.steal_ns is not None else None,
                 ]
             )
         if sm.cpus:
@@ -371,7 +399,7 @@ def _per_cpu(series: list[Series]) -> list:
             notes.append(
                 Note(
                     f"{s.label}: the probe loop takes {c0.loop_ns:.1f} ns per iteration; a gap over "
-                    f"{ns(c0.threshold_ns)} counts as a detour"
+                    f"{ns(c0.threshold_ns)} counts as a detour; {steal_legend(sm)}"
                 )
             )
         for c in sm.cpus:
@@ -394,6 +422,16 @@ def _per_cpu(series: list[Series]) -> list:
                     warning=True,
                 )
             )
+        for c in sm.cpus:
+            if c.steal_exceeds_noise:
+                notes.append(
+                    Note(
+                        f"{s.label}: CPU {c.cpu}: steal ({steal_cell(c)}) exceeds all detours measured "
+                        f"({ns(c.total_ns)}): a vCPU not running is a gap the probe sees, so one of the two "
+                        "is wrong",
+                        warning=True,
+                    )
+                )
         overflow = [c for c in sm.cpus if c.kept < c.count]
         if overflow:
             notes.append(
@@ -416,8 +454,9 @@ def _per_cpu(series: list[Series]) -> list:
         "per CPU",
         ["series", "CPU", "runtime", "detours", "per s", "noise", "CPU lost", "p50", "p99", "p99.9", "max", "steal"],
         rows,
-        "CPU lost: the detours' time over the runtime; steal: time the hypervisor ran something else "
-        "(/proc/stat, 10 ms resolution)",
+        "CPU lost: the detours' time over the runtime; steal: time the hypervisor ran something else, "
+        "from /proc/stat over the detours' window (warm-up excluded), tick-sampled: ± one tick "
+        "(1/USER_HZ) per repetition",
     )
     return [table, *notes]
 
