@@ -301,9 +301,16 @@ def _tail(series: list[Series]) -> list:
         for n, r in t["nodes"].items():
             if r["slowdown_told"]:
                 slow.append({"series": s.label, "nodes": int(n), "slowdown": r["expected_slowdown"]})
+        first = next((int(n) for n, r in t["nodes"].items() if not r["slowdown_told"]), None)
+        if first is not None:
+            measure = seconds(t["nodes"][str(first)]["measure_s"])
+            untold.append(
+                f"step worse than the worst seen (the expected slowdown assumes none) from {first:,} nodes "
+                f"(measure ≥ {measure} to tell it there)"
+            )
         notes.append(Note(f"{s.label}: a step of {ns(s.step_ns)}, from {t['windows']:,} measured windows"))
         if untold:
-            notes.append(Note(f"{s.label}: cannot tell the chance of a " + "; ".join(untold), warning=True))
+            notes.append(Note(f"{s.label}: cannot tell the chance of a " + "; of a ".join(untold), warning=True))
         notes.append(
             Note(
                 f"{s.label}: each chance's band is its exact (Clopper-Pearson) {t['confidence']:.0%} interval "
