@@ -63,10 +63,10 @@ def test_run_config_has_what_was_asked():
 
 def test_run_config_with_an_explicit_cpu_list_and_options():
     c = config(
-        "run", "--dry-run", "--probe", "mmap:private", "--cpus", str(CPUS[-1]), "--opt", "pages=16", "--duration", "2"
+        "run", "--dry-run", "--probe", "mmap:own-file", "--cpus", str(CPUS[-1]), "--opt", "pages=16", "--duration", "2"
     )
     assert c["cpus"] == [CPUS[-1]] and c["placement"] == "explicit" and c["duration_s"] == 2
-    assert c["probes"][0]["variant"] == "private" and c["probes"][0]["options"]["pages"] == 16
+    assert c["probes"][0]["variant"] == "own-file" and c["probes"][0]["options"]["pages"] == 16
 
 
 def test_a_dry_run_creates_nothing(tmp_path):

@@ -1,6 +1,8 @@
 /* OSMark mmapbench: map a file MAP_SHARED, touch every page, unmap.
  * shared: every worker maps the same file, so all contend on one address
- * space mapping tree (i_mmap) and one page cache; private: a file each. */
+ * space mapping tree (i_mmap) and one page cache; own-file: a file each,
+ * still MAP_SHARED (it was called "private", which read as MAP_PRIVATE;
+ * oslens still takes mmap:private and says it is deprecated). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -73,7 +75,8 @@ OSLENS_PROBE(mmap) = {
 	.summary = "mmap() a file MAP_SHARED, touch every page, munmap() (OSMark mmapbench)",
 	.subsystem = "mm",
 	.syscalls = "mmap,munmap",
-	.variants = {{"shared", "every worker maps the same file"}, {"private", "each worker maps a file of its own"}},
+	.variants = {{"shared", "every worker maps the same file, MAP_SHARED"},
+		     {"own-file", "each worker maps a file of its own, MAP_SHARED too (not MAP_PRIVATE)"}},
 	.opts = {{"pages", 1024, 1, 1 << 24, "pages mapped and touched per operation (OSMark: 125000)"},
 		 {"write", 0, 0, 1, "touch pages by writing (1) instead of reading (0)"}},
 	.global_setup = mmap_global_setup,
