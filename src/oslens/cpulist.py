@@ -46,3 +46,24 @@ def format_cpulist(cpus: Iterable[int]) -> str:
         parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+def format_siblings(groups: Iterable[Iterable[int]]) -> str:
+    """SMT siblings used together, one group per core ("0+48"); runs of
+    pairs that both go up by one are written as ranges ("0-15+48-63": 0 with
+    48, 1 with 49, … 15 with 63), as Intel numbers them."""
+    gs = sorted(tuple(sorted(g)) for g in groups)
+    parts, i = [], 0
+    while i < len(gs):
+        j = i
+        while (
+            len(gs[i]) == 2
+            and j + 1 < len(gs)
+            and len(gs[j + 1]) == 2
+            and gs[j + 1][0] == gs[j][0] + 1
+            and gs[j + 1][1] == gs[j][1] + 1
+        ):
+            j += 1
+        parts.append(f"{gs[i][0]}-{gs[j][0]}+{gs[i][1]}-{gs[j][1]}" if j > i else "+".join(map(str, gs[i])))
+        i = j + 1
+    return ",".join(parts)

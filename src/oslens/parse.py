@@ -6,6 +6,7 @@ every command reads a CPU list or a probe the same way."""
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from . import engine
@@ -23,31 +24,114 @@ def whole_number(text: str) -> int | None:
     return int(text) if _COUNT.match(text) else None
 
 
-def default_worker_counts(ncpus: int) -> list[int]:
-    """1, 2, 4, … below the CPU count, then the CPU count itself."""
-    counts, n = [], 1
+def placement_order(ncpus: int, placement: str) -> list[dict]:
+    """The engine's CPUs for ncpus workers under `placement`, in the order it
+    gives them out, each with its place in the topology (package, core, smt…).
+    Both policies are prefixes of this order: n workers get its first n."""
+    where = {c["cpu"]: c for c in engine.topology()["cpus"]}
+    return [where[c] for c in engine.placement(ncpus, placement)]
+
+
+def landmarks(order: list[dict], placement: str) -> dict[int, str]:
+    """The worker counts at which a placement reaches a boundary of the
+    machine, each with what it completes: every physical core (both policies
+    use all of them before any SMT sibling), all CPUs, and each count whose
+    CPUs are whole sockets at one SMT level (compact: socket after socket,
+    first their cores, then their siblings); spread also marks the first
+    count that has a worker on every socket."""
+    n = len(order)
+    if not n:
+        return {}
+    group = [(c["package"], c["smt"]) for c in order]
+    size: dict[tuple, int] = {}
+    for g in group:
+        size[g] = size.get(g, 0) + 1
+    threads = max(c["smt"] for c in order) + 1
+
+    def name(pkg: int, smt: int) -> str:
+        if smt == 0:
+            return f"socket {pkg}'s cores"
+        return f"socket {pkg}'s SMT siblings" if threads == 2 else f"socket {pkg}'s SMT thread {smt + 1}"
+
+    marks: dict[int, str] = {}
+    seen: dict[tuple, int] = {}
+    open_groups, last = 0, 0
+    for i, g in enumerate(group, 1):
+        seen[g] = seen.get(g, 0) + 1
+        open_groups += (seen[g] == 1) - (seen[g] == size[g])
+        if open_groups == 0:  # order[:i] is whole groups: name those completed since the last mark
+            marks[i] = " + ".join(name(*h) for h in dict.fromkeys(group[last:i]))
+            last = i
+    physical = sum(c["smt"] == 0 for c in order)
+    packages = {c["package"] for c in order}
+    if 0 < physical < n:
+        marks[physical] = "all physical cores"
+    marks[n] = "all CPUs"
+    if placement == "spread" and len(packages) > 1:
+        spanned: set[int] = set()
+        for i, c in enumerate(order, 1):
+            spanned.add(c["package"])
+            if len(spanned) == len(packages):
+                marks.setdefault(i, "a worker on every socket")
+                break
+    return dict(sorted(marks.items()))
+
+
+def default_worker_counts(ncpus: int, placement: str = "compact") -> list[int]:
+    """1, 2, 4, … below the CPU count, then every landmark of the machine
+    under `placement` (see `landmarks`): on 2 sockets × 24 cores × SMT2,
+    compact gives 1, 2, 4, 8, 16, 24, 32, 48, 64, 72, 96."""
+    counts, n = set(), 1
     while n < ncpus:
-        counts.append(n)
+        counts.add(n)
         n *= 2
-    counts.append(ncpus)
-    return counts
+    counts |= set(landmarks(placement_order(ncpus, placement), placement))
+    counts.add(ncpus)
+    return sorted(counts)
 
 
-def parse_worker_counts(text: str | None, ncpus: int, option: str = "--workers") -> list[int]:
-    """'1,2,max' -> sorted distinct counts, none above the CPUs we may use."""
+_RANGE = re.compile(r"^([0-9]+)-([0-9]+|max)(?::([0-9]+))?$")
+
+
+def _counts_of(part: str, ncpus: int, option: str) -> list[int]:
+    """One comma-separated part: N, max, A-B (every count) or A-B:S (A, A+S, … and B)."""
+    if part == "max":
+        return [ncpus]
+    n = whole_number(part)
+    if n is not None:
+        if not n:
+            raise UsageError(
+                f"{option}: '{part}' is not a positive whole number, a range like 1-48 or 1-96:8, or 'max'"
+            )
+        return [n]
+    m = _RANGE.match(part)
+    if not m:
+        raise UsageError(f"{option}: '{part}' is not a positive whole number, a range like 1-48 or 1-96:8, or 'max'")
+    lo = int(m.group(1))
+    hi = ncpus if m.group(2) == "max" else int(m.group(2))
+    step = int(m.group(3)) if m.group(3) is not None else 1
+    if lo < 1 or hi < lo:
+        raise UsageError(f"{option}: range '{part}' must go up from 1 or more (like 1-48)")
+    if step < 1:
+        raise UsageError(f"{option}: range '{part}' has a step of 0 (like 1-96:8)")
+    return sorted({*range(lo, hi + 1, step), hi})
+
+
+def parse_worker_counts(
+    text: str | None, ncpus: int, option: str = "--workers", placement: str = "compact"
+) -> list[int]:
+    """'1,2,max', '1-48', '1-96:8,max' -> sorted distinct counts, none above
+    the CPUs we may use; none given: the machine's default under `placement`."""
     if not text:
-        return default_worker_counts(ncpus)
-    counts = []
+        return default_worker_counts(ncpus, placement)
+    counts: set[int] = set()
     for part in text.split(","):
         part = part.strip()
-        n = ncpus if part == "max" else whole_number(part)
-        if not n:
-            raise UsageError(f"{option}: '{part}' is not a positive whole number or 'max'")
-        if n > ncpus:
+        got = _counts_of(part, ncpus, option)
+        if got[-1] > ncpus:
             what = "workers" if option == "--workers" else "CPUs"
-            raise UsageError(f"{option}: {n} {what} but this machine gives us {ncpus} CPUs")
-        if n not in counts:
-            counts.append(n)
+            raise UsageError(f"{option}: {got[-1]} {what} but this machine gives us {ncpus} CPUs")
+        counts.update(got)
     return sorted(counts)
 
 
@@ -74,8 +158,13 @@ def parse_cpus(text: str | None, option: str = "--cpus") -> tuple[int, ...]:
     return tuple(cpus)
 
 
+# Old variant names still taken, each with a warning naming its new one:
+# mmap:private was one file per worker, mapped MAP_SHARED like mmap:shared.
+RENAMED_VARIANTS = {("mmap", "private"): "own-file"}
+
+
 def parse_probes(text: str | None) -> list[tuple[str, str]]:
-    """'mmap,mmap:private,all' -> [(probe, variant)], checked against the engine."""
+    """'mmap,mmap:own-file,all' -> [(probe, variant)], checked against the engine."""
     known = engine.probes()
     specs = [s.strip() for s in (text.split(",") if text else OSMARK_PROBES) if s.strip()]
     if not specs:
@@ -86,6 +175,11 @@ def parse_probes(text: str | None) -> list[tuple[str, str]]:
             out += [(p.name, v) for p in known.values() for v in p.variants]
             continue
         name, _, variant = spec.partition(":")
+        if (name, variant) in RENAMED_VARIANTS:
+            new_name = RENAMED_VARIANTS[name, variant]
+            help_ = known[name].variant_help.get(new_name, "") if name in known else ""
+            print(f"oslens: {spec} is deprecated; use {name}:{new_name} ({help_})", file=sys.stderr)
+            variant = new_name
         info = known.get(name)
         if info is None:
             raise UsageError(f"unknown probe '{name}' (known: {', '.join(sorted(known))})")
@@ -137,7 +231,7 @@ _CPULIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 
 
 def parse_compete(text: str) -> CompeteSpec:
-    """PROBE[:VARIANT][:CPUS], e.g. 'fork', 'mmap:private', 'fork:2-3'."""
+    """PROBE[:VARIANT][:CPUS], e.g. 'fork', 'mmap:own-file', 'fork:2-3'."""
     parts = text.split(":")
     cpus = None
     if len(parts) > 1 and _CPULIST.match(parts[-1]):

@@ -147,6 +147,53 @@ def measure(ctx: Context, kind: str, plan, headline: str) -> None:
         print_run(ctx, store, run_id)
 
 
+def print_dry_run(ctx: Context, doc: dict, what: str) -> None:
+    """A plan without measuring or storing anything (--dry-run): per worker
+    count, the CPUs used, the sockets they span (workers on each), the cores
+    whose SMT siblings are used together, and the machine boundary it marks."""
+    if ctx.as_json:
+        click.echo(json.dumps(doc, indent=1, default=str), file=ctx.out.file)
+        return
+    from rich.table import Table
+
+    m = doc["machine"]
+    ctx.out.print(
+        f"dry run, nothing measured or stored: {what}\n"
+        f"machine: {m['cpus']} CPUs, {m['sockets']} socket{'s' if m['sockets'] > 1 else ''}, {m['cores']} cores, "
+        f"{m['threads_per_core']} thread{'s' if m['threads_per_core'] > 1 else ''} per core; "
+        f"placement {doc['params']['placement']}",
+        highlight=False,
+        markup=False,
+    )
+    t = Table(box=None)
+    for name in ("workers", "sockets", "per socket", "cores", "SMT shared", "boundary", "CPUs", "siblings together"):
+        numeric = name in ("workers", "sockets", "cores", "SMT shared")
+        t.add_column(name, justify="right" if numeric else "left", overflow="fold")  # every CPU, never "…"
+    for p in doc["points"]:
+        t.add_row(
+            *(
+                Text(str(x))
+                for x in (
+                    p["workers"],
+                    len(p["sockets"]),
+                    " ".join(f"{s}:{k}" for s, k in p["sockets"].items()),
+                    p["cores"],
+                    len(p["smt_shared"]),
+                    p["landmark"] or "",
+                    p["cpus"].replace(",", ", "),  # long lists wrap between CPUs
+                    p["smt_shared_text"].replace(",", ", ") or "-",
+                )
+            )
+        )
+    ctx.out.print(t)
+    ctx.out.print(
+        "per socket = socket:workers · SMT shared = cores running two or more workers · "
+        "siblings together: a+b share a core, a-b+c-d pairs a with c … b with d",
+        style="dim",
+        highlight=False,
+    )
+
+
 def renamed(old: str, new: str):
     """An old spelling kept for scripts: it still works, and says what replaced it."""
 

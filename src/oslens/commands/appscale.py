@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import EXIT_FAILED, Context, common_options, one_of, print_run, renamed
+from . import EXIT_FAILED, Context, common_options, one_of, print_dry_run, print_run, renamed
 
 
 @click.command("appscale", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -18,7 +18,13 @@ from . import EXIT_FAILED, Context, common_options, one_of, print_run, renamed
     hidden=True,
     callback=renamed("--list-workloads", "oslens workloads"),
 )
-@click.option("--cpu-counts", "cpus", metavar="N[,N…]|max", help="CPU counts (default: 1, 2, 4, … and all CPUs).")
+@click.option(
+    "--cpu-counts",
+    "cpus",
+    metavar="N|A-B[:S]|max[,…]",
+    help="CPU counts: numbers, ranges (1-48, 1-96:8) and 'max' (default: 1, 2, 4, … plus each socket "
+    "boundary, all physical cores and all CPUs under the placement).",
+)
 @click.option("--cpus", "old_cpus", hidden=True, callback=renamed("appscale --cpus", "--cpu-counts"))
 @click.option(
     "--placement",
@@ -37,9 +43,15 @@ from . import EXIT_FAILED, Context, common_options, one_of, print_run, renamed
     help="--workload's workers as threads or processes.",
 )
 @click.option("--time-limit", "time_limit", type=float, metavar="S", help="Stop a run (SIGTERM) after this long.")
+@click.option(
+    "--dry-run",
+    "dry_run",
+    is_flag=True,
+    help="Print the plan (per CPU count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
-def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, **kw):
+def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, dry_run: bool, **kw):
     """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
     from .. import appscale as app
     from ..plan.appscale import plan as appscale_plan
@@ -51,6 +63,12 @@ def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cp
     kw["cpus"] = one_of(kw["cpus"], old_cpus, "--cpu-counts", "--cpus")
     plan = appscale_plan(command=list(command), **kw)
     what = f"workload {plan.workload}" if plan.workload else " ".join(command)
+    if dry_run:
+        from ..plan.appscale import dry_run as appscale_dry_run
+
+        return print_dry_run(
+            ctx, appscale_dry_run(plan), f"{what} on {len(plan.points)} CPU counts × {plan.reps} repetitions"
+        )
     with ctx.store() as store, app.prepared(plan) as points:
         ctx.say(
             f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "

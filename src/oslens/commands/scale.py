@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..parse import OSMARK_PROBES
-from . import Context, common_options, measure
+from . import Context, common_options, measure, print_dry_run
 
 
 @click.command("scale")
@@ -15,7 +15,12 @@ from . import Context, common_options, measure
     metavar="P[:VARIANT][,…]",
     help=f"Probes to run, or 'all' (default: the OSMark five, {','.join(OSMARK_PROBES)}).",
 )
-@click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
+@click.option(
+    "--workers",
+    metavar="N|A-B[:S]|max[,…]",
+    help="Worker counts: numbers, ranges (1-48: every count; 1-96:8: 1, 9, …, 96) and 'max' "
+    "(default: 1, 2, 4, … plus each socket boundary, all physical cores and all CPUs under the placement).",
+)
 @click.option(
     "--mode",
     type=click.Choice(["process", "thread", "both"]),
@@ -50,14 +55,32 @@ from . import Context, common_options, measure
     "causes (system calls, page faults, named lock waits, interrupts, run-queue wait), per operation.",
 )
 @click.option("--quick", is_flag=True, help="The quick suite: the OSMark five, short durations.")
+@click.option(
+    "--dry-run",
+    "dry_run",
+    is_flag=True,
+    help="Print the plan (per worker count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
+)
 @common_options
-def command(ctx: Context, quick: bool, **kw):
+def command(ctx: Context, quick: bool, dry_run: bool, **kw):
     """Does each OS primitive scale with cores? (OSMark-style)"""
+    from ..plan.scale import dry_run as scale_dry_run
     from ..plan.scale import plan as scale_plan
 
     if quick:
         kw.update(duration=kw["duration"] or 0.5, warmup=min(kw["warmup"], 0.2))
     plan = scale_plan(**kw)
+    if dry_run:
+        from ..runner import check
+
+        check(plan.points)  # the engine accepts every invocation as it would for a run
+        p = plan.params
+        return print_dry_run(
+            ctx,
+            scale_dry_run(plan),
+            f"{len(plan.points)} engine invocations of {plan.reps} repetitions: probes {','.join(p['probes'])} × "
+            f"modes {','.join(p['modes'])} × {len(p['workers'])} worker counts",
+        )
     measure(
         ctx,
         "scale",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import engine
-from ..parse import parse_opts, parse_probes, parse_worker_counts
+from ..cpulist import format_cpulist, format_siblings
+from ..parse import landmarks, parse_opts, parse_probes, parse_worker_counts, placement_order
 from . import Plan, Point, check_amounts, time_limit
 
 
@@ -31,7 +32,7 @@ def plan(
     that the two see the same machine; the pair gives that cost."""
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
     ncpus = engine.topology()["available"]
-    counts = parse_worker_counts(workers, ncpus)
+    counts = parse_worker_counts(workers, ncpus, placement=placement)
     probes = parse_probes(probe)
     probe_opts = parse_opts(opts, probes)
     modes = ["process", "thread"] if mode == "both" else [mode]
@@ -77,3 +78,60 @@ def plan(
         "explain": explain,
     }
     return Plan(points, reps, params)
+
+
+def machine_shape() -> dict:
+    """The CPUs we may use, as sockets × cores × threads."""
+    cpus = engine.topology()["cpus"]
+    return {
+        "cpus": len(cpus),
+        "sockets": len({c["package"] for c in cpus}),
+        "cores": len({(c["package"], c["die"], c["core"]) for c in cpus}),
+        "threads_per_core": max(c["smt"] for c in cpus) + 1,
+    }
+
+
+def where_workers_run(placed: dict[int, list[int]], placement: str) -> list[dict]:
+    """Per worker count, the CPUs the engine gives it (placed: count -> CPUs),
+    the sockets they span with the workers on each, the cores whose SMT
+    siblings are both (all) used, and the machine boundary the count marks
+    under this placement, if any (parse.landmarks)."""
+    where = {c["cpu"]: c for c in engine.topology()["cpus"]}
+    marks = landmarks(placement_order(len(where), placement), placement) if placement in ("compact", "spread") else {}
+    rows = []
+    for n, cpus in sorted(placed.items()):
+        per_socket: dict[int, int] = {}
+        per_core: dict[tuple, list[int]] = {}
+        for cpu in cpus:
+            c = where[cpu]
+            per_socket[c["package"]] = per_socket.get(c["package"], 0) + 1
+            per_core.setdefault((c["package"], c["die"], c["core"]), []).append(cpu)
+        shared = sorted(sorted(g) for g in per_core.values() if len(g) > 1)
+        rows.append(
+            {
+                "workers": n,
+                "cpus": format_cpulist(cpus),
+                "cpu_order": list(cpus),
+                "sockets": dict(sorted(per_socket.items())),
+                "cores": len(per_core),
+                "smt_shared": shared,
+                "smt_shared_text": format_siblings(shared),
+                "landmark": marks.get(n),
+            }
+        )
+    return rows
+
+
+def dry_run(p: Plan) -> dict:
+    """What `scale --dry-run` prints: the plan, where each worker count runs."""
+    placement = p.params["placement"]
+    placed = {n: engine.placement(n, placement) for n in p.params["workers"]}
+    return {
+        "dry_run": True,
+        "kind": "scale",
+        "machine": machine_shape(),
+        "params": p.params,
+        "invocations": len(p.points),
+        "repetitions": p.total_reps,
+        "points": where_workers_run(placed, placement),
+    }
