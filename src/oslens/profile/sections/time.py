@@ -366,10 +366,27 @@ def _html_total(profiles) -> tuple[Figure, Table] | None:
             continue
         n = section["threads_count"]
         source = f"{n:,} thread{'s' if n > 1 else ''}" if n else "rusage (wait4)"
-        rows += [
-            {"run": rd.short, "part": part, "ns": total[key], "source": source, "kernel_share": total["kernel_share"]}
-            for part, key in (("user", "user_ns"), ("kernel", "system_ns"))
-        ]
+        if total["user_ns"] is None:  # too short for a tick-sampled split: the runtime alone
+            rows.append(
+                {
+                    "run": rd.short,
+                    "part": "not split (< 3 ticks)",
+                    "ns": total["runtime_ns"],
+                    "source": source,
+                    "kernel_share": None,
+                }
+            )
+        else:
+            rows += [
+                {
+                    "run": rd.short,
+                    "part": part,
+                    "ns": total[key],
+                    "source": source,
+                    "kernel_share": total["kernel_share"],
+                }
+                for part, key in (("user", "user_ns"), ("kernel", "system_ns"))
+            ]
         table.append(
             [
                 rd.short,
