@@ -182,7 +182,8 @@ def render(console: Console, series: list[Series], summaries: dict[str, str]) ->
         if not s.points:
             console.print(f"{s.title}: no complete repetition")
             continue
-        table, notes = series_table(s, summaries.get(s.probe, ""))
+        # a variant's own help where the engine has it (old stored variants: the probe's summary)
+        table, notes = series_table(s, summaries.get(f"{s.probe}:{s.variant}") or summaries.get(s.probe, ""))
         console.print(table)
         for line, warning in footer_lines(s, notes):
             console.print(Text(f"  {line}", style="yellow" if warning else "dim"))
@@ -209,6 +210,6 @@ def study_table(console: Console, rows: list[dict]) -> None:
 def show(console: Console, run, summary) -> None:
     from .. import engine  # the probes' one-line descriptions
 
-    render(console, summary.series, {name: p.summary for name, p in engine.probes().items()})
+    render(console, summary.series, engine.descriptions())
     if summary.study:
         study_table(console, summary.study)
