@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import cgroups, engine
+from .collectors import kernel as kernel_config
 from .errors import MeasurementError
 from .plan.appscale import DIR_PLACEHOLDER, AppPlan, AppPoint
 from .profile.procfs import parse_stat
@@ -116,7 +117,8 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
     ok = end["code"] == 0 and end["how"] == "exited"
     procfs = [r for r in recs if r["type"] == "procfs"]
     irq = softirq = None
-    if len(procfs) == 2:
+    irq_why = kernel_config.irq_time_unavailable()
+    if len(procfs) == 2 and not irq_why:
         irq, softirq = _irq_ns(
             procfs[0]["files"].get("/proc/stat", ""),
             procfs[1]["files"].get("/proc/stat", ""),
@@ -141,6 +143,7 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
         "usage_ns": times.usage_ns if times else None,
         "irq_ns": irq,
         "softirq_ns": softirq,
+        "irq_unavailable": irq_why,
         "nvcsw": ru.get("nvcsw"),
         "nivcsw": ru.get("nivcsw"),
         "min_flt": ru.get("min_flt"),

@@ -86,6 +86,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
 OSLENS_RECORDS: dict[str, tuple[str, ...]] = {
     "context": ("competition",),  # before each engine invocation: what ran on other CPUs meanwhile
     "point": ("n", "cpus", "rep", "argv", "status", "how", "code", "signal", "wall_ns"),  # appscale, per repetition
+    "kernel_config": ("irq_time",),  # profile: why /proc/stat's irq time is not real (None when it is)
 }
 
 

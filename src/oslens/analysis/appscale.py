@@ -52,6 +52,7 @@ def summarize(records: list[dict], available_cpus: int | None = None) -> dict:
             ],
             "confinement": reps[0]["confinement"],
             "cpu_source": reps[0]["cpu_source"],
+            "irq_unavailable": reps[0].get("irq_unavailable"),
         }
         if ok:
             walls = [p["wall_ns"] / 1e9 for p in ok]

@@ -121,4 +121,8 @@ def run(
     locks = prof.first("locks")
     if locks and locks.get("rows"):
         resolve_locks(locks, Kallsyms())
+    # what this kernel's build lets /proc/stat say, kept with the run (a report may be read elsewhere)
+    from ..collectors import kernel as kernel_config
+
+    prof.records.append({"type": "kernel_config", "irq_time": kernel_config.irq_time_unavailable()})
     return prof

@@ -18,7 +18,7 @@ def _interval(iv: dict) -> str:
     return f"{seconds(iv['median'])} [{seconds(iv['low'])}–{seconds(iv['high'])}, {iv['coverage']:.0%}, {iv['n']} reps]"
 
 
-def _s(x: float | None) -> str:
+def _s(x: float | None) -> str:  # None: not measured (the notes say why)
     return "–" if x is None else f"{x:.3g}"
 
 
@@ -73,7 +73,11 @@ def render(console: Console, what: str, s: dict) -> None:
     console.print(
         Text(
             f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
-            "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)",
+            + (
+                f"irq+softirq {first['irq_unavailable']}"
+                if first.get("irq_unavailable")
+                else "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)"
+            ),
             style="dim",
         )
     )

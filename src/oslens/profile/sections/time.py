@@ -81,7 +81,9 @@ def _cpu_split(recs: Records) -> dict:
                 }
             )
     summed = {f: sum(c["ticks"].get(f, 0) for c in per_cpu) for f in TIME_FIELDS}
+    config = recs.last("kernel_config") or {}
     return {
+        "irq_unavailable": config.get("irq_time"),  # None: the irq column is real (or not known to be 0)
         "basis": basis,
         "cpus": [c["cpu"] for c in per_cpu],
         "tick_ns": tick_ns,
@@ -220,10 +222,17 @@ def _render_cpu_split(console: Console, split: dict) -> None:
         return
     fields = list(split["all"]["ticks"])
     t = table("how those CPUs spent their time (/proc/stat)", ["cpu", "workload ran"] + fields)
+    no_irq = split.get("irq_unavailable")
+
+    def cell(shares: dict, f: str) -> str:
+        return "n/a" if f == "irq" and no_irq else fmt_share(shares[f])
+
     for c in split["per_cpu"]:
-        t.add_row(str(c["cpu"]), fmt_share(c["workload_share"]), *[fmt_share(c["shares"][f]) for f in fields])
-    t.add_row("all", "", *[fmt_share(split["all"]["shares"][f]) for f in fields], style="bold", end_section=True)
+        t.add_row(str(c["cpu"]), fmt_share(c["workload_share"]), *[cell(c["shares"], f) for f in fields])
+    t.add_row("all", "", *[cell(split["all"]["shares"], f) for f in fields], style="bold", end_section=True)
     console.print(t)
+    if no_irq:
+        console.print(plain(f"  irq: {no_irq}"), style="yellow")
     console.print(plain(f"  CPUs: {split['basis']}"), style="dim")
     console.print(
         f"  system-wide: anything else on these CPUs counts too; in ticks of {split['tick_ns'] / 1e6:g} ms "
