@@ -1,6 +1,10 @@
 # The README's two commands are `make run` and `make test`; both start from a
 # fresh clone as root and install what they need from this repository's files.
-PYTHON ?= python3
+# The system's interpreter, not the first python3 in root's PATH: a venv made
+# on an interpreter in root's home (pyenv, mode 700) is one nobody else can
+# run, and `oslens` is meant to be usable unprivileged too.
+SYSTEM_PYTHON := $(firstword $(wildcard /usr/bin/python3 /usr/local/bin/python3))
+PYTHON ?= $(if $(SYSTEM_PYTHON),$(SYSTEM_PYTHON),python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 

@@ -11,8 +11,8 @@ need "command -v cc"                                   gcc
 need "command -v make"                                 make
 need "test -e /usr/include/stdio.h"                    libc6-dev
 need "gcc -print-file-name=libc.a | grep -q /"         libc6-dev
-need "command -v python3"                              python3
-need "python3 -c 'import venv, ensurepip'"             python3-venv
+need "test -x /usr/bin/python3 || command -v python3"       python3
+need "$(command -v /usr/bin/python3 python3 | head -n1) -c 'import venv, ensurepip'" python3-venv
 need "command -v strace"                               strace
 need "command -v ipcs"                                 util-linux
 

@@ -59,3 +59,18 @@ def test_c_is_in_the_house_style():
     assert any(f.startswith("engine/") for f in files)
     p = subprocess.run([exe, "--dry-run", "--Werror", *files], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+def test_the_venv_runs_on_an_interpreter_anyone_may_run():
+    """`make` builds .venv on the system's python3: one under root's home
+    (pyenv, mode 700) would make `.venv/bin/oslens` root's alone."""
+    import stat
+    import sys
+
+    cfg = Path(sys.prefix) / "pyvenv.cfg"
+    if not cfg.exists():
+        pytest.skip("not running from a venv")
+    home = next(line.split("=", 1)[1].strip() for line in cfg.read_text().splitlines() if line.startswith("home"))
+    path = Path(home).resolve()
+    for d in [path, *path.parents]:
+        assert d.stat().st_mode & stat.S_IXOTH, f"{d} is not searchable by other users: the venv's interpreter is not"
