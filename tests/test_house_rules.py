@@ -74,3 +74,19 @@ def test_the_venv_runs_on_an_interpreter_anyone_may_run():
     path = Path(home).resolve()
     for d in [path, *path.parents]:
         assert d.stat().st_mode & stat.S_IXOTH, f"{d} is not searchable by other users: the venv's interpreter is not"
+
+
+def test_the_readme_links_only_to_what_a_clone_has_and_names_real_commands():
+    from click.testing import CliRunner
+
+    from oslens.cli import cli
+
+    root = Path(__file__).parents[1]
+    text = (root / "README.md").read_text()
+    for target in re.findall(r"\]\(([^)#]+)\)", text):
+        if "://" not in target:
+            assert (root / target).resolve().is_relative_to(root), f"README links outside the clone: {target}"
+            assert (root / target).exists(), f"README links to a missing file: {target}"
+    listed = CliRunner().invoke(cli, ["--help"]).output
+    for command in set(re.findall(r"`oslens ([a-z]+)", text)):
+        assert re.search(rf"^\s+{command}\b", listed, re.M), f"README names 'oslens {command}', which does not exist"
