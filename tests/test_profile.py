@@ -343,3 +343,61 @@ def test_a_thread_shorter_than_a_few_ticks_gets_no_user_kernel_split(build, no_l
     long_ = profile(build["compute"], "300000000")
     s = section.summarize(Records(long_.records))
     assert s["total"]["kernel_share"] is not None
+
+
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+
+
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
+def test_without_privileges_at_paranoid_2_counters_count_user_space_and_rusage_counts_switches(no_leaks):
+    """perf_event_paranoid=2 (set here for the test, restored after): a user
+    may count its own child in user mode only, as `perf stat` falls back to;
+    the counters say so, and switches and faults come from the rusage."""
+    from oslens.profile.summary import summarize
+
+    before = PARANOID.read_text().strip()
+    try:
+        if before != "2":
+            try:
+                PARANOID.write_text("2\n")
+            except OSError as e:
+                pytest.skip(f"perf_event_paranoid is {before} and cannot be set to 2: {e}")
+        with engine_for_nobody() as (nobody, exe, env):
+            p = subprocess.run(
+                [
+                    *nobody,
+                    exe,
+                    "profile",
+                    "--",
+                    "sh",
+                    "-c",
+                    "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.05",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+    finally:
+        if PARANOID.read_text().strip() != before:
+            PARANOID.write_text(before + "\n")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    events = {(e["name"], e["scope"]): e for e in next(r for r in recs if r["type"] == "counters")["events"]}
+    task_clock = events[("task-clock", "all")]
+    assert task_clock["value"] and task_clock["error"] is None
+    assert task_clock["scope_limited"] == "user only: perf_event_paranoid=2"
+    assert all("not permitted" not in (events[(n, "all")]["error"] or "") for n in ("task-clock", "page-faults-min"))
+    rusage = next(r for r in recs if r["type"] == "end_target")["rusage"]
+    summary = summarize(recs)
+    sw = {s["name"]: s for s in summary["sections"]["counters"]["software"]}
+    assert sw["task-clock"]["user_only"] == "user-space only (perf_event_paranoid=2)"
+    assert sw["task-clock"]["value"] == task_clock["value"]
+    # The scheduler counts switches in kernel mode: user-only, none are seen, said so rather than 0.
+    assert sw["context-switches"]["value"] is None and "kernel mode" in sw["context-switches"]["error"]
+    switches = summary["sections"]["switches"]["counts"]
+    faults = summary["sections"]["faults"]["counts"]
+    source = "rusage (wait4): the command and the descendants it waited for"
+    assert switches["source"] == source and faults["source"] == source
+    assert (switches["voluntary"], switches["involuntary"]) == (rusage["nvcsw"], rusage["nivcsw"])
+    assert switches["voluntary"] >= 1  # sh waited for sleep
+    assert (faults["minor"], faults["major"]) == (rusage["min_flt"], rusage["maj_flt"]) and faults["minor"] > 0

@@ -707,3 +707,38 @@ def test_machine_strings_are_not_read_as_markup():
     out = io.StringIO()
     render(Console(file=out, width=140), summarize(records))
     assert "[bold]evil[/bold]" in out.getvalue()
+
+
+def test_at_paranoid_2_user_only_counters_are_labelled_and_switches_and_faults_come_from_rusage():
+    recs = profile(bpf=False)
+    recs = [r for r in recs if r["type"] != "thread"]  # the command ended before /proc saw a thread
+    for r in recs:
+        if r["type"] == "end_target":
+            r["rusage"] = {"utime_ns": 30 * MS, "stime_ns": 20 * MS, "min_flt": 900, "maj_flt": 3, "nvcsw": 40}
+            r["rusage"] |= {"nivcsw": 7, "maxrss_kb": 4096}
+        if r["type"] == "counters":
+            for e in r["events"]:
+                if e["scope"] == "all":
+                    e["scope_limited"] = "user only: perf_event_paranoid=2"
+                    e["value"] = 0 if e["name"] in ("context-switches", "cpu-migrations") else e["value"]
+    s = sections(recs)
+    sw = {c["name"]: c for c in s["counters"]["software"]}
+    assert (
+        sw["task-clock"]["value"] == 54 * MS
+        and sw["task-clock"]["user_only"] == "user-space only (perf_event_paranoid=2)"
+    )
+    assert "kernel included" in sw["task-clock"]["means"]
+    assert sw["page-faults-min"]["value"] == 1024 and "user mode only" in sw["page-faults-min"]["means"]
+    assert sw["context-switches"]["value"] is None and "always 0" in sw["context-switches"]["error"]
+    source = "rusage (wait4): the command and the descendants it waited for"
+    c = s["switches"]["counts"]
+    assert (c["source"], c["voluntary"], c["involuntary"], c["migrations"]) == (source, 40, 7, None)
+    assert c["voluntary_per_s"] == 20
+    f = s["faults"]["counts"]
+    assert (f["source"], f["minor"], f["major"], f["all"]) == (source, 900, 3, 903)
+    out = io.StringIO()
+    render(Console(file=out, width=200), summarize(recs))
+    text = out.getvalue()
+    assert "task-clock, user-space only (perf_event_paranoid=2)" in text
+    assert "from rusage (wait4)" in text and "not permitted" not in text
+    assert "no context-switch count from any source" not in text and "no page-fault count" not in text

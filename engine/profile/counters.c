@@ -48,7 +48,8 @@ struct counter {
 	enum scope scope;
 	int *fds; /* one per task */
 	int nfds;
-	int err; /* errno of the first refusal, 0 if all opened */
+	int err;       /* errno of the first refusal, 0 if all opened */
+	int user_only; /* refused at all levels, counted with exclude_kernel */
 };
 
 static struct counter counters[NEVENTS * 2];
@@ -82,9 +83,9 @@ static void open_one(struct counter *c, const pid_t *tids, int ntids, int on_exe
 			.disabled = 1,
 			.inherit = 1,
 			.enable_on_exec = on_exec,
-			.exclude_kernel = c->scope == USER,
+			.exclude_kernel = c->scope == USER || c->user_only,
 			.exclude_user = c->scope == KERNEL,
-			.exclude_hv = c->scope != ALL,
+			.exclude_hv = c->scope != ALL || c->user_only,
 		};
 		int fd = (int)syscall(SYS_perf_event_open, &attr, tids[i], -1, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0) {
@@ -107,6 +108,14 @@ void counters_open(const pid_t *tids, int ntids, int on_exec)
 			struct counter *c = &counters[ncounters++];
 			*c = (struct counter){.ev = &events[e], .scope = s};
 			open_one(c, tids, ntids, on_exec);
+			/* perf_event_paranoid=2 lets a user count its own tasks
+			 * in user mode only (as `perf stat` falls back to): so
+			 * does a software event refused at all levels. */
+			if (c->scope == ALL && !c->nfds && (c->err == EACCES || c->err == EPERM)) {
+				free(c->fds);
+				*c = (struct counter){.ev = &events[e], .scope = s, .user_only = 1};
+				open_one(c, tids, ntids, on_exec);
+			}
 		}
 }
 
@@ -120,7 +129,14 @@ static void why_not(const struct counter *c, char *buf, size_t len)
 		break;
 	case EACCES:
 	case EPERM:
-		snprintf(buf, len, "not permitted (perf_event_paranoid=%d; needs CAP_PERFMON or root)", paranoid());
+		if (c->scope == KERNEL)
+			snprintf(
+				buf, len,
+				"not permitted (perf_event_paranoid=%d; kernel-mode counting needs CAP_PERFMON or root)",
+				paranoid());
+		else
+			snprintf(buf, len, "not permitted (perf_event_paranoid=%d; needs CAP_PERFMON or root)",
+				 paranoid());
 		break;
 	default: snprintf(buf, len, "perf_event_open: %s", strerror(c->err));
 	}
@@ -149,6 +165,13 @@ void counters_emit_and_close(void)
 		json_obj(j, NULL);
 		json_str(j, "name", c->ev->name);
 		json_str(j, "scope", scope_names[c->scope]);
+		if (c->user_only) {
+			char why[96];
+			snprintf(why, sizeof why, "user only: perf_event_paranoid=%d", paranoid());
+			json_str(j, "scope_limited", why);
+		} else {
+			json_null(j, "scope_limited");
+		}
 		if (nread && !c->err) {
 			json_uint(j, "value", value);
 			json_uint(j, "enabled_ns", enabled);

@@ -32,6 +32,8 @@ class ThreadTime:
         return asdict(self)
 
 
+# Where switches and faults come from when nothing finer counted them.
+RUSAGE_SOURCE = "rusage (wait4): the command and the descendants it waited for"
 _THREAD_COUNTS = ("runtime_ns", "nvcsw", "nivcsw", "min_flt", "maj_flt")
 
 
@@ -187,9 +189,19 @@ class Records:
                 return event
         return None
 
-    def counter_value(self, name: str, scope: str = "all") -> float | None:
+    def counter_value(self, name: str, scope: str = "all", user_only_ok: bool = False) -> float | None:
+        """None too for a counter perf_event_paranoid limited to user mode
+        (`scope_limited`), unless `user_only_ok`: its value then means
+        something else (sections/counters.py says what)."""
         event = self.counter(name, scope)
-        return event.get("value") if event else None
+        if not event or (event.get("scope_limited") and not user_only_ok):
+            return None
+        return event.get("value")
+
+    @property
+    def rusage(self) -> dict | None:
+        """The command's rusage from wait4 (null with --pid or when it was not waited for)."""
+        return (self.end_target or {}).get("rusage")
 
     def _procfs_record(self, when: str) -> dict | None:
         return next((r for r in self.all("procfs") if r.get("when") == when), None)

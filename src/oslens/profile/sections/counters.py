@@ -34,6 +34,47 @@ SOFTWARE = ("task-clock", "context-switches", "cpu-migrations", "page-faults-min
 SCOPES = ("user", "kernel", "all")
 
 # key -> (label, how it prints)
+# What a software event opened with exclude_kernel (perf_event_paranoid=2
+# without CAP_PERFMON, as `perf stat` falls back to) still counts, per
+# kernel/events/core.c: the scheduler's events are counted with the
+# scheduler's own (kernel) registers, which exclude_kernel drops; a fault
+# with the faulting registers; task-clock is its own PMU, which counts the
+# task's time on CPU whatever the exclude bits.
+USER_ONLY_MEANS = {
+    "task-clock": "still the whole CPU time, kernel included (task-clock ignores exclude_kernel when counting)",
+    "context-switches": None,
+    "cpu-migrations": None,
+    "page-faults-min": "faults taken in user mode only, not those the kernel takes on user memory (e.g. in read())",
+    "page-faults-maj": "faults taken in user mode only, not those the kernel takes on user memory (e.g. in read())",
+}
+NEVER_IN_USER_MODE = "always 0 that way: the scheduler counts it in kernel mode, which exclude_kernel drops"
+
+
+def user_only_label(scope_limited: str | None) -> str | None:
+    """The engine's "user only: perf_event_paranoid=2" as the report says it."""
+    if not scope_limited:
+        return None
+    _, _, why = scope_limited.partition(": ")
+    return f"user-space only ({why or scope_limited})"
+
+
+def _software(name: str, e: dict, wall_s: float | None) -> dict:
+    label = user_only_label(e.get("scope_limited"))
+    value, error, means = e.get("value"), e.get("error"), None
+    if label:
+        means = USER_ONLY_MEANS.get(name)
+        if means is None and value is not None:
+            value, error = None, f"{label}: {NEVER_IN_USER_MODE}"
+    return {
+        "name": name,
+        "value": value,
+        "per_s": per_second(value, wall_s),
+        "error": error,
+        "user_only": label,
+        "means": means,
+    }
+
+
 METRICS = {
     "cycles": ("cycles", "count"),
     "instructions": ("instructions", "count"),
@@ -110,16 +151,14 @@ def summarize(recs: Records) -> dict:
     events = {(e["name"], e["scope"]): e for e in rec.get("events", [])}
     section["hardware"] = _hardware(section, events)
     section["software"] = [
-        {
-            "name": name,
-            "value": e.get("value"),
-            "per_s": per_second(e.get("value"), recs.wall_s),
-            "error": e.get("error"),
-        }
-        for name in SOFTWARE
-        for e in [events.get((name, "all"))]
-        if e is not None
+        _software(name, e, recs.wall_s) for name in SOFTWARE for e in [events.get((name, "all"))] if e is not None
     ]
+    limited = sorted({s["user_only"] for s in section["software"] if s["user_only"]})
+    if limited:
+        section["notes"].append(
+            f"software counters {', '.join(limited)}: refused at every privilege level, "
+            "so opened with exclude_kernel as `perf stat` does"
+        )
     for e in events.values():
         # The engine scaled these by enabled/running: say how much was counted.
         if e.get("value") is not None and e.get("running_ns") and e["running_ns"] < e.get("enabled_ns", 0):
@@ -128,6 +167,10 @@ def summarize(recs: Records) -> dict:
                 "of the time (multiplexed) and scaled up"
             )
     return section
+
+
+def _sw_name(s: dict) -> str:
+    return f"{s['name']}, {s['user_only']}" if s.get("user_only") else s["name"]
 
 
 def _fmt(value: float | None, kind: str) -> str:
@@ -152,13 +195,17 @@ def render(console: Console, section: dict) -> None:
     if section["software"]:
         t = table("software counters", ["counter", "value", "per s"])
         for s in section["software"]:
+            name = plain(_sw_name(s))
             if s["value"] is None:
-                t.add_row(s["name"], "n/a", plain(s["error"] or "no value"))
+                t.add_row(name, "n/a", plain(s["error"] or "no value"))
             elif s["name"] == "task-clock":
-                t.add_row(s["name"], fmt_ns(s["value"]), f"{s['per_s'] / 1e9:.2f} CPUs" if s["per_s"] else "–")
+                t.add_row(name, fmt_ns(s["value"]), f"{s['per_s'] / 1e9:.2f} CPUs" if s["per_s"] else "–")
             else:
-                t.add_row(s["name"], f"{s['value']:,.0f}", fmt_rate(s["per_s"]))
+                t.add_row(name, f"{s['value']:,.0f}", fmt_rate(s["per_s"]))
         console.print(t)
+        for s in section["software"]:
+            if s.get("means"):
+                console.print(plain(f"  {s['name']}, {s['user_only']}: {s['means']}"), style="dim")
         console.print("  software counters cover the whole process tree (inherited)", style="dim")
     footer(console, section)
 
@@ -239,14 +286,15 @@ def html(profiles) -> Section:
                 )
             )
         for c in section["software"]:
+            name = _sw_name(c) + (f": {c['means']}" if c.get("means") else "")
             if c["value"] is None:
-                sw_rows.append([rd.short, c["name"], "n/a", c["error"] or "no value"])
+                sw_rows.append([rd.short, name, "n/a", c["error"] or "no value"])
             elif c["name"] == "task-clock":
                 sw_rows.append(
-                    [rd.short, c["name"], fmt_ns(c["value"]), f"{c['per_s'] / 1e9:.2f} CPUs" if c["per_s"] else "–"]
+                    [rd.short, name, fmt_ns(c["value"]), f"{c['per_s'] / 1e9:.2f} CPUs" if c["per_s"] else "–"]
                 )
             else:
-                sw_rows.append([rd.short, c["name"], fmt_count(c["value"]), fmt_rate(c["per_s"])])
+                sw_rows.append([rd.short, name, fmt_count(c["value"]), fmt_rate(c["per_s"])])
     if hw_rows:
         blocks.append(Table("hardware counters by privilege", ["run", "", "user", "kernel", "user + kernel"], hw_rows))
     if sw_rows:

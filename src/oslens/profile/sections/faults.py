@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ...analysis.histogram import Histogram
+from ..records import RUSAGE_SOURCE
 from .common import (
     FALLBACK,
     LATENCY_COLUMNS,
@@ -39,12 +40,17 @@ KINDS = ("minor", "major")
 
 
 def _counts_without_bpf(recs: Records) -> tuple[dict, str | None]:
-    """The software counters, else the threads' min_flt/maj_flt."""
+    """The software counters (not user-mode-only ones: they miss the faults
+    taken in the kernel on user memory), else the threads' min_flt/maj_flt,
+    else the command's rusage."""
     counters = {k: recs.counter_value(f"page-faults-{k[:3]}") for k in KINDS}
     if all(v is not None for v in counters.values()):
         return counters, "page-faults-min/maj counters"
     if recs.threads:
         return {k: thread_sum(recs, f"{k[:3]}_flt") for k in KINDS}, "threads' min_flt/maj_flt (/proc)"
+    ru = recs.rusage
+    if ru and ru.get("min_flt") is not None and ru.get("maj_flt") is not None:
+        return {"minor": ru["min_flt"], "major": ru["maj_flt"]}, RUSAGE_SOURCE
     return dict.fromkeys(KINDS), None
 
 

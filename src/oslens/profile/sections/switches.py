@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ..records import RUSAGE_SOURCE
 from .common import (
     FALLBACK,
     LATENCY_COLUMNS,
@@ -110,7 +111,9 @@ def _from_bpf(rec: dict, wall_s: float | None) -> dict:
 
 
 def _without_bpf(recs: Records) -> dict:
-    """What /proc's per-thread counts and the software counters still tell."""
+    """What /proc's per-thread counts and the software counters still tell,
+    else the command's rusage. A context-switches counter limited to user
+    mode counts none (the scheduler counts in kernel mode): not a source."""
     wall = recs.wall_s
     voluntary, involuntary = thread_sum(recs, "nvcsw"), thread_sum(recs, "nivcsw")
     migrations = recs.counter_value("cpu-migrations")
@@ -129,6 +132,15 @@ def _without_bpf(recs: Records) -> dict:
             source="context-switches counter (no voluntary/involuntary split)" if total is not None else None,
             total=total,
             total_per_s=per_second(total, wall),
+        )
+    ru = recs.rusage
+    if counts["source"] is None and ru and ru.get("nvcsw") is not None and ru.get("nivcsw") is not None:
+        counts.update(
+            source=RUSAGE_SOURCE,
+            voluntary=ru["nvcsw"],
+            involuntary=ru["nivcsw"],
+            voluntary_per_s=per_second(ru["nvcsw"], wall),
+            involuntary_per_s=per_second(ru["nivcsw"], wall),
         )
     return counts
 
