@@ -21,6 +21,7 @@ from rich.text import Text
 from . import __version__, engine, kinds, runtime
 from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
 from .commands.doctor import doctor
+from .commands.imports import import_
 from .commands.study import study
 from .commands.workloads import workloads
 from .errors import MeasurementError, UsageError
@@ -43,6 +44,7 @@ for _kind in kinds.KINDS.values():
 cli.add_command(workloads)
 cli.add_command(study)
 cli.add_command(doctor)
+cli.add_command(import_)
 
 
 # ------------------------------------------------------------------ report

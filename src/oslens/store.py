@@ -119,6 +119,89 @@ def _alive(host: str, pid: int, proc_start: int | None) -> bool:
     return state != "Z" and (proc_start is None or start == proc_start)
 
 
+IMPORTED_RUNNING_REASON = "still running in the store it was imported from"
+_IMPORT_COLUMNS = (
+    "id",
+    "kind",
+    "status",
+    "reason",
+    "started",
+    "finished",
+    "host",
+    "pid",
+    "proc_start",
+    "argv",
+    "params",
+    "machine",
+    "summary",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Imported:
+    old_id: int
+    new_id: int
+    kind: str
+    copied: bool  # False: the run was already in the store, as new_id
+
+
+class Source:
+    """Another results store, opened read-only to import its runs: refused
+    (StoreError) unless it is a readable oslens store of a schema this oslens
+    understands, and every run asked for is in it. Its rows are read in one
+    read transaction, so a store being written meanwhile gives one consistent
+    snapshot."""
+
+    def __init__(self, path: str | os.PathLike, run_ids: Iterable[int] | None = None):
+        self.path = Path(path).expanduser()
+        self._db: sqlite3.Connection | None = None
+        if not self.path.is_file():
+            raise StoreError(f"cannot import {self.path}: no such file")
+        try:
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            self._db.execute("BEGIN")
+            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if app_id != APPLICATION_ID:
+                raise StoreError(f"cannot import {self.path}: not an oslens results store")
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"cannot import {self.path}: it has schema {version}, newer than "
+                    f"this oslens understands ({SCHEMA_VERSION})"
+                )
+            rows = self._db.execute(f"SELECT {', '.join(_IMPORT_COLUMNS)} FROM run ORDER BY id").fetchall()
+            by_id = {row[0]: dict(zip(_IMPORT_COLUMNS, row)) for row in rows}
+            wanted = list(dict.fromkeys(run_ids)) if run_ids else list(by_id)
+            missing = [i for i in wanted if i not in by_id]
+            if missing:
+                raise StoreError(f"cannot import {self.path}: no run {', '.join(map(str, missing))} in it")
+            self.runs = [by_id[i] for i in sorted(wanted)]
+        except sqlite3.Error as e:
+            self.close()
+            raise StoreError(f"cannot import {self.path}: {e}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def records(self, run_id: int) -> Iterator[tuple[int, str, str]]:
+        """(seq, type, data) of a run, as stored: copied, never re-encoded."""
+        try:
+            yield from self._db.execute("SELECT seq, type, data FROM record WHERE run_id = ? ORDER BY seq", (run_id,))
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read {self.path}: {e}") from None
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Store:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).expanduser()
@@ -243,6 +326,39 @@ class Store:
         with self._guard("cannot write to results store"), self._write() as db:
             if db.execute(f"UPDATE run SET {assignments} WHERE id = ?", (*values, run_id)).rowcount == 0:
                 raise self._missing(run_id)
+
+    def import_runs(self, source: Source) -> list[Imported]:
+        """Copies the runs `source` selected, each with its records, under new
+        ids, in one transaction: all of them or, on any error, none. A run is
+        the same run in two stores when it has the same kind, start time, host
+        and pid (copied verbatim), so one already here (imported before, or
+        this store's own) is skipped, not copied twice."""
+        done = []
+        with self._guard("cannot import into results store"), self._write() as db:
+            for src in source.runs:
+                here = db.execute(
+                    "SELECT id FROM run WHERE kind = ? AND started = ? AND host = ? AND pid = ?",
+                    (src["kind"], src["started"], src["host"], src["pid"]),
+                ).fetchone()
+                if here is not None:
+                    done.append(Imported(src["id"], here[0], src["kind"], copied=False))
+                    continue
+                row = dict(src)
+                if row["status"] == "running":
+                    # A snapshot of a run still being written (or whose process died elsewhere): never
+                    # finished here, and nothing could later tell it dead on another host.
+                    row["status"], row["reason"] = "incomplete", IMPORTED_RUNNING_REASON
+                cols = [c for c in _IMPORT_COLUMNS if c != "id"]
+                new_id = db.execute(
+                    f"INSERT INTO run ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    [row[c] for c in cols],
+                ).lastrowid
+                db.executemany(
+                    "INSERT INTO record (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                    ((new_id, seq, type_, data) for seq, type_, data in source.records(src["id"])),
+                )
+                done.append(Imported(src["id"], new_id, src["kind"], copied=True))
+        return done
 
     def runs(self) -> list[Run]:
         with self._guard("cannot read results store"):
