@@ -8,7 +8,7 @@ worker, or the profiled command) or to the whole process group. Then starts
 one more oslens (`oslens runs`, which sweeps what dead ones left) and counts
 what is still there from the killed run: processes of its session, SysV
 semaphore sets its engines wrote down, temporary directories, its cgroups,
-oslens BPF programs no live process holds. At the end: the store's
+the BPF programs its processes held. At the end: the store's
 `PRAGMA integrity_check`, and every completed run read back with `show`.
 
     PYTHONPATH=src .venv/bin/python bench/kills.py --kills 100 --seed 1
@@ -133,20 +133,25 @@ def cgroup_dirs(pid: int) -> list[str]:
     return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
 
 
-def orphan_bpf(sid: int) -> int:
-    """oslens BPF programs with no live holder outside the killed session."""
+def _progs() -> list[dict]:
     if shutil.which("bpftool") is None:
-        return 0
-    deadline = time.monotonic() + 3
-    while True:
-        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-        progs = [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
-        bad = sum(
-            1 for p in progs if not any(_live(st := _stat(h["pid"])) and int(st[4]) != sid for h in p.get("pids", []))
-        )
-        if not bad or time.monotonic() > deadline:
-            return bad
+        return []
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+    return [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
+
+
+def bpf_of(sid: int) -> set[int]:
+    """oslens BPF programs that processes of this session hold."""
+    return {p["id"] for p in _progs() if any((st := _stat(h["pid"])) and int(st[4]) == sid for h in p.get("pids", []))}
+
+
+def bpf_left(ids: set[int]) -> int:
+    """How many of these programs are still loaded, once the kernel has had
+    time to free those of exited processes."""
+    deadline = time.monotonic() + 5
+    while (left := ids & {p["id"] for p in _progs()}) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return len(left)
 
 
 # ---------------------------------------------------------------- doing
@@ -176,6 +181,7 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
                 victim = rng.choice(candidates)
                 break
         time.sleep(0.01)
+    progs = bpf_of(sid)
     if victim is not None:
         try:
             if target == "group":
@@ -193,6 +199,7 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
         proc.wait()
     row["status"] = proc.returncode
     known |= ledger_sems(runtime_dir)
+    progs |= bpf_of(sid)
 
     # The next start: it sweeps what the dead left.
     subprocess.run([sys.executable, "-m", "oslens", "-q", "runs"], env=env, capture_output=True, timeout=120)
@@ -202,7 +209,7 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
         "sems": sum(1 for i, k in known if have.get(i) == k),
         "tmpdirs": len(glob.glob(f"{tmp}/oslens.*")),
         "cgroups": len(cgroup_dirs(sid)),
-        "bpf": orphan_bpf(sid),
+        "bpf": bpf_left(progs | bpf_of(sid)),
     }
     if row["leaks"]["processes"]:  # leave nothing for the next kill to be charged with
         os.killpg(sid, signal.SIGKILL)

@@ -77,26 +77,25 @@ def ledger_sems(entry: Path) -> set[int]:
     return out
 
 
-def orphan_bpf(sid: int) -> list[dict]:
-    """oslens_* BPF programs that no live process outside the session holds
-    (a program without a holder is a leak; one held by the killed session
-    would be a process leak)."""
+def _progs() -> list[dict]:
     if shutil.which("bpftool") is None:
         return []
-    deadline = time.monotonic() + 3
-    while True:
-        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-        progs = [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
-        bad = [
-            p
-            for p in progs
-            if not any(
-                (st := _stat(h["pid"])) and st[1] not in ("Z", "X") and int(st[4]) != sid for h in p.get("pids", [])
-            )
-        ]
-        if not bad or time.monotonic() > deadline:  # the kernel frees them some ms after their holder
-            return bad
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+    return [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
+
+
+def bpf_of(sid: int) -> set[int]:
+    """Our BPF programs that processes of this session hold."""
+    return {p["id"] for p in _progs() if any((st := _stat(h["pid"])) and int(st[4]) == sid for h in p.get("pids", []))}
+
+
+def bpf_left(ids: set[int]) -> set[int]:
+    """Which of these programs are still loaded, once the kernel has had
+    time to free those of exited processes (some ms later)."""
+    deadline = time.monotonic() + 5
+    while (left := ids & {p["id"] for p in _progs()}) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return left
 
 
 def oslens_tmp() -> set[str]:
@@ -167,6 +166,7 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
         time.sleep(0.3)
         made = ledger_sems(entry)
         assert made <= set(sems()), "the engine's sets are written down as they exist"
+        progs = bpf_of(sid)
     finally:
         os.killpg(sid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -182,7 +182,7 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
     assert made.isdisjoint(sems()), "SysV semaphore sets left"
     assert oslens_tmp() - tmp_before == set(), "temporary directories left"
     assert our_cgroups(proc.pid) == [], "cgroups left"
-    assert orphan_bpf(sid) == [], "BPF programs left"
+    assert bpf_left(progs) == set(), "BPF programs left"
     assert not entry.exists(), "the runtime entry left"
     # The store is sound and the killed run reads as incomplete.
     if db.exists():
@@ -193,13 +193,15 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
         assert all(r["status"] != "running" for r in runs)
 
 
-def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(tmp_path):
-    """The engine outlives its oslens (a competitor runs for hours): the next
-    oslens stops it, and it cleans up after itself."""
+@pytest.mark.parametrize("case", ["sem", "profile"])
+def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(case, tmp_path):
+    """The engine outlives its oslens (a competitor runs for hours, a
+    profile until its command ends): the next oslens stops it, and it
+    cleans up after itself (and ends the profiled command)."""
     db = tmp_path / "db"
     tmp_before = oslens_tmp()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oslens", "-q", *CASES["sem"]],
+        [sys.executable, "-m", "oslens", "-q", *CASES[case]],
         env={**os.environ, "OSLENS_DB": str(db)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -207,17 +209,18 @@ def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(t
     )
     sid = proc.pid
     deadline = time.monotonic() + 60
-    while not measuring(sid):
+    while not (measuring(sid) and (entry := _entry_of(proc.pid)) and (ledger_sems(entry) or case != "sem")):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    made = ledger_sems(_entry_of(proc.pid))
+    made, progs = ledger_sems(entry), bpf_of(sid)
     proc.kill()
     proc.wait()
     assert session_processes(sid), "the engine runs on without its oslens"
     assert oslens("runs", db=db).returncode == 0
     assert session_processes(sid) == []
-    assert made and made.isdisjoint(sems())
+    assert made.isdisjoint(sems())
     assert oslens_tmp() - tmp_before == set()
+    assert bpf_left(progs | bpf_of(sid)) == set()
 
 
 # -------------------------------------------------------------- doctor

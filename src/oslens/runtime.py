@@ -316,6 +316,29 @@ def _stop(pid: int, start: int) -> str:
     return "failed: still running"
 
 
+def _stop_engines(d: Path, dry_run: bool) -> list[Leftover]:
+    """Engines still running for an oslens that is gone (any command: run,
+    profile, app --prepare), known by the entry they inherited in
+    $OSLENS_RUNTIME. Stopped with SIGTERM, they end in order (a profiled
+    command is passed the signal). Other programs are left alone."""
+    mark = f"\0{ENV}={d}\0".encode()
+    out = []
+    for proc in glob.glob("/proc/[0-9]*"):
+        try:
+            if not os.path.basename(os.readlink(f"{proc}/exe")).startswith("oslens-engine"):
+                continue
+            env = b"\0" + Path(f"{proc}/environ").read_bytes()
+        except OSError:
+            continue
+        pid = int(proc.rsplit("/", 1)[1])
+        start = proc_start(pid)
+        if mark in env and start is not None:
+            out.append(
+                Leftover(d.name, "process", f"oslens-engine {pid}", "would stop" if dry_run else _stop(pid, start))
+            )
+    return out
+
+
 def _sweep_ledger(
     owner: str, ledger: Path, sems: dict[int, int], dry_run: bool, same_boot: bool, stop: bool = False
 ) -> list[Leftover]:
@@ -401,6 +424,8 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
             except (OSError, ValueError):
                 owner = {}
             same_boot = owner.get("boot_id", boot) == boot
+            if same_boot:
+                out += _stop_engines(d, dry_run)
             for ledger in _ledgers(d):
                 out += _sweep_ledger(d.name, ledger, sems, dry_run, same_boot, stop=True)
             for kind, what in _lines(d / OWNS):
