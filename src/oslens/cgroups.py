@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,3 +264,6 @@ class Confinement:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+runtime.register_cgroups(sys.modules[__name__])

@@ -202,10 +202,21 @@ def private_tmp() -> None:
     tempfile.tempdir = str(d)
 
 
-def _cgroups():
-    from . import cgroups  # it writes down its groups here: imported when used
+# oslens.cgroups writes its groups down here, so it imports this module; it
+# hands back how to find and remove groups when it is imported (cli imports it
+# before the first sweep), which keeps the dependency one way.
+_cgroup_ops = None
 
-    return cgroups
+
+def register_cgroups(ops) -> None:
+    global _cgroup_ops
+    _cgroup_ops = ops
+
+
+def _cgroups():
+    if _cgroup_ops is None:
+        raise RuntimeError("oslens.cgroups was not imported before a sweep")
+    return _cgroup_ops
 
 
 def release() -> None:
