@@ -248,7 +248,7 @@ def _fabricate(root: Path, pid: int, start: int, tag: str) -> dict:
     own_dir.mkdir()
     (entry / "owner").write_text(json.dumps({"pid": pid, "start": start, "boot_id": runtime._boot_id()}))
     (entry / "owns").write_text(f"tmpdir {own_dir}\n")
-    (entry / f"engine.{pid + 1}.{start}").write_text(f"tmpdir {prefix}\nsem_key {key}\nsem {key} {semid}\n")
+    (entry / f"engine.{_dead_pid()}.1").write_text(f"tmpdir {prefix}\nsem_key {key}\nsem {key} {semid}\n")
     return {"entry": entry, "semid": semid, "dirs": [engine_dir, own_dir]}
 
 
@@ -265,7 +265,6 @@ def test_doctor_removes_a_dead_runs_leftovers_and_never_a_live_ones(tmp_path, mo
     try:
         dead = _fabricate(root, _dead_pid(), 12345, "dead")
         alive = _fabricate(root, live.pid, runtime.proc_start(live.pid), "live")
-        # live.pid + 1 need not be alive: the entry's process is, so nothing of it is touched
 
         p = oslens("doctor", "--dry-run", "--json", db=tmp_path / "db")
         assert p.returncode == 0, p.stderr

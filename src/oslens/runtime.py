@@ -312,6 +312,11 @@ def _rmtree(path: str) -> str:
 def _stop(pid: int, start: int) -> str:
     """An engine whose oslens is dead: SIGTERM lets it clean up after
     itself; SIGKILL if it does not end (its workers die with it)."""
+    try:
+        if not os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("oslens-engine"):
+            return "left alone: not an oslens engine"
+    except OSError:
+        return "stopped" if proc_start(pid) != start else "failed: cannot tell what it runs"
     for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.kill(pid, sig)
