@@ -12,6 +12,7 @@ from oslens.collectors import _read, cpu, kernel, load, software, virt
 
 DOCUMENTED_KEYS = {
     "kernel": {
+        "config",
         "release",
         "version",
         "cmdline",

@@ -190,7 +190,8 @@ def assert_same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 def records_of(rows: list[dict], keys) -> list[tuple]:
-    return [tuple(r.get(k) for k in keys) for r in rows]
+    """Rows as tuples; a frame's NaN and a summary's None both mean "not known"."""
+    return [tuple(None if isinstance(v, float) and v != v else v for v in (r.get(k) for k in keys)) for r in rows]
 
 
 # ------------------------------------------------------------ main frames
