@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,7 @@ def test_all_or_nothing(tmp_path, monkeypatch):
     with Store(a) as s:
         for _ in range(2):
             s.add_records(s.begin_run("scale", [], {}, {}), RECORDS)
+            time.sleep(0.002)  # a run is known by (kind, start ms, host, pid): two in one ms would be one
     Store(b).close()
 
     real = Source.records
