@@ -219,3 +219,11 @@ def can_run_as_nobody() -> bool:
     except KeyError:
         return False
     return True
+
+
+def thp_enabled() -> bool:
+    """Transparent huge pages can be had here (enabled is not [never])."""
+    try:
+        return "[never]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False

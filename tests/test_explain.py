@@ -15,7 +15,7 @@ from oslens.analysis.explain import Cause, ExplainedStats, find_knee
 from oslens.profile.kallsyms import Kallsyms, resolve_charges
 from oslens.records import explained_points
 
-from conftest import NCPU, TWO, StreamingEngine, bpf_programs, oslens, run_engine
+from conftest import NCPU, TWO, StreamingEngine, bpf_programs, oslens, run_engine, thp_enabled
 
 # The causes of a point and its measured time per op agree within this.
 ADDS_UP = 0.05
@@ -234,13 +234,6 @@ def test_run_lengths_of_a_system_call_loop_are_short():
     share_over_1us, _ = rl.over[1000]
     assert share_over_1us < 0.05  # nearly all below 1 µs, tracing included
     assert sum(n for _, n in rl.log2_hist) == rl.count
-
-
-def thp_enabled() -> bool:
-    try:
-        return "[never]" not in open("/sys/kernel/mm/transparent_hugepage/enabled").read()
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(not thp_enabled(), reason="transparent huge pages are off (or absent) here")

@@ -24,6 +24,7 @@ from conftest import (
     one_line_error,
     oslens,
     oslens_until,
+    thp_enabled,
 )
 
 WORKLOADS = Path(__file__).parent / "workloads"
@@ -133,13 +134,6 @@ def test_run_lengths_of_a_system_call_loop_are_short_and_counted(build, no_leaks
     # each kind's time is also in the combined figure, counted once
     assert rl["all"]["count"] == sum(k["count"] for k in rl["kinds"].values() if k)
     assert rl["all"]["total_ns"] == sum(k["total_ns"] for k in rl["kinds"].values() if k)
-
-
-def thp_enabled() -> bool:
-    try:
-        return "[never]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(not thp_enabled(), reason="transparent huge pages are off (or absent) here")
