@@ -349,24 +349,27 @@ def _tail(series: list[Series]) -> list:
             alt.Chart(d[d.p.notna()]).mark_line(point=alt.OverlayMarkDef(size=12)).encode(x, y, colour, tooltip=tooltip)
         )
         panels.append((band + line).properties(title=f"delayed by {label}", width=200, height=200))
-    slow = pd.DataFrame(slow)
-    top = max(2.0, float(slow.slowdown.max()))
-    panels.append(
-        alt.Chart(slow)
-        .mark_line(point=alt.OverlayMarkDef(size=12))
-        .encode(
-            x,
-            alt.Y(
-                "slowdown:Q",
-                title="expected step time / step",
-                scale=alt.Scale(type="log", domain=[1, top]),
-                axis=alt.Axis(values=_ticks(1, top, (1, 2, 5)), format="~g"),
-            ),
-            colour,
-            tooltip=["series:N", "nodes:Q", alt.Tooltip("slowdown:Q", format=".3f")],
+    slow = pd.DataFrame(slow, columns=["series", "nodes", "slowdown"])
+    # no slowdown that can be told (every figure "cannot tell"): no panel, whose
+    # empty axes would have an infinite extent
+    top = max(2.0, float(slow.slowdown.max())) if not slow.empty else 2.0
+    if not slow.empty:
+        panels.append(
+            alt.Chart(slow)
+            .mark_line(point=alt.OverlayMarkDef(size=12))
+            .encode(
+                x,
+                alt.Y(
+                    "slowdown:Q",
+                    title="expected step time / step",
+                    scale=alt.Scale(type="log", domain=[1, top]),
+                    axis=alt.Axis(values=_ticks(1, top, (1, 2, 5)), format="~g"),
+                ),
+                colour,
+                tooltip=["series:N", "nodes:Q", alt.Tooltip("slowdown:Q", format=".3f")],
+            )
+            .properties(title="expected slowdown", width=200, height=200)
         )
-        .properties(title="expected slowdown", width=200, height=200)
-    )
     caption = (
         "a bulk-synchronous step waits for its slowest node: the chance that at least one of N nodes is "
         "delayed by more than X, from the noise measured in each step-long window, nodes assumed "
