@@ -157,6 +157,20 @@ def bpf_left(ids: set[int]) -> int:
 # ---------------------------------------------------------------- doing
 
 
+# The session being killed now: if the campaign itself is stopped, it is ended
+# and swept before the work directory (where its runtime ledgers are) goes.
+LIVE_SESSIONS: set[int] = set()
+
+
+def _stopped(signum, frame):
+    raise KeyboardInterrupt
+
+
+def sweep(env: dict) -> None:
+    """One more oslens start with the campaign's runtime directory: it sweeps what the dead left."""
+    subprocess.run([sys.executable, "-m", "oslens", "-q", "runs"], env=env, capture_output=True, timeout=120)
+
+
 def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random.Random) -> dict:
     tmp = Path(env["TMPDIR"])
     runtime_dir = Path(env["OSLENS_RUNTIME_DIR"])
@@ -169,6 +183,7 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
         start_new_session=True,
     )
     sid = proc.pid
+    LIVE_SESSIONS.add(sid)
     row = {"command": cmd[0], "argv": " ".join(cmd), "target": target, "signal": sig, "delivered": False}
     known: set[tuple[int, int]] = set()
     moment = time.monotonic() + rng.uniform(args.min_delay, args.max_delay)
@@ -202,7 +217,8 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
     progs |= bpf_of(sid)
 
     # The next start: it sweeps what the dead left.
-    subprocess.run([sys.executable, "-m", "oslens", "-q", "runs"], env=env, capture_output=True, timeout=120)
+    sweep(env)
+    LIVE_SESSIONS.discard(sid)
     have = sysv_sems()
     row["leaks"] = {
         "processes": len(session(sid)),
@@ -286,6 +302,8 @@ def main() -> int:
     ncpu = engine.topology()["available"]
     cmds = commands(ncpu)
 
+    # SIGTERM (a job's time limit, `timeout`) ends the campaign through its finally, as ^C does
+    signal.signal(signal.SIGTERM, _stopped)
     work = Path(tempfile.mkdtemp(prefix="oslens-kills-"))
     (work / "tmp").mkdir()
     db = work / "store.db"
@@ -319,6 +337,13 @@ def main() -> int:
                 print(json.dumps(row))
         store = integrity(env, db)
     finally:
+        for sid in LIVE_SESSIONS:  # stopped mid-kill: end that session and sweep before the ledgers go
+            try:
+                os.killpg(sid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if LIVE_SESSIONS:
+            sweep(env)
         shutil.rmtree(work, ignore_errors=True)
 
     # -- the figures
