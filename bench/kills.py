@@ -102,27 +102,16 @@ def targets(sid: int, engine: str) -> dict[str, list[int]]:
     return {"top": [sid] if sid in procs else [], "engine": engines, "worker": workers, "group": [sid] if procs else []}
 
 
-def sysv_sems() -> dict[int, int]:
-    lines = Path("/proc/sysvipc/sem").read_text().splitlines()[1:]
-    return {int(f[1]): int(f[0]) for f in (line.split() for line in lines)}
-
-
 def ledger_sems(runtime_dir: Path) -> set[tuple[int, int]]:
     """(id, key) of every set an engine ledger there says it made or was making."""
-    made, keys = set(), set()
+    from oslens import runtime
+
+    have = runtime.sysv_sems()
+    out = set()
     for ledger in runtime_dir.glob("*/engine.*"):
-        try:
-            lines = ledger.read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[0] == "sem" and len(f) == 3:
-                made.add((int(f[2]), int(f[1])))
-            elif f[0] == "sem_key":
-                keys.add(int(f[1]))
-    have = sysv_sems()
-    return made | {(i, k) for i, k in have.items() if k in keys}
+        made, unsure = runtime.ledger_sem_keys(ledger)
+        out |= {(i, k) for i, k in have.items() if made.get(k) == i or k in unsure}
+    return out
 
 
 def cgroup_dirs(pid: int) -> list[str]:
@@ -219,7 +208,9 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
     # The next start: it sweeps what the dead left.
     sweep(env)
     LIVE_SESSIONS.discard(sid)
-    have = sysv_sems()
+    from oslens import runtime
+
+    have = runtime.sysv_sems()
     row["leaks"] = {
         "processes": len(session(sid)),
         "sems": sum(1 for i, k in known if have.get(i) == k),

@@ -62,19 +62,12 @@ def measuring(sid: int) -> bool:
 
 def sems() -> dict[int, int]:
     """semid -> key."""
-    lines = Path("/proc/sysvipc/sem").read_text().splitlines()[1:]
-    return {int(f[1]): int(f[0]) for f in (line.split() for line in lines)}
+    return runtime.sysv_sems()
 
 
 def ledger_sems(entry: Path) -> set[int]:
     """The sets an entry's engine ledgers say were made."""
-    out = set()
-    for ledger in entry.glob("engine.*"):
-        for line in ledger.read_text().splitlines():
-            f = line.split()
-            if f[0] == "sem":
-                out.add(int(f[2]))
-    return out
+    return {i for ledger in entry.glob("engine.*") for i in runtime.ledger_sem_keys(ledger)[0].values()}
 
 
 def _progs() -> list[dict]:

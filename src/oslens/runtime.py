@@ -246,7 +246,7 @@ def reap_engines() -> list[Leftover]:
     if _entry is None or _entry_pid != os.getpid():
         return []
     out: list[Leftover] = []
-    sems = _sysv_sems()
+    sems = sysv_sems()
     for ledger in _ledgers(_entry):
         key = _key(ledger.name, ENGINE_PREFIX)
         if key is None or _alive(key):
@@ -282,7 +282,7 @@ def _live_engines(d: Path) -> bool:
     return any(k and _alive(k) for k in (_key(p.name, ENGINE_PREFIX) for p in _ledgers(d)))
 
 
-def _sysv_sems() -> dict[int, int]:
+def sysv_sems() -> dict[int, int]:
     """semid -> key of every SysV semaphore set we can see."""
     out = {}
     try:
@@ -355,6 +355,23 @@ def _stop_engines(d: Path, dry_run: bool) -> list[Leftover]:
     return out
 
 
+def ledger_sem_keys(ledger: Path) -> tuple[dict[int, int], set[int]]:
+    """From an engine ledger: key -> id of the sets it saw made, and the keys it
+    wrote before a semget whose outcome it never wrote (a SIGKILL between)."""
+    made: dict[int, int] = {}
+    unsure: set[int] = set()
+    for kind, what in _lines(ledger):
+        f = what.split()
+        if kind == "sem_key":
+            unsure.add(int(f[0]))
+        elif kind == "sem" and len(f) == 2:
+            made[int(f[0])] = int(f[1])
+            unsure.discard(int(f[0]))
+        elif kind == "sem_key_unused":
+            unsure.discard(int(f[0]))
+    return made, unsure
+
+
 def _sweep_ledger(
     owner: str, ledger: Path, sems: dict[int, int], dry_run: bool, same_boot: bool, stop: bool = False
 ) -> list[Leftover]:
@@ -366,18 +383,7 @@ def _sweep_ledger(
         out.append(Leftover(owner, "process", f"oslens-engine {key[0]}", "would stop" if dry_run else _stop(*key)))
         if _alive(key):
             return out
-    lines = _lines(ledger)
-    made: dict[int, int] = {}  # key -> id, for the sets the engine saw made
-    unsure: set[int] = set()  # keys written before semget, with no outcome
-    for kind, what in lines:
-        f = what.split()
-        if kind == "sem_key":
-            unsure.add(int(f[0]))
-        elif kind == "sem" and len(f) == 2:
-            made[int(f[0])] = int(f[1])
-            unsure.discard(int(f[0]))
-        elif kind == "sem_key_unused":
-            unsure.discard(int(f[0]))
+    made, unsure = ledger_sem_keys(ledger)
     if same_boot:  # SysV objects do not outlive a boot; their ids and keys come again
         for semid, semkey in sems.items():
             if (semkey in made and made[semkey] == semid) or semkey in unsure:
@@ -386,7 +392,7 @@ def _sweep_ledger(
                         owner, "sem", f"SysV semaphore set {semid}", "would remove" if dry_run else _sem_remove(semid)
                     )
                 )
-    for kind, what in lines:
+    for kind, what in _lines(ledger):
         if kind == "tmpdir":
             out += _sweep_tmp(owner, what, dry_run, same_boot, prefix=True)
     if not dry_run:
@@ -428,7 +434,7 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
     out: list[Leftover] = []
     live: list[str] = []
     if r is not None:
-        sems = _sysv_sems()
+        sems = sysv_sems()
         boot = _boot_id()
         for d, key in _entries(r):
             if _alive(key):
