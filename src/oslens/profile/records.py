@@ -171,13 +171,22 @@ class Records:
             return rec, None
         if not self.bpf_loaded:
             return None, f"not measured without BPF: {self.bpf_why}"
-        skipped = [p for p in self.bpf_skipped if p in parts or p == kind]
-        if skipped:
-            return None, f"not traced: left out on request (--no-{skipped[0].replace('_', '-')})"
-        lacking = [p for p in self.bpf_missing if p in parts or p == kind]
-        if lacking:
-            return None, f"not measured: this kernel lacks {', '.join(lacking)}"
+        why = self.bpf_parts_why((*parts, kind))
+        if why:
+            return None, why
         return None, f"not measured: the engine wrote no {kind} record (run {self.status or 'ended early'})"
+
+    def bpf_parts_why(self, parts: tuple[str, ...], every: bool = False) -> str | None:
+        """Why the BPF parts named were not traced: left out on request, or
+        lacking in this kernel (with `every`, only when all of them are: a
+        figure any one of them can give); None when they were."""
+        skipped = [p for p in self.bpf_skipped if p in parts]
+        if skipped and (not every or len(skipped) == len(parts)):
+            return f"not traced: left out on request (--no-{skipped[0].replace('_', '-')})"
+        lacking = [p for p in self.bpf_missing if p in parts]
+        if lacking and (not every or len(lacking) == len(parts)):
+            return f"not measured: this kernel lacks {', '.join(lacking)}"
+        return None
 
     def bpf_parts_lacking(self, parts: tuple[str, ...]) -> list[str]:
         return [p for p in self.bpf_missing if p in parts]

@@ -34,17 +34,6 @@ THRESHOLDS = (1000, 10000, 100000)
 COLUMNS = ["entries", "mean", "≤ 1 µs", *(f"> {fmt_ns(t)}: entries / time" for t in THRESHOLDS)]
 
 
-def _unmeasured(recs: Records, parts: tuple[str, ...]) -> str | None:
-    """Why a kind was not traced, or None. A vector kind is traced if any vector is."""
-    skipped = [p for p in recs.bpf_skipped if p in parts]
-    if skipped:
-        return f"left out on request (--no-{skipped[0].replace('_', '-')})"
-    lacking = [p for p in recs.bpf_missing if p in parts]
-    if lacking and len(lacking) == len(parts):
-        return f"this kernel lacks {', '.join(lacking)}"
-    return None
-
-
 def summarize(recs: Records) -> dict:
     section = new_section(TITLE)
     rec = bpf_record(recs, section, "run_lengths", BPF_PARTS)
@@ -53,13 +42,13 @@ def summarize(recs: Records) -> dict:
         return section
     measured = []
     for kind, parts in KINDS.items():
-        why = _unmeasured(recs, parts)
+        why = recs.bpf_parts_why(parts, every=True)  # a vector kind is traced if any vector is
         if why:
             section["unmeasured"][kind] = why
             continue
         part = rec["run_lengths"].get(kind)
         if part is None:
-            section["unmeasured"][kind] = "the engine wrote no figures for it"
+            section["unmeasured"][kind] = "not measured: the engine wrote no figures for it"
             continue
         measured.append(part)
         rl = RunLengths.of([part])
@@ -87,10 +76,7 @@ def _cells(rl: dict | None) -> list[str]:
 
 def _rows(section: dict) -> list[tuple[str, list[str], bool]]:
     rows = [(kind, _cells(rl), False) for kind, rl in section["kinds"].items()]
-    rows += [
-        (kind, [f"not measured: {why}", *[""] * (len(COLUMNS) - 1)], False)
-        for kind, why in section["unmeasured"].items()
-    ]
+    rows += [(kind, [why, *[""] * (len(COLUMNS) - 1)], False) for kind, why in section["unmeasured"].items()]
     if section["kinds"]:
         rows.append(("all", _cells(section["all"]), True))
     return rows
