@@ -109,25 +109,46 @@ static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const stru
 	return round;
 }
 
-/* The mappings and anonymous memory of this process now (-1 where /proc
- * says nothing). read(2) into the stack, not stdio: a buffer from the heap
- * would itself add to what it measures. */
+/* /proc/self/maps read line by line with read(2) into the stack, not stdio:
+ * a heap buffer would itself add to the image it describes. Gives the number
+ * of mappings and the bounds of the main thread's stack (0 when not found). */
+static int scan_maps(unsigned long *stack_lo, unsigned long *stack_hi)
+{
+	*stack_lo = *stack_hi = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[4096], line[512];
+	size_t len = 0;
+	int lines = 0;
+	ssize_t got;
+	while ((got = read(fd, buf, sizeof buf)) > 0)
+		for (ssize_t i = 0; i < got; i++) {
+			if (buf[i] != '\n') {
+				if (len < sizeof line - 1)
+					line[len++] = buf[i];
+				continue;
+			}
+			line[len] = 0;
+			len = 0;
+			lines++;
+			if (strstr(line, "[stack]"))
+				sscanf(line, "%lx-%lx", stack_lo, stack_hi);
+		}
+	close(fd);
+	return lines;
+}
+
+/* The mappings and anonymous memory of this process now (-1 where /proc says nothing). */
 static void read_image(int *maps, int *anon_kb)
 {
-	*maps = *anon_kb = -1;
+	unsigned long lo, hi;
+	*maps = scan_maps(&lo, &hi);
+	*anon_kb = -1;
 	char buf[4096];
-	ssize_t got;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		*maps = 0;
-		while ((got = read(fd, buf, sizeof buf)) > 0)
-			for (ssize_t i = 0; i < got; i++)
-				*maps += buf[i] == '\n';
-		close(fd);
-	}
-	fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		got = read(fd, buf, sizeof buf - 1);
+		ssize_t got = read(fd, buf, sizeof buf - 1);
 		close(fd);
 		buf[got > 0 ? got : 0] = 0;
 		const char *at = strstr(buf, "\nAnonymous:");
@@ -241,16 +262,9 @@ teardown:
  * below its own stack frame (they fault in again, fresh, if ever touched). */
 static void shed_inherited_memory(void)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	if (!f)
-		return;
-	char line[256];
-	unsigned long lo = 0, hi = 0;
-	while (fgets(line, sizeof line, f))
-		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-			break;
-	fclose(f);
-	malloc_trim(0); /* after fclose: stdio's buffer is free again */
+	unsigned long lo, hi;
+	scan_maps(&lo, &hi);
+	malloc_trim(0);
 	long page = sysconf(_SC_PAGESIZE);
 	unsigned long here = (unsigned long)__builtin_frame_address(0);
 	unsigned long below = (here & ~(unsigned long)(page - 1)) - (unsigned long)page;
