@@ -43,7 +43,7 @@ from conftest import (
 CPU = engine.topology()["cpus"][-1]["cpu"]  # the last CPU: never assume CPU 0
 
 
-def detour_run(*extra: str, duration: float = 3.0) -> list[dict]:
+def detour_run(*extra: str, duration: float = 3.0, warmup: float = 0.1, trace: bool = True) -> list[dict]:
     r = run_engine(
         "run",
         "--probe",
@@ -53,10 +53,10 @@ def detour_run(*extra: str, duration: float = 3.0) -> list[dict]:
         "--duration",
         str(duration),
         "--warmup",
-        "0.1",
+        str(warmup),
         "--interval",
         "0.5",
-        "--trace",
+        *(["--trace"] if trace else []),
         *extra,
     )
     assert r.rc == 0, r.stderr
@@ -240,24 +240,9 @@ def test_tail_at_scale_arithmetic():
 def test_steal_is_read_over_the_detours_window(no_leaks):
     # A warm-up far longer than a tick: read around it, steal's window
     # would miss the detours' by more than its resolution.
-    r = run_engine(
-        "run",
-        "--probe",
-        "detour",
-        "--cpus",
-        str(CPU),
-        "--duration",
-        "0.5",
-        "--warmup",
-        "0.3",
-        "--interval",
-        "0.5",
-        "--reps",
-        "2",
-    )
-    assert r.rc == 0, r.stderr
-    stats = [x for x in r.records if x["type"] == "cpustat"]
-    dets = {x["rep"]: x for x in r.records if x["type"] == "detours"}
+    records = detour_run("--reps", "2", duration=0.5, warmup=0.3, trace=False)
+    stats = [x for x in records if x["type"] == "cpustat"]
+    dets = {x["rep"]: x for x in records if x["type"] == "detours"}
     assert len(stats) == 2 and set(dets) == {0, 1}
     for st in stats:
         det, res = dets[st["rep"]], st["resolution_ns"]
@@ -266,12 +251,12 @@ def test_steal_is_read_over_the_detours_window(no_leaks):
         assert abs(st["end_ns"] - (det["start_ns"] + det["runtime_ns"])) < res
         for c in st["cpus"]:
             assert 0 <= c["steal"] <= st["end_ns"] - st["start_ns"] + res
-    [c] = summarize(r.records).cpus
+    [c] = summarize(records).cpus
     assert c.steal_window_ns == sum(st["end_ns"] - st["start_ns"] for st in stats)
     assert c.steal_resolution_ns == sum(st["resolution_ns"] for st in stats)
     assert abs(c.steal_window_ns - c.runtime_ns) < c.steal_resolution_ns
     assert 0 <= c.steal_ns <= c.steal_window_ns + c.steal_resolution_ns
-    out = _rendered(summarize(r.records))
+    out = _rendered(summarize(records))
     assert f"±{ns(c.steal_resolution_ns)}" in out and "tick-sampled" in out
 
 
