@@ -197,3 +197,26 @@ def test_bad_report_input_is_one_line(store, args, word):
     p = oslens(*args, db=store["db"])
     assert p.returncode == 2
     assert word in one_line_error(p.stderr)
+
+
+@needs_browser
+def test_a_quiet_run_draws_its_tail_at_scale_without_warnings(browser, tmp_path):
+    # A quiet CPU (the CI machine's was): no window is delayed by 100 µs or
+    # more, so those panels have bands but no point; an empty layer on a
+    # log axis without a domain made Vega warn of an infinite extent.
+    from oslens.analysis.noise import CpuNoise, Detour, NoiseSummary
+    from oslens.report.html import noise as html_noise
+    from oslens.report.html.page import Figure, Page, Section
+
+    runtime = 3e8
+    detours = [Detour(7, int(i * runtime / 20), 5_000 + 15_000 * (i % 2), {"timer": 5e3}) for i in range(20)]
+    cpu = CpuNoise(7, runtime, len(detours), sum(d.duration_ns for d in detours), 20_000, 20, 1e3, 20, {})
+    quiet = html_noise.Series("quiet", NoiseSummary([cpu], detours, "bpf", [(7, 0.0, int(runtime))]), 1e6)
+    blocks = html_noise._tail([quiet])
+    assert any(isinstance(b, Figure) for b in blocks)
+    path = tmp_path / "quiet.html"
+    path.write_text(Page("quiet", sections=[Section("tail", blocks)]).to_html())
+    page = load(browser, str(path))
+    assert page["error"] is None
+    assert page["console"] == [], page["console"]
+    assert page["drawn"] == page["plots"] == 1

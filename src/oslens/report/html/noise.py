@@ -325,7 +325,9 @@ def _tail(series: list[Series]) -> list:
     x = alt.X(
         "nodes:Q",
         title="nodes",
-        scale=alt.Scale(type="log"),
+        # the nodes carried to, not the data's extent: a layer with no point
+        # (nothing told) has none, and Vega warns of an infinite one
+        scale=alt.Scale(type="log", domain=[NODES[0], NODES[-1]]),
         axis=alt.Axis(values=_ticks(NODES[0], NODES[-1]), format="~s"),
     )
     p = pd.DataFrame(rows, columns=["series", "nodes", "delay", "p", "lo", "hi", "figure"])
@@ -338,17 +340,26 @@ def _tail(series: list[Series]) -> list:
         bottom = max(1e-6, 10.0 ** np.floor(np.log10(np.nanmin([*d.p.dropna(), *d.hi]))))
         d["lo"] = d.lo.clip(lower=bottom)  # a zero lower bound sits on the axis
         scale = alt.Scale(type="log", domain=[bottom, 1], clamp=True)
-        y = alt.Y("p:Q", title="P(step delayed)", scale=scale, axis=alt.Axis(values=_ticks(bottom, 1), format="~%"))
+        axis = alt.Axis(values=_ticks(bottom, 1), format="~%")
+        y = alt.Y("p:Q", title="P(step delayed)", scale=scale, axis=axis)
         tooltip = ["series:N", "nodes:Q", "delay:N", "figure:N"]
         band = (
             alt.Chart(d)
             .mark_area(opacity=0.15)
-            .encode(x, alt.Y("lo:Q", scale=scale, title="P(step delayed)"), alt.Y2("hi:Q"), colour, tooltip=tooltip)
+            .encode(
+                x,
+                alt.Y("lo:Q", scale=scale, title="P(step delayed)", axis=axis),
+                alt.Y2("hi:Q"),
+                colour,
+                tooltip=tooltip,
+            )
         )
-        line = (
-            alt.Chart(d[d.p.notna()]).mark_line(point=alt.OverlayMarkDef(size=12)).encode(x, y, colour, tooltip=tooltip)
-        )
-        panels.append((band + line).properties(title=f"delayed by {label}", width=200, height=200))
+        told = d[d.p.notna()]
+        # the band's y channel names its scale; with no point told there is no line layer
+        layers = band
+        if not told.empty:
+            layers += alt.Chart(told).mark_line(point=alt.OverlayMarkDef(size=12)).encode(x, y, colour, tooltip=tooltip)
+        panels.append(layers.properties(title=f"delayed by {label}", width=200, height=200))
     slow = pd.DataFrame(slow, columns=["series", "nodes", "slowdown"])
     # no slowdown that can be told (every figure "cannot tell"): no panel, whose
     # empty axes would have an infinite extent
