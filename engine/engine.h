@@ -50,6 +50,10 @@ void run_emit_config(const struct run_config *cfg);
 /* Runs every repetition and returns the process exit status. */
 int run_probe(const struct run_config *cfg, const struct topology *topo);
 
+/* `oslens-engine worker FD IDX TMPDIR ARGV...` (worker.c): a worker exec'd
+ * afresh. It rebuilds the run's configuration from the master's own
+ * arguments, maps the master's shared memory from FD, runs worker IDX. */
+int cmd_worker(int argc, char **argv);
 int cmd_inject(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_app(int argc, char **argv);

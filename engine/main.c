@@ -166,6 +166,7 @@ static const struct command {
 	{"topology", "the CPUs this process may use, with package, core, SMT and NUMA node", cmd_topology_argv},
 	{"plan", "where N workers would be placed: plan N compact|spread", cmd_plan},
 	{"run", "workers hammering one probe (or a mix), timed", cmd_run},
+	{"worker", "one worker of a run, exec'd afresh by its master (internal)", cmd_worker},
 	{"app", "a built-in application workload", cmd_app},
 	{"profile", "a command's or a process tree's kernel time", cmd_profile},
 	{"trace", "kernel events on some CPUs (BPF)", cmd_trace},

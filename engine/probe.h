@@ -73,6 +73,12 @@ struct probe {
 	int processes_per_worker; /* extra tasks a worker keeps alive (RLIMIT_NPROC) */
 	int needs_static;	  /* must run in the statically linked engine */
 	int needs_partner_cpu;	  /* uses w->partner_cpu: needs two CPUs */
+	/* Each worker process is a fresh exec of the engine, not a copy of the
+	 * master: for probes whose cost grows with the parent's address space
+	 * and its ancestry (fork copies every mapping, its page tables and its
+	 * chain of anon_vmas). Process mode only; the probe keeps no global
+	 * state (env->data, SysV sets) that a fresh image could not see. */
+	int fresh_image;
 
 	int (*global_setup)(struct probe_env *env);	/* master, optional */
 	void (*global_teardown)(struct probe_env *env); /* master, optional */

@@ -35,12 +35,40 @@ static void on_child(int sig)
 	(void)sig;
 }
 
+void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir)
+{
+	memset(env, 0, sizeof *env);
+	env->probe = c->probe;
+	env->variant = c->variant;
+	memcpy(env->opt, c->opt, sizeof env->opt);
+	env->nworkers = cfg->nworkers;
+	env->threaded = cfg->threaded;
+	env->tmpdir = tmpdir;
+}
+
+/* Whether this repetition's workers can be fresh images: every probe asks
+ * for it, they are processes, and no global set-up left state in the
+ * master that a fresh image would not have. */
+static int fresh_images(const struct master *m)
+{
+	const struct run_config *cfg = m->cfg;
+	if (cfg->threaded)
+		return 0;
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (!cfg->choices[k].probe->fresh_image || m->envs[k].data || m->envs[k].nsems)
+			return 0;
+	return 1;
+}
+
 static int spawn(struct master *m)
 {
 	const struct run_config *cfg = m->cfg;
 	pid_t self = getpid();
 	int ntasks = cfg->threaded ? 1 : cfg->nworkers;
 	m->pgid = 0;
+	m->fresh_image = fresh_images(m);
+	for (int i = 0; i < cfg->nworkers; i++)
+		m->shm->slot[i].c.planned_cpu = cfg->cpus[i].cpu;
 	for (int i = 0; i < ntasks; i++) {
 		pid_t pid = fork();
 		if (pid < 0) {
@@ -49,6 +77,8 @@ static int spawn(struct master *m)
 		}
 		if (pid == 0) {
 			worker_child_init(self, m->pgid);
+			if (m->fresh_image)
+				worker_exec_fresh(m, i); /* returns only having failed */
 			if (cfg->threaded)
 				worker_host_threads(m->shm, cfg, m->envs);
 			worker_main(m->shm, cfg, m->envs, i);
@@ -404,13 +434,7 @@ static const char *run_rep(struct master *m, int rep)
 	for (; set_up < cfg->nchoices; set_up++) {
 		struct probe_env *env = &m->envs[set_up];
 		const struct choice *c = &cfg->choices[set_up];
-		memset(env, 0, sizeof *env);
-		env->probe = c->probe;
-		env->variant = c->variant;
-		memcpy(env->opt, c->opt, sizeof env->opt);
-		env->nworkers = cfg->nworkers;
-		env->threaded = cfg->threaded;
-		env->tmpdir = m->tmpdir;
+		probe_env_init(env, cfg, c, m->tmpdir);
 		if (c->probe->global_setup && c->probe->global_setup(env) != 0) {
 			snprintf(setup_err, sizeof setup_err, "%s set-up: %s", c->probe->name, strerror(errno));
 			why = setup_err;
@@ -523,7 +547,7 @@ static int place_master(const struct run_config *cfg, const struct topology *top
 
 int run_probe(const struct run_config *cfg, const struct topology *topo)
 {
-	struct master m = {.cfg = cfg};
+	struct master m = {.cfg = cfg, .topo = topo};
 	static char tmpl[4096];
 	/* With a ledger, the name starts with this process's pid and start
 	 * time, written there first: found after a SIGKILL, never another's. */
@@ -552,7 +576,11 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	if (!m.envs)
 		die_usage("out of memory");
 	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
-	m.shm = mmap(NULL, m.shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	/* a memfd, not an anonymous mapping: a worker exec'd afresh maps it again */
+	m.shm_fd = memfd_create("oslens-run", MFD_CLOEXEC);
+	m.shm = MAP_FAILED;
+	if (m.shm_fd >= 0 && ftruncate(m.shm_fd, (off_t)m.shm_len) == 0)
+		m.shm = mmap(NULL, m.shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, m.shm_fd, 0);
 	if (m.shm == MAP_FAILED) {
 		nftw(m.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 		die_usage("cannot map shared memory for %d workers: %s", cfg->nworkers, strerror(errno));
@@ -568,6 +596,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 
 	nftw(m.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	munmap(m.shm, m.shm_len);
+	close(m.shm_fd);
 
 	const char *status = "ok";
 	int code = 0;

@@ -25,6 +25,8 @@ struct slot {
 		volatile int state;
 		int pid, tid, cpu_start, cpu_end;
 		int image_maps, image_anon_kb; /* the worker process's address space when it was ready; -1: unknown */
+		int fresh_image; /* the worker process is a fresh exec of the engine (probe->fresh_image) */
+		int planned_cpu; /* where the master planned it: a fresh image checks its own plan */
 		uint64_t t_release, t_start, t_end, done_ops;
 		struct rusage ru0, ru1;
 		char msg[200];
@@ -46,10 +48,13 @@ struct shm {
 
 struct master {
 	const struct run_config *cfg;
-	const char *tmpdir; /* private to this run: probes' files, workers' results */
-	int apart;	    /* the master runs on no worker's CPU */
+	const struct topology *topo; /* the CPUs the run may use, before the master pinned itself */
+	const char *tmpdir;	     /* private to this run: probes' files, workers' results */
+	int apart;		     /* the master runs on no worker's CPU */
 	struct shm *shm;
 	size_t shm_len;
+	int shm_fd;		/* a memfd: a worker exec'd afresh maps it again */
+	int fresh_image;	/* this repetition's worker processes are exec'd afresh */
 	struct probe_env *envs; /* one per choice */
 	pid_t pids[4096];
 	int npids;
@@ -66,14 +71,23 @@ static inline long futex(volatile int *addr, int op, int val)
 	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
 }
 
+/* A probe's environment as the master gives it before its global set-up;
+ * a worker exec'd afresh builds the same one from the same arguments. */
+void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir);
+
 /* ---- worker.c: the worker side */
 
 /* Every task the master forks: in the workers' group, dies with the master,
- * and leaves Ctrl-C to the master. */
+ * and leaves Ctrl-C to the master; a worker that is not exec'd afresh then
+ * sheds what it inherited and does not use (worker_main). */
 void worker_child_init(pid_t master, pid_t pgid);
 /* One worker from set-up to teardown: pin, set up, wait at the barrier,
  * run the timed loop, save results; its state and counters in its slot. */
 void worker_main(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs, int idx);
+/* Replaces a just-forked worker process with a fresh image of the engine
+ * (`worker` below), keeping its pid, group and signals; if that fails,
+ * says why in the worker's slot and exits. */
+void worker_exec_fresh(const struct master *m, int idx) __attribute__((noreturn));
 /* Thread mode: one process hosting every worker as a thread; never returns. */
 void worker_host_threads(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs)
 	__attribute__((noreturn));

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void worker_fail(struct slot *s, const char *what, int err)
@@ -157,6 +158,23 @@ static void read_image(int *maps, int *anon_kb)
 	}
 }
 
+/* A worker process starts as a copy of the master, with pages only the
+ * master used: its freed heap and the deep stack of its set-up. Probes whose
+ * cost grows with the address space (fork above all) would carry them in
+ * every operation, so the worker gives back what is free and what lies
+ * below its own stack frame (they fault in again, fresh, if ever touched). */
+static void shed_inherited_memory(void)
+{
+	unsigned long lo, hi;
+	scan_maps(&lo, &hi);
+	malloc_trim(0);
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long here = (unsigned long)__builtin_frame_address(0);
+	unsigned long below = (here & ~(unsigned long)(page - 1)) - (unsigned long)page;
+	if (lo && here > lo && here < hi && below > lo)
+		madvise((void *)lo, below - lo, MADV_DONTNEED);
+}
+
 void worker_main(struct shm *shm, const struct run_config *cfg, const struct probe_env *envs, int idx)
 {
 	struct slot *s = &shm->slot[idx];
@@ -168,6 +186,8 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 
 	s->c.pid = getpid();
 	s->c.tid = (int)syscall(SYS_gettid);
+	if (!cfg->threaded) /* a fresh image too sheds what planning the run left */
+		shed_inherited_memory();
 	if (!w || !h) {
 		worker_fail(s, "worker state", ENOMEM);
 		return;
@@ -255,23 +275,6 @@ teardown:
 		__atomic_store_n(&s->c.state, W_DONE, __ATOMIC_RELEASE);
 }
 
-/* A worker process starts as a copy of the master, with pages only the
- * master used: its freed heap and the deep stack of its set-up. Probes whose
- * cost grows with the address space (fork above all) would carry them in
- * every operation, so the worker gives back what is free and what lies
- * below its own stack frame (they fault in again, fresh, if ever touched). */
-static void shed_inherited_memory(void)
-{
-	unsigned long lo, hi;
-	scan_maps(&lo, &hi);
-	malloc_trim(0);
-	long page = sysconf(_SC_PAGESIZE);
-	unsigned long here = (unsigned long)__builtin_frame_address(0);
-	unsigned long below = (here & ~(unsigned long)(page - 1)) - (unsigned long)page;
-	if (lo && here > lo && here < hi && below > lo)
-		madvise((void *)lo, below - lo, MADV_DONTNEED);
-}
-
 void worker_child_init(pid_t master, pid_t pgid)
 {
 	setpgid(0, pgid);
@@ -283,7 +286,75 @@ void worker_child_init(pid_t master, pid_t pgid)
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
-	shed_inherited_memory();
+}
+
+void worker_exec_fresh(const struct master *m, int idx)
+{
+	const struct run_config *cfg = m->cfg;
+	/* worker FD IDX TMPDIR, then the master's own argv (argv[0] first) */
+	char fd[16], index[16], **argv = calloc((size_t)cfg->argc + 6, sizeof *argv);
+	snprintf(fd, sizeof fd, "%d", m->shm_fd);
+	snprintf(index, sizeof index, "%d", idx);
+	/* The CPUs the master was given, not the one it pinned itself to: the
+	 * fresh image plans the run again from its arguments and must find the
+	 * same topology (cmd_worker checks the plan). */
+	int *cpus = calloc(m->topo->n, sizeof *cpus);
+	for (int i = 0; cpus && i < m->topo->n; i++)
+		cpus[i] = m->topo->cpus[i].cpu;
+	if (argv && cpus && cpus_pin(cpus, m->topo->n) == 0 &&
+	    fcntl(m->shm_fd, F_SETFD, 0) == 0) { /* the one descriptor it keeps */
+		int n = 0;
+		argv[n++] = cfg->argv[0];
+		argv[n++] = "worker";
+		argv[n++] = fd;
+		argv[n++] = index;
+		argv[n++] = (char *)m->tmpdir;
+		for (int i = 0; i < cfg->argc; i++)
+			argv[n++] = cfg->argv[i];
+		argv[n] = NULL;
+		execv("/proc/self/exe", argv);
+	}
+	worker_fail(&m->shm->slot[idx], "exec of a fresh worker", errno);
+	_exit(1);
+}
+
+int cmd_worker(int argc, char **argv)
+{
+	if (argc < 7)
+		die_usage("worker: internal command of `run` (worker FD IDX TMPDIR ARGV...)");
+	int fd = atoi(argv[2]), idx = atoi(argv[3]);
+	/* exec'd as /proc/self/exe, it would be named "exe" in ps and perf */
+	const char *name = strrchr(argv[0], '/');
+	prctl(PR_SET_NAME, name ? name + 1 : argv[0]);
+	const char *tmpdir = argv[4];
+	struct run_config cfg;
+	struct topology topo;
+	run_parse_args(argc - 5, argv + 5, &cfg, &topo);
+	struct stat st;
+	if (fstat(fd, &st) != 0 || idx < 0 || idx >= cfg.nworkers ||
+	    (size_t)st.st_size < sizeof(struct shm) + (size_t)cfg.nworkers * sizeof(struct slot))
+		die_usage("worker: no shared memory of the run at descriptor %d for worker %d", fd, idx);
+	struct shm *shm = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (shm == MAP_FAILED)
+		die_usage("worker: cannot map the run's shared memory: %s", strerror(errno));
+	close(fd);
+	struct probe_env *envs = calloc(cfg.nchoices, sizeof *envs);
+	if (!envs) {
+		worker_fail(&shm->slot[idx], "worker environment", ENOMEM);
+		return 1;
+	}
+	for (int k = 0; k < cfg.nchoices; k++)
+		probe_env_init(&envs[k], &cfg, &cfg.choices[k], tmpdir);
+	struct slot *s = &shm->slot[idx];
+	if (s->c.planned_cpu != cfg.cpus[idx].cpu) {
+		snprintf(s->c.msg, sizeof s->c.msg, "a fresh worker planned CPU %d where its master planned %d",
+			 cfg.cpus[idx].cpu, s->c.planned_cpu);
+		__atomic_store_n(&s->c.state, W_FAILED, __ATOMIC_RELEASE);
+		return 1;
+	}
+	s->c.fresh_image = 1;
+	worker_main(shm, &cfg, envs, idx);
+	return 0;
 }
 
 struct thread_arg {

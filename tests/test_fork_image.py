@@ -34,14 +34,18 @@ def plain_image(static: bool) -> tuple[int, int]:
     return int(maps), int(anon)
 
 
-def worker_image(exe: Path, probe: str) -> dict:
+def workers(exe: Path, probe: str, n: int = 1) -> list[dict]:
     out = subprocess.run(
-        [str(exe), "run", "--probe", probe, "--workers", "1", "--ops", "20", "--reps", "1"],
+        [str(exe), "run", "--probe", probe, "--workers", str(n), "--ops", "20", "--reps", "1"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return next(r for r in map(json.loads, out.splitlines()) if r["type"] == "worker")["image"]
+    return [r for r in map(json.loads, out.splitlines()) if r["type"] == "worker"]
+
+
+def worker_image(exe: Path, probe: str) -> dict:
+    return workers(exe, probe)[0]["image"]
 
 
 @pytest.mark.parametrize("probe,static", [("fork", False), ("fork-static", True)])
@@ -54,7 +58,22 @@ def test_the_fork_parent_is_as_lean_as_a_plain_program(probe, static):
     image = worker_image(exe, probe)
     maps, anon = plain_image(static)
     assert image["mappings"] > 0 and image["anon_kb"] > 0
+    assert image["fresh"] is True  # exec'd afresh: no page of the master, no anon_vma chain to it
     # the engine's worker adds its shared results page, its heap and its bss to the
     # plain program's: a few mappings, not its libraries; tens of KiB, not hundreds
     assert image["mappings"] <= maps + 3, (image, maps)
     assert image["anon_kb"] <= anon + 96, (image, anon)
+
+
+def test_only_probes_that_ask_get_a_fresh_image():
+    assert worker_image(engine.engine_path(), "getppid")["fresh"] is False
+
+
+def test_fresh_workers_run_where_the_master_planned_them():
+    # the master pins itself to a spare CPU; a fresh image plans the run again
+    # from the CPUs the master was given, not from the master's own pin
+    n = len(engine.topology()["cpus"])
+    ws = workers(engine.engine_path(), "fork", n)
+    assert len(ws) == n
+    assert all(w["image"]["fresh"] and w["cpu_seen"] == w["cpu"] and w["ops"] == 20 for w in ws)
+    assert len({w["cpu"] for w in ws}) == n

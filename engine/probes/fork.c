@@ -96,13 +96,14 @@ static inline int fork_op(struct worker *w)
 }
 PROBE_LOOP(fork_op)
 
-#define FORK_COMMON \
-	.subsystem = "process/mm", .syscalls = "clone,exit_group,wait4", .processes_per_worker = 1, PROBE_OPS(fork_op)
+#define FORK_COMMON                                                                                                   \
+	.subsystem = "process/mm", .syscalls = "clone,exit_group,wait4", .processes_per_worker = 1, .fresh_image = 1, \
+	PROBE_OPS(fork_op)
 
 OSLENS_PROBE(fork) = {
 	.name = "fork",
 	.summary = "fork(), child _exit(), parent waits (OSMark forkbench, dynamically linked)",
-	.variants = {{"default", "the parent is the whole engine worker"},
+	.variants = {{"default", "the parent is a worker exec'd afresh, as lean as a small program"},
 		     {"mapped",
 		      "the parent process also has mapped_mb MiB of private anonymous memory, "
 		      "every page touched (in thread mode one region for all workers)",
@@ -117,7 +118,7 @@ OSLENS_PROBE(fork) = {
 OSLENS_PROBE(fork_static) = {
 	.name = "fork-static",
 	.summary = "fork(), child _exit(), parent waits, from a statically linked engine",
-	.variants = {{"default", "the parent is the whole engine worker"}},
+	.variants = {{"default", "the parent is a static worker exec'd afresh, as lean as a small program"}},
 	.needs_static = 1,
 	FORK_COMMON,
 };
