@@ -108,49 +108,51 @@ struct probe {
  * `op` and `prep` return 0, or -1 with errno set. `prep` runs before every
  * operation, outside the timed window: it restores what the operation
  * consumes (refills a pipe, remaps exhausted memory) so that only the
- * operation itself is timed. */
-#define PROBE_LOOP_PREP(op, prep)                                                                    \
-	static inline int op##_step(struct worker *w)                                                \
-	{                                                                                            \
-		return prep(w) != 0 ? -1 : op(w);                                                    \
-	}                                                                                            \
-	static uint64_t op##_loop(struct worker *w, const struct loop *l, int *err)                  \
-	{                                                                                            \
-		const uint64_t limit = l->limit;                                                     \
-		const volatile int *stop = l->stop;                                                  \
-		volatile uint64_t *ops = l->ops;                                                     \
-		uint64_t n = 0;                                                                      \
-		while (n < limit && !*stop) {                                                        \
-			if (__builtin_expect(op##_step(w) != 0, 0)) {                                \
-				*err = errno;                                                        \
-				break;                                                               \
-			}                                                                            \
-			*ops = ++n;                                                                  \
-		}                                                                                    \
-		return n;                                                                            \
-	}                                                                                            \
-	static uint64_t op##_timed(struct worker *w, const struct loop *l, struct hist *h, int *err) \
-	{                                                                                            \
-		const uint64_t limit = l->limit;                                                     \
-		const volatile int *stop = l->stop;                                                  \
-		volatile uint64_t *ops = l->ops;                                                     \
-		uint64_t n = 0;                                                                      \
-		while (n < limit && !*stop) {                                                        \
-			if (__builtin_expect(prep(w) != 0, 0)) {                                     \
-				*err = errno;                                                        \
-				break;                                                               \
-			}                                                                            \
-			uint64_t t0 = ticks_begin();                                                 \
-			int rc = op(w);                                                              \
-			uint64_t t1 = ticks_end();                                                   \
-			if (__builtin_expect(rc != 0, 0)) {                                          \
-				*err = errno;                                                        \
-				break;                                                               \
-			}                                                                            \
-			hist_record(h, t1 - t0);                                                     \
-			*ops = ++n;                                                                  \
-		}                                                                                    \
-		return n;                                                                            \
+ * operation itself is timed. The untimed loop is `hot`: all of them sit at
+ * the start of .text beside the PLT, so a forked child that returns into
+ * one faults in one text window, as in a small program, not two. */
+#define PROBE_LOOP_PREP(op, prep)                                                                        \
+	static inline int op##_step(struct worker *w)                                                    \
+	{                                                                                                \
+		return prep(w) != 0 ? -1 : op(w);                                                        \
+	}                                                                                                \
+	__attribute__((hot)) static uint64_t op##_loop(struct worker *w, const struct loop *l, int *err) \
+	{                                                                                                \
+		const uint64_t limit = l->limit;                                                         \
+		const volatile int *stop = l->stop;                                                      \
+		volatile uint64_t *ops = l->ops;                                                         \
+		uint64_t n = 0;                                                                          \
+		while (n < limit && !*stop) {                                                            \
+			if (__builtin_expect(op##_step(w) != 0, 0)) {                                    \
+				*err = errno;                                                            \
+				break;                                                                   \
+			}                                                                                \
+			*ops = ++n;                                                                      \
+		}                                                                                        \
+		return n;                                                                                \
+	}                                                                                                \
+	static uint64_t op##_timed(struct worker *w, const struct loop *l, struct hist *h, int *err)     \
+	{                                                                                                \
+		const uint64_t limit = l->limit;                                                         \
+		const volatile int *stop = l->stop;                                                      \
+		volatile uint64_t *ops = l->ops;                                                         \
+		uint64_t n = 0;                                                                          \
+		while (n < limit && !*stop) {                                                            \
+			if (__builtin_expect(prep(w) != 0, 0)) {                                         \
+				*err = errno;                                                            \
+				break;                                                                   \
+			}                                                                                \
+			uint64_t t0 = ticks_begin();                                                     \
+			int rc = op(w);                                                                  \
+			uint64_t t1 = ticks_end();                                                       \
+			if (__builtin_expect(rc != 0, 0)) {                                              \
+				*err = errno;                                                            \
+				break;                                                                   \
+			}                                                                                \
+			hist_record(h, t1 - t0);                                                         \
+			*ops = ++n;                                                                      \
+		}                                                                                        \
+		return n;                                                                                \
 	}
 
 static inline int probe_no_prep(struct worker *w)
