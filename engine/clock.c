@@ -105,3 +105,16 @@ int clock_init(enum clock_want want)
 	return want == CLOCK_WANT_TSC ? -1 : 0;
 #endif
 }
+
+void clock_save(struct clock_state *out)
+{
+	*out = (struct clock_state){clock_ns_per_tick, clock_info.tsc_hz, clock_tsc0, clock_use_tsc};
+}
+
+void clock_adopt(const struct clock_state *in)
+{
+	clock_ns_per_tick = in->ns_per_tick;
+	clock_info.tsc_hz = in->tsc_hz;
+	clock_tsc0 = in->tsc0;
+	clock_use_tsc = in->use_tsc;
+}

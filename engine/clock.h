@@ -22,6 +22,16 @@ extern int clock_use_tsc;
 
 /* Returns 0, or -1 with clock_info.reason saying why the request cannot be met. */
 int clock_init(enum clock_want want);
+/* The calibration another process of the run made: a worker exec'd afresh
+ * takes its master's, so that both read one clock with one zero (deadlines,
+ * start offsets) and one unit (histograms merge). */
+struct clock_state {
+	double ns_per_tick, tsc_hz;
+	uint64_t tsc0;
+	int use_tsc;
+};
+void clock_save(struct clock_state *out);
+void clock_adopt(const struct clock_state *in);
 
 static inline uint64_t mono_ns(void)
 {

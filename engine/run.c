@@ -35,17 +35,6 @@ static void on_child(int sig)
 	(void)sig;
 }
 
-void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir)
-{
-	memset(env, 0, sizeof *env);
-	env->probe = c->probe;
-	env->variant = c->variant;
-	memcpy(env->opt, c->opt, sizeof env->opt);
-	env->nworkers = cfg->nworkers;
-	env->threaded = cfg->threaded;
-	env->tmpdir = tmpdir;
-}
-
 /* Whether this repetition's workers can be fresh images: every probe asks
  * for it, they are processes, and no global set-up left state in the
  * master that a fresh image would not have. */
@@ -67,6 +56,7 @@ static int spawn(struct master *m)
 	int ntasks = cfg->threaded ? 1 : cfg->nworkers;
 	m->pgid = 0;
 	m->fresh_image = fresh_images(m);
+	clock_save(&m->shm->ctl.clock);
 	for (int i = 0; i < cfg->nworkers; i++)
 		m->shm->slot[i].c.planned_cpu = cfg->cpus[i].cpu;
 	for (int i = 0; i < ntasks; i++) {

@@ -38,6 +38,7 @@ struct control {
 	volatile int stop;
 	int rep;
 	uint64_t t_go, warm_deadline;
+	struct clock_state clock; /* the master's: the clock every worker reads */
 	volatile int ready __attribute__((aligned(LINE)));
 };
 
@@ -72,7 +73,8 @@ static inline long futex(volatile int *addr, int op, int val)
 }
 
 /* A probe's environment as the master gives it before its global set-up;
- * a worker exec'd afresh builds the same one from the same arguments. */
+ * a worker exec'd afresh builds the same one from the same arguments
+ * (worker.c). */
 void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir);
 
 /* ---- worker.c: the worker side */

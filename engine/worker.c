@@ -288,6 +288,17 @@ void worker_child_init(pid_t master, pid_t pgid)
 	signal(SIGPIPE, SIG_DFL);
 }
 
+void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir)
+{
+	memset(env, 0, sizeof *env);
+	env->probe = c->probe;
+	env->variant = c->variant;
+	memcpy(env->opt, c->opt, sizeof env->opt);
+	env->nworkers = cfg->nworkers;
+	env->threaded = cfg->threaded;
+	env->tmpdir = tmpdir;
+}
+
 void worker_exec_fresh(const struct master *m, int idx)
 {
 	const struct run_config *cfg = m->cfg;
@@ -345,6 +356,7 @@ int cmd_worker(int argc, char **argv)
 	}
 	for (int k = 0; k < cfg.nchoices; k++)
 		probe_env_init(&envs[k], &cfg, &cfg.choices[k], tmpdir);
+	clock_adopt(&shm->ctl.clock);
 	struct slot *s = &shm->slot[idx];
 	if (s->c.planned_cpu != cfg.cpus[idx].cpu) {
 		snprintf(s->c.msg, sizeof s->c.msg, "a fresh worker planned CPU %d where its master planned %d",

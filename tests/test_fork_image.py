@@ -77,3 +77,20 @@ def test_fresh_workers_run_where_the_master_planned_them():
     assert len(ws) == n
     assert all(w["image"]["fresh"] and w["cpu_seen"] == w["cpu"] and w["ops"] == 20 for w in ws)
     assert len({w["cpu"] for w in ws}) == n
+
+
+def test_fresh_workers_read_the_masters_clock():
+    # each fresh image would otherwise calibrate a clock of its own: another
+    # zero (the warm-up deadline and start offsets compare across processes)
+    # and another unit (their histograms could not be merged)
+    n = max(2, len(engine.topology()["cpus"]))
+    out = subprocess.run(
+        [str(engine.engine_path()), "run", "--probe", "fork", "--workers", str(n), "--ops", "20", "--latency"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    records = list(map(json.loads, out.splitlines()))
+    units = {r["hist"]["unit_ns"] for r in records if r["type"] == "hist"}
+    assert len([r for r in records if r["type"] == "hist"]) == n
+    assert len(units) == 1, units
