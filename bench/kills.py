@@ -34,6 +34,11 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+# run from a checkout as well as from the installed package
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+from oslens import engine, leftovers, runtime  # noqa: E402
+
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 TARGETS = ("top", "engine", "worker", "group")
 LEAK_KINDS = ("processes", "sems", "tmpdirs", "cgroups", "bpf")
@@ -64,83 +69,21 @@ def commands(ncpu: int) -> dict[str, list[list[str]]]:
 # ------------------------------------------------------------- looking
 
 
-def _stat(pid: int) -> list[str] | None:
-    """[comm, state, ppid, pgrp, session, …] of /proc/PID/stat."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    head, tail = text.rsplit(")", 1)
-    return [head.split(" (", 1)[1], *tail.split()]
-
-
-def _live(st: list[str] | None) -> bool:
-    return bool(st) and st[1] not in ("Z", "X")
-
-
-def session(sid: int) -> dict[int, list[str]]:
-    out = {}
-    for d in glob.glob("/proc/[0-9]*"):
-        pid = int(d.rsplit("/", 1)[1])
-        st = _stat(pid)
-        if _live(st) and int(st[4]) == sid:
-            out[pid] = st
-    return out
-
-
-def _exe(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
 def targets(sid: int, engine: str) -> dict[str, list[int]]:
-    procs = session(sid)
-    engines = [p for p in procs if _exe(p).startswith(engine) and p != sid]
+    procs = leftovers.session_processes(sid)
+    engines = [p for p in procs if leftovers.exe_of(p).startswith(engine) and p != sid]
     workers = [p for p, st in procs.items() if int(st[2]) in engines]
     return {"top": [sid] if sid in procs else [], "engine": engines, "worker": workers, "group": [sid] if procs else []}
 
 
 def ledger_sems(runtime_dir: Path) -> set[tuple[int, int]]:
     """(id, key) of every set an engine ledger there says it made or was making."""
-    from oslens import runtime
-
     have = runtime.sysv_sems()
     out = set()
     for ledger in runtime_dir.glob("*/engine.*"):
         made, unsure = runtime.ledger_sem_keys(ledger)
         out |= {(i, k) for i, k in have.items() if made.get(k) == i or k in unsure}
     return out
-
-
-def cgroup_dirs(pid: int) -> list[str]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from oslens import cgroups
-
-    m = cgroups.mounts()
-    return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
-
-
-def _progs() -> list[dict]:
-    if shutil.which("bpftool") is None:
-        return []
-    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-    return [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
-
-
-def bpf_of(sid: int) -> set[int]:
-    """oslens BPF programs that processes of this session hold."""
-    return {p["id"] for p in _progs() if any((st := _stat(h["pid"])) and int(st[4]) == sid for h in p.get("pids", []))}
-
-
-def bpf_left(ids: set[int]) -> int:
-    """How many of these programs are still loaded, once the kernel has had
-    time to free those of exited processes."""
-    deadline = time.monotonic() + 5
-    while (left := ids & {p["id"] for p in _progs()}) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return len(left)
 
 
 # ---------------------------------------------------------------- doing
@@ -185,7 +128,7 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
                 victim = rng.choice(candidates)
                 break
         time.sleep(0.01)
-    progs = bpf_of(sid)
+    progs = leftovers.bpf_of_session(sid)
     if victim is not None:
         try:
             if target == "group":
@@ -203,20 +146,18 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
         proc.wait()
     row["status"] = proc.returncode
     known |= ledger_sems(runtime_dir)
-    progs |= bpf_of(sid)
+    progs |= leftovers.bpf_of_session(sid)
 
     # The next start: it sweeps what the dead left.
     sweep(env)
     LIVE_SESSIONS.discard(sid)
-    from oslens import runtime
-
     have = runtime.sysv_sems()
     row["leaks"] = {
-        "processes": len(session(sid)),
+        "processes": len(leftovers.session_processes(sid)),
         "sems": sum(1 for i, k in known if have.get(i) == k),
         "tmpdirs": len(glob.glob(f"{tmp}/oslens.*")),
-        "cgroups": len(cgroup_dirs(sid)),
-        "bpf": bpf_left(progs | bpf_of(sid)),
+        "cgroups": len(leftovers.cgroup_dirs(sid)),
+        "bpf": len(leftovers.bpf_still_loaded(progs | leftovers.bpf_of_session(sid))),
     }
     if row["leaks"]["processes"]:  # leave nothing for the next kill to be charged with
         os.killpg(sid, signal.SIGKILL)
@@ -285,10 +226,6 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     rng = random.Random(seed)
 
-    repo = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(repo / "src"))
-    from oslens import engine
-
     args.engine = str(engine.engine_path())
     ncpu = engine.topology()["available"]
     cmds = commands(ncpu)
@@ -300,7 +237,7 @@ def main() -> int:
     db = work / "store.db"
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo / "src"), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
         "OSLENS_DB": str(db),
         "TMPDIR": str(work / "tmp"),
         "OSLENS_RUNTIME_DIR": str(work / "runtime"),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from oslens import engine
+from oslens import engine, leftovers
 
 # Every engine the tests start makes its temporary directory here, so that a
 # leak check sees this session's directories only, and the rest is removed.
@@ -139,17 +139,9 @@ def engine_processes() -> list[int]:
 
 
 def bpf_programs(settle_s: float = 3.0) -> int:
-    """Our BPF programs (all named oslens_*) still loaded, once the kernel
-    has had time to free those of exited processes (some tens of ms later)."""
-    if shutil.which("bpftool") is None:
-        return 0
-    deadline = time.monotonic() + settle_s
-    while True:
-        out = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
-        n = out.count("oslens")
-        if n == 0 or time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
+    """Our BPF programs still loaded, once the kernel has had time to free
+    those of exited processes (some tens of ms later)."""
+    return len(leftovers.bpf_still_loaded(settle_s=settle_s))
 
 
 def oslens_tmp() -> set[str]:

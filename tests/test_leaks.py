@@ -19,45 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from oslens import cgroups, runtime
+from oslens import leftovers, runtime
 
-from conftest import NCPU, SESSION_TMP, TWO, engine_bin, one_line_error, oslens
+from conftest import NCPU, SESSION_TMP, TWO, engine_bin, one_line_error, oslens, oslens_tmp
 
 # -------------------------------------------------------------- looking
 
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    head, tail = text.rsplit(")", 1)
-    return [head.split(" (", 1)[1], *tail.split()]  # [comm, state, ppid, pgrp, session, …]
-
-
 def session_processes(sid: int) -> list[int]:
-    """Live (not zombie) processes of this session."""
-    out = []
-    for d in glob.glob("/proc/[0-9]*"):
-        pid = int(d.rsplit("/", 1)[1])
-        st = _stat(pid)
-        if st and st[1] not in ("Z", "X") and int(st[4]) == sid:
-            out.append(pid)
-    return out
-
-
-def _exe(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
+    return list(leftovers.session_processes(sid))
 
 
 def measuring(sid: int) -> bool:
     """An engine of the session has a child: its workers (run) or its
     command (profile), so set-up is done and the measurement under way."""
-    engines = {p for p in session_processes(sid) if _exe(p).startswith(engine_bin())}
-    return any(int(_stat(p)[2]) in engines for p in session_processes(sid) if _stat(p))
+    procs = leftovers.session_processes(sid)
+    engines = {p for p in procs if leftovers.exe_of(p).startswith(engine_bin())}
+    return any(int(st[2]) in engines for st in procs.values())
 
 
 def sems() -> dict[int, int]:
@@ -68,36 +46,6 @@ def sems() -> dict[int, int]:
 def ledger_sems(entry: Path) -> set[int]:
     """The sets an entry's engine ledgers say were made."""
     return {i for ledger in entry.glob("engine.*") for i in runtime.ledger_sem_keys(ledger)[0].values()}
-
-
-def _progs() -> list[dict]:
-    if shutil.which("bpftool") is None:
-        return []
-    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-    return [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
-
-
-def bpf_of(sid: int) -> set[int]:
-    """Our BPF programs that processes of this session hold."""
-    return {p["id"] for p in _progs() if any((st := _stat(h["pid"])) and int(st[4]) == sid for h in p.get("pids", []))}
-
-
-def bpf_left(ids: set[int]) -> set[int]:
-    """Which of these programs are still loaded, once the kernel has had
-    time to free those of exited processes (some ms later)."""
-    deadline = time.monotonic() + 5
-    while (left := ids & {p["id"] for p in _progs()}) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
-
-
-def oslens_tmp() -> set[str]:
-    return set(glob.glob(f"{SESSION_TMP}/oslens.*"))
-
-
-def our_cgroups(pid: int) -> list[str]:
-    m = cgroups.mounts()
-    return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
 
 
 # ------------------------------------------------------------- killing
@@ -137,10 +85,10 @@ def _entry_of(pid: int) -> Path | None:
     return found[0] if found else None
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, tmp_path):
-    db = tmp_path / "db"
-    tmp_before = oslens_tmp()
+def _start_measuring(case: str, db: Path) -> tuple[subprocess.Popen, Path]:
+    """Starts a case in a session of its own (its id: the top pid) and
+    returns once it measures, with its runtime entry holding its SysV sets
+    if it makes any; killed with its group if it never gets there."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "oslens", "-q", *CASES[case]],
         env={**os.environ, "OSLENS_DB": str(db)},
@@ -148,18 +96,31 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    sid = proc.pid
     try:
         deadline = time.monotonic() + 60
         with_sems = case in ("sem", "semop", "thread-mode", "latency-compete")
-        while not (measuring(sid) and (entry := _entry_of(proc.pid)) and (ledger_sems(entry) or not with_sems)):
+        while not (measuring(proc.pid) and (entry := _entry_of(proc.pid)) and (ledger_sems(entry) or not with_sems)):
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "never started measuring"
             time.sleep(0.05)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        raise
+    return proc, entry
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, tmp_path):
+    db = tmp_path / "db"
+    tmp_before = oslens_tmp()
+    proc, entry = _start_measuring(case, db)
+    sid = proc.pid
+    try:
         time.sleep(0.3)
         made = ledger_sems(entry)
         assert made <= set(sems()), "the engine's sets are written down as they exist"
-        progs = bpf_of(sid)
+        progs = leftovers.bpf_of_session(sid)
     finally:
         os.killpg(sid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -174,8 +135,8 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
     assert session_processes(sid) == [], "processes of the killed run left"
     assert made.isdisjoint(sems()), "SysV semaphore sets left"
     assert oslens_tmp() - tmp_before == set(), "temporary directories left"
-    assert our_cgroups(proc.pid) == [], "cgroups left"
-    assert bpf_left(progs) == set(), "BPF programs left"
+    assert leftovers.cgroup_dirs(proc.pid) == [], "cgroups left"
+    assert leftovers.bpf_still_loaded(progs) == set(), "BPF programs left"
     assert not entry.exists(), "the runtime entry left"
     # The store is sound and the killed run reads as incomplete.
     if db.exists():
@@ -193,19 +154,9 @@ def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(c
     cleans up after itself (and ends the profiled command)."""
     db = tmp_path / "db"
     tmp_before = oslens_tmp()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oslens", "-q", *CASES[case]],
-        env={**os.environ, "OSLENS_DB": str(db)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc, entry = _start_measuring(case, db)
     sid = proc.pid
-    deadline = time.monotonic() + 60
-    while not (measuring(sid) and (entry := _entry_of(proc.pid)) and (ledger_sems(entry) or case != "sem")):
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    made, progs = ledger_sems(entry), bpf_of(sid)
+    made, progs = ledger_sems(entry), leftovers.bpf_of_session(sid)
     proc.kill()
     proc.wait()
     assert session_processes(sid), "the engine runs on without its oslens"
@@ -213,7 +164,7 @@ def test_sigkill_of_the_top_process_alone_stops_its_engine_at_the_next_command(c
     assert session_processes(sid) == []
     assert made.isdisjoint(sems())
     assert oslens_tmp() - tmp_before == set()
-    assert bpf_left(progs | bpf_of(sid)) == set()
+    assert leftovers.bpf_still_loaded(progs | leftovers.bpf_of_session(sid)) == set()
 
 
 # -------------------------------------------------------------- doctor
