@@ -119,6 +119,8 @@ static int cmd_run(int argc, char **argv)
 	struct topology topo;
 
 	run_parse_args(argc, argv, &cfg, &topo);
+	if (clock_init(cfg.clock_want) != 0)
+		die_usage("--clock tsc: %s", clock_info.reason);
 	if (cfg.dry_run) {
 		run_emit_config(&cfg);
 		return 0;

@@ -128,7 +128,6 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
 	const char *opts[64];
 	int nopts = 0;
-	enum clock_want clock_want = CLOCK_WANT_AUTO;
 	cfg->tmpdir_base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 
 	optind = 2;
@@ -158,11 +157,11 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		case 't': cfg->time_limit_s = parse_seconds("--time-limit", optarg, 0); break;
 		case 'C':
 			if (!strcmp(optarg, "auto"))
-				clock_want = CLOCK_WANT_AUTO;
+				cfg->clock_want = CLOCK_WANT_AUTO;
 			else if (!strcmp(optarg, "tsc"))
-				clock_want = CLOCK_WANT_TSC;
+				cfg->clock_want = CLOCK_WANT_TSC;
 			else if (!strcmp(optarg, "monotonic"))
-				clock_want = CLOCK_WANT_MONOTONIC;
+				cfg->clock_want = CLOCK_WANT_MONOTONIC;
 			else
 				die_usage("--clock: '%s' is not auto, tsc or monotonic", optarg);
 			break;
@@ -281,8 +280,6 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 			die_usage("probe %s needs a second CPU for its partner task; this process has one",
 				  cfg->choices[k].probe->name);
 	check_task_budget(cfg);
-	if (clock_init(clock_want) != 0)
-		die_usage("--clock tsc: %s", clock_info.reason);
 }
 
 /* --dry-run: the configuration a run would measure, after every check. */
