@@ -212,3 +212,21 @@ def test_unreadable_and_unknown_run_are_refused(pair, tmp_path):
         assert p.returncode == 2
         assert "cannot import" in one_line_error(p.stderr)
     assert files(tmp_path, "B.db") == before
+
+
+def test_runs_begun_within_one_millisecond_are_distinct(tmp_path, monkeypatch):
+    # the start is stored to the millisecond: one process beginning runs in a
+    # loop gives them one start, and only their arguments tell them apart
+    import oslens.store as store_module
+
+    monkeypatch.setattr(store_module, "_now", lambda: "2026-01-01T00:00:00.000+00:00")
+    a, b = tmp_path / "A.db", tmp_path / "B.db"
+    with Store(a) as s:
+        for i in range(3):
+            s.finish_run(s.begin_run("scale", ["x", str(i)], {"i": i}, {}), "complete")
+    with Source(a) as src, Store(b) as s:
+        done = s.import_runs(src)
+        assert [d.copied for d in done] == [True, True, True]
+        assert [r.params for r in s.runs()] == [{"i": 2}, {"i": 1}, {"i": 0}]
+    with Source(a) as src, Store(b) as s:
+        assert [d.copied for d in s.import_runs(src)] == [False, False, False]

@@ -330,15 +330,18 @@ class Store:
     def import_runs(self, source: Source) -> list[Imported]:
         """Copies the runs `source` selected, each with its records, under new
         ids, in one transaction: all of them or, on any error, none. A run is
-        the same run in two stores when it has the same kind, start time, host
-        and pid (copied verbatim), so one already here (imported before, or
-        this store's own) is skipped, not copied twice."""
+        the same run in two stores when it has the same kind, start time, host,
+        pid, arguments and parameters (copied verbatim; the start is to the
+        millisecond, and one process may begin several runs within one), so
+        one already here (imported before, or this store's own) is skipped,
+        not copied twice."""
         done = []
         with self._guard("cannot import into results store"), self._write() as db:
             for src in source.runs:
                 here = db.execute(
-                    "SELECT id FROM run WHERE kind = ? AND started = ? AND host = ? AND pid = ?",
-                    (src["kind"], src["started"], src["host"], src["pid"]),
+                    "SELECT id FROM run WHERE kind = ? AND started = ? AND host = ? AND pid = ?"
+                    " AND argv = ? AND params = ?",
+                    (src["kind"], src["started"], src["host"], src["pid"], src["argv"], src["params"]),
                 ).fetchone()
                 if here is not None:
                     done.append(Imported(src["id"], here[0], src["kind"], copied=False))

@@ -22,7 +22,8 @@ def import_(ctx: Context, source: str, run_ids: tuple[int, ...]) -> None:
     """Copy the runs of another oslens store (all, or --run ID…) into this one, under new ids.
 
     Each run comes with its records, byte for byte; a run already here (same
-    kind, start, host and pid) is skipped, so importing again changes nothing.
+    kind, start, host, pid, arguments and parameters) is skipped, so importing
+    again changes nothing.
     All or nothing: a file that is not a readable oslens store is refused
     before anything is written."""
     # The file is checked (and every --run found in it) before this store is opened, let alone created.
