@@ -21,7 +21,12 @@ void json_obj(struct json *j, const char *key); /* key NULL inside arrays */
 void json_arr(struct json *j, const char *key);
 /* An array of the items of a comma-separated list ("a,b" -> ["a", "b"]). */
 void json_list(struct json *j, const char *key, const char *list);
-void json_end(struct json *j);		  /* closes the last obj/arr */
+void json_end(struct json *j); /* closes the last obj/arr */
+/* Where records go: stdout, unless a rank of an MPI job (cluster/
+ * cluster_mpi.c) holds them for rank 0 to gather. json_write sends whole
+ * records already written (a worker's results file) the same way. */
+extern int (*json_sink)(const char *buf, size_t len);
+int json_write(const char *buf, size_t len);
 void json_emit(struct json *j);		  /* closes, writes to stdout, frees */
 int json_emit_fd(struct json *j, int fd); /* the same to fd; -1 on error */
 int write_all(int fd, const char *buf, size_t len);

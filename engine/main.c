@@ -1,5 +1,6 @@
 /* oslens-engine: argv in, JSON lines out. See README.md for the records. */
 #include "engine.h"
+#include "cluster/cluster.h"
 #include "json.h"
 #include "trace.h"
 
@@ -118,6 +119,7 @@ static int cmd_run(int argc, char **argv)
 	struct run_config cfg;
 	struct topology topo;
 
+	cluster_begin(&argc, &argv); /* an MPI rank measures its share of the node's CPUs */
 	run_parse_args(argc, argv, &cfg, &topo);
 	if (clock_init(cfg.clock_want) != 0)
 		die_usage("--clock tsc: %s", clock_info.reason);
@@ -125,7 +127,7 @@ static int cmd_run(int argc, char **argv)
 		run_emit_config(&cfg);
 		return 0;
 	}
-	return run_probe(&cfg, &topo);
+	return cluster_end(run_probe(&cfg, &topo));
 }
 
 static int cmd_list(int argc, char **argv)
@@ -172,6 +174,7 @@ static const struct command {
 	{"app", "a built-in application workload", cmd_app},
 	{"profile", "a command's or a process tree's kernel time", cmd_profile},
 	{"trace", "kernel events on some CPUs (BPF)", cmd_trace},
+	{"bsp", "compute, then a collective, K times, on every rank (oslens-engine-mpi)", cmd_bsp},
 	{"inject", "a periodic busy interruption on one CPU (tests)", cmd_inject},
 	{"histtest", "numbers on stdin into a histogram (tests)", cmd_histtest_argv},
 	{"true", "exit at once (the fork+exec probe's static target)", cmd_true},

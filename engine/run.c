@@ -3,6 +3,7 @@
  * (run_emit.c), and tears everything down whatever happens. */
 #include "run.h"
 #include "bpf/explain.h"
+#include "cluster/cluster.h"
 #include "event_batch.h"
 #include "json.h"
 
@@ -438,6 +439,9 @@ static const char *run_rep(struct master *m, int rep)
 	while (!why && !(why = check(m, 0)) && __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
 		sleep_until(clock_ns() + 1000000ull);
 
+	/* As a rank of an MPI job, all ranks start together, or none does. */
+	if (cluster_agree(why != NULL) && !why)
+		why = "another rank of the job failed before the start";
 	uint64_t t_go = 0, stat_mono[2] = {0, 0};
 	struct cpustat *stat0 = calloc(cfg->nworkers, sizeof *stat0), *stat1 = calloc(cfg->nworkers, sizeof *stat1);
 	if (!why && (!stat0 || !stat1))
@@ -581,8 +585,12 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	m.apart = place_master(cfg, topo);
 	emit_header(&m, topo);
 	const char *why = NULL;
-	for (int rep = 0; rep < cfg->reps && !why; rep++)
+	for (int rep = 0; rep < cfg->reps && !why; rep++) {
 		why = run_rep(&m, rep);
+		if (cluster_agree(why != NULL) && !why)
+			why = "another rank of the job failed";
+		cluster_gather();
+	}
 
 	nftw(m.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	munmap(m.shm, m.shm_len);

@@ -75,7 +75,7 @@ const char *emit_results(const struct master *m, int rep)
 		}
 		ssize_t n;
 		while ((n = read(fd, buf, sizeof buf)) > 0)
-			if (write_all(STDOUT_FILENO, buf, (size_t)n) != 0)
+			if (json_write(buf, (size_t)n) != 0)
 				json_output_lost = 1;
 		close(fd);
 		unlink(path);
