@@ -30,6 +30,14 @@ want "gcc -print-file-name=libbpf.a | grep -q /"        libbpf-dev
 want "gcc -print-file-name=libelf.a | grep -q /"        libelf-dev
 want "gcc -print-file-name=libz.a | grep -q /"          zlib1g-dev
 
+# `install-deps.sh cluster` (and `test`, which exercises it): Open MPI, for
+# oslens-engine-mpi and `oslens cluster`; without it the single-node
+# commands work and `oslens cluster` says what to install.
+case " $* " in *" cluster "*|*" test "*)
+    want "command -v mpicc"  libopenmpi-dev
+    want "command -v mpirun" openmpi-bin
+esac
+
 # `install-deps.sh test`: the report tests load each report in headless
 # Chromium through its WebDriver; the house rules check C with clang-format.
 if [ "${1:-}" = test ]; then

@@ -40,6 +40,21 @@ def engine_path() -> Path:
     raise UsageError(f"{ENGINE} not found (looked in {', '.join(map(str, candidates))}); run 'make install'")
 
 
+MPI_ENGINE = "oslens-engine-mpi"
+
+
+def mpi_engine_path() -> Path:
+    """The MPI build of the engine, beside the plain one (built only where an
+    MPI compiler wrapper was when oslens was installed)."""
+    path = engine_path().with_name(MPI_ENGINE)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise UsageError(
+            f"oslens cluster needs {MPI_ENGINE}, built only where MPI is: install Open MPI "
+            "(sh scripts/install-deps.sh cluster, or apt-get install openmpi-bin libopenmpi-dev), then make install"
+        )
+    return path
+
+
 @dataclass(frozen=True)
 class ProbeInfo:
     name: str
@@ -255,9 +270,11 @@ def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
         raise MeasurementError(f"preparing {workload}'s input: {proc.stderr.strip()}")
 
 
-def spawn(args: list[str], **popen: object) -> subprocess.Popen:
-    """Starts the engine with these arguments (the only place that does)."""
-    return subprocess.Popen([str(engine_path()), *args], **popen)
+def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> subprocess.Popen:
+    """Starts the engine with these arguments (the only place that does);
+    with `launch`, the MPI engine as ranks of a job that launcher starts."""
+    exe = [*launch, str(mpi_engine_path())] if launch else [str(engine_path())]
+    return subprocess.Popen([*exe, *args], **popen)
 
 
 class EngineRun:
@@ -269,13 +286,21 @@ class EngineRun:
     clean-up. Only if the engine cannot clean up (SIGKILL) do we remove what
     its `resources` records announced."""
 
-    def __init__(self, args: list[str], confine_to: list[int] | None = None):
+    def __init__(self, args: list[str], confine_to: list[int] | None = None, launch: list[str] | None = None):
         """confine_to: CPUs the whole engine, its master included, must stay on
-        (a competitor's master must never wake on the CPUs being measured)."""
+        (a competitor's master must never wake on the CPUs being measured).
+        launch: an MPI launcher's argv; the ranks' records come through it."""
         self.args = list(args)
+        self.launch = launch
         confine = (lambda: os.sched_setaffinity(0, confine_to)) if confine_to else None
         self.proc = spawn(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, preexec_fn=confine
+            self.args,
+            launch,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            preexec_fn=confine,
         )
         self.resources: dict = {}
         self.end: dict | None = None

@@ -100,6 +100,13 @@ KINDS: dict[str, Kind] = {
             what=_command_line,
         ),
         _kind(
+            "cluster",
+            "What does OS noise on each node do to a job that spans them all?",
+            lambda p: (
+                f"{p.get('measure', '?')} on {p.get('ranks') or 'the'} ranks of '{' '.join(p.get('launch', []))}'"
+            ),
+        ),
+        _kind(
             "appscale",
             "Does an application speed up with cores, and is the time lost in the kernel?",
             lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs",

@@ -116,7 +116,8 @@ def check(invocations: list[Invocation]) -> None:
     differ only in their worker count are checked at the largest count."""
     largest: dict[tuple, tuple[int, tuple[str, ...]]] = {}
     for inv in invocations:
-        args = getattr(inv, "args", None)
+        # a job's argv is checked by the plain engine where it can be (`run`)
+        args = getattr(inv, "check_args", None) if hasattr(inv, "launch") else getattr(inv, "args", None)
         if args is None:
             continue
         key, workers = [], 0
@@ -164,22 +165,46 @@ def _named(rec: dict, syms: list) -> dict:
 
 
 def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
-    er = engine.EngineRun(list(inv.args))
+    launch = getattr(inv, "launch", None)
+    er = engine.EngineRun(list(inv.args), launch=list(launch) if launch else None)
     syms: list = []  # /proc/kallsyms, read once if needed
     try:
         batch: list[dict] = []
+        hosts: dict[int, str] = {}  # a job's ranks, by the records they sent
         for rec in er:
             batch.append(_named(rec, syms))
+            if rec["type"] == "rank":
+                hosts[rec["rank"]] = rec["host"]
             if rec["type"] == "rep":
                 store.add_records(run_id, batch)
                 batch = []
-                progress.advance(task)
+                if rec.get("rank", 0) == 0:  # a job's ranks end each repetition together
+                    progress.advance(task)
         store.add_records(run_id, batch)
     finally:
         rc = er.close()
     if er.end and er.end.get("status") == "interrupted":
         raise Interrupted(er.end.get("signal", signal.SIGINT))
+    failure = (launch_failure(er.stderr, hosts) if launch else None) or er.failure()
     if er.refused:
-        raise UsageError(er.failure())
+        raise UsageError(failure)
     if rc != 0:
-        raise MeasurementError(f"{inv.label}: {er.failure()}")
+        raise MeasurementError(f"{inv.label}: {failure}")
+
+
+def launch_failure(stderr: str, hosts: dict[int, str]) -> str | None:
+    """Which rank of a job failed, on which host, and the engine's words,
+    from what the launcher printed (Open MPI's wording; None otherwise)."""
+    import re
+
+    said = [m.group(1) for m in re.finditer(r"^oslens-engine: (.+)$", stderr, re.M)]
+    signal_ = re.search(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \((.+?)\))?", stderr)
+    if signal_:
+        rank, host, sig, name = signal_.groups()
+        return f"rank {rank} on {host} was killed by signal {sig}" + (f" ({name})" if name else "")
+    status = re.search(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", stderr)
+    if status:
+        rank, code = status.groups()
+        on = f" on {hosts[int(rank)]}" if int(rank) in hosts else ""
+        return f"rank {rank}{on} exited with status {code}" + (f": {said[0]}" if said else "")
+    return None

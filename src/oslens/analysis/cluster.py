@@ -1,0 +1,298 @@
+"""What a `cluster` run found: a row per rank (its host, CPUs, noise share,
+detour rate, longest detour, top causes), the outlier ranks by a stated
+robust rule and what makes their nodes different; and, for `cluster bsp`,
+the measured bulk-synchronous slowdown against the tail-at-scale prediction
+from the same run's per-rank noise, with who made each step late and why.
+
+Outliers: a rank is one when its noise share exceeds the median of the
+other ranks by more than K times their spread, the spread being their
+median absolute deviation (× 1.4826, a standard deviation under normality)
+but never less than MIN_SPREAD of that median: identical quiet nodes do not
+make every wiggle an outlier, and two ranks can be told apart.
+
+The prediction (tail at scale) assumes what the model assumes: each rank's
+delay in a step is an independent draw from that rank's own distribution
+of delays per step (its detours in each step of this run), so a step lasts
+the undisturbed work, plus the collective's own cost, plus the largest
+draw. It is drawn by Monte Carlo, with a bootstrap interval over the steps.
+Where measured and predicted differ, the model's assumptions are what to
+question first: delays correlated across ranks (one hypervisor, one timer
+tick), or a collective whose cost grows with the delay."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import noise as noise_analysis
+from .metrics import LOWER, Metrics
+
+K = 3.0
+MIN_SPREAD = 0.10
+MAD_SCALE = 1.4826
+DRAWS = 20_000
+BOOTSTRAP = 200
+CONFIDENCE = 0.95
+NODE_FACTS = ("kernel", "kernel_version", "cmdline", "thp", "thp_defrag", "clocksource", "isolated", "nohz_full")
+
+
+@dataclass
+class RankRow:
+    rank: int
+    host: str
+    cpus: list[int]
+    share: float  # of CPU time lost to detours
+    rate_per_s: float
+    max_ns: float
+    p99_ns: float
+    causes: list[tuple[str, float]]  # top causes, share of this rank's detour time
+    attribution: str
+    outlier: bool = False
+
+
+@dataclass
+class ClusterSummary:
+    measure: str
+    ranks: list[RankRow]
+    rule: str
+    node_diff: dict[str, dict[str, str]]  # fact -> host -> value, only facts that differ
+    hosts: int
+    bsp: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "measure": self.measure,
+            "ranks": [vars(r) for r in self.ranks],
+            "outlier_rule": self.rule,
+            "node_diff": self.node_diff,
+            "hosts": self.hosts,
+            "bsp": self.bsp,
+            "notes": self.notes,
+        }
+
+
+def by_rank(records: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = defaultdict(list)
+    for r in records:
+        if "rank" in r:
+            out[r["rank"]].append(r)
+    return dict(sorted(out.items()))
+
+
+def outliers(values: dict[int, float], k: float = K) -> set[int]:
+    """The keys whose value is beyond the others' median by more than k spreads."""
+    out = set()
+    for key, v in values.items():
+        others = np.array([x for o, x in values.items() if o != key and np.isfinite(x)])
+        if not others.size or not np.isfinite(v):
+            continue
+        med = float(np.median(others))
+        spread = max(MAD_SCALE * float(np.median(np.abs(others - med))), MIN_SPREAD * abs(med))
+        if v > med + k * spread and v > med:
+            out.add(key)
+    return out
+
+
+def node_diff(records: list[dict]) -> dict[str, dict[str, str]]:
+    """The node facts (one `node` record per host) that are not the same on
+    every host, per host; governors and IRQ placement summarised."""
+    nodes = {r["host"]: r for r in records if r.get("type") == "node"}
+    facts: dict[str, dict[str, str]] = defaultdict(dict)
+    for host, n in nodes.items():
+        for key in NODE_FACTS:
+            facts[key][host] = str(n.get(key))
+        governors = sorted(set((n.get("governor") or {}).values()))
+        facts["governor"][host] = ",".join(governors) or "none (no cpufreq)"
+        irqs = n.get("irq_affinity") or {}
+        facts["irq placement"][host] = "; ".join(
+            f"{cpus}: {sum(1 for v in irqs.values() if v == cpus)} IRQs" for cpus in sorted(set(irqs.values()))
+        )
+    return {k: v for k, v in facts.items() if len(set(v.values())) > 1}
+
+
+def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
+    meta = next((r for r in recs if r["type"] == "rank"), {})
+    s = noise_analysis.summarize([*detour_recs, *(r for r in recs if r["type"] in ("events", "trace", "cpustat"))])
+    runtime = sum(c.runtime_ns for c in s.cpus)
+    total = sum(c.total_ns for c in s.cpus)
+    count = sum(c.count for c in s.cpus)
+    durations = np.array([d.duration_ns for d in s.detours], dtype=float)
+    causes: dict[str, float] = defaultdict(float)
+    for d in s.detours:
+        for c, ns in d.causes.items():
+            causes[c] += ns
+    kept = sum(causes.values())
+    top = sorted(((c, ns / kept) for c, ns in causes.items()), key=lambda x: -x[1])[:3] if kept else []
+    return RankRow(
+        rank,
+        meta.get("host") or (recs[0].get("host") if recs else "?"),
+        meta.get("cpus", []),
+        total / runtime if runtime else float("nan"),
+        count / (runtime / 1e9) if runtime else float("nan"),
+        max((c.max_ns for c in s.cpus), default=float("nan")),
+        float(np.percentile(durations, 99, method="inverted_cdf")) if durations.size else float("nan"),
+        top,
+        s.attribution,
+    )
+
+
+def _as_detours(b: dict) -> dict:
+    """A rank's bsp record as the detour probe's record, for the noise analysis."""
+    d = b["detours"]
+    return {
+        "type": "detours",
+        "rep": 0,
+        "cpu": b["cpu"],
+        "detours": d,
+        "runtime_ns": float(sum(b["work_ns"])),
+        "count": len(d) + b.get("overflow", 0),
+        "total_ns": float(sum(x[1] for x in d)),
+        "max_ns": float(max((x[1] for x in d), default=0)),
+        "loop_ns": b["loop_ns"],
+        "threshold_ns": b["threshold_ns"],
+        "start_ns": b["start_ns"],
+    }
+
+
+def analyze(run, records: list[dict]) -> ClusterSummary:
+    measure = (run.params or {}).get("measure", "noise")
+    ranks = by_rank(records)
+    rows, bsp_recs = [], {}
+    for rank, recs in ranks.items():
+        if measure == "bsp":
+            b = next((r for r in recs if r["type"] == "bsp"), None)
+            if b is None:
+                continue
+            bsp_recs[rank] = b
+            rows.append(_rank_row(rank, recs, [_as_detours(b)]))
+        else:
+            rows.append(_rank_row(rank, recs, [r for r in recs if r["type"] == "detours"]))
+    flagged = outliers({r.rank: r.share for r in rows})
+    for r in rows:
+        r.outlier = r.rank in flagged
+    rule = (
+        f"noise share above the other ranks' median + {K:g} × max(MAD × {MAD_SCALE}, {MIN_SPREAD:.0%} of that median)"
+    )
+    summary = ClusterSummary(measure, rows, rule, node_diff(records), len({r.host for r in rows}))
+    if len(rows) < len(ranks):
+        summary.notes.append(f"{len(ranks) - len(rows)} rank(s) sent no results")
+    if measure == "bsp" and bsp_recs:
+        summary.bsp = bsp(bsp_recs, ranks)
+    return summary
+
+
+def _step_delays(b: dict, detours: list) -> np.ndarray:
+    """Detour time in each step of a rank, by where each detour ended."""
+    starts = b["start_ns"] + np.array(b["step_start_ns"], dtype=np.int64)
+    out = np.zeros(len(starts))
+    for d in detours:
+        end = d.start_ns + d.duration_ns
+        i = int(np.searchsorted(starts, end, side="right")) - 1
+        if 0 <= i < len(out):
+            out[i] += d.duration_ns
+    return out
+
+
+def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> dict:
+    order = sorted(recs)
+    k = min(len(recs[r]["work_ns"]) for r in order)
+    if k == 0:
+        return {"steps": 0}
+    work = np.array([recs[r]["work_ns"][:k] for r in order], dtype=float)
+    wait = np.array([recs[r]["wait_ns"][:k] for r in order], dtype=float)
+    keep = np.ones(k, dtype=bool)  # steps after bookkeeping are left out
+    for r in order:
+        for i in recs[r].get("synced", []):
+            if i < k:
+                keep[i] = False
+    # Detours per rank and step, with causes where attributed.
+    detours, delay = {}, []
+    for r in order:
+        s = noise_analysis.summarize([_as_detours(recs[r]), *(x for x in ranks[r] if x["type"] in ("events", "trace"))])
+        detours[r] = s
+        delay.append(_step_delays(recs[r], s.detours)[:k])
+    delay = np.array(delay)
+    undisturbed = float(max(np.median(w[keep] - d[keep]) for w, d in zip(work, delay)))
+    iteration = np.median(work + wait, axis=0)[keep]
+    last = np.argmax(work, axis=0)
+    cost = float(np.median(wait[last, np.arange(k)][keep]))  # the last to arrive waits only for the collective
+    measured = iteration / undisturbed
+
+    rng = np.random.default_rng(seed)
+    d_keep = delay[:, keep]
+
+    def predict(d: np.ndarray) -> np.ndarray:
+        draws = np.stack([rng.choice(row, DRAWS) for row in d])
+        return (undisturbed + cost + draws.max(axis=0)) / undisturbed
+
+    predicted = predict(d_keep)
+    boot = []
+    for _ in range(BOOTSTRAP):
+        idx = rng.integers(0, d_keep.shape[1], d_keep.shape[1])
+        boot.append(float(np.mean(predict(d_keep[:, idx]))))
+    lo, hi = np.quantile(boot, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+
+    def stats(x: np.ndarray) -> dict:
+        return {
+            "mean": float(np.mean(x)),
+            "median": float(np.median(x)),
+            "p99": float(np.quantile(x, 0.99, method="inverted_cdf")),
+            "max": float(np.max(x)),
+        }
+
+    # Who made the steps late, and with what.
+    lasts = last[keep]
+    hit = d_keep.max(axis=0) > 0.1 * undisturbed  # steps some rank lost ≥ 10 % of a step in
+    late = []
+    for pos, r in enumerate(order):
+        mine = lasts == pos
+        causes: dict[str, float] = defaultdict(float)
+        steps = set(np.flatnonzero(keep)[mine].tolist())
+        starts = recs[r]["start_ns"] + np.array(recs[r]["step_start_ns"][:k], dtype=np.int64)
+        for d in detours[r].detours:
+            i = int(np.searchsorted(starts, d.start_ns + d.duration_ns, side="right")) - 1
+            if i in steps:
+                for c, ns in (d.causes or {noise_analysis.UNEXPLAINED: d.duration_ns}).items():
+                    causes[c] += ns
+        total = sum(causes.values())
+        hit_here = hit & (d_keep.argmax(axis=0) == pos)
+        late.append(
+            {
+                "rank": r,
+                "host": recs[r].get("host"),
+                "last_share": float(np.mean(mine)),
+                "steps_hit": int(hit_here.sum()),
+                "last_when_hit": float(np.mean(mine[hit_here])) if hit_here.any() else None,
+                "causes": sorted(((c, ns / total) for c, ns in causes.items()), key=lambda x: -x[1])[:3]
+                if total
+                else [],
+                "attribution": detours[r].attribution,
+            }
+        )
+    mean_pred = float(np.mean(predicted))
+    return {
+        "steps": int(keep.sum()),
+        "steps_left_out": int((~keep).sum()),
+        "compute_us": recs[order[0]]["compute_us"],
+        "collective": recs[order[0]]["collective"],
+        "undisturbed_ns": undisturbed,
+        "collective_ns": cost,
+        "measured": stats(measured),
+        "predicted": {**stats(predicted), "mean_interval": [float(lo), float(hi)]},
+        "error": mean_pred / float(np.mean(measured)) - 1,
+        "late": late,
+        "model": "independent per-rank delays per step (this run's detours), Monte Carlo, bootstrap interval",
+    }
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    s = analyze(run, records)
+    out = Metrics()
+    for r in s.ranks:
+        out.add(f"cluster/rank {r.rank}/lost share", [r.share], "share", LOWER, "", f"rank {r.rank} ({r.host})")
+    if s.bsp and s.bsp.get("steps"):
+        out.add("cluster/bsp/slowdown mean", [s.bsp["measured"]["mean"]], "×", LOWER, "", "measured BSP slowdown")
+    return out
