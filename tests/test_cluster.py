@@ -1,0 +1,194 @@
+"""`oslens cluster` on this host: ranks of a real Open MPI job on localhost,
+one CPU each (the test confines the launcher to two CPUs; the ranks of a
+node left unbound each take their slice)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from oslens import engine
+
+from conftest import engine_bin, one_line_error, oslens
+
+CPUS = sorted(os.sched_getaffinity(0))
+TWO = CPUS[:2]
+
+
+def _has_mpi() -> bool:
+    try:
+        engine.mpi_engine_path()
+    except Exception:
+        return False
+    return bool(shutil.which("mpirun"))
+
+
+pytestmark = [
+    pytest.mark.skipif(len(CPUS) < 2, reason="two ranks need two CPUs"),
+    pytest.mark.skipif(not _has_mpi(), reason="no oslens-engine-mpi or mpirun (Open MPI not installed)"),
+]
+
+
+def on_two_cpus():
+    os.sched_setaffinity(0, TWO)
+
+
+def cluster(*args: str, db, timeout: float = 300) -> subprocess.CompletedProcess:
+    return oslens("cluster", *args, db=db, timeout=timeout, preexec_fn=on_two_cpus)
+
+
+def show(db, run: str = "last") -> dict:
+    p = oslens("show", run, "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def mpi_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "oslens-engine-mpi|mpirun|orted"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+def inject(cpu: int, seconds: float, period_us: int = 5000, busy_us: int = 1000) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            engine_bin(),
+            "inject",
+            "--cpu",
+            str(cpu),
+            "--period-us",
+            str(period_us),
+            "--busy-us",
+            str(busy_us),
+            "--duration",
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_cluster_noise_stores_one_run_with_a_row_per_rank(tmp_path):
+    db = tmp_path / "c.db"
+    p = cluster("noise", "--duration", "0.5", "--ranks", "2", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = show(db)
+    assert doc["kind"] == "cluster" and doc["status"] == "complete"
+    ranks = doc["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["host"] and len(r["cpus"]) == 1 for r in ranks)
+    assert sorted(c for r in ranks for c in r["cpus"]) == TWO  # each its own CPU
+    assert all(r["share"] > 0 for r in ranks)
+    if all(r["attribution"] == "bpf" for r in ranks):
+        assert all(r["causes"] for r in ranks)
+    assert mpi_processes() == []
+
+
+def test_the_rank_with_injected_noise_is_the_outlier_and_the_last_to_arrive(tmp_path):
+    db = tmp_path / "c.db"
+    noisy = TWO[1]  # rank 1's slice of the two CPUs
+    inj = inject(noisy, 3.0)
+    time.sleep(0.3)
+    p = cluster("noise", "--duration", "1.5", "--warmup", "0.1", "--ranks", "2", db=db)
+    inj.communicate(timeout=30)
+    assert p.returncode == 0, p.stderr
+    ranks = {r["rank"]: r for r in show(db)["ranks"]}
+    assert ranks[1]["cpus"] == [noisy]
+    assert ranks[1]["outlier"] and not ranks[0]["outlier"], ranks
+    if ranks[1]["attribution"] == "bpf":
+        assert ranks[1]["causes"][0][0].startswith("oslens-inject"), ranks[1]["causes"]
+
+    inj = inject(noisy, 6.0)
+    time.sleep(0.3)
+    p = cluster("bsp", "--compute-us", "1000", "--iterations", "2000", "--ranks", "2", db=db)
+    inj.communicate(timeout=30)
+    assert p.returncode == 0, p.stderr
+    late = {r["rank"]: r for r in show(db)["bsp"]["late"]}
+    assert late[1]["steps_hit"] >= 100
+    assert late[1]["last_when_hit"] >= 0.9, late
+    if late[1]["attribution"] == "bpf":
+        assert late[1]["causes"][0][0].startswith("oslens-inject"), late[1]["causes"]
+
+
+def test_bsp_reports_a_slowdown_of_at_least_one_and_a_prediction_with_its_interval(tmp_path):
+    db = tmp_path / "c.db"
+    p = cluster("bsp", "--compute-us", "500", "--iterations", "1000", "--ranks", "2", db=db)
+    assert p.returncode == 0, p.stderr
+    b = show(db)["bsp"]
+    assert b["steps"] + b["steps_left_out"] == 1000
+    assert b["measured"]["median"] >= 1 and b["measured"]["max"] >= b["measured"]["p99"] >= b["measured"]["median"]
+    lo, hi = b["predicted"]["mean_interval"]
+    assert 1 <= lo <= b["predicted"]["mean"] <= hi
+    assert b["collective_ns"] > 0
+    assert "slowdown" in p.stdout and "predicted" in p.stdout
+    p = cluster("bsp", "--compute-us", "200", "--iterations", "300", "--collective", "allreduce", db=db)
+    assert p.returncode == 0, p.stderr
+    assert show(db)["bsp"]["collective"] == "allreduce"
+
+
+def test_a_rank_killed_mid_run_ends_the_run_naming_it_and_leaves_nothing(tmp_path):
+    db = tmp_path / "c.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "cluster", "noise", "--duration", "30", "--ranks", "2", "--no-bpf"],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=on_two_cpus,
+    )
+    # the ranks' masters: engine processes whose parent is the launcher
+    deadline, victim = time.monotonic() + 30, None
+    while victim is None and time.monotonic() < deadline:
+        for line in mpi_processes():
+            pid, _, cmd = line.partition(" ")
+            if "oslens-engine-mpi run" in cmd and "mpirun" not in cmd:
+                parent = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
+                comm = open(f"/proc/{parent}/comm").read().strip() if os.path.exists(f"/proc/{parent}") else ""
+                if comm in ("mpirun", "orterun", "prterun"):
+                    victim = int(pid)
+        time.sleep(0.2)
+    assert victim, "no rank started"
+    time.sleep(1.0)  # measuring
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 15
+    assert proc.returncode == 1, err
+    assert "rank" in err and "signal 9" in err, err
+    doc = show(db)
+    assert doc["status"] == "failed"
+    deadline = time.monotonic() + 10
+    while mpi_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mpi_processes() == []
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--launch", "no-such-launcher -n 2"], "not found"),
+        (["--launch", "false"], "failed"),
+        (["--ranks", "100000"], "--ranks"),
+        (["--ranks", "2", "--launch", "mpirun -n 2"], "exclusive"),
+        (["--iterations", "0"], "--iterations"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_2(tmp_path, args, says):
+    p = cluster("bsp", *args, db=tmp_path / "c.db")
+    assert p.returncode == 2, p.stderr
+    assert says in one_line_error(p.stderr)
+    assert not (tmp_path / "c.db").exists() or show(tmp_path / "c.db").get("kind") != "cluster"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Open MPI refuses root only")
+def test_a_launcher_refusing_root_says_what_it_needs(tmp_path):
+    p = cluster("noise", "--launch", "mpirun -n 2 --bind-to none", db=tmp_path / "c.db")
+    assert p.returncode == 2
+    assert "--allow-run-as-root" in one_line_error(p.stderr)
