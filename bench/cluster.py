@@ -1,0 +1,112 @@
+"""`oslens cluster bsp` against references (not a test: timing claims live
+here), on this host with 2 ranks.
+
+1. The collective's own cost: the harness's figure (the wait of the rank
+   that arrived last, median over steps) against a minimal MPI loop timing
+   the same collective back to back, as osu_barrier does.
+2. Measured vs predicted bulk-synchronous slowdown, without and with noise
+   injected on one rank's CPU (a SCHED_FIFO thread, `oslens-engine inject`)
+   of a few sizes: how far the tail-at-scale prediction is off.
+
+Usage: python bench/cluster.py [--rounds 3] [--iterations 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from oslens import engine
+
+HERE = Path(__file__).parent
+
+
+def launcher(n: int = 2) -> list[str]:
+    argv = [shutil.which("mpirun") or "mpirun", "-n", str(n), "--bind-to", "none"]
+    return argv + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+
+
+def oslens_bsp(db: Path, *args: str) -> dict:
+    p = subprocess.run(
+        [sys.executable, "-m", "oslens", "--db", str(db), "cluster", "bsp", "--ranks", "2", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(p.stdout)["bsp"]
+
+
+def minimal_loop(exe: Path, calls: int, collective: str) -> float:
+    out = subprocess.run([*launcher(), str(exe), str(calls), collective], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=3000)
+    a = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    os.sched_setaffinity(0, cpus)  # one CPU per rank
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "mpi_barrier"
+        subprocess.run(["mpicc", "-O2", "-o", str(exe), str(HERE / "mpi_barrier.c")], check=True)
+        db = Path(tmp) / "b.db"
+        print(f"1. the collective's own cost, ns: {a.rounds} alternated rounds, 2 ranks on CPUs {cpus}")
+        for coll in ("barrier", "allreduce"):
+            ours, ref = [], []
+            for _ in range(a.rounds):
+                ours.append(
+                    oslens_bsp(
+                        db, "--compute-us", "20", "--iterations", str(a.iterations), "--collective", coll, "--no-bpf"
+                    )["collective_ns"]
+                )
+                ref.append(minimal_loop(exe, a.iterations * 10, coll))
+            print(
+                f"   {coll:9} harness median {np.median(ours):7.0f}  minimal loop {np.median(ref):7.0f}"
+                f"  (harness rounds {[round(x) for x in ours]}, loop {[round(x) for x in ref]})"
+            )
+        print("2. measured vs predicted slowdown (mean, p99), 1 ms steps, noise injected on rank 1's CPU")
+        for busy_us in (0, 50, 200, 1000):
+            inj = None
+            if busy_us:
+                inj = subprocess.Popen(
+                    [
+                        str(engine.engine_path()),
+                        "inject",
+                        "--cpu",
+                        str(cpus[1]),
+                        "--period-us",
+                        "10000",
+                        "--busy-us",
+                        str(busy_us),
+                        "--duration",
+                        "60",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            try:
+                b = oslens_bsp(db, "--compute-us", "1000", "--iterations", str(a.iterations), "--no-bpf")
+            finally:
+                if inj:
+                    inj.terminate()
+                    inj.wait()
+            m, p = b["measured"], b["predicted"]
+            lo, hi = p["mean_interval"]
+            print(
+                f"   inject {busy_us:5} µs / 10 ms: measured {m['mean']:.3f} p99 {m['p99']:.3f} · predicted "
+                f"{p['mean']:.3f} [{lo:.3f}–{hi:.3f}] p99 {p['p99']:.3f} · off {b['error']:+.1%}"
+            )
+
+
+if __name__ == "__main__":
+    main()
