@@ -37,3 +37,29 @@ void event_batch_add(const struct trace_event *e, void *arg)
 	if (++b->n >= EVENT_BATCH)
 		event_batch_flush(b);
 }
+
+int event_batch_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+{
+	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, whylen) == 0)
+		return 0;
+	struct json *j = json_record("trace");
+	json_bool(j, "available", 0);
+	json_str(j, "reason", why);
+	json_emit(j);
+	return -1;
+}
+
+void event_batch_finish(struct event_batch *b, int signal)
+{
+	while (noise_bpf_poll(event_batch_add, b, 0) > 0)
+		;
+	event_batch_flush(b);
+	struct json *j = json_record("trace");
+	json_bool(j, "available", 1);
+	json_uint(j, "lost", noise_bpf_lost());
+	json_list(j, "missing", noise_bpf_missing());
+	if (signal)
+		json_int(j, "signal", signal);
+	json_emit(j);
+	noise_bpf_stop();
+}

@@ -175,16 +175,10 @@ static void start_tracing(const struct master *m)
 			cpus[i] = m->cfg->cpus[i].cpu;
 			tids[i] = m->shm->slot[i].c.tid;
 		}
-		tracing = noise_bpf_start(cpus, n, tids, n, why, sizeof why) == 0;
+		tracing = event_batch_start(cpus, n, tids, n, why, sizeof why) == 0;
 	}
 	free(cpus);
 	free(tids);
-	if (!tracing) {
-		struct json *j = json_record("trace");
-		json_bool(j, "available", 0);
-		json_str(j, "reason", why);
-		json_emit(j);
-	}
 }
 
 /* Drains what is left, unloads everything, and says how complete it was. */
@@ -192,16 +186,7 @@ static void stop_tracing(void)
 {
 	if (!tracing)
 		return;
-	while (noise_bpf_poll(event_batch_add, &events, 0) > 0)
-		;
-	event_batch_flush(&events);
-	uint64_t lost = noise_bpf_lost();
-	struct json *j = json_record("trace");
-	json_bool(j, "available", 1);
-	json_uint(j, "lost", lost);
-	json_list(j, "missing", noise_bpf_missing());
-	json_emit(j);
-	noise_bpf_stop();
+	event_batch_finish(&events, 0);
 	tracing = 0;
 }
 

@@ -153,11 +153,7 @@ int cmd_trace(int argc, char **argv)
 	move_off(cpus, ncpus);
 
 	char why[512];
-	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
-		struct json *j = json_record("trace");
-		json_bool(j, "available", 0);
-		json_str(j, "reason", why);
-		json_emit(j);
+	if (event_batch_start(cpus, ncpus, tids, ntids, why, sizeof why) != 0) {
 		fprintf(stderr, "oslens-engine: %s\n", why);
 		free(cpus);
 		free(tids);
@@ -178,19 +174,7 @@ int cmd_trace(int argc, char **argv)
 		}
 		event_batch_flush(&b);
 	}
-	/* what the kernel recorded up to now */
-	if (!failed)
-		noise_bpf_poll(event_batch_add, &b, 0);
-	event_batch_flush(&b);
-	uint64_t lost = noise_bpf_lost();
-	struct json *j = json_record("trace");
-	json_bool(j, "available", 1);
-	json_uint(j, "lost", lost);
-	json_list(j, "missing", noise_bpf_missing());
-	if (stop_signal)
-		json_int(j, "signal", stop_signal);
-	json_emit(j);
-	noise_bpf_stop();
+	event_batch_finish(&b, stop_signal); /* with what the kernel recorded up to now */
 	free(cpus);
 	free(tids);
 	if (stop_signal)

@@ -185,13 +185,7 @@ int cmd_bsp(int argc, char **argv)
 	if (c.trace) {
 		char why[256] = "";
 		int tid = (int)syscall(SYS_gettid);
-		tracing = noise_bpf_start(&cpu, 1, &tid, 1, why, sizeof why) == 0;
-		if (!tracing) {
-			struct json *j = json_record("trace");
-			json_bool(j, "available", 0);
-			json_str(j, "reason", why);
-			json_emit(j);
-		}
+		tracing = event_batch_start(&cpu, 1, &tid, 1, why, sizeof why) == 0;
 	}
 
 	int stop = 0;
@@ -221,17 +215,8 @@ int cmd_bsp(int argc, char **argv)
 			stop = cluster_agree(got_signal != 0);
 		}
 	}
-	if (tracing) {
-		while (noise_bpf_poll(event_batch_add, &events, 0) > 0)
-			;
-		event_batch_flush(&events);
-		struct json *j = json_record("trace");
-		json_bool(j, "available", 1);
-		json_uint(j, "lost", noise_bpf_lost());
-		json_list(j, "missing", noise_bpf_missing());
-		json_emit(j);
-		noise_bpf_stop();
-	}
+	if (tracing)
+		event_batch_finish(&events, 0);
 
 	struct json *j = json_record("bsp");
 	json_int(j, "cpu", cpu);

@@ -116,8 +116,8 @@ def check(invocations: list[Invocation]) -> None:
     differ only in their worker count are checked at the largest count."""
     largest: dict[tuple, tuple[int, tuple[str, ...]]] = {}
     for inv in invocations:
-        # a job's argv is checked by the plain engine where it can be (`run`)
-        args = getattr(inv, "check_args", None) if hasattr(inv, "launch") else getattr(inv, "args", None)
+        # a job's argv is checked by the plain engine where it can be (`run`; not `bsp`)
+        args = getattr(inv, "check_args", getattr(inv, "args", None))
         if args is None:
             continue
         key, workers = [], 0
