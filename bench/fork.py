@@ -8,6 +8,9 @@ mapping and the page tables of its private pages; the child's exit tears
 them down), so each line also gives the parent's mappings and anonymous
 memory: the engine's worker record reports its own (`image`).
 
+The verdict is the median of the per-round ratios, with its order-statistic
+interval: rounds pair an engine run with a plain run right after it.
+
 Usage: python bench/fork.py [--rounds 7] [--ops 3000]
 """
 
@@ -87,7 +90,12 @@ def main() -> None:
         for who, m, maps, anon in (("engine", e, em, ea), ("plain", p, pm, pa)):
             span = f"[{m.low / 1e3:.1f} – {m.high / 1e3:.1f}]"
             print(f"{probe:12} {who:6} {m.median / 1e3:7.1f} {span}  {maps} mappings, {anon} KiB anon")
-        print(f"{'':12} engine / plain {e.median / p.median - 1:+.1%}")
+        # Paired by round: the machine's drift between rounds cancels out.
+        r = median_ci([x / y for x, y in zip(times[f"{kind} engine"], times[f"{kind} plain"], strict=True)])
+        print(
+            f"{'':12} engine / plain {e.median / p.median - 1:+.1%}; paired by round "
+            f"{r.median - 1:+.1%} [{r.low - 1:+.1%} – {r.high - 1:+.1%}, {r.coverage:.0%}]"
+        )
 
 
 if __name__ == "__main__":

@@ -122,9 +122,13 @@ static int sem_get(int nsems)
 
 int probe_sem_create(struct probe_env *env, int nsems)
 {
-	if (env->nsems >= PROBE_MAX_SEMS) {
-		errno = ENOSPC;
-		return -1;
+	if (env->nsems == env->sem_cap) {
+		int cap = env->sem_cap ? 2 * env->sem_cap : 16;
+		int *ids = realloc(env->sem_ids, (size_t)cap * sizeof *ids);
+		if (!ids)
+			return -1;
+		env->sem_ids = ids;
+		env->sem_cap = cap;
 	}
 	int id = sem_get(nsems);
 	if (id >= 0)

@@ -17,7 +17,6 @@ struct json;
 
 #define PROBE_MAX_OPTS 8
 #define PROBE_MAX_VARIANTS 8
-#define PROBE_MAX_SEMS 4096
 
 struct probe_opt {
 	const char *name;
@@ -41,11 +40,13 @@ struct probe_env {
 	int variant;		  /* index into probe->variants */
 	long opt[PROBE_MAX_OPTS]; /* in probe->opts order, defaults filled in */
 	int nworkers;
-	int threaded;		     /* workers are threads of one process */
-	const char *tmpdir;	     /* private to this run, removed at the end */
-	void *data;		     /* the probe's own global state */
-	int sem_ids[PROBE_MAX_SEMS]; /* SysV sets to remove, reported before use */
-	int nsems;
+	int threaded;	    /* workers are threads of one process */
+	const char *tmpdir; /* private to this run, removed at the end */
+	void *data;	    /* the probe's own global state */
+	/* SysV sets to remove, reported before use; on the heap, grown as sets
+	 * are made, so that a worker's image does not carry room for thousands */
+	int *sem_ids;
+	int nsems, sem_cap;
 };
 
 struct worker {

@@ -389,7 +389,9 @@ static void release_sems(struct probe_env *env)
 {
 	for (int i = 0; i < env->nsems; i++)
 		semctl(env->sem_ids[i], 0, IPC_RMID);
-	env->nsems = 0;
+	free(env->sem_ids);
+	env->sem_ids = NULL;
+	env->nsems = env->sem_cap = 0;
 }
 
 /* One repetition; returns NULL or why it failed. */
@@ -530,7 +532,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	static char tmpl[4096];
 	/* With a ledger, the name starts with this process's pid and start
 	 * time, written there first: found after a SIGKILL, never another's. */
-	char prefix[4096];
+	char prefix[sizeof tmpl - sizeof "XXXXXX"]; /* room left for mkdtemp's suffix */
 	snprintf(prefix, sizeof prefix, "%s/oslens.%d.%llu.", cfg->tmpdir_base, (int)getpid(), probe_self_start());
 	if (probe_own("tmpdir %s\n", prefix) == 0)
 		snprintf(tmpl, sizeof tmpl, "%sXXXXXX", prefix);

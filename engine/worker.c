@@ -110,23 +110,40 @@ static uint64_t mix_rounds(struct worker *w, struct hist **h, int nc, const stru
 	return round;
 }
 
-/* /proc/self/maps read line by line with read(2) into the stack, not stdio:
- * a heap buffer would itself add to the image it describes. Gives the number
- * of mappings and the bounds of the main thread's stack (0 when not found). */
-static int scan_maps(unsigned long *stack_lo, unsigned long *stack_hi)
+/* Reading /proc about this process is done in a scratch mapping of its own,
+ * unmapped afterwards, so that the reading leaves nothing behind in the image
+ * it describes; its own mapping and pages are taken out of the figures.
+ * MADV_DONTFORK keeps it from merging with a neighbouring anonymous mapping
+ * (the count of mappings would be one short) and out of any fork meanwhile. */
+enum { SCRATCH_READ = 4096, SCRATCH_LINE = 512, SCRATCH_BYTES = 2 * 4096 };
+
+static char *scratch_map(void)
+{
+	char *p = mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, SCRATCH_BYTES, MADV_DONTFORK);
+	memset(p, 0, SCRATCH_BYTES); /* all present: exactly SCRATCH_BYTES to take out */
+	return p;
+}
+
+/* /proc/self/maps read line by line with read(2), not stdio (whose buffer
+ * would stay in the heap). Gives the number of mappings and the bounds of the
+ * main thread's stack (0 when not found); -1 if it cannot be read. */
+static int scan_maps(char *scratch, unsigned long *stack_lo, unsigned long *stack_hi)
 {
 	*stack_lo = *stack_hi = 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	char buf[4096], line[512];
+	char *buf = scratch, *line = scratch + SCRATCH_READ;
 	size_t len = 0;
 	int lines = 0;
 	ssize_t got;
-	while ((got = read(fd, buf, sizeof buf)) > 0)
+	while ((got = read(fd, buf, SCRATCH_READ)) > 0)
 		for (ssize_t i = 0; i < got; i++) {
 			if (buf[i] != '\n') {
-				if (len < sizeof line - 1)
+				if (len < SCRATCH_LINE - 1)
 					line[len++] = buf[i];
 				continue;
 			}
@@ -140,33 +157,45 @@ static int scan_maps(unsigned long *stack_lo, unsigned long *stack_hi)
 	return lines;
 }
 
-/* The mappings and anonymous memory of this process now (-1 where /proc says nothing). */
+/* The mappings and anonymous memory of this process now, without the
+ * scratch that read them (-1 where /proc says nothing). */
 static void read_image(int *maps, int *anon_kb)
 {
+	*maps = *anon_kb = -1;
+	char *scratch = scratch_map();
+	if (!scratch)
+		return;
 	unsigned long lo, hi;
-	*maps = scan_maps(&lo, &hi);
-	*anon_kb = -1;
-	char buf[4096];
+	int lines = scan_maps(scratch, &lo, &hi);
+	if (lines > 0)
+		*maps = lines - 1;
 	int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		ssize_t got = read(fd, buf, sizeof buf - 1);
+		ssize_t got = read(fd, scratch, SCRATCH_READ - 1);
 		close(fd);
-		buf[got > 0 ? got : 0] = 0;
-		const char *at = strstr(buf, "\nAnonymous:");
+		scratch[got > 0 ? got : 0] = 0;
+		const char *at = strstr(scratch, "\nAnonymous:");
 		if (at)
-			*anon_kb = atoi(at + strlen("\nAnonymous:"));
+			*anon_kb = atoi(at + strlen("\nAnonymous:")) - SCRATCH_BYTES / 1024;
 	}
+	munmap(scratch, SCRATCH_BYTES);
 }
 
-/* A worker process starts as a copy of the master, with pages only the
- * master used: its freed heap and the deep stack of its set-up. Probes whose
- * cost grows with the address space (fork above all) would carry them in
- * every operation, so the worker gives back what is free and what lies
- * below its own stack frame (they fault in again, fresh, if ever touched). */
+/* A worker process starts as a copy of the master (or as a fresh image that
+ * planned the run again), with pages only that start used: freed heap and
+ * the deep stack of set-up. Probes whose cost grows with the present pages
+ * of the address space (fork above all: it copies and the child's exit zaps
+ * every one) would carry them in every operation, so the worker, once set
+ * up, gives back what is free and what lies below its own stack frame (they
+ * fault in again, fresh, if ever touched). */
 static void shed_inherited_memory(void)
 {
+	char *scratch = scratch_map();
+	if (!scratch)
+		return;
 	unsigned long lo, hi;
-	scan_maps(&lo, &hi);
+	scan_maps(scratch, &lo, &hi);
+	munmap(scratch, SCRATCH_BYTES);
 	malloc_trim(0);
 	long page = sysconf(_SC_PAGESIZE);
 	unsigned long here = (unsigned long)__builtin_frame_address(0);
@@ -186,8 +215,6 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 
 	s->c.pid = getpid();
 	s->c.tid = (int)syscall(SYS_gettid);
-	if (!cfg->threaded) /* a fresh image too sheds what planning the run left */
-		shed_inherited_memory();
 	if (!w || !h) {
 		worker_fail(s, "worker state", ENOMEM);
 		return;
@@ -216,6 +243,8 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 		err = errno;
 		goto teardown;
 	}
+	if (!cfg->threaded) /* a fresh image too sheds what planning the run left */
+		shed_inherited_memory();
 	read_image(&s->c.image_maps, &s->c.image_anon_kb);
 	__atomic_store_n(&s->c.state, W_READY, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&shm->ctl.ready, 1, __ATOMIC_RELEASE);

@@ -454,11 +454,19 @@ int cmd_profile(int argc, char **argv)
 	sigemptyset(&alarm_sa.sa_mask);
 	sigaction(SIGALRM, &alarm_sa, NULL);
 
+	/* On the heap, not a static: the engine's image, which every fork
+	 * probe's worker carries, keeps no room for 4,096 pids. */
+	pid_t *tree = malloc(MAX_PROCS * sizeof *tree);
+	if (!tree) {
+		emit_error("no memory for the process tree");
+		return EXIT_MEASURE_FAILED;
+	}
 	int go_w = -1, err_r = -1;
 	if (ncmd) {
 		pid = fork_command(cmd, saved_stdout, &go_w, &err_r);
 		if (pid < 0) {
 			emit_error("cannot fork the command");
+			free(tree);
 			return EXIT_MEASURE_FAILED;
 		}
 		command_pid = pid;
@@ -472,7 +480,6 @@ int cmd_profile(int argc, char **argv)
 		bpf = profile_bpf_start(!cfg.syscalls ? "syscalls" : "", why, sizeof why) == 0;
 
 	/* the processes followed from the start */
-	static pid_t tree[MAX_PROCS];
 	int ntree = ncmd ? (tree[0] = pid, 1) : process_tree(pid, tree, MAX_PROCS);
 	for (int i = 0; bpf && i < ntree; i++)
 		profile_bpf_follow(tree[i]);
@@ -558,5 +565,6 @@ int cmd_profile(int argc, char **argv)
 	if (got_signal)
 		json_int(j, "signal", got_signal);
 	json_emit(j);
+	free(tree);
 	return rc;
 }
