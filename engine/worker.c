@@ -328,6 +328,22 @@ void probe_env_init(struct probe_env *env, const struct run_config *cfg, const s
 	env->tmpdir = tmpdir;
 }
 
+/* The environment a fresh worker is given: only what the engine reads
+ * (OSLENS_*, TMPDIR) and what ld.so does (LD_*). The kernel copies argv and the environment onto the
+ * new stack, pages that fork would copy for the probe in every operation;
+ * a shell's or a CI job's environment can fill several. */
+static char **worker_environment(void)
+{
+	extern char **environ;
+	static char *kept[64];
+	int n = 0;
+	for (char **e = environ; e && *e && n < (int)(sizeof kept / sizeof *kept) - 1; e++)
+		if (!strncmp(*e, "OSLENS_", 7) || !strncmp(*e, "TMPDIR=", 7) || !strncmp(*e, "LD_", 3))
+			kept[n++] = *e;
+	kept[n] = NULL;
+	return kept;
+}
+
 void worker_exec_fresh(const struct master *m, int idx)
 {
 	const struct run_config *cfg = m->cfg;
@@ -352,7 +368,7 @@ void worker_exec_fresh(const struct master *m, int idx)
 		for (int i = 0; i < cfg->argc; i++)
 			argv[n++] = cfg->argv[i];
 		argv[n] = NULL;
-		execv("/proc/self/exe", argv);
+		execve("/proc/self/exe", argv, worker_environment());
 	}
 	worker_fail(&m->shm->slot[idx], "exec of a fresh worker", errno);
 	_exit(1);
