@@ -146,11 +146,13 @@ static int cmd_true(int argc, char **argv)
 	_exit(0);
 }
 
+/* In oslens-engine-mpi, every rank's topology (its share of its node) with
+ * its rank and node records: what `oslens cluster` plans worker counts
+ * from, and its check that the launcher starts the ranks at all. */
 static int cmd_topology_argv(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return cmd_topology();
+	cluster_begin(&argc, &argv);
+	return cluster_end(cmd_topology());
 }
 
 static int cmd_histtest_argv(int argc, char **argv)

@@ -91,6 +91,43 @@ def test_cluster_noise_stores_one_run_with_a_row_per_rank(tmp_path):
     assert mpi_processes() == []
 
 
+def test_one_rank_measures_every_cpu_of_its_share(tmp_path):
+    db = tmp_path / "c.db"
+    p = cluster("noise", "--duration", "0.3", "--ranks", "1", "--no-bpf", db=db)
+    assert p.returncode == 0, p.stderr
+    (row,) = show(db)["ranks"]
+    assert sorted(row["cpus"]) == TWO
+
+
+def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_path):
+    db = tmp_path / "c.db"
+    ops, reps = 3000, 2
+    p = cluster("latency", "--probe", "getppid,dup", "--ops", str(ops), "--reps", str(reps), "--ranks", "2", db=db)
+    assert p.returncode == 0, p.stderr
+    by_op = {o["operation"]: o for o in show(db)["latency"]}
+    assert set(by_op) == {"getppid", "dup"}
+    for o in by_op.values():
+        assert [r["rank"] for r in o["ranks"]] == [0, 1]
+        assert all(r["workers"] == 1 and r["count"] == ops * reps for r in o["ranks"])
+        assert all(0 < r["p50_ns"] <= r["p99_ns"] <= r["p99.9_ns"] <= r["max_ns"] for r in o["ranks"])
+        low, mid, high = o["across"]["p99_ns"]
+        assert low <= mid <= high and {low, high} == {r["p99_ns"] for r in o["ranks"]}
+    assert mpi_processes() == []
+
+
+@pytest.mark.parametrize("ranks, counts", [("1", [1, 2]), ("2", [1])])
+def test_cluster_scale_sweeps_each_ranks_share_and_sums_the_job(tmp_path, ranks, counts):
+    db = tmp_path / "c.db"
+    p = cluster("scale", "--probe", "getppid", "--ranks", ranks, "--reps", "2", "--ops", "20000", db=db)
+    assert p.returncode == 0, p.stderr
+    (curve,) = show(db)["scale"]
+    assert curve["workers"] == counts and len(curve["ranks"]) == int(ranks)
+    for i in range(len(counts)):
+        total = sum(r["ops_per_s"][i] for r in curve["ranks"])
+        assert curve["job_ops_per_s"][i] == pytest.approx(total)
+    assert all(x > 0 for r in curve["ranks"] for x in r["ops_per_s"])
+
+
 def test_the_rank_with_injected_noise_is_the_outlier_and_the_last_to_arrive(tmp_path):
     db = tmp_path / "c.db"
     noisy = TWO[1]  # rank 1's slice of the two CPUs
@@ -178,10 +215,14 @@ def test_a_rank_killed_mid_run_ends_the_run_naming_it_and_leaves_nothing(tmp_pat
         (["--ranks", "100000"], "--ranks"),
         (["--ranks", "2", "--launch", "mpirun -n 2"], "exclusive"),
         (["--iterations", "0"], "--iterations"),
+        (["latency", "--ranks", "2", "--workers", "2"], "rank 0"),
+        (["scale", "--ranks", "2", "--workers", "1,2"], "has 1 CPU"),
+        (["scale", "--reps", "0"], "--reps"),
+        (["latency", "--probe", "no-such-probe"], "no-such-probe"),
     ],
 )
 def test_bad_input_gets_one_line_and_exit_2(tmp_path, args, says):
-    p = cluster("bsp", *args, db=tmp_path / "c.db")
+    p = cluster(*(args if args[0] in ("latency", "scale") else ["bsp", *args]), db=tmp_path / "c.db")
     assert p.returncode == 2, p.stderr
     assert says in one_line_error(p.stderr)
     assert not (tmp_path / "c.db").exists() or show(tmp_path / "c.db").get("kind") != "cluster"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import noise as noise_analysis
-from .metrics import LOWER, Metrics
+from .metrics import HIGHER, LOWER, Metrics
 
 K = 3.0
 MIN_SPREAD = 0.10
@@ -60,6 +60,8 @@ class ClusterSummary:
     node_diff: dict[str, dict[str, str]]  # fact -> host -> value, only facts that differ
     hosts: int
     bsp: dict | None = None
+    latency: list[dict] | None = None  # cluster latency: per operation, its percentiles on each rank
+    scale: list[dict] | None = None  # cluster scale: per probe, a curve per rank and the job's
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -70,6 +72,8 @@ class ClusterSummary:
             "node_diff": self.node_diff,
             "hosts": self.hosts,
             "bsp": self.bsp,
+            "latency": self.latency,
+            "scale": self.scale,
             "notes": self.notes,
         }
 
@@ -161,6 +165,8 @@ def analyze(run, records: list[dict]) -> ClusterSummary:
     measure = (run.params or {}).get("measure", "noise")
     ranks = by_rank(records)
     rows, bsp_recs = [], {}
+    if measure in ("latency", "scale"):
+        return _per_rank_measure(measure, ranks, records)
     for rank, recs in ranks.items():
         if measure == "bsp":
             b = next((r for r in recs if r["type"] == "bsp"), None)
@@ -173,15 +179,100 @@ def analyze(run, records: list[dict]) -> ClusterSummary:
     flagged = outliers({r.rank: r.share for r in rows})
     for r in rows:
         r.outlier = r.rank in flagged
-    rule = (
-        f"noise share above the other ranks' median + {K:g} × max(MAD × {MAD_SCALE}, {MIN_SPREAD:.0%} of that median)"
-    )
-    summary = ClusterSummary(measure, rows, rule, node_diff(records), len({r.host for r in rows}))
+    summary = ClusterSummary(measure, rows, _rule("noise share"), node_diff(records), len({r.host for r in rows}))
     if len(rows) < len(ranks):
         summary.notes.append(f"{len(ranks) - len(rows)} rank(s) sent no results")
     if measure == "bsp" and bsp_recs:
         summary.bsp = bsp(bsp_recs, ranks)
     return summary
+
+
+def _rule(what: str, above: bool = True) -> str:
+    side = "above" if above else "below"
+    sign = "+" if above else "−"
+    return (
+        f"{what} {side} the other ranks' median {sign} {K:g} × max(MAD × {MAD_SCALE}, {MIN_SPREAD:.0%} of that median)"
+    )
+
+
+def _host(recs: list[dict]) -> str:
+    meta = next((r for r in recs if r["type"] == "rank"), None)
+    return (meta or (recs[0] if recs else {})).get("host") or "?"
+
+
+def _per_rank_measure(measure: str, ranks: dict[int, list[dict]], records: list[dict]) -> ClusterSummary:
+    """cluster latency and cluster scale: the single-node analysis of each
+    rank's own records, then the ranks side by side."""
+    hosts = {rank: _host(recs) for rank, recs in ranks.items()}
+    s = ClusterSummary(measure, [], "", node_diff(records), len(set(hosts.values())))
+    if measure == "latency":
+        s.latency, s.rule = _latency(ranks, hosts), _rule("p99")
+    else:
+        s.scale, s.rule = _scale(ranks, hosts), _rule("per-worker rate at the most workers", above=False)
+    return s
+
+
+def _latency(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
+    from . import latency as latency_analysis
+
+    per_op: dict[str, list[dict]] = defaultdict(list)
+    for rank, recs in ranks.items():
+        for op in latency_analysis.summarize(recs).ops:
+            per_op[op.name].append(
+                {
+                    "rank": rank,
+                    "host": hosts[rank],
+                    "count": op.hist.count,
+                    "workers": op.workers,
+                    **{f"{q}_ns": op.q(q) for q in ("p50", "p99", "p99.9")},
+                    "max_ns": op.hist.max_ns,
+                    "warnings": op.warnings,
+                }
+            )
+    out = []
+    for name, rows in per_op.items():
+        flagged = outliers({r["rank"]: r["p99_ns"] for r in rows if r["count"]})
+        for r in rows:
+            r["outlier"] = r["rank"] in flagged
+        timed = [r for r in rows if r["count"]]
+        across = {
+            f"{q}_ns": [float(np.min(v)), float(np.median(v)), float(np.max(v))]
+            for q in ("p50", "p99", "p99.9")
+            if (v := [r[f"{q}_ns"] for r in timed])
+        }
+        out.append({"operation": name, "ranks": rows, "across": across})
+    return out
+
+
+def _scale(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
+    from . import scale as scale_analysis
+
+    curves: dict[tuple, list[dict]] = defaultdict(list)
+    for rank, recs in ranks.items():
+        for series in scale_analysis.summarize(recs):
+            curves[(series.probe, series.variant, series.mode)].append(
+                {
+                    "rank": rank,
+                    "host": hosts[rank],
+                    "workers": [p.workers for p in series.points],
+                    "ops_per_s": [p.total.median for p in series.points],
+                    "per_worker": [p.per_worker.median for p in series.points],
+                    "efficiency": [p.efficiency for p in series.points],
+                    "warnings": sorted({w for p in series.points for w in p.warnings}),
+                }
+            )
+    out = []
+    for (probe, variant, mode), rows in curves.items():
+        counts = sorted(set.intersection(*(set(r["workers"]) for r in rows))) if rows else []
+        job = [float(sum(r["ops_per_s"][r["workers"].index(n)] for r in rows)) for n in counts]  # the ranks ran at once
+        last = {r["rank"]: r["per_worker"][-1] for r in rows if r["per_worker"]}
+        # lower is worse: the rule on the negated rate
+        flagged = outliers({k: -v for k, v in last.items()})
+        for r in rows:
+            r["outlier"] = r["rank"] in flagged
+        name = probe if variant == "default" else f"{probe}:{variant}"
+        out.append({"probe": name, "mode": mode, "workers": counts, "job_ops_per_s": job, "ranks": rows})
+    return out
 
 
 def _step_delays(b: dict, detours: list) -> np.ndarray:
@@ -293,6 +384,15 @@ def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for r in s.ranks:
         out.add(f"cluster/rank {r.rank}/lost share", [r.share], "share", LOWER, "", f"rank {r.rank} ({r.host})")
+    for op in s.latency or []:
+        for r in op["ranks"]:
+            if r["count"]:
+                name = f"cluster/{op['operation']}/rank {r['rank']}/p99"
+                out.add(name, [r["p99_ns"]], "ns", LOWER, "", f"{op['operation']} p99 on rank {r['rank']}")
+    for c in s.scale or []:
+        for n, x in zip(c["workers"], c["job_ops_per_s"]):
+            name = f"cluster/{c['probe']} {c['mode']}/job ops/s at {n} per rank"
+            out.add(name, [x], "ops/s", HIGHER, "", f"{c['probe']}: the job's throughput, {n} workers per rank")
     if s.bsp and s.bsp.get("steps"):
         out.add("cluster/bsp/slowdown mean", [s.bsp["measured"]["mean"]], "×", LOWER, "", "measured BSP slowdown")
     return out

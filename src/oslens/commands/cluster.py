@@ -5,6 +5,7 @@ bulk-synchronous loop that checks what that noise does to a job."""
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 
 import click
@@ -29,20 +30,38 @@ def launch_options(fn):
     return wrapper
 
 
-def _measure(ctx: Context, what: str, plan, launch_argv: list[str], note: str | None, headline: str) -> None:
+def _launcher(launch: str | None, ranks: int | None):
+    """The launcher's argv and a note on what oslens added to it (no job started yet)."""
+    from ..plan.cluster import launcher
+
+    argv, _, note = launcher(launch, ranks)
+    return argv, note
+
+
+def _job(argv: list[str]):
+    """The launcher started once: the ranks it starts and their CPUs. After
+    every option is checked, so that bad input starts no job."""
     from ..plan.cluster import check_launcher
+
+    return check_launcher(argv)
+
+
+def _measure(ctx: Context, what: str, plan, job, note: str | None, headline: str) -> None:
     from ..runner import check, execute
 
     check(plan.points)
-    check_launcher(launch_argv)
     if note:
         ctx.say(f"oslens cluster: {note}")
     with ctx.store() as store:
-        ctx.say(f"oslens cluster {what}: {headline}, store {store.path}")
+        ctx.say(f"oslens cluster {what}: {headline}; {job.describe()}, store {store.path}")
         run_id = execute(
             store, "cluster", sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet, checked=True
         )
         print_run(ctx, store, run_id)
+
+
+def _params(what: str, job, ranks: int | None) -> dict:
+    return {"measure": what, "launch": list(job.launch), "ranks": ranks or len(job.ranks)}
 
 
 @click.group("cluster", help=CLUSTER_HELP)
@@ -61,16 +80,19 @@ def command():
 @common_options
 def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     """Detours on every CPU of every rank at once: the noisy nodes, and why."""
-    from ..plan.cluster import launcher, plan_run
+    from ..plan.cluster import plan_run
     from ..plan.noise import plan as noise_plan
 
-    argv, n, note = launcher(launch, ranks)
+    argv, note = _launcher(launch, ranks)
     inner = noise_plan(
         cpus=None, mode="thread", compete=None, attribution=not no_bpf, step_us=step_us, ftq_us=None, **kw
     )
-    params = {"measure": "noise", "launch": argv, "ranks": n}
-    plan = plan_run(inner, "noise", argv, params)
-    _measure(ctx, "noise", plan, argv, note, f"{kw['duration']:g} s × {kw['reps']} on every rank of '{' '.join(argv)}'")
+    job = _job(argv)
+    plan = plan_run(inner, "noise", job, _params("noise", job, ranks), workers="max")
+    where = shlex.join(job.launch)
+    _measure(
+        ctx, "noise", plan, job, note, f"{kw['duration']:g} s × {kw['reps']} on every CPU of every rank of '{where}'"
+    )
 
 
 @command.command("bsp")
@@ -84,9 +106,9 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
 def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, threshold_ns, no_bpf):
     """Compute, then a collective, on every rank: the measured slowdown
     against the tail-at-scale prediction, and who made each step late."""
-    from ..plan.cluster import launcher, plan_bsp
+    from ..plan.cluster import plan_bsp
 
-    argv, n, note = launcher(launch, ranks)
+    argv, note = _launcher(launch, ranks)
     plan = plan_bsp(
         compute_us=compute_us,
         iterations=iterations,
@@ -94,6 +116,72 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
         threshold_ns=threshold_ns,
         attribution=not no_bpf,
         launch=argv,
-        params={"measure": "bsp", "launch": argv, "ranks": n},
+        params={"measure": "bsp", "launch": argv},
     )
-    _measure(ctx, "bsp", plan, argv, note, f"{compute_us} µs × {iterations} steps, {collective}")
+    job = _job(argv)
+    plan.params["ranks"] = ranks or len(job.ranks)
+    _measure(ctx, "bsp", plan, job, note, f"{compute_us} µs × {iterations} steps, {collective}")
+
+
+@command.command("latency")
+@click.option("--probe", "probe", metavar="P[:VARIANT][,…]", help="Operations to time (default: the whole catalogue).")
+@click.option(
+    "--workers", default="1", show_default=True, metavar="N|max", help="Workers per rank, each on its own CPU."
+)
+@click.option("--mode", type=click.Choice(["process", "thread"]), default="process", show_default=True)
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True)
+@click.option("--duration", type=float, metavar="S", help="Seconds per operation and repetition (default 0.3).")
+@click.option("--ops", type=int, metavar="N", help="Operations per worker instead of a duration.")
+@click.option("--reps", type=int, default=3, show_default=True)
+@click.option("--warmup", type=float, default=0.1, show_default=True, metavar="S")
+@launch_options
+@common_options
+def latency(ctx: Context, launch, ranks, workers, placement, **kw):
+    """Each operation's latency on every rank at once: the percentiles per
+    rank, how they spread across the ranks, and the outliers."""
+    from ..plan.cluster import plan_run, worker_counts
+    from ..plan.latency import plan as latency_plan
+
+    # planned for one worker here (options refused before any launch); each rank places its own n
+    argv, note = _launcher(launch, ranks)
+    inner = latency_plan(workers="1", placement=placement, compete=None, mix=False, **kw)
+    job = _job(argv)
+    n = worker_counts(workers, job, placement, one=True)[0]
+    params = {**_params("latency", job, ranks), "workers_per_rank": n, "placement": placement}
+    plan = plan_run(inner, "latency", job, params, workers=str(n))
+    head = f"{len(plan.points)} operations × {plan.reps} repetitions, {n} worker(s) per rank"
+    _measure(ctx, "latency", plan, job, note, head)
+
+
+@command.command("scale")
+@click.option("--probe", "probe", metavar="P[:VARIANT][,…]", help="Probes to run (default: the OSMark five).")
+@click.option(
+    "--workers",
+    metavar="N|A-B[:S]|max[,…]",
+    help="Worker counts per rank; max: the fewest CPUs any rank has (default: 1, 2, 4, … up to it).",
+)
+@click.option("--mode", type=click.Choice(["process", "thread", "both"]), default="process", show_default=True)
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True)
+@click.option("--duration", type=float, metavar="S", help="Fixed time: seconds per repetition (default 1).")
+@click.option("--ops", type=int, metavar="N", help="Fixed work: operations per worker.")
+@click.option("--reps", type=int, default=3, show_default=True)
+@click.option("--warmup", type=float, default=0.3, show_default=True, metavar="S")
+@click.option("--interval", type=float, default=0.1, show_default=True, metavar="S")
+@click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
+@launch_options
+@common_options
+def scale(ctx: Context, launch, ranks, workers, placement, **kw):
+    """Each primitive's scaling with cores on every rank at once: a curve per
+    rank, the ranks whose nodes scale worse, and the whole job's throughput."""
+    from ..plan.cluster import plan_run, worker_counts
+    from ..plan.scale import plan as scale_plan
+
+    argv, note = _launcher(launch, ranks)
+    scale_plan(workers="1", placement=placement, available=1, explain=False, **kw)  # refuses bad options now
+    job = _job(argv)
+    counts = worker_counts(workers, job, placement)
+    _, fewest = job.fewest
+    inner = scale_plan(workers=",".join(map(str, counts)), placement=placement, available=fewest, explain=False, **kw)
+    plan = plan_run(inner, "scale", job, {**_params("scale", job, ranks), "placement": placement})
+    head = f"{len(plan.points)} points × {plan.reps} repetitions, workers per rank {','.join(map(str, counts))}"
+    _measure(ctx, "scale", plan, job, note, head)

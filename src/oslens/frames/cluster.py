@@ -4,7 +4,9 @@
 detour rate, longest and 99th-percentile detour, top cause, and whether it
 is an outlier (the rule is in `show --json`). `steps` (cluster bsp): one
 row per rank and measured step: its work time, its wait in the collective,
-its detour time, and whether it was the last to arrive. Times are ns.
+its detour time, and whether it was the last to arrive. `latency` (cluster
+latency): one row per rank and operation, its percentiles. `scale` (cluster
+scale): one row per rank, probe and worker count. Times are ns.
 """
 
 from __future__ import annotations
@@ -29,6 +31,27 @@ COLUMNS = {
         "work_ns": ("int64", "the step's work, ns (longer than undisturbed by the detours in it)"),
         "wait_ns": ("int64", "its wait in the collective, ns"),
         "last": ("bool", "this rank arrived last at the collective"),
+    },
+    "latency": {
+        "rank": ("int64", "MPI rank"),
+        "host": ("str", "its host"),
+        "operation": ("str", "probe[:variant]"),
+        "count": ("int64", "operations timed"),
+        "p50_ns": ("float64", "median latency, ns"),
+        "p99_ns": ("float64", "99th percentile, ns"),
+        "p99.9_ns": ("float64", "99.9th percentile, ns"),
+        "max_ns": ("float64", "longest, ns"),
+        "outlier": ("bool", "p99 beyond the outlier rule"),
+    },
+    "scale": {
+        "rank": ("int64", "MPI rank"),
+        "host": ("str", "its host"),
+        "probe": ("str", "probe[:variant]"),
+        "mode": ("str", "process or thread"),
+        "workers": ("int64", "workers on this rank"),
+        "ops_per_s": ("float64", "this rank's operations per second, median over repetitions"),
+        "per_worker": ("float64", "per worker"),
+        "efficiency": ("float64", "per-worker rate relative to the fewest workers (1 there)"),
     },
 }
 __doc__ += describe(COLUMNS)
@@ -68,4 +91,29 @@ def frames(run, records: list[dict]) -> dict:
                 }
                 for i in range(k)
             ]
-    return {"ranks": table(run.id, ranks, COLUMNS["ranks"]), "steps": table(run.id, steps, COLUMNS["steps"])}
+    latency = [
+        {"operation": op["operation"], **{k: r[k] for k in COLUMNS["latency"] if k in r}}
+        for op in s.latency or []
+        for r in op["ranks"]
+    ]
+    scale = [
+        {
+            "rank": r["rank"],
+            "host": r["host"],
+            "probe": c["probe"],
+            "mode": c["mode"],
+            "workers": n,
+            "ops_per_s": r["ops_per_s"][i],
+            "per_worker": r["per_worker"][i],
+            "efficiency": float("nan") if r["efficiency"][i] is None else r["efficiency"][i],
+        }
+        for c in s.scale or []
+        for r in c["ranks"]
+        for i, n in enumerate(r["workers"])
+    ]
+    return {
+        "ranks": table(run.id, ranks, COLUMNS["ranks"]),
+        "steps": table(run.id, steps, COLUMNS["steps"]),
+        "latency": table(run.id, latency, COLUMNS["latency"]),
+        "scale": table(run.id, scale, COLUMNS["scale"]),
+    }

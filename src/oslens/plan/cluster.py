@@ -5,6 +5,7 @@ nothing before anything is measured or stored."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import engine
 from ..errors import UsageError
+from ..parse import parse_worker_counts
 from . import Plan
 
 ROOT_OPT_IN = "--allow-run-as-root"  # Open MPI refuses root without it
@@ -62,12 +64,37 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], int | No
     return argv, n, note
 
 
-def check_launcher(argv: list[str]) -> None:
-    """Launches a job whose ranks exit at once: a launcher that cannot start
-    the MPI engine says so here, in one line, before anything is stored."""
+@dataclass(frozen=True)
+class Job:
+    """What the launcher starts: each rank's host and the CPUs of its share."""
+
+    launch: tuple[str, ...]
+    ranks: dict[int, tuple[str, int]]  # rank -> (host, CPUs)
+
+    @property
+    def hosts(self) -> int:
+        return len({h for h, _ in self.ranks.values()})
+
+    @property
+    def fewest(self) -> tuple[int, int]:
+        """The rank with the fewest CPUs, and how many: what a worker count per rank may reach."""
+        rank = min(self.ranks, key=lambda r: (self.ranks[r][1], r))
+        return rank, self.ranks[rank][1]
+
+    def describe(self) -> str:
+        counts = sorted({c for _, c in self.ranks.values()})
+        cpus = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        return f"{len(self.ranks)} rank(s) on {self.hosts} host(s), {cpus} CPU(s) each"
+
+
+def check_launcher(argv: list[str]) -> Job:
+    """Launches a job whose ranks only report their share of their node's
+    CPUs: a launcher that cannot start the MPI engine says so here, in one
+    line, before anything is stored; one that can tells how many CPUs each
+    rank will measure, which worker counts are planned from."""
     exe = str(engine.mpi_engine_path())
     try:
-        proc = subprocess.run([*argv, exe, "true"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([*argv, exe, "topology"], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         raise UsageError(f"--launch: '{shlex.join(argv)}' did not start a job within 60 s") from None
     except OSError as e:
@@ -81,19 +108,64 @@ def check_launcher(argv: list[str]) -> None:
         lines = [x.strip() for x in text.splitlines() if x.strip() and not set(x.strip()) <= set("-")]
         why = lines[0] if lines else f"exit status {proc.returncode}"
         raise UsageError(f"--launch: '{shlex.join(argv)}' failed: {why}")
+    ranks = {}
+    for line in proc.stdout.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue  # a launcher's own chatter on stdout
+        if isinstance(r, dict) and r.get("type") == "topology" and "rank" in r:
+            ranks[int(r["rank"])] = (str(r.get("host", "?")), int(r["available"]))
+    if not ranks:
+        raise UsageError(f"--launch: '{shlex.join(argv)}' started no rank of {exe} (is it an MPI launcher?)")
+    return Job(tuple(argv), dict(sorted(ranks.items())))
 
 
-def plan_run(inner: Plan, what: str, launch: list[str], params: dict) -> Plan:
-    """A single-node plan's engine invocations, each as one job on every rank."""
+def _per_rank(args: tuple[str, ...], workers: str | None) -> tuple[str, ...]:
+    """A single-node invocation made for any rank: without this host's CPU
+    list (each rank places its workers in its own share), with `workers`
+    per rank when given, else the invocation's own count."""
+    out, skip = [], False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == "--cpus" or (a == "--workers" and workers is not None):
+            skip = True
+            continue
+        out.append(a)
+        if i == 0 and workers is not None:
+            out += ["--workers", workers]
+    return tuple(out)
+
+
+def plan_run(inner: Plan, what: str, job: Job, params: dict, workers: str | None = None) -> Plan:
+    """A single-node plan's engine invocations, each as one job on every
+    rank. Checked by the plain engine here with one worker: the ranks' nodes
+    may have more CPUs than this one (their counts were checked against
+    `job`)."""
     points = []
     for p in inner.points:
-        args = list(p.args)
-        if "--cpus" in args:  # this host's CPUs: each rank measures its own share instead
-            at = args.index("--cpus")
-            del args[at : at + 2]
-        points.append(ClusterPoint(f"{what} {p.label}", tuple(args), tuple(launch), check_args=tuple(args)))
+        args = _per_rank(p.args, workers)
+        points.append(ClusterPoint(f"{what} {p.label}", args, job.launch, check_args=_per_rank(args, "1")))
     inner_params = {k: v for k, v in inner.params.items() if k != "cpus"}
     return Plan(points, inner.reps, {**inner_params, **params})
+
+
+def worker_counts(workers: str | None, job: Job, placement: str = "compact", one: bool = False) -> list[int]:
+    """Worker counts per rank ('1,2,max', '1-8', max = the fewest CPUs any rank
+    has; none given: the single-node default for that many), none beyond
+    the rank with the fewest CPUs."""
+    rank, fewest = job.fewest
+    text = None if workers is None else ",".join(str(fewest) if w.strip() == "max" else w for w in workers.split(","))
+    counts = parse_worker_counts(text, 1 << 20, placement=placement) if text else None
+    counts = counts or parse_worker_counts(None, fewest, placement=placement)
+    if counts[-1] > fewest:
+        host = job.ranks[rank][0]
+        raise UsageError(f"--workers: {counts[-1]} workers per rank, but rank {rank} on {host} has {fewest} CPU(s)")
+    if one and len(counts) != 1:
+        raise UsageError("--workers: one worker count per rank (a number or 'max')")
+    return counts
 
 
 def plan_bsp(

@@ -22,6 +22,7 @@ def plan(
     opts: tuple[str, ...],
     explain: bool = False,
     explain_duration: float | None = None,
+    available: int | None = None,
 ) -> Plan:
     """With explain, each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
@@ -29,9 +30,12 @@ def plan(
     worker's time charged to its kernel causes and, where the probe times
     its operations, each operation's latency. Measured apart, so that the
     plain figures stay free of the attribution's cost, and right after, so
-    that the two see the same machine; the pair gives that cost."""
+    that the two see the same machine; the pair gives that cost.
+
+    available: the CPUs worker counts may reach (default: this machine's;
+    `cluster scale` gives the fewest any rank has)."""
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
-    ncpus = engine.topology()["available"]
+    ncpus = available or engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
     probes = parse_probes(probe)
     probe_opts = parse_opts(opts, probes)

@@ -9,6 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..format import ns as fmt_ns
+from ..format import si
+
+# Beyond this many ranks, the terminal shows the outlier ranks and the spread
+# across ranks, not a row per rank (`export` and `show --json` have them all).
+MAX_ROWS = 32
 
 
 def _pct(x: float) -> str:
@@ -25,8 +30,113 @@ def rows_lines(s) -> list[str]:
     return out
 
 
+def latency_rows(op: dict, every: bool = True) -> tuple[list[str], list[list[str]]]:
+    """One operation of `cluster latency`: its percentiles on each rank (or,
+    with every=False and many ranks, on the outliers), then across ranks."""
+    cols = ["rank", "host", "workers", "timed", "p50", "p99", "p99.9", "max", ""]
+    ranks = op["ranks"] if every or len(op["ranks"]) <= MAX_ROWS else [r for r in op["ranks"] if r["outlier"]]
+    rows = [
+        [
+            str(r["rank"]),
+            r["host"],
+            str(r["workers"]),
+            str(r["count"]),
+            *(fmt_ns(r[f"{q}_ns"]) if r["count"] else "-" for q in ("p50", "p99", "p99.9", "max")),
+            "outlier" if r["outlier"] else "",
+        ]
+        for r in ranks
+    ]
+    a = op["across"]
+    for i, what in enumerate(("min", "median", "max")):
+        rows.append(
+            [
+                f"{what} of ranks",
+                "",
+                "",
+                "",
+                *(fmt_ns(a[f"{q}_ns"][i]) if a.get(f"{q}_ns") else "-" for q in ("p50", "p99", "p99.9")),
+                "",
+                "",
+            ]
+        )
+    return cols, rows
+
+
+def scale_rows(c: dict, every: bool = True) -> tuple[list[str], list[list[str]]]:
+    """One probe of `cluster scale`: ops/s and efficiency at each worker count
+    per rank, and the whole job's ops/s (its ranks ran at once)."""
+    counts = c["workers"]
+    cols = ["rank", "host", *(f"{n} workers" for n in counts), ""]
+    ranks = c["ranks"] if every or len(c["ranks"]) <= MAX_ROWS else [r for r in c["ranks"] if r["outlier"]]
+    rows = []
+    for r in ranks:
+        cells = []
+        for n in counts:
+            i = r["workers"].index(n)
+            eff = r["efficiency"][i]
+            cells.append(si(r["ops_per_s"][i]) + ("" if eff is None else f" ({eff:.0%})"))
+        rows.append([str(r["rank"]), r["host"], *cells, "outlier" if r["outlier"] else ""])
+    rows.append(["job", f"{len(c['ranks'])} ranks", *(si(x) for x in c["job_ops_per_s"]), ""])
+    return cols, rows
+
+
+def _print_table(console: Console, title: str, cols: list[str], rows: list[list[str]]) -> None:
+    t = Table(title=title, box=None)
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if i in (1,) or col == "" else "right")
+    for row in rows:
+        t.add_row(*(Text(x) for x in row))
+    console.print(t)
+
+
+def outlier_lines(s) -> list[str]:
+    """One sentence per outlier rank of `cluster latency` / `cluster scale`."""
+    out = []
+    for op in s.latency or []:
+        med = op["across"].get("p99_ns", [None, None, None])[1]
+        for r in op["ranks"]:
+            if r["outlier"]:
+                out.append(
+                    f"{op['operation']}: rank {r['rank']} on {r['host']} is an outlier, "
+                    f"p99 {fmt_ns(r['p99_ns'])} against a median of {fmt_ns(med)} across ranks"
+                )
+    for c in s.scale or []:
+        for r in c["ranks"]:
+            if r["outlier"]:
+                out.append(
+                    f"{c['probe']}: rank {r['rank']} on {r['host']} scales worse than the others, "
+                    f"{si(r['per_worker'][-1])} ops/s per worker at {r['workers'][-1]} workers"
+                )
+    return out
+
+
+def _show_nodes(console: Console, s) -> None:
+    if s.node_diff:
+        console.print("what differs between the nodes:", highlight=False)
+        for fact, hosts in s.node_diff.items():
+            console.print(
+                f"  {fact}: " + "; ".join(f"{h}: {v}" for h, v in hosts.items()), highlight=False, markup=False
+            )
+    elif s.hosts > 1:
+        console.print("the nodes' kernel, command line, THP, clock source, governors and IRQ placement are the same")
+
+
 def show(console: Console, run, summary) -> None:
     s = summary
+    if s.latency is not None or s.scale is not None:
+        for op in s.latency or []:
+            _print_table(console, f"cluster latency: {op['operation']}", *latency_rows(op, every=False))
+        for c in s.scale or []:
+            _print_table(
+                console, f"cluster scale: {c['probe']} ({c['mode']}), ops/s (efficiency)", *scale_rows(c, every=False)
+            )
+        console.print(f"outlier: {s.rule}", style="dim", highlight=False, markup=False)
+        for line in outlier_lines(s):
+            console.print(line, highlight=False, markup=False)
+        _show_nodes(console, s)
+        for n in s.notes:
+            console.print(n, style="yellow", highlight=False, markup=False)
+        return
     t = Table(title=f"cluster {s.measure}: {len(s.ranks)} ranks on {s.hosts} host(s)", box=None)
     for col in ("rank", "host", "CPUs", "noise share", "detours/s", "p99", "max", "top causes", ""):
         t.add_column(col, justify="right" if col in ("rank", "noise share", "detours/s", "p99", "max") else "left")
@@ -54,14 +164,7 @@ def show(console: Console, run, summary) -> None:
     console.print(f"outlier: {s.rule}", style="dim", highlight=False, markup=False)
     for line in rows_lines(s):
         console.print(line, highlight=False, markup=False)
-    if s.node_diff:
-        console.print("what differs between the nodes:", highlight=False)
-        for fact, hosts in s.node_diff.items():
-            console.print(
-                f"  {fact}: " + "; ".join(f"{h}: {v}" for h, v in hosts.items()), highlight=False, markup=False
-            )
-    elif s.hosts > 1:
-        console.print("the nodes' kernel, command line, THP, clock source, governors and IRQ placement are the same")
+    _show_nodes(console, s)
     for n in s.notes:
         console.print(n, style="yellow", highlight=False, markup=False)
     if s.bsp and s.bsp.get("steps"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...analysis.cluster import analyze
 from ...format import ns as fmt_ns
-from ..cluster import rows_lines
+from ..cluster import latency_rows, outlier_lines, rows_lines, scale_rows
 from .page import Note, Section, Table
 
 
@@ -13,6 +13,22 @@ def sections(runs) -> list[Section]:
     blocks = []
     for rd in runs:
         s = analyze(rd.run, rd.records)
+        if s.latency is not None or s.scale is not None:
+            for op in s.latency or []:
+                blocks.append(
+                    Table(
+                        f"{rd.label}: cluster latency, {op['operation']}",
+                        *latency_rows(op),
+                        caption=f"outlier: {s.rule}",
+                    )
+                )
+            for c in s.scale or []:
+                title = f"{rd.label}: cluster scale, {c['probe']} ({c['mode']}), ops/s (efficiency)"
+                blocks.append(Table(title, *scale_rows(c), caption=f"outlier: {s.rule}"))
+            blocks += [Note(line, warning=True) for line in outlier_lines(s)]
+            for fact, hosts in s.node_diff.items():
+                blocks.append(Note(f"{fact} differs: " + "; ".join(f"{h}: {v}" for h, v in hosts.items())))
+            continue
         blocks.append(
             Table(
                 f"{rd.label}: cluster {s.measure}, {len(s.ranks)} ranks on {s.hosts} host(s)",
