@@ -113,6 +113,14 @@ def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_pa
         low, mid, high = o["across"]["p99_ns"]
         assert low <= mid <= high and {low, high} == {r["p99_ns"] for r in o["ranks"]}
     assert mpi_processes() == []
+    # the same rows in the tidy frame and the HTML report
+    e = oslens("export", "last", "--format", "csv", "--frame", "latency", db=db)
+    assert e.returncode == 0, e.stderr
+    assert len(e.stdout.strip().splitlines()) == 1 + 2 * 2
+    html = tmp_path / "r.html"
+    r = oslens("report", "last", "-o", str(html), db=db)
+    assert r.returncode == 0, r.stderr
+    assert "cluster latency, dup" in html.read_text()
 
 
 @pytest.mark.parametrize("ranks, counts", [("1", [1, 2]), ("2", [1])])
