@@ -2,8 +2,10 @@
 here), on this host with 2 ranks.
 
 1. The collective's own cost: the harness's figure (the wait of the rank
-   that arrived last, median over steps) against a minimal MPI loop timing
-   the same collective back to back, as osu_barrier does.
+   that arrived last, median over steps) against a minimal MPI loop doing
+   the same (spin, then the collective, the last entrant's wait), and
+   against the collective back to back, as osu_barrier times it (cheaper:
+   its flags stay hot in the cache and the partner is already polling).
 2. Measured vs predicted bulk-synchronous slowdown, without and with noise
    injected on one rank's CPU (a SCHED_FIFO thread, `oslens-engine inject`)
    of a few sizes: how far the tail-at-scale prediction is off.
@@ -44,8 +46,9 @@ def oslens_bsp(db: Path, *args: str) -> dict:
     return json.loads(p.stdout)["bsp"]
 
 
-def minimal_loop(exe: Path, calls: int, collective: str) -> float:
-    out = subprocess.run([*launcher(), str(exe), str(calls), collective], capture_output=True, text=True, check=True)
+def minimal_loop(exe: Path, calls: int, collective: str, compute_us: int = 0) -> float:
+    argv = [*launcher(), str(exe), str(calls), collective, str(compute_us)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[0])
 
 
@@ -62,17 +65,19 @@ def main() -> None:
         db = Path(tmp) / "b.db"
         print(f"1. the collective's own cost, ns: {a.rounds} alternated rounds, 2 ranks on CPUs {cpus}")
         for coll in ("barrier", "allreduce"):
-            ours, ref = [], []
+            ours, same, tight = [], [], []
             for _ in range(a.rounds):
                 ours.append(
                     oslens_bsp(
                         db, "--compute-us", "20", "--iterations", str(a.iterations), "--collective", coll, "--no-bpf"
                     )["collective_ns"]
                 )
-                ref.append(minimal_loop(exe, a.iterations * 10, coll))
+                same.append(minimal_loop(exe, a.iterations, coll, 20))
+                tight.append(minimal_loop(exe, a.iterations * 10, coll))
             print(
-                f"   {coll:9} harness median {np.median(ours):7.0f}  minimal loop {np.median(ref):7.0f}"
-                f"  (harness rounds {[round(x) for x in ours]}, loop {[round(x) for x in ref]})"
+                f"   {coll:9} harness {np.median(ours):5.0f}  minimal loop, same steps {np.median(same):5.0f}"
+                f"  back to back {np.median(tight):5.0f}  (rounds: {[round(x) for x in ours]}, "
+                f"{[round(x) for x in same]}, {[round(x) for x in tight]})"
             )
         print("2. measured vs predicted slowdown (mean, p99), 1 ms steps, noise injected on rank 1's CPU")
         for busy_us in (0, 50, 200, 1000):

@@ -308,8 +308,12 @@ def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> d
     delay = np.array(delay)
     undisturbed = float(max(np.median(w[keep] - d[keep]) for w, d in zip(work, delay)))
     iteration = np.median(work + wait, axis=0)[keep]
-    last = np.argmax(work, axis=0)
-    cost = float(np.median(wait[last, np.arange(k)][keep]))  # the last to arrive waits only for the collective
+    # The last to arrive waits only for the collective itself, so it is the
+    # rank with the shortest wait: told without comparing clocks across
+    # nodes, and without the skew with which the previous step released the
+    # ranks (the longest work is not always the latest arrival).
+    last = np.argmin(wait, axis=0)
+    cost = float(np.median(wait.min(axis=0)[keep]))
     measured = iteration / undisturbed
 
     rng = np.random.default_rng(seed)

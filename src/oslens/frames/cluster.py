@@ -79,7 +79,8 @@ def frames(run, records: list[dict]) -> dict:
     steps = []
     if bsp:
         k = min(len(b["work_ns"]) for b in bsp.values())
-        last = [max(bsp, key=lambda r: bsp[r]["work_ns"][i]) for i in range(k)]
+        # the last to arrive waits least (as the analysis tells it)
+        last = [min(bsp, key=lambda r: bsp[r]["wait_ns"][i]) for i in range(k)]
         for rank, b in sorted(bsp.items()):
             steps += [
                 {
