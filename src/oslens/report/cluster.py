@@ -110,7 +110,11 @@ def outlier_lines(s) -> list[str]:
     return out
 
 
-def _show_nodes(console: Console, s) -> None:
+def _show_findings(console: Console, s, outliers: list[str]) -> None:
+    """Under the tables: the outlier rule, a sentence per outlier, what differs between the nodes, notes."""
+    console.print(f"outlier: {s.rule}", style="dim", highlight=False, markup=False)
+    for line in outliers:
+        console.print(line, highlight=False, markup=False)
     if s.node_diff:
         console.print("what differs between the nodes:", highlight=False)
         for fact, hosts in s.node_diff.items():
@@ -119,6 +123,8 @@ def _show_nodes(console: Console, s) -> None:
             )
     elif s.hosts > 1:
         console.print("the nodes' kernel, command line, THP, clock source, governors and IRQ placement are the same")
+    for n in s.notes:
+        console.print(n, style="yellow", highlight=False, markup=False)
 
 
 def show(console: Console, run, summary) -> None:
@@ -130,12 +136,7 @@ def show(console: Console, run, summary) -> None:
             _print_table(
                 console, f"cluster scale: {c['probe']} ({c['mode']}), ops/s (efficiency)", *scale_rows(c, every=False)
             )
-        console.print(f"outlier: {s.rule}", style="dim", highlight=False, markup=False)
-        for line in outlier_lines(s):
-            console.print(line, highlight=False, markup=False)
-        _show_nodes(console, s)
-        for n in s.notes:
-            console.print(n, style="yellow", highlight=False, markup=False)
+        _show_findings(console, s, outlier_lines(s))
         return
     t = Table(title=f"cluster {s.measure}: {len(s.ranks)} ranks on {s.hosts} host(s)", box=None)
     for col in ("rank", "host", "CPUs", "noise share", "detours/s", "p99", "max", "top causes", ""):
@@ -161,12 +162,7 @@ def show(console: Console, run, summary) -> None:
             )
         )
     console.print(t)
-    console.print(f"outlier: {s.rule}", style="dim", highlight=False, markup=False)
-    for line in rows_lines(s):
-        console.print(line, highlight=False, markup=False)
-    _show_nodes(console, s)
-    for n in s.notes:
-        console.print(n, style="yellow", highlight=False, markup=False)
+    _show_findings(console, s, rows_lines(s))
     if s.bsp and s.bsp.get("steps"):
         show_bsp(console, s.bsp)
 
