@@ -15,6 +15,7 @@ from oslens import compare as cmp
 from oslens.errors import UsageError
 from oslens.report.compare import render
 from oslens.store import Store
+from test_scale_report import point
 
 from conftest import oslens
 
@@ -34,35 +35,7 @@ def scale_run(store: Store, per_worker: dict[int, list[float]], machine: dict = 
     per_worker[n][rep] (every worker of a repetition at that rate)."""
     params = {"probes": ["dup:default"], "workers": sorted(per_worker), "reps": len(next(iter(per_worker.values())))}
     run_id = store.begin_run("scale", ["oslens", "scale"], params, machine)
-    records: list[dict] = [{"type": "context", "competition": None}]
-    for n, rates in sorted(per_worker.items()):
-        records.append(
-            {
-                "type": "header",
-                "probe": {"name": "dup"},
-                "variant": "default",
-                "mode": "process",
-                "placement": {"policy": "compact", "workers": []},
-                "fixed": "time",
-                "workers": n,
-            }
-        )
-        for rep, rate in enumerate(rates):
-            records += [
-                {
-                    "type": "worker",
-                    "rep": rep,
-                    "worker": w,
-                    "cpu": w,
-                    "cpu_seen": w,
-                    "ops": int(rate),
-                    "seconds": 1.0,
-                    "ops_per_sec": rate,
-                }
-                for w in range(n)
-            ]
-            records.append({"type": "rep", "rep": rep, "status": "ok"})
-        records.append({"type": "end", "status": "ok"})
+    records = [r for n, rates in sorted(per_worker.items()) for r in point(n, rates)]
     store.add_records(run_id, records)
     store.finish_run(run_id, "complete")
     return run_id
