@@ -30,14 +30,6 @@ def launch_options(fn):
     return wrapper
 
 
-def _launcher(launch: str | None, ranks: int | None):
-    """The launcher's argv and a note on what oslens added to it (no job started yet)."""
-    from ..plan.cluster import launcher
-
-    argv, _, note = launcher(launch, ranks)
-    return argv, note
-
-
 def _job(argv: list[str]):
     """The launcher started once: the ranks it starts and their CPUs. After
     every option is checked, so that bad input starts no job."""
@@ -60,8 +52,8 @@ def _measure(ctx: Context, what: str, plan, job, note: str | None, headline: str
         print_run(ctx, store, run_id)
 
 
-def _params(what: str, job, ranks: int | None) -> dict:
-    return {"measure": what, "launch": list(job.launch), "ranks": ranks or len(job.ranks)}
+def _params(what: str, job) -> dict:
+    return {"measure": what, "launch": list(job.launch), "ranks": len(job.ranks)}
 
 
 @click.group("cluster", help=CLUSTER_HELP)
@@ -80,15 +72,15 @@ def command():
 @common_options
 def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     """Detours on every CPU of every rank at once: the noisy nodes, and why."""
-    from ..plan.cluster import plan_run
+    from ..plan.cluster import launcher, plan_run
     from ..plan.noise import plan as noise_plan
 
-    argv, note = _launcher(launch, ranks)
+    argv, note = launcher(launch, ranks)
     inner = noise_plan(
         cpus=None, mode="thread", compete=None, attribution=not no_bpf, step_us=step_us, ftq_us=None, **kw
     )
     job = _job(argv)
-    plan = plan_run(inner, "noise", job, _params("noise", job, ranks), workers="max")
+    plan = plan_run(inner, "noise", job, _params("noise", job), workers="max")
     where = shlex.join(job.launch)
     _measure(
         ctx, "noise", plan, job, note, f"{kw['duration']:g} s × {kw['reps']} on every CPU of every rank of '{where}'"
@@ -106,9 +98,9 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
 def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, threshold_ns, no_bpf):
     """Compute, then a collective, on every rank: the measured slowdown
     against the tail-at-scale prediction, and who made each step late."""
-    from ..plan.cluster import plan_bsp
+    from ..plan.cluster import launcher, plan_bsp
 
-    argv, note = _launcher(launch, ranks)
+    argv, note = launcher(launch, ranks)
     plan = plan_bsp(
         compute_us=compute_us,
         iterations=iterations,
@@ -116,10 +108,9 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
         threshold_ns=threshold_ns,
         attribution=not no_bpf,
         launch=argv,
-        params={"measure": "bsp", "launch": argv},
     )
     job = _job(argv)
-    plan.params["ranks"] = ranks or len(job.ranks)
+    plan.params.update(_params("bsp", job))
     _measure(ctx, "bsp", plan, job, note, f"{compute_us} µs × {iterations} steps, {collective}")
 
 
@@ -139,15 +130,15 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
 def latency(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each operation's latency on every rank at once: the percentiles per
     rank, how they spread across the ranks, and the outliers."""
-    from ..plan.cluster import plan_run, worker_counts
+    from ..plan.cluster import launcher, plan_run, worker_counts
     from ..plan.latency import plan as latency_plan
 
     # planned for one worker here (options refused before any launch); each rank places its own n
-    argv, note = _launcher(launch, ranks)
+    argv, note = launcher(launch, ranks)
     inner = latency_plan(workers="1", placement=placement, compete=None, mix=False, **kw)
     job = _job(argv)
     n = worker_counts(workers, job, placement, one=True)[0]
-    params = {**_params("latency", job, ranks), "workers_per_rank": n, "placement": placement}
+    params = {**_params("latency", job), "workers_per_rank": n, "placement": placement}
     plan = plan_run(inner, "latency", job, params, workers=str(n))
     head = f"{len(plan.points)} operations × {plan.reps} repetitions, {n} worker(s) per rank"
     _measure(ctx, "latency", plan, job, note, head)
@@ -173,15 +164,15 @@ def latency(ctx: Context, launch, ranks, workers, placement, **kw):
 def scale(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each primitive's scaling with cores on every rank at once: a curve per
     rank, the ranks whose nodes scale worse, and the whole job's throughput."""
-    from ..plan.cluster import plan_run, worker_counts
+    from ..plan.cluster import launcher, plan_run, worker_counts
     from ..plan.scale import plan as scale_plan
 
-    argv, note = _launcher(launch, ranks)
+    argv, note = launcher(launch, ranks)
     scale_plan(workers="1", placement=placement, available=1, explain=False, **kw)  # refuses bad options now
     job = _job(argv)
     counts = worker_counts(workers, job, placement)
     _, fewest = job.fewest
     inner = scale_plan(workers=",".join(map(str, counts)), placement=placement, available=fewest, explain=False, **kw)
-    plan = plan_run(inner, "scale", job, {**_params("scale", job, ranks), "placement": placement})
+    plan = plan_run(inner, "scale", job, {**_params("scale", job), "placement": placement})
     head = f"{len(plan.points)} points × {plan.reps} repetitions, workers per rank {','.join(map(str, counts))}"
     _measure(ctx, "scale", plan, job, note, head)

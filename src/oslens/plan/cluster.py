@@ -31,9 +31,8 @@ class ClusterPoint:
     check_args: tuple[str, ...] | None = field(default=None, compare=False)  # checked by the plain engine
 
 
-def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], int | None, str | None]:
-    """The launcher's argv, the rank count when oslens chose it, and a note
-    on what it added. The default is `mpirun -n RANKS` on this host, ranks
+def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], str | None]:
+    """The launcher's argv and a note on what oslens added to it. The default is `mpirun -n RANKS` on this host, ranks
     left unbound (each engine takes its slice of the CPUs)."""
     if launch is not None:
         if ranks is not None:
@@ -46,7 +45,7 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], int | No
             raise UsageError("--launch: an empty command")
         if not shutil.which(argv[0]):
             raise UsageError(f"--launch: {argv[0]} not found")
-        return argv, None, None
+        return argv, None
     mpirun = shutil.which("mpirun")
     if not mpirun:
         raise UsageError(
@@ -61,7 +60,7 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], int | No
     if os.geteuid() == 0:
         argv.append(ROOT_OPT_IN)
         note = f"ranks run as root: launched with Open MPI's {ROOT_OPT_IN}"
-    return argv, n, note
+    return argv, note
 
 
 @dataclass(frozen=True)
@@ -157,9 +156,12 @@ def worker_counts(workers: str | None, job: Job, placement: str = "compact", one
     has; none given: the single-node default for that many), none beyond
     the rank with the fewest CPUs."""
     rank, fewest = job.fewest
-    text = None if workers is None else ",".join(str(fewest) if w.strip() == "max" else w for w in workers.split(","))
-    counts = parse_worker_counts(text, 1 << 20, placement=placement) if text else None
-    counts = counts or parse_worker_counts(None, fewest, placement=placement)
+    if workers:  # 'max' is the fewest CPUs, not this machine's
+        counts = parse_worker_counts(
+            ",".join(str(fewest) if w.strip() == "max" else w for w in workers.split(",")), 1 << 20
+        )
+    else:
+        counts = parse_worker_counts(None, fewest, placement=placement)
     if counts[-1] > fewest:
         host = job.ranks[rank][0]
         raise UsageError(f"--workers: {counts[-1]} workers per rank, but rank {rank} on {host} has {fewest} CPU(s)")
@@ -176,8 +178,9 @@ def plan_bsp(
     threshold_ns: int | None,
     attribution: bool,
     launch: list[str],
-    params: dict,
 ) -> Plan:
+    """The bsp job; the caller adds the job's own parameters (launch, ranks)
+    once the launcher has been checked."""
     if not 1 <= compute_us <= 1_000_000:
         raise UsageError(f"--compute-us: {compute_us} is not a whole number of µs from 1 to 1000000")
     if not 1 <= iterations <= 10_000_000:
@@ -197,7 +200,6 @@ def plan_bsp(
         [point],
         1,
         {
-            **params,
             "compute_us": compute_us,
             "iterations": iterations,
             "collective": collective,
