@@ -1,14 +1,15 @@
 #include "hist.h"
 #include "json.h"
+#include "mem.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct hist *hist_new(void)
 {
-	struct hist *h = malloc(sizeof *h);
+	struct hist *h = calloc_touched(1, sizeof *h);
 	if (h)
-		hist_reset(h);
+		h->min = UINT64_MAX;
 	return h;
 }
 

@@ -18,6 +18,7 @@
 #include "../bpf/noise.h"
 #include "../clock.h"
 #include "../event_batch.h"
+#include "../mem.h"
 #include "../engine.h"
 #include "../json.h"
 
@@ -171,14 +172,16 @@ int cmd_bsp(int argc, char **argv)
 	uint64_t n = (uint64_t)((double)c.compute_us * 1000 / lns);
 	long k = c.iterations;
 	struct steps s = {.cap = (uint64_t)c.max_detours};
-	s.start = calloc((size_t)k, sizeof *s.start);
-	s.work = calloc((size_t)k, sizeof *s.work);
-	s.wait = calloc((size_t)k, sizeof *s.wait);
-	s.synced = calloc((size_t)(k / c.sync_every + 2), sizeof *s.synced);
-	s.detour = calloc(s.cap, sizeof *s.detour);
+	/* Never fault while measuring: each step's figures are stored between
+	 * its end and the next step's start, where a fault would make this rank
+	 * late unseen. */
+	s.start = calloc_touched((size_t)k, sizeof *s.start);
+	s.work = calloc_touched((size_t)k, sizeof *s.work);
+	s.wait = calloc_touched((size_t)k, sizeof *s.wait);
+	s.synced = calloc_touched((size_t)(k / c.sync_every + 2), sizeof *s.synced);
+	s.detour = calloc_touched(s.cap, sizeof *s.detour);
 	if (!s.start || !s.work || !s.wait || !s.synced || !s.detour)
 		die_usage("bsp: out of memory for %ld steps", k);
-	memset(s.detour, 0, s.cap * sizeof *s.detour); /* never fault while measuring */
 
 	struct event_batch events = {0};
 	int tracing = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../json.h"
+#include "../mem.h"
 #include "../probe.h"
 
 struct detour {
@@ -98,10 +99,9 @@ static int detour_setup(struct worker *w)
 		return -1;
 	w->data = d;
 	d->cap = (uint64_t)probe_opt(w->env, "max_detours");
-	d->rec = malloc(d->cap * sizeof *d->rec);
+	d->rec = calloc_touched(d->cap, sizeof *d->rec); /* never fault while recording */
 	if (!d->rec)
 		return -1;
-	memset(d->rec, 0, d->cap * sizeof *d->rec); /* never fault while recording */
 	d->loop_ns = calibrate();
 	long thr = probe_opt(w->env, "threshold_ns");
 	/* Default: 20 loop times, but no less than 500 ns. Shorter gaps in a
@@ -114,10 +114,9 @@ static int detour_setup(struct worker *w)
 		/* Sized for the longest run the harness allows (a week), capped. */
 		d->quantum_ticks = (uint64_t)((double)quantum_us * 1000 / ticks_unit_ns());
 		d->ftq_cap = (uint64_t)probe_opt(w->env, "ftq_max");
-		d->ftq = calloc(d->ftq_cap, sizeof *d->ftq);
+		d->ftq = calloc_touched(d->ftq_cap, sizeof *d->ftq);
 		if (!d->ftq)
 			return -1;
-		memset(d->ftq, 0, d->ftq_cap * sizeof *d->ftq);
 	}
 	long hz = probe_opt(w->env, "signal_hz");
 	signal_busy_ns = (uint64_t)probe_opt(w->env, "signal_busy_us") * 1000;
