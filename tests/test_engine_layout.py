@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # The bottom: what every command uses and what uses nothing of the engine.
-BOTTOM = {"args.o", "clock.o", "hist.o", "json.o", "textfile.o", "topology.o"}
+BOTTOM = {"args.o", "clock.o", "hist.o", "json.o", "mem.o", "textfile.o", "topology.o"}
 
 
 def symbols(obj: Path) -> tuple[set[str], set[str]]:
