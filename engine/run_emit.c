@@ -41,6 +41,8 @@ void emit_worker_common(struct json *j, const struct master *m, int rep, int i)
 	/* what a probe that copies or tears down the address space (fork) pays for */
 	json_obj(j, "image");
 	json_bool(j, "fresh", s->c.fresh_image); /* exec'd afresh, not a copy of the master */
+	if (s->c.fresh_image)
+		json_str(j, "program", s->c.program);
 	if (s->c.image_maps >= 0)
 		json_int(j, "mappings", s->c.image_maps);
 	else

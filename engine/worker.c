@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -344,6 +345,26 @@ static char **worker_environment(void)
 	return kept;
 }
 
+/* The worker image beside this engine (oslens-engine-worker, or its static
+ * build for the static engine: worker_image.c), if it is there. */
+static int worker_image_path(char *path, size_t size)
+{
+#ifdef OSLENS_STATIC
+	static const char name[] = "oslens-engine-worker-static";
+#else
+	static const char name[] = "oslens-engine-worker";
+#endif
+	ssize_t len = readlink("/proc/self/exe", path, size - 1);
+	if (len <= 0)
+		return -1;
+	path[len] = 0;
+	char *slash = strrchr(path, '/');
+	if (!slash || (size_t)(slash + 1 - path) + sizeof name > size)
+		return -1;
+	memcpy(slash + 1, name, sizeof name);
+	return access(path, X_OK);
+}
+
 void worker_exec_fresh(const struct master *m, int idx)
 {
 	const struct run_config *cfg = m->cfg;
@@ -368,6 +389,12 @@ void worker_exec_fresh(const struct master *m, int idx)
 		for (int i = 0; i < cfg->argc; i++)
 			argv[n++] = cfg->argv[i];
 		argv[n] = NULL;
+		char image[PATH_MAX];
+		if (worker_image_path(image, sizeof image) == 0) {
+			argv[0] = image;
+			execve(image, argv, worker_environment());
+		}
+		argv[0] = cfg->argv[0]; /* no worker image beside the engine: the engine itself */
 		execve("/proc/self/exe", argv, worker_environment());
 	}
 	worker_fail(&m->shm->slot[idx], "exec of a fresh worker", errno);
@@ -410,6 +437,7 @@ int cmd_worker(int argc, char **argv)
 		return 1;
 	}
 	s->c.fresh_image = 1;
+	snprintf(s->c.program, sizeof s->c.program, "%s", name ? name + 1 : argv[0]);
 	worker_main(shm, &cfg, envs, idx);
 	return 0;
 }

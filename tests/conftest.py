@@ -123,9 +123,10 @@ def sem_ids() -> set[int]:
 
 
 def engine_processes() -> list[int]:
-    """Every live process running this checkout's engine (dynamic or static);
-    engines of another checkout running tests alongside are not ours."""
-    ours = {engine_bin(), engine_bin() + "-static"}
+    """Every live process running this checkout's engine (dynamic or static)
+    or its worker image; engines of another checkout running tests alongside
+    are not ours."""
+    ours = {engine_bin() + suffix for suffix in ("", "-static", "-worker", "-worker-static")}
     found = []
     for d in glob.glob("/proc/[0-9]*"):
         try:

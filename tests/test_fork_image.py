@@ -15,7 +15,7 @@ import pytest
 
 from oslens import engine
 
-from conftest import SESSION_TMP
+from conftest import SESSION_TMP, oslens
 
 BENCH = Path(__file__).parents[1] / "bench"
 FLAGS = ["-O2", "-std=gnu11", "-pthread", "-D_GNU_SOURCE"]
@@ -59,6 +59,8 @@ def test_the_fork_parent_is_as_lean_as_a_plain_program(probe, static):
     maps, anon = plain_image(static)
     assert image["mappings"] > 0 and image["anon_kb"] > 0
     assert image["fresh"] is True  # exec'd afresh: no page of the master, no anon_vma chain to it
+    # the worker image beside the engine, without its attribution, workloads and output
+    assert image["program"] == "oslens-engine-worker" + ("-static" if static else "")
     # the engine's worker adds its shared results page, its heap and its bss to the
     # plain program's: a few mappings, not its libraries; tens of KiB, not hundreds
     assert image["mappings"] <= maps + 3, (image, maps)
@@ -94,3 +96,43 @@ def test_fresh_workers_read_the_masters_clock():
     units = {r["hist"]["unit_ns"] for r in records if r["type"] == "hist"}
     assert len([r for r in records if r["type"] == "hist"]) == n
     assert len(units) == 1, units
+
+
+def test_the_static_worker_image_puts_forks_child_path_on_the_fewest_pages():
+    # glibc's fork path and the bookkeeping its child writes, each within one
+    # fault-around window or page: worker_layout.sh finds nothing to pad in
+    # the installed image (one more fault per fork was 4 % of fork-static)
+    image = engine.engine_path().with_name("oslens-engine-worker-static")
+    if not image.exists():
+        pytest.skip("no static engine built here")
+    pads = subprocess.run(
+        ["sh", str(Path(__file__).parents[1] / "engine" / "worker_layout.sh"), str(image)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert [line.split()[1] for line in pads.splitlines() if line.strip().startswith(".space")] == ["0,", "0"], pads
+
+
+def test_without_a_worker_image_the_engine_execs_itself(tmp_path):
+    # an engine copied alone still gives fork a fresh worker: itself
+    exe = tmp_path / "oslens-engine"
+    shutil.copy(engine.engine_path(), exe)
+    image = worker_image(exe, "fork")
+    assert image["fresh"] is True and image["program"] == "oslens-engine"
+
+
+def test_the_scale_table_states_the_workers_image(tmp_path):
+    # what fork copies is part of what it measures: fork's series names the
+    # fresh worker image, a thread series (one shared address space) nothing
+    out = oslens(
+        "scale", "--probe", "fork,getppid", "--workers", "1", "--ops", "20", "--reps", "1", db=tmp_path / "db"
+    ).stdout
+    fork, getppid = out.split("getppid:default")
+    assert "worker image: a fresh oslens-engine-worker, " in fork
+    assert " mappings, " in fork and " KiB anonymous" in fork
+    assert "worker image: a copy of the engine, " in getppid
+    threads = oslens(
+        "scale", "--probe", "getppid", "--threads", "--workers", "1", "--ops", "20", "--reps", "1", db=tmp_path / "db"
+    ).stdout
+    assert "worker image" not in threads
