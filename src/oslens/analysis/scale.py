@@ -61,6 +61,7 @@ class Series:
     explained: list[ExplainedStats | None] | None = None
     knee: Knee | None = None
     explanation: str | None = None  # the knee in one sentence, or why there is none
+    image: str | None = None  # the worker processes' address space: what fork copies
 
     @property
     def title(self) -> str:
@@ -220,12 +221,34 @@ def _explain(s: Series, explained: dict) -> None:
         s.explanation = scales_sentence(got, eff)
 
 
+def worker_image(pts: list[ScalePoint]) -> str | None:
+    """What a worker process's address space held when it was ready (what
+    fork copies and a child's exit tears down), over every worker of the
+    series; None for threads (they share the engine's) or older records."""
+    images = [w["image"] for pt in pts for ws in pt.complete for w in ws if w.get("image")]
+    if not images or pts[0].mode != "process":
+        return None
+
+    def span(key: str, unit: str) -> str:
+        xs = [i[key] for i in images if i.get(key) is not None]
+        if not xs:
+            return f"{key.replace('_kb', '')} unknown"
+        lo, hi = min(xs), max(xs)
+        return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
+
+    programs = sorted({i.get("program", "?") for i in images if i.get("fresh")})
+    how = f"a fresh {', '.join(programs)}" if programs else "a copy of the engine"
+    if programs and not all(i.get("fresh") for i in images):
+        how += " or a copy of the engine"
+    return f"worker image: {how}, {span('mappings', ' mappings')}, {span('anon_kb', ' KiB anonymous')}"
+
+
 def summarize(records: list[dict]) -> list[Series]:
     out = []
     explained = explained_points(records)
     for (probe, variant, mode, placement, fixed), pts in scale_series(records).items():
         points = [p for pt in pts if (p := _point(pt)) is not None]
-        s = Series(probe, variant, mode, placement, fixed, points)
+        s = Series(probe, variant, mode, placement, fixed, points, image=worker_image(pts))
         if points:
             base = points[0]
             s.baseline_workers = base.workers

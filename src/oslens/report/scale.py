@@ -99,6 +99,8 @@ def footer_lines(s: Series, notes: list[str]) -> list[tuple[str, bool]]:
     if short:
         lines.append((short, True))
     lines.append((usl_text(s), False))
+    if s.image:
+        lines.append((s.image, False))
     return lines
 
 
