@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,27 @@ static int cmd_true(int argc, char **argv)
 	_exit(0);
 }
 
+static void hold_end(int sig)
+{
+	(void)sig;
+	_exit(0);
+}
+
+/* Does nothing until SIGTERM, SIGINT or SIGHUP: the first process of a
+ * container made for a run (`--in container`), whose engine invocations are
+ * exec'd beside it. As a namespace's init it would ignore SIGTERM without
+ * a handler, and the runtime would wait out its grace before SIGKILL. */
+static int cmd_hold(int argc, char **argv)
+{
+	if (argc != 2)
+		die_usage("hold takes no arguments (got '%s')", argv[2]);
+	signal(SIGTERM, hold_end);
+	signal(SIGINT, hold_end);
+	signal(SIGHUP, hold_end);
+	for (;;)
+		pause();
+}
+
 /* In oslens-engine-mpi, every rank's topology (its share of its node) with
  * its rank and node records: what `oslens cluster` plans worker counts
  * from, and its check that the launcher starts the ranks at all. */
@@ -180,6 +202,7 @@ static const struct command {
 	{"inject", "a periodic busy interruption on one CPU (tests)", cmd_inject},
 	{"histtest", "numbers on stdin into a histogram (tests)", cmd_histtest_argv},
 	{"true", "exit at once (the fork+exec probe's static target)", cmd_true},
+	{"hold", "wait for a signal (a run's container holds it while invocations are exec'd beside it)", cmd_hold},
 };
 
 int main(int argc, char **argv)
