@@ -10,6 +10,7 @@ usage error (its one-line message), never a failed measurement."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -78,8 +79,41 @@ def _message(stderr: str) -> str:
     return lines[-1].removeprefix(f"{ENGINE}: ") if lines else ""
 
 
+# The environment the engine runs in (envs/): None, the host's engine as
+# installed; set by `inside` for the span of one command.
+_inside = None
+
+
+def _exe() -> list[str]:
+    """The argv that runs the engine where the measurement is."""
+    return _inside.engine_argv() if _inside is not None else [str(engine_path())]
+
+
+@contextlib.contextmanager
+def inside(env) -> Iterator[None]:
+    """Every query and invocation of the engine, while this holds, runs in
+    env (a made environment, see envs/): what it offers and the topology it
+    sees are the inside's, not the host's."""
+    global _inside
+    cached = (_listing, limits, workloads, probes, topology)
+    previous, _inside = _inside, env
+    for f in cached:
+        f.cache_clear()
+    try:
+        yield
+    finally:
+        _inside = previous
+        for f in cached:
+            f.cache_clear()
+
+
+def environment() -> dict | None:
+    """Where the engine runs now (run metadata), None on the host."""
+    return _inside.describe() if _inside is not None else None
+
+
 def _query(*args: str) -> list[dict]:
-    proc = subprocess.run([str(engine_path()), *args], capture_output=True, text=True)
+    proc = subprocess.run([*_exe(), *args], capture_output=True, text=True)
     if proc.returncode == USAGE_STATUS:
         raise UsageError(_message(proc.stderr) or f"{ENGINE} refused: {' '.join(args)}")
     if proc.returncode != 0:
@@ -273,7 +307,7 @@ def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
 def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> subprocess.Popen:
     """Starts the engine with these arguments (the only place that does);
     with `launch`, the MPI engine as ranks of a job that launcher starts."""
-    exe = [*launch, str(mpi_engine_path())] if launch else [str(engine_path())]
+    exe = [*launch, str(mpi_engine_path())] if launch else _exe()
     return subprocess.Popen([*exe, *args], **popen)
 
 
@@ -307,6 +341,8 @@ class EngineRun:
         self._closed = False
         self.errors: list[str] = []
         self.stderr = ""
+        # what an engine inside an environment made is that environment's to remove
+        self.on_host = _inside is None
 
     def __iter__(self) -> Iterator[dict]:
         assert self.proc.stdout is not None
@@ -337,7 +373,7 @@ class EngineRun:
             self.proc.stderr.close()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        if self.end is None:
+        if self.end is None and self.on_host:
             self._remove_leftovers()
         return rc
 

@@ -51,6 +51,9 @@ def machine_metadata() -> dict:
     meta = collectors.collect_machine()
     meta["topology"] = engine.topology()
     meta["engine"] = str(engine.engine_path())
+    env = engine.environment()
+    if env is not None:  # the topology above is the inside's
+        meta["environment"] = env
     return meta
 
 
