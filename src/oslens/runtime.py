@@ -10,7 +10,7 @@ made the entry. In it:
 
 - `owner`: pid, start time, boot id, argv;
 - `owns`: a line per object this process makes (`cgroup PATH`,
-  `tmpdir PATH`), written before it makes it;
+  `tmpdir PATH`, `container RUNTIME NAME`), written before it makes it;
 - `engine.PID.START`: the ledger of each engine it started (the engine is
   handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
   name starts with it), `sem_key KEY` before a SysV semaphore set is
@@ -236,6 +236,8 @@ def release() -> None:
             p = Path(what)
             if p.is_dir():
                 _cgroups()._empty_and_remove(p)
+        elif kind == "container":
+            remove_container(what)
     shutil.rmtree(d, ignore_errors=True)
     _entry = None
 
@@ -403,6 +405,23 @@ def _sweep_ledger(
     return out
 
 
+def remove_container(what: str) -> str:
+    """`RUNTIME NAME`: a run's container (envs/container.py), removed with
+    everything in it — its processes, SysV objects and files."""
+    runtime_name, _, name = what.partition(" ")
+    if runtime_name not in ("podman", "docker") or not name.startswith("oslens.") or not shutil.which(runtime_name):
+        return "left alone"
+    import subprocess
+
+    try:
+        proc = subprocess.run([runtime_name, "rm", "--force", name], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "failed: the runtime did not answer"
+    if proc.returncode == 0:
+        return "removed"
+    return "gone" if "no such container" in proc.stderr.lower() else f"failed: {proc.stderr.strip()[-200:]}"
+
+
 def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
     """The directory at path or, prefix, every one whose path starts with it."""
     out = []
@@ -453,6 +472,10 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
             for kind, what in _lines(d / OWNS):
                 if kind == "tmpdir":
                     out += _sweep_tmp(d.name, what, dry_run, same_boot)
+                elif kind == "container" and same_boot:
+                    action = "would remove" if dry_run else remove_container(what)
+                    if action != "gone":
+                        out.append(Leftover(d.name, "container", what, action))
                 elif kind == "cgroup" and same_boot and Path(what).is_dir():
                     if not dry_run:
                         _cgroups()._empty_and_remove(Path(what))
