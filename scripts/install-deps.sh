@@ -38,6 +38,13 @@ case " $* " in *" cluster "*|*" test "*)
     want "command -v mpirun" openmpi-bin
 esac
 
+# `install-deps.sh envs` (and `test`): podman, for `--in container` (runc
+# beside it: crun, podman's choice elsewhere, refuses v1/hybrid cgroups).
+case " $* " in *" envs "*|*" test "*)
+    want "command -v podman"                          podman
+    want "command -v runc || test -x /usr/sbin/runc"  runc
+esac
+
 # `install-deps.sh test`: the report tests load each report in headless
 # Chromium through its WebDriver; the house rules check C with clang-format.
 if [ "${1:-}" = test ]; then
@@ -48,7 +55,7 @@ fi
 
 [ -z "$missing$optional" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
-    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser or C style check)" >&2
+    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser, C style check, MPI or container runtime)" >&2
     [ -z "$missing" ] && exit 0
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
@@ -63,7 +70,7 @@ for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
     if apt-cache show "$p" >/dev/null 2>&1; then
         missing="$missing $p"
     else
-        echo "oslens: no package $p here: the engine will have no BPF attribution (or the tests no browser or C style check)" >&2
+        echo "oslens: no package $p here: the engine will have no BPF attribution (or the tests no browser, C style check, MPI or container runtime)" >&2
     fi
 done
 [ -z "$missing" ] && exit 0

@@ -93,6 +93,38 @@ def common_options(fn):
     return wrapper
 
 
+def environment_option(refusal: str | None = None):
+    """--in ENV: the command's engine runs in that environment (envs/), made
+    for the command and removed after it; refusal: why this command cannot."""
+
+    def decorate(fn):
+        @click.option(
+            "--in",
+            "where",
+            metavar="ENV[:KEY=VALUE,…]",
+            default="native",
+            show_default=True,
+            help="Where the engine runs: native, or container[:runtime=podman|docker,cpuset=CPUS,memory=SIZE] "
+            "(an image built here from scratch with the static engine).",
+        )
+        @functools.wraps(fn)
+        def wrapper(ctx: Context, where: str, **kw):
+            from .. import engine, envs
+
+            if refusal and where != "native":
+                raise UsageError(f"--in {where}: {refusal}")
+            env = envs.parse(where)
+            if env.name == "native":
+                return fn(ctx, **kw)
+            ctx.say(f"oslens: making the {env.name} environment")
+            with env, engine.inside(env):
+                return fn(ctx, **kw)
+
+        return wrapper
+
+    return decorate
+
+
 def print_run(ctx: Context, store: Store, run_id: int):
     """Analyses a stored run through its kind, stores the summary and prints
     it: one JSON document with the run's metadata, or the run line and the
@@ -130,6 +162,10 @@ def print_run_line(ctx: Context, run) -> None:
         f" {run.kind} {run.status} · {run.started} · {run.host} · Linux {kernel} · {cpu} · "
         f"{m.get('topology', {}).get('available', '?')} CPUs",
     )
+    env = m.get("environment")
+    if env:
+        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime") if env.get(k) not in (None, "default"))
+        line.append(f" · in a {env['name']}" + (f" ({how})" if how else ""))
     ctx.out.print(line, highlight=False)
 
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import EXIT_FAILED, Context, common_options, one_of, print_dry_run, print_run, renamed
+from . import EXIT_FAILED, Context, common_options, environment_option, one_of, print_dry_run, print_run, renamed
 
 
 @click.command("appscale", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -51,6 +51,7 @@ from . import EXIT_FAILED, Context, common_options, one_of, print_dry_run, print
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
+@environment_option(refusal="appscale measures a command on the host; environments are for scale, latency and noise")
 def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, dry_run: bool, **kw):
     """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
     from .. import appscale as app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..cpulist import format_cpulist
-from . import Context, common_options, measure
+from . import Context, common_options, environment_option, measure
 
 
 @click.command("latency")
@@ -35,6 +35,7 @@ from . import Context, common_options, measure
     help="Also measure with this probe running on other CPUs (default: every CPU left free).",
 )
 @common_options
+@environment_option()
 def command(ctx: Context, **kw):
     """What does each operation cost, and how variable is it?"""
     from ..plan.latency import plan as latency_plan

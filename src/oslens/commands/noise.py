@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..cpulist import format_cpulist
-from . import Context, common_options, measure, one_of, renamed
+from . import Context, common_options, environment_option, measure, one_of, renamed
 
 
 @click.command("noise")
@@ -42,6 +42,7 @@ from . import Context, common_options, measure, one_of, renamed
     help="Tail at scale: the length of one synchronised step, in µs.",
 )
 @common_options
+@environment_option()
 def command(ctx: Context, no_bpf: bool, no_attribution: bool, old_threshold: int | None, step_us: float, **kw):
     """How much does the OS interrupt a thread that only computes, and why?"""
     from ..plan.noise import plan as noise_plan

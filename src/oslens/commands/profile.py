@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from ..errors import MeasurementError, UsageError
-from . import Context, common_options, print_run
+from . import Context, common_options, environment_option, print_run
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -39,6 +39,7 @@ from . import Context, common_options, print_run
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
+@environment_option(refusal="profile measures a command on the host; environments are for scale, latency and noise")
 def command(
     ctx: Context,
     command: tuple[str, ...],

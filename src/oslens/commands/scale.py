@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..parse import OSMARK_PROBES
-from . import Context, common_options, measure, print_dry_run
+from . import Context, common_options, environment_option, measure, print_dry_run
 
 
 @click.command("scale")
@@ -62,6 +62,7 @@ from . import Context, common_options, measure, print_dry_run
     help="Print the plan (per worker count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
 )
 @common_options
+@environment_option()
 def command(ctx: Context, quick: bool, dry_run: bool, **kw):
     """Does each OS primitive scale with cores? (OSMark-style)"""
     from ..plan.scale import dry_run as scale_dry_run

@@ -1,0 +1,236 @@
+"""A container made for the run by the distribution's runtime (podman, or
+Docker): an image built locally from scratch that holds the static engine
+and its worker image only (no registry, no base image), one container per
+run that holds an idle engine, and every engine invocation `exec`'d in it.
+
+The container shares the host's kernel; what differs is what the kernel does
+for it — namespaces, its cgroup, seccomp, the runtime's mounts — which is
+what `--in container` measures. Its CPU set and memory limit are passed
+through (`cpuset=`, `memory=`). Limits this host imposes are read, not
+assumed: a runtime may not raise a resource limit beyond this process's, so
+the container gets the current ones; crun refuses v1 and hybrid cgroup
+hierarchies, so runc is used there when podman would pick crun."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import resource
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from .. import engine, runtime
+from ..cpulist import format_cpulist, parse_cpulist
+from ..errors import MeasurementError, UsageError
+
+KEYS = {
+    "runtime": "podman or docker (default: podman if installed, else docker)",
+    "cpuset": "the container's CPUs, e.g. 0-7 (default: the CPUs oslens may use)",
+    "memory": "its memory limit, e.g. 4g (default: none)",
+}
+RUNTIMES = ("podman", "docker")
+IMAGE = "localhost/oslens-engine"
+INSIDE = "/oslens-engine"
+START_TIMEOUT_S = 60
+
+
+def _run(argv: list[str], timeout: float = START_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _cgroup_v1_or_hybrid() -> bool:
+    try:
+        return os.statvfs("/sys/fs/cgroup") is not None and not Path("/sys/fs/cgroup/cgroup.controllers").exists()
+    except OSError:
+        return False
+
+
+def _pid_max() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ulimits() -> list[str]:
+    """This process's own limits (a runtime that sets higher ones is refused
+    without CAP_SYS_RESOURCE); processes no more than there can be pids."""
+    out = []
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(which)
+        if which == resource.RLIMIT_NPROC and (cap := _pid_max()):
+            soft, hard = (cap if x == resource.RLIM_INFINITY else min(x, cap) for x in (soft, hard))
+        if hard == resource.RLIM_INFINITY:
+            continue
+        out += ["--ulimit", f"{name}={soft if soft != resource.RLIM_INFINITY else hard}:{hard}"]
+    return out
+
+
+def _engine_files() -> dict[str, Path]:
+    """What the image holds: the static engine (libc inside it: a scratch
+    image has no libraries) and the worker image its fresh workers exec."""
+    static = engine.engine_path().with_name(engine.ENGINE + "-static")
+    worker = engine.engine_path().with_name(engine.ENGINE + "-worker-static")
+    missing = [p.name for p in (static, worker) if not p.is_file()]
+    if missing:
+        raise UsageError(f"--in container needs {' and '.join(missing)} beside the engine; run 'make install'")
+    return {INSIDE: static, INSIDE + "-worker-static": worker}
+
+
+class Container:
+    name = "container"
+
+    def __init__(self, runtime_name: str, cpuset: list[int], memory: str | None):
+        self.runtime = runtime_name
+        self.cpuset = cpuset
+        self.memory = memory
+        self.container: str | None = None
+        self.image = ""
+        self.oci: list[str] = []
+        self.oci_name: str | None = None
+        self.facts: dict = {}
+
+    # -- making it
+
+    def _image(self) -> str:
+        files = _engine_files()
+        digest = hashlib.sha256()
+        for inside, path in sorted(files.items()):
+            digest.update(inside.encode() + b"\0" + path.read_bytes())
+        tag = f"{IMAGE}:{digest.hexdigest()[:12]}"
+        if _run([self.runtime, "image", "inspect", tag]).returncode == 0:
+            return tag
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for d in ("tmp", "proc", "sys", "dev"):
+                info = tarfile.TarInfo(d)
+                info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+                tar.addfile(info)
+            for inside, path in files.items():
+                tar.add(str(path), arcname=inside.lstrip("/"))
+        proc = subprocess.run(
+            [self.runtime, "import", "-", tag], input=buf.getvalue(), capture_output=True, timeout=START_TIMEOUT_S
+        )
+        if proc.returncode != 0:
+            raise MeasurementError(f"container: {self.runtime} import failed: {_last_line(proc.stderr.decode())}")
+        return tag
+
+    def _oci_runtime(self) -> list[str]:
+        """The flags that pick the OCI runtime; sets self.oci_name."""
+        fmt = "{{.Host.OCIRuntime.Name}}" if self.runtime == "podman" else "{{.DefaultRuntime}}"
+        self.oci_name = _last_line(_run([self.runtime, "info", "--format", fmt]).stdout) or None
+        if self.runtime == "podman" and self.oci_name == "crun" and _cgroup_v1_or_hybrid():
+            if shutil.which("runc") is None:
+                raise UsageError("--in container: crun refuses this host's v1/hybrid cgroups and runc is not installed")
+            self.oci_name = "runc"
+            return ["--runtime", "runc"]
+        return []
+
+    def __enter__(self) -> "Container":
+        self.image = self._image()
+        self.oci = self._oci_runtime()
+        key = runtime.entry()
+        self.container = f"oslens.{key.name if key else os.getpid()}"
+        runtime.note("container", f"{self.runtime} {self.container}")
+        argv = [
+            self.runtime,
+            *self.oci,
+            "run",
+            "--detach",
+            "--rm",
+            "--name",
+            self.container,
+            "--network",
+            "none",
+            "--tmpfs",
+            "/tmp:rw,exec,mode=1777",
+            "--cpuset-cpus",
+            format_cpulist(self.cpuset),
+            *ulimits(),
+            *(["--memory", self.memory] if self.memory else []),
+            self.image,
+            INSIDE,
+            "hold",
+        ]
+        proc = _run(argv)
+        if proc.returncode != 0:
+            self.__exit__()
+            raise MeasurementError(f"container: {self.runtime} could not start it: {_last_line(proc.stderr)}")
+        self.facts = self._inspect()
+        return self
+
+    def _inspect(self) -> dict:
+        fmt = "{{.Id}} {{.State.Pid}}"
+        out = _run([self.runtime, "inspect", "--format", fmt, self.container]).stdout.split()
+        facts: dict = {"id": out[0][:12] if out else None}
+        if len(out) > 1 and out[1].isdigit():
+            try:
+                lines = Path(f"/proc/{out[1]}/cgroup").read_text().splitlines()
+                facts["cgroup"] = sorted({line.split(":", 2)[2] for line in lines if line.count(":") >= 2})
+            except OSError:
+                pass
+        version = _last_line(_run([self.runtime, "--version"]).stdout)
+        facts["version"] = version
+        return facts
+
+    def __exit__(self, *exc) -> None:
+        if self.container:
+            runtime.remove_container(f"{self.runtime} {self.container}")
+
+    # -- using it
+
+    def engine_argv(self) -> list[str]:
+        return [self.runtime, "exec", "-i", self.container, INSIDE]
+
+    def describe(self) -> dict:
+        return {
+            "name": "container",
+            "runtime": self.runtime,
+            "runtime_version": self.facts.get("version"),
+            "oci_runtime": self.oci_name,
+            "image": self.image,
+            "container": self.facts.get("id"),
+            "cgroup": self.facts.get("cgroup"),
+            "cpuset": format_cpulist(self.cpuset),
+            "memory": self.memory,
+            "kernel": "the host's (shared)",
+        }
+
+
+def _pick_runtime(wanted: str | None) -> str:
+    for name in [wanted] if wanted else RUNTIMES:
+        if name not in RUNTIMES:
+            raise UsageError(f"--in container: runtime '{name}' is not one of {', '.join(RUNTIMES)}")
+        if shutil.which(name) and _run([name, "info"], timeout=30).returncode == 0:
+            return name
+    if wanted:
+        raise UsageError(f"--in container: {wanted} is not installed or does not run here")
+    raise UsageError(
+        "--in container: no container runtime that runs here (install podman: sh scripts/install-deps.sh envs)"
+    )
+
+
+def make(opts: dict[str, str]) -> Container:
+    allowed = sorted(os.sched_getaffinity(0))
+    cpuset = allowed
+    if "cpuset" in opts:
+        try:
+            cpuset = parse_cpulist(opts["cpuset"])
+        except ValueError as e:
+            raise UsageError(f"--in container: cpuset {opts['cpuset']!r}: {e}") from None
+        if not cpuset or not set(cpuset) <= set(allowed):
+            raise UsageError(
+                f"--in container: cpuset {opts['cpuset']} is not within this host's CPUs {format_cpulist(allowed)}"
+            )
+    memory = opts.get("memory")
+    if memory is not None and not (memory[:-1].isdigit() if memory[-1:].lower() in "bkmg" else memory.isdigit()):
+        raise UsageError(f"--in container: memory {memory!r} is not a size like 512m or 4g")
+    return Container(_pick_runtime(opts.get("runtime")), cpuset, memory)

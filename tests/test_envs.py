@@ -1,0 +1,151 @@
+"""`--in ENV`: the same measurement inside a container, with the engine's
+records coming back to the host's store, and nothing of the environment left
+behind — also when oslens is killed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import one_line_error, oslens
+
+
+def container_runtime() -> str | None:
+    for name in ("podman", "docker"):
+        if shutil.which(name) and subprocess.run([name, "info"], capture_output=True, timeout=60).returncode == 0:
+            return name
+    return None
+
+
+RUNTIME = container_runtime()
+needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="no container runtime runs here (podman or docker)")
+
+
+def our_containers() -> list[str]:
+    out = subprocess.run([RUNTIME, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    return [n for n in out.split() if n.startswith("oslens.")]
+
+
+def show(db, run: str = "last") -> dict:
+    return json.loads(oslens("show", run, "--json", db=db).stdout)
+
+
+@needs_runtime
+def test_a_scale_point_runs_in_a_container_and_says_so(tmp_path):
+    before = our_containers()
+    db = tmp_path / "db"
+    proc = oslens(
+        "scale", "--in", "container", "--probe", "getppid", "--workers", "1", "--ops", "3000", "--reps", "2", db=db
+    )
+    assert "in a container" in proc.stdout.splitlines()[0]
+    doc = show(db)
+    env = doc["machine"]["environment"]
+    assert env["name"] == "container" and env["runtime"] == RUNTIME and env["runtime_version"]
+    assert env["image"].startswith("localhost/oslens-engine:") and env["container"]
+    assert env["cgroup"], env  # the container's own cgroup, read from its first process
+    cpus = [c["cpu"] for c in doc["machine"]["topology"]["cpus"]]
+    assert set(cpus) <= set(os.sched_getaffinity(0))  # the inside's topology: the cpuset it was given
+    # the engine inside did exactly the work asked, and its records reached the host's store
+    rows = list(csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", db=db).stdout)))
+    assert [int(r["ops"]) for r in rows] == [3000, 3000]
+    assert our_containers() == before
+
+
+@needs_runtime
+def test_the_cpuset_reaches_the_engine_inside(tmp_path):
+    cpu = max(os.sched_getaffinity(0))
+    db = tmp_path / "db"
+    oslens("scale", "--in", f"container:cpuset={cpu}", "--probe", "getppid", "--ops", "500", "--reps", "1", db=db)
+    doc = show(db)
+    assert doc["machine"]["topology"]["available"] == 1
+    assert doc["machine"]["environment"]["cpuset"] == str(cpu)
+    assert [p["workers"] for p in doc["series"][0]["points"]] == [1]  # max is the one CPU it was given
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "vm",
+        "container:bogus=1",
+        "container:cpuset",
+        "container:cpuset=100000",
+        "container:memory=lots",
+        "container:runtime=lxc",
+        "native:x=1",
+    ],
+)
+def test_bad_environments_are_refused_before_anything_runs(tmp_path, where):
+    proc = oslens("scale", "--in", where, "--probe", "getppid", "--ops", "10", db=tmp_path / "db", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--in" in one_line_error(proc.stderr)
+    assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout.lower()
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [["profile", "--in", "container", "--", "true"], ["appscale", "--in", "container", "--workload", "wordcount"]],
+)
+def test_commands_that_run_a_host_command_refuse_an_environment(tmp_path, cmd):
+    proc = oslens(*cmd, db=tmp_path / "db", check=False)
+    assert proc.returncode == 2
+    assert "on the host" in one_line_error(proc.stderr)
+
+
+@needs_runtime
+def test_a_container_that_cannot_start_is_named_in_one_line(tmp_path):
+    before = our_containers()
+    # below any runtime's minimum memory: the runtime refuses to start it
+    proc = oslens(
+        "scale",
+        "-q",
+        "--in",
+        "container:memory=1k",
+        "--probe",
+        "getppid",
+        "--ops",
+        "10",
+        db=tmp_path / "db",
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert f"container: {RUNTIME} could not start it: " in one_line_error(proc.stderr)
+    assert our_containers() == before
+
+
+@needs_runtime
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_leaves_no_container(tmp_path, sig):
+    before = our_containers()
+    db = tmp_path / "db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "scale", "--in", "container", "--probe", "getppid", "--workers", "1"]
+        + ["--duration", "30", "--reps", "1"],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own group: the whole of it is what a scheduler kills
+    )
+    deadline = time.monotonic() + 60
+    while not [n for n in our_containers() if n not in before] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [n for n in our_containers() if n not in before], "the container never started"
+    time.sleep(1.0)  # the engine is measuring inside
+    if sig == signal.SIGKILL:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    proc.wait(timeout=90)
+    if sig == signal.SIGTERM:
+        assert proc.returncode != 0
+        assert show(db)["status"] == "incomplete"
+    oslens("runs", db=db)  # the next start sweeps what a killed one left
+    assert our_containers() == before
