@@ -25,9 +25,9 @@ struct slot {
 		volatile int state;
 		int pid, tid, cpu_start, cpu_end;
 		int image_maps, image_anon_kb; /* the worker process's address space when it was ready; -1: unknown */
-		int fresh_image; /* the worker process is a fresh exec (probe->fresh_image) */
-		char program[32]; /* of that exec: the worker image, or the engine itself */
-		int planned_cpu; /* where the master planned it: a fresh image checks its own plan */
+		int fresh_image;	       /* the worker process is a fresh exec (probe->fresh_image) */
+		char program[32];	       /* of that exec: the worker image, or the engine itself */
+		int planned_cpu;	       /* where the master planned it: a fresh image checks its own plan */
 		uint64_t t_release, t_start, t_end, done_ops;
 		struct rusage ru0, ru1;
 		char msg[200];
