@@ -1,6 +1,7 @@
 """A container made for the run by the distribution's runtime (podman, or
-Docker): an image built locally from scratch that holds the static engine
-and its worker image only (no registry, no base image), one container per
+Docker): an image built locally from scratch that holds the engines as
+installed here and the libraries the dynamic one loads (no registry, no
+base image), one container per
 run that holds an idle engine, and every engine invocation `exec`'d in it.
 
 The container shares the host's kernel; what differs is what the kernel does
@@ -33,7 +34,9 @@ KEYS = {
 }
 RUNTIMES = ("podman", "docker")
 IMAGE = "localhost/oslens-engine"
-INSIDE = "/oslens-engine"
+INSIDE_DIR = "/oslens"
+INSIDE = f"{INSIDE_DIR}/{engine.ENGINE}"
+ENGINES = ("", "-worker", "-static", "-worker-static")
 START_TIMEOUT_S = 60
 
 
@@ -74,15 +77,31 @@ def ulimits() -> list[str]:
     return out
 
 
+def _libraries(exe: Path) -> dict[str, Path]:
+    """The shared libraries and the loader of a dynamic executable, at the
+    paths it asks for them (from ldd), each the file a link there names."""
+    out = subprocess.run(["ldd", str(exe)], capture_output=True, text=True).stdout
+    found: dict[str, Path] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0] if parts else ""
+        if path.startswith("/"):
+            found[path] = Path(path).resolve()
+    return found
+
+
 def _engine_files() -> dict[str, Path]:
-    """What the image holds: the static engine (libc inside it: a scratch
-    image has no libraries) and the worker image its fresh workers exec."""
-    static = engine.engine_path().with_name(engine.ENGINE + "-static")
-    worker = engine.engine_path().with_name(engine.ENGINE + "-worker-static")
-    missing = [p.name for p in (static, worker) if not p.is_file()]
+    """What the image holds: the engines as installed here — the dynamic one
+    with the libraries it loads (so that inside and native run the same
+    binaries: a static worker's fork copies fewer mappings than a dynamic
+    one's), the static one the fork-static probe is handed to, and the
+    worker images their fresh workers exec."""
+    here = engine.engine_path()
+    files = {f"{INSIDE_DIR}/{here.name}{suffix}": here.with_name(here.name + suffix) for suffix in ENGINES}
+    missing = [p.name for p in files.values() if not p.is_file()]
     if missing:
-        raise UsageError(f"--in container needs {' and '.join(missing)} beside the engine; run 'make install'")
-    return {INSIDE: static, INSIDE + "-worker-static": worker}
+        raise UsageError(f"--in container needs {', '.join(missing)} beside the engine; run 'make install'")
+    return {**files, **_libraries(here)}
 
 
 class Container:
