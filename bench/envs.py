@@ -53,8 +53,12 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--envs", default="native,container")
     a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="oslens-bench-envs.") as tmp:
+        measure(a, os.path.join(tmp, "db"))
+
+
+def measure(a: argparse.Namespace, db: str) -> None:
     envs = a.envs.split(",")
-    db = os.path.join(tempfile.mkdtemp(prefix="oslens-bench-envs."), "db")
     got: dict[str, list[dict]] = {e: [] for e in envs}
     setup: dict[str, list[tuple[float, float]]] = {e: [] for e in envs}
     for _ in range(a.rounds):

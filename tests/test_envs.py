@@ -58,6 +58,13 @@ def test_a_scale_point_runs_in_a_container_and_says_so(tmp_path):
     rows = list(csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", db=db).stdout)))
     assert [int(r["ops"]) for r in rows] == [3000, 3000]
     assert our_containers() == before
+    # the image is a cache of one: the engine's newest build
+    images = subprocess.run(
+        [RUNTIME, "images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/oslens-engine"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert images == [env["image"]]
 
 
 @needs_runtime

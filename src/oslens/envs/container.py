@@ -126,6 +126,7 @@ class Container:
             digest.update(inside.encode() + b"\0" + path.read_bytes())
         tag = f"{IMAGE}:{digest.hexdigest()[:12]}"
         if _run([self.runtime, "image", "inspect", tag]).returncode == 0:
+            self._drop_older_images(tag)
             return tag
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -140,7 +141,16 @@ class Container:
         )
         if proc.returncode != 0:
             raise MeasurementError(f"container: {self.runtime} import failed: {_last_line(proc.stderr.decode())}")
+        self._drop_older_images(tag)
         return tag
+
+    def _drop_older_images(self, keep: str) -> None:
+        """One image of the engine is kept, the newest: older builds' images
+        go (one a running container still uses stays: rmi refuses it)."""
+        listed = _run([self.runtime, "images", "--format", "{{.Repository}}:{{.Tag}}", IMAGE]).stdout.split()
+        older = [t for t in listed if t.startswith(IMAGE + ":") and t != keep]
+        if older:
+            _run([self.runtime, "rmi", *older])
 
     def _oci_runtime(self) -> list[str]:
         """The flags that pick the OCI runtime; sets self.oci_name."""
