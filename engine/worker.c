@@ -389,13 +389,11 @@ void worker_exec_fresh(const struct master *m, int idx)
 		for (int i = 0; i < cfg->argc; i++)
 			argv[n++] = cfg->argv[i];
 		argv[n] = NULL;
+		/* the worker image, or, with none beside the engine, the engine itself */
 		char image[PATH_MAX];
-		if (worker_image_path(image, sizeof image) == 0) {
+		if (worker_image_path(image, sizeof image) == 0)
 			argv[0] = image;
-			execve(image, argv, worker_environment());
-		}
-		argv[0] = cfg->argv[0]; /* no worker image beside the engine: the engine itself */
-		execve("/proc/self/exe", argv, worker_environment());
+		execve(argv[0] == image ? image : "/proc/self/exe", argv, worker_environment());
 	}
 	worker_fail(&m->shm->slot[idx], "exec of a fresh worker", errno);
 	_exit(1);

@@ -43,6 +43,7 @@ ROOT_ENV = "OSLENS_RUNTIME_DIR"  # overrides where the entries live
 OWNS = "owns"
 OWNER = "owner"
 ENGINE_PREFIX = "engine."
+CONTAINER_RUNTIMES = ("podman", "docker")  # what a `container` line may name
 STOP_GRACE_S = 20.0  # an orphaned engine's own clean-up, before SIGKILL
 IPC_RMID = 0
 
@@ -409,7 +410,7 @@ def remove_container(what: str) -> str:
     """`RUNTIME NAME`: a run's container (envs/container.py), removed with
     everything in it — its processes, SysV objects and files."""
     runtime_name, _, name = what.partition(" ")
-    if runtime_name not in ("podman", "docker") or not name.startswith("oslens.") or not shutil.which(runtime_name):
+    if runtime_name not in CONTAINER_RUNTIMES or not name.startswith("oslens.") or not shutil.which(runtime_name):
         return "left alone"
     import subprocess
 

@@ -114,7 +114,7 @@ def environment_option(refusal: str | None = None):
             if refusal and where != "native":
                 raise UsageError(f"--in {where}: {refusal}")
             env = envs.parse(where)
-            if env.name == "native":
+            if env is None:
                 return fn(ctx, **kw)
             ctx.say(f"oslens: making the {env.name} environment")
             with env, engine.inside(env):

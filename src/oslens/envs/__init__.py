@@ -1,5 +1,5 @@
-"""Where the engine runs: natively (the default), in a container, or (later)
-in a KVM guest. One module per environment; each is a context manager that
+"""Where the engine runs: natively (the default: nothing to make), in a
+container, or (later) in a KVM guest. One module per environment made; each is a context manager that
 makes its environment on entry and removes it on exit, and says how to run
 the engine inside (`engine_argv`) and how it was made (`describe`).
 
@@ -14,8 +14,9 @@ from typing import Protocol
 
 from ..errors import UsageError
 
-# name -> module (envs/<module>.py), each with `NAME`, `KEYS` and `make(opts)`
-ENVIRONMENTS = {"native": "native", "container": "container"}
+# name -> module (envs/<module>.py), each with `KEYS` and `make(opts)`;
+# native, the host itself, needs nothing made
+ENVIRONMENTS = {"container": "container"}
 
 
 class Environment(Protocol):
@@ -55,10 +56,15 @@ def parse_options(text: str, keys: dict[str, str], env: str) -> dict[str, str]:
     return out
 
 
-def parse(spec: str) -> Environment:
-    """An environment from `--in`, checked before anything runs."""
+def parse(spec: str) -> Environment | None:
+    """An environment from `--in`, checked before anything runs; None for
+    native (the engine as installed, on the host)."""
     name, _, rest = spec.partition(":")
+    if name == "native":
+        if rest:
+            raise UsageError("--in native takes no options")
+        return None
     if name not in ENVIRONMENTS:
-        raise UsageError(f"--in: unknown environment '{name}' (known: {', '.join(ENVIRONMENTS)})")
+        raise UsageError(f"--in: unknown environment '{name}' (known: native, {', '.join(ENVIRONMENTS)})")
     module = importlib.import_module(f".{ENVIRONMENTS[name]}", __package__)
     return module.make(parse_options(rest, module.KEYS, name))

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import resource
 import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from .. import engine, runtime
+from .. import cgroups, engine, runtime
 from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import MeasurementError, UsageError
 
@@ -32,7 +34,6 @@ KEYS = {
     "cpuset": "the container's CPUs, e.g. 0-7 (default: the CPUs oslens may use)",
     "memory": "its memory limit, e.g. 4g (default: none)",
 }
-RUNTIMES = ("podman", "docker")
 IMAGE = "localhost/oslens-engine"
 INSIDE_DIR = "/oslens"
 INSIDE = f"{INSIDE_DIR}/{engine.ENGINE}"
@@ -49,11 +50,10 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _cgroup_v1_or_hybrid() -> bool:
-    try:
-        return os.statvfs("/sys/fs/cgroup") is not None and not Path("/sys/fs/cgroup/cgroup.controllers").exists()
-    except OSError:
-        return False
+def _v1_controllers() -> bool:
+    """Controllers on v1 hierarchies (v1 or hybrid): crun refuses them."""
+    m = cgroups.mounts()
+    return m.v1_cpuset is not None or m.v1_cpuacct is not None
 
 
 def _pid_max() -> int | None:
@@ -107,14 +107,20 @@ def _engine_files() -> dict[str, Path]:
 class Container:
     name = "container"
 
-    def __init__(self, runtime_name: str, cpuset: list[int], memory: str | None):
-        self.runtime = runtime_name
+    def __init__(self, found: Runtime, cpuset: list[int], memory: str | None):
+        self.runtime = found.name
+        self.version = found.version
         self.cpuset = cpuset
         self.memory = memory
         self.container: str | None = None
         self.image = ""
-        self.oci: list[str] = []
-        self.oci_name: str | None = None
+        # runc where podman would pick crun on v1 controllers (crun refuses them)
+        self.oci_name = found.oci
+        self.oci_flags: list[str] = []
+        if found.name == "podman" and found.oci == "crun" and _v1_controllers():
+            if shutil.which("runc") is None:
+                raise UsageError("--in container: crun refuses this host's v1/hybrid cgroups and runc is not installed")
+            self.oci_name, self.oci_flags = "runc", ["--runtime", "runc"]
         self.facts: dict = {}
 
     # -- making it
@@ -152,26 +158,14 @@ class Container:
         if older:
             _run([self.runtime, "rmi", *older])
 
-    def _oci_runtime(self) -> list[str]:
-        """The flags that pick the OCI runtime; sets self.oci_name."""
-        fmt = "{{.Host.OCIRuntime.Name}}" if self.runtime == "podman" else "{{.DefaultRuntime}}"
-        self.oci_name = _last_line(_run([self.runtime, "info", "--format", fmt]).stdout) or None
-        if self.runtime == "podman" and self.oci_name == "crun" and _cgroup_v1_or_hybrid():
-            if shutil.which("runc") is None:
-                raise UsageError("--in container: crun refuses this host's v1/hybrid cgroups and runc is not installed")
-            self.oci_name = "runc"
-            return ["--runtime", "runc"]
-        return []
-
     def __enter__(self) -> "Container":
         self.image = self._image()
-        self.oci = self._oci_runtime()
         key = runtime.entry()
         self.container = f"oslens.{key.name if key else os.getpid()}"
         runtime.note("container", f"{self.runtime} {self.container}")
         argv = [
             self.runtime,
-            *self.oci,
+            *self.oci_flags,
             "run",
             "--detach",
             "--rm",
@@ -206,8 +200,6 @@ class Container:
                 facts["cgroup"] = sorted({line.split(":", 2)[2] for line in lines if line.count(":") >= 2})
             except OSError:
                 pass
-        version = _last_line(_run([self.runtime, "--version"]).stdout)
-        facts["version"] = version
         return facts
 
     def __exit__(self, *exc) -> None:
@@ -223,7 +215,7 @@ class Container:
         return {
             "name": "container",
             "runtime": self.runtime,
-            "runtime_version": self.facts.get("version"),
+            "runtime_version": self.version,
             "oci_runtime": self.oci_name,
             "image": self.image,
             "container": self.facts.get("id"),
@@ -234,12 +226,37 @@ class Container:
         }
 
 
-def _pick_runtime(wanted: str | None) -> str:
-    for name in [wanted] if wanted else RUNTIMES:
-        if name not in RUNTIMES:
-            raise UsageError(f"--in container: runtime '{name}' is not one of {', '.join(RUNTIMES)}")
-        if shutil.which(name) and _run([name, "info"], timeout=30).returncode == 0:
-            return name
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    version: str | None
+    oci: str | None  # the OCI runtime it would use
+
+
+def _runtime(name: str) -> Runtime | None:
+    """The runtime's own account of itself (`info`), None if it does not run."""
+    if shutil.which(name) is None:
+        return None
+    proc = _run([name, "info", "--format", "json"], timeout=30)
+    try:
+        info = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        return None
+    if name == "podman":
+        return Runtime(
+            name, info.get("version", {}).get("Version"), info.get("host", {}).get("ociRuntime", {}).get("name")
+        )
+    return Runtime(name, info.get("ServerVersion"), info.get("DefaultRuntime"))
+
+
+def _pick_runtime(wanted: str | None) -> Runtime:
+    for name in [wanted] if wanted else runtime.CONTAINER_RUNTIMES:
+        if name not in runtime.CONTAINER_RUNTIMES:
+            raise UsageError(f"--in container: runtime '{name}' is not one of {', '.join(runtime.CONTAINER_RUNTIMES)}")
+        if found := _runtime(name):
+            return found
     if wanted:
         raise UsageError(f"--in container: {wanted} is not installed or does not run here")
     raise UsageError(
