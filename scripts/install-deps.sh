@@ -39,10 +39,18 @@ case " $* " in *" cluster "*|*" test "*)
 esac
 
 # `install-deps.sh envs` (and `test`): podman, for `--in container` (runc
-# beside it: crun, podman's choice elsewhere, refuses v1/hybrid cgroups).
+# beside it: crun, podman's choice elsewhere, refuses v1/hybrid cgroups);
+# QEMU and the distribution's kernel, for `--in kvm` (the guest boots that
+# kernel from an initramfs oslens makes: no disk image).
 case " $* " in *" envs "*|*" test "*)
     want "command -v podman"                          podman
     want "command -v runc || test -x /usr/sbin/runc"  runc
+    case "$(uname -m)" in
+        x86_64)  want "command -v qemu-system-x86_64"  qemu-system-x86 ;;
+        aarch64) want "command -v qemu-system-aarch64" qemu-system-arm ;;
+    esac
+    arch=$(dpkg --print-architecture 2>/dev/null || echo none)
+    want "ls /boot/vmlinuz-* && ls /lib/modules/*/modules.dep" "linux-image-$arch"
 esac
 
 # `install-deps.sh test`: the report tests load each report in headless
@@ -55,7 +63,7 @@ fi
 
 [ -z "$missing$optional" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
-    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser, C style check, MPI or container runtime)" >&2
+    [ -n "$optional" ] && echo "oslens: without$optional the engine has no BPF attribution (or, for tests, no browser, C style check, MPI, container runtime or guest)" >&2
     [ -z "$missing" ] && exit 0
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "oslens: missing system packages:$missing (no apt-get here; install them by hand)" >&2
@@ -70,7 +78,7 @@ for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
     if apt-cache show "$p" >/dev/null 2>&1; then
         missing="$missing $p"
     else
-        echo "oslens: no package $p here: the engine will have no BPF attribution (or the tests no browser, C style check, MPI or container runtime)" >&2
+        echo "oslens: no package $p here: the engine will have no BPF attribution (or the tests no browser, C style check, MPI, container runtime or guest)" >&2
     fi
 done
 [ -z "$missing" ] && exit 0

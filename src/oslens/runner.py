@@ -53,6 +53,11 @@ def machine_metadata() -> dict:
     meta["engine"] = str(engine.engine_path())
     env = engine.environment()
     if env is not None:  # the topology above is the inside's
+        # what the environment saw inside (a guest's kernel) replaces the
+        # host's, which is kept beside it
+        for name, facts in env.pop("inside", {}).items():
+            env.setdefault("host", {})[name] = meta.get(name)
+            meta[name] = facts
         meta["environment"] = env
     return meta
 

@@ -10,7 +10,8 @@ made the entry. In it:
 
 - `owner`: pid, start time, boot id, argv;
 - `owns`: a line per object this process makes (`cgroup PATH`,
-  `tmpdir PATH`, `container RUNTIME NAME`), written before it makes it;
+  `tmpdir PATH`, `container RUNTIME NAME`, `guest NAME`: a QEMU process
+  started with `-name NAME`), written before it makes it;
 - `engine.PID.START`: the ledger of each engine it started (the engine is
   handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
   name starts with it), `sem_key KEY` before a SysV semaphore set is
@@ -239,6 +240,8 @@ def release() -> None:
                 _cgroups()._empty_and_remove(p)
         elif kind == "container":
             remove_container(what)
+        elif kind == "guest":
+            remove_guest(what)
     shutil.rmtree(d, ignore_errors=True)
     _entry = None
 
@@ -423,6 +426,30 @@ def remove_container(what: str) -> str:
     return "gone" if "no such container" in proc.stderr.lower() else f"failed: {proc.stderr.strip()[-200:]}"
 
 
+def remove_guest(name: str) -> str:
+    """A run's KVM guest (envs/kvm.py): the QEMU process started with
+    `-name NAME`, found by its command line (its pid was not known when the
+    line was written), killed: a guest holds nothing but memory."""
+    if not name.startswith("oslens."):
+        return "left alone"
+    wanted = f"\0-name\0{name}\0".encode()
+    killed = 0
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmdline = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if wanted in cmdline and os.path.basename(cmdline.split(b"\0", 1)[0]).startswith(b"qemu-system"):
+            try:
+                os.kill(int(p.name), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return "removed" if killed else "gone"
+
+
 def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
     """The directory at path or, prefix, every one whose path starts with it."""
     out = []
@@ -477,6 +504,10 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
                     action = "would remove" if dry_run else remove_container(what)
                     if action != "gone":
                         out.append(Leftover(d.name, "container", what, action))
+                elif kind == "guest" and same_boot:
+                    action = "would remove" if dry_run else remove_guest(what)
+                    if action != "gone":
+                        out.append(Leftover(d.name, "guest", what, action))
                 elif kind == "cgroup" and same_boot and Path(what).is_dir():
                     if not dry_run:
                         _cgroups()._empty_and_remove(Path(what))

@@ -104,8 +104,10 @@ def environment_option(refusal: str | None = None):
             metavar="ENV[:KEY=VALUE,…]",
             default="native",
             show_default=True,
-            help="Where the engine runs: native, or container[:runtime=podman|docker,cpuset=CPUS,memory=SIZE] "
-            "(an image built here from scratch with the static engine).",
+            help="Where the engine runs: native; container[:runtime=podman|docker,cpuset=CPUS,memory=SIZE] "
+            "(an image built here from scratch with the engines); or "
+            "kvm[:cpus=N,sockets=N,cores=N,threads=N,numa=N,mem=SIZE,kernel=PATH] (a guest booted from the "
+            "distribution's kernel and an initramfs holding the engines).",
         )
         @functools.wraps(fn)
         def wrapper(ctx: Context, where: str, **kw):
@@ -164,8 +166,10 @@ def print_run_line(ctx: Context, run) -> None:
     )
     env = m.get("environment")
     if env:
-        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime") if env.get(k) not in (None, "default"))
+        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime", "accel") if env.get(k) not in (None, "default"))
         line.append(f" · in a {env['name']}" + (f" ({how})" if how else ""))
+        if env.get("note"):  # an environment whose timings mean nothing says so first
+            line.append(f" · {env['note']}", "bold")
     ctx.out.print(line, highlight=False)
 
 

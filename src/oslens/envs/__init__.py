@@ -1,5 +1,5 @@
 """Where the engine runs: natively (the default: nothing to make), in a
-container, or (later) in a KVM guest. One module per environment made; each is a context manager that
+container, or in a KVM guest. One module per environment made; each is a context manager that
 makes its environment on entry and removes it on exit, and says how to run
 the engine inside (`engine_argv`) and how it was made (`describe`).
 
@@ -10,13 +10,48 @@ and every invocation runs inside, and its JSON lines come back here."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+from pathlib import Path
 from typing import Protocol
 
+from .. import engine
 from ..errors import UsageError
 
 # name -> module (envs/<module>.py), each with `KEYS` and `make(opts)`;
 # native, the host itself, needs nothing made
-ENVIRONMENTS = {"container": "container"}
+ENVIRONMENTS = {"container": "container", "kvm": "kvm"}
+
+# Where the engines are inside an environment, and which: the engines as
+# installed here — the dynamic one with the libraries it loads (so that inside
+# and native run the same binaries: a static worker's fork copies fewer
+# mappings than a dynamic one's), the static one the fork-static probe is
+# handed to, and the worker images their fresh workers exec.
+INSIDE_DIR = "/oslens"
+INSIDE = f"{INSIDE_DIR}/{engine.ENGINE}"
+ENGINE_SUFFIXES = ("", "-worker", "-static", "-worker-static")
+
+
+def _libraries(exe: Path) -> dict[str, Path]:
+    """The shared libraries and the loader of a dynamic executable, at the
+    paths it asks for them (from ldd), each the file a link there names."""
+    out = subprocess.run(["ldd", str(exe)], capture_output=True, text=True).stdout
+    found: dict[str, Path] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0] if parts else ""
+        if path.startswith("/"):
+            found[path] = Path(path).resolve()
+    return found
+
+
+def engine_files(env: str) -> dict[str, Path]:
+    """{path inside: file here} of what an environment's image holds."""
+    here = engine.engine_path()
+    files = {f"{INSIDE_DIR}/{here.name}{suffix}": here.with_name(here.name + suffix) for suffix in ENGINE_SUFFIXES}
+    missing = [p.name for p in files.values() if not p.is_file()]
+    if missing:
+        raise UsageError(f"--in {env} needs {', '.join(missing)} beside the engine; run 'make install'")
+    return {**files, **_libraries(here)}
 
 
 class Environment(Protocol):

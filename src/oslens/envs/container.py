@@ -25,9 +25,10 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cgroups, engine, runtime
+from .. import cgroups, runtime
 from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import MeasurementError, UsageError
+from . import INSIDE, engine_files
 
 KEYS = {
     "runtime": "podman or docker (default: podman if installed, else docker)",
@@ -35,9 +36,6 @@ KEYS = {
     "memory": "its memory limit, e.g. 4g (default: none)",
 }
 IMAGE = "localhost/oslens-engine"
-INSIDE_DIR = "/oslens"
-INSIDE = f"{INSIDE_DIR}/{engine.ENGINE}"
-ENGINES = ("", "-worker", "-static", "-worker-static")
 START_TIMEOUT_S = 60
 
 
@@ -77,33 +75,6 @@ def ulimits() -> list[str]:
     return out
 
 
-def _libraries(exe: Path) -> dict[str, Path]:
-    """The shared libraries and the loader of a dynamic executable, at the
-    paths it asks for them (from ldd), each the file a link there names."""
-    out = subprocess.run(["ldd", str(exe)], capture_output=True, text=True).stdout
-    found: dict[str, Path] = {}
-    for line in out.splitlines():
-        parts = line.split()
-        path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0] if parts else ""
-        if path.startswith("/"):
-            found[path] = Path(path).resolve()
-    return found
-
-
-def _engine_files() -> dict[str, Path]:
-    """What the image holds: the engines as installed here — the dynamic one
-    with the libraries it loads (so that inside and native run the same
-    binaries: a static worker's fork copies fewer mappings than a dynamic
-    one's), the static one the fork-static probe is handed to, and the
-    worker images their fresh workers exec."""
-    here = engine.engine_path()
-    files = {f"{INSIDE_DIR}/{here.name}{suffix}": here.with_name(here.name + suffix) for suffix in ENGINES}
-    missing = [p.name for p in files.values() if not p.is_file()]
-    if missing:
-        raise UsageError(f"--in container needs {', '.join(missing)} beside the engine; run 'make install'")
-    return {**files, **_libraries(here)}
-
-
 class Container:
     name = "container"
 
@@ -126,7 +97,7 @@ class Container:
     # -- making it
 
     def _image(self) -> str:
-        files = _engine_files()
+        files = engine_files("container")
         digest = hashlib.sha256()
         for inside, path in sorted(files.items()):
             digest.update(inside.encode() + b"\0" + path.read_bytes())

@@ -28,7 +28,19 @@ def rows(m: dict) -> list[tuple[str, object]]:
     cpu, kernel, load = m.get("cpu", {}), m.get("kernel", {}), m.get("load", {})
     mitigations = kernel.get("mitigations", {})
     vulnerable = [k for k, v in mitigations.items() if isinstance(v, str) and v.startswith("Vulnerable")]
+    env = m.get("environment") or {}
+    where = "native"
+    if env:
+        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime", "accel") if env.get(k) not in (None, "default"))
+        shape = env.get("shape")
+        where = f"a {env['name']}" + (f" ({how})" if how else "")
+        if shape:
+            where += (
+                f": {shape['cpus']} vCPUs, {shape['sockets']} sockets × {shape['cores']} cores × "
+                f"{shape['threads']} threads, {shape['numa']} NUMA nodes, {shape['mem_mib']} MiB"
+            )
     return [
+        ("where it ran", where),
         ("host", _get(load, "hostname")),
         ("kernel", _get(kernel, "release")),
         ("kernel build", _get(kernel, "version")),
@@ -55,6 +67,8 @@ def rows(m: dict) -> list[tuple[str, object]]:
 def warnings(m: dict) -> list[str]:
     """What, about the machine, makes a number less trustworthy."""
     out = []
+    if (m.get("environment") or {}).get("note"):
+        out.append(f"in a {m['environment']['name']}: {m['environment']['note']}")
     cpu, load = m.get("cpu", {}), m.get("load", {})
     freq = cpu.get("frequency", {})
     if isinstance(freq, dict) and "governor" in freq:
