@@ -1,0 +1,326 @@
+"""`--in kvm`: the engine in a QEMU guest booted from the distribution's
+kernel, its records back in the host's store; and the many-CPU tier — one
+16-vCPU, 2-socket, SMT2, 2-node guest, booted once for this module, in which
+oslens's placement, sweeps, noise timeline and explanations run on a
+topology this host does not have.
+
+Where this host's KVM cannot run the distribution's kernel (a PVM host runs
+only PVM guest kernels) the guests are emulated (accel=tcg): what is checked
+here is correctness, which emulation keeps, never timings."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from oslens import engine, envs, runtime
+from oslens.cli import main
+from oslens.errors import UsageError
+
+from conftest import one_line_error, oslens
+
+
+def _guest_unavailable() -> str | None:
+    try:
+        envs.parse("kvm:accel=tcg,cpus=1")
+    except UsageError as e:
+        return str(e)
+    return None
+
+
+UNAVAILABLE = _guest_unavailable()
+needs_guest = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no guest can be made here: {UNAVAILABLE}")
+
+
+def accel() -> str:
+    """kvm where it can run the distribution's kernel, else QEMU's emulation."""
+    try:
+        envs.parse("kvm:cpus=1")
+    except UsageError:
+        return "tcg"
+    return "kvm"
+
+
+def qemu_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-fa", "qemu-system"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if " oslens." in line]
+
+
+def show(db, run: str = "last") -> dict:
+    return json.loads(oslens("show", run, "--json", db=db).stdout)
+
+
+def csv_rows(db, run: str = "last", *frame: str) -> list[dict]:
+    out = oslens("export", run, "--format", "csv", *frame, db=db).stdout
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+# ------------------------------------------------------------ one command, one guest
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("cpus=0", "cpus=0 is not a whole number"),
+        ("cpus=2,sockets=4", "sockets=4 is more than cpus=2"),
+        ("cpus=16,sockets=2,cores=3", "is not sockets×cores×threads"),
+        ("cpus=16,numa=3", "numa=3 cannot split"),
+        ("cpus=2,threads=2,numa=2", "numa=2 cannot split"),
+        ("vcpus=2", "unknown key 'vcpus'"),
+        ("mem=1k", "mem=1k is not a size"),
+        ("mem=100M", "less than 256M"),
+        ("accel=xen", "accel=xen is not kvm or tcg"),
+        ("cpus=²", "is not a whole number"),
+    ],
+)
+def test_bad_specs_are_refused_before_anything_runs(tmp_path, spec, words):
+    proc = oslens("scale", "--in", f"kvm:{spec}", "--probe", "getppid", "--workers", "1", db=tmp_path / "db")
+    assert proc.returncode == 2, proc.stderr
+    assert words in one_line_error(proc.stderr)
+    assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout
+    assert qemu_processes() == []
+
+
+@needs_guest
+def test_a_scale_point_runs_in_a_guest_and_says_so(tmp_path):
+    db = tmp_path / "db"
+    proc = oslens(
+        "scale", "--in", f"kvm:cpus=2,accel={accel()}", "--probe", "getppid", "--workers", "1,2",
+        "--ops", "3000", "--reps", "1", db=db,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    first = " ".join(proc.stdout.split()[:60])  # the run line, however the terminal wrapped it
+    assert "in a kvm" in first
+    doc = show(db)
+    m, env = doc["machine"], doc["machine"]["environment"]
+    # the run's kernel is the guest's, as the guest's agent saw it; the host's is kept beside it
+    assert m["kernel"]["seen_from"] == "inside the guest"
+    assert m["kernel"]["release"] == Path(env["kernel_image"]).name.removeprefix("vmlinuz-")
+    assert env["host"]["kernel"]["release"] == os.uname().release
+    assert f"Linux {m['kernel']['release']}" in first
+    assert env["shape"] == {"cpus": 2, "sockets": 1, "cores": 2, "threads": 1, "numa": 1, "mem_mib": 1152}
+    assert env["guest"]["cpus_online"] == 2 and m["topology"]["online"] == 2
+    assert env["qemu_version"] and env["boot_s"] > 0
+    if env["accel"] != "kvm":
+        assert "timings not meaningful" in env["note"] and " ".join(env["note"].split()) in first
+    # the engine in the guest did exactly the work asked, on the CPUs planned
+    rows = csv_rows(db)
+    assert Counter(int(r["workers"]) for r in rows) == {1: 1, 2: 2}
+    assert all(int(r["ops"]) == 3000 for r in rows)
+    assert all(r["cpu"] == r["cpu_seen"] for r in rows)
+    assert qemu_processes() == []
+
+
+@needs_guest
+def test_a_guest_that_cannot_start_fails_in_one_line_and_leaves_nothing(tmp_path):
+    # a kernel image cut short: QEMU or the kernel gives up, and says why
+    release = os.uname().release
+    image = next(
+        (p for p in sorted(Path("/boot").glob("vmlinuz-*")) if (Path("/lib/modules") / p.name[8:]).is_dir()), None
+    )
+    assert image is not None, release
+    broken = tmp_path / image.name
+    broken.write_bytes(image.read_bytes()[:4096])
+    db = tmp_path / "db"
+    proc = oslens(
+        "scale", "-q", "--in", f"kvm:cpus=1,accel=tcg,kernel={broken}", "--probe", "getppid", "--workers", "1",
+        "--ops", "100", "--reps", "1", db=db, timeout=200,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    line = one_line_error(proc.stderr)
+    assert line.startswith("oslens: measurement failed: kvm: the guest did not"), line
+    assert qemu_processes() == []
+
+
+def _start(db: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "oslens", "scale", "--in", f"kvm:cpus=1,accel={accel()}", "--probe", "getppid",
+         "--workers", "1", "--duration", "3", "--reps", "5", *args],
+        env={**os.environ, "OSLENS_DB": str(db)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_measuring(proc: subprocess.Popen, timeout: float = 240) -> None:
+    """Until the guest's engine measures (a relay to the guest runs `run`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["pgrep", "-f", "oslens-guest relay .* run --probe getppid"], capture_output=True)
+        if out.returncode == 0:
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    raise AssertionError("the guest's engine never started measuring")
+
+
+@needs_guest
+def test_a_guest_killed_mid_run_leaves_nothing_and_the_run_is_incomplete(tmp_path):
+    db = tmp_path / "db"
+    proc = _start(db)
+    _wait_measuring(proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == 143, proc.stderr.read()
+    assert "incomplete" in oslens("runs", db=db).stdout
+    assert qemu_processes() == []
+    # SIGKILL of the whole group: the guest dies with oslens (and the next start would sweep it)
+    proc = _start(db)
+    _wait_measuring(proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while qemu_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert qemu_processes() == []
+    oslens("runs", db=db)
+    assert not [d for d in Path(runtime.root()).iterdir() if d.name.startswith(f"{proc.pid}.")]
+
+
+# ------------------------------------------------------------ the many-CPU tier
+
+SPEC = {"cpus": 16, "sockets": 2, "threads": 2, "numa": 2}
+
+
+@pytest.fixture(scope="module")
+def big_guest():
+    """One 16-vCPU guest for the whole tier. Its commands run in this
+    process (the guest is made once, not per command); what they leave in
+    this process — its runtime entry, its temporary directory — goes with
+    the guest."""
+    if UNAVAILABLE:
+        pytest.skip(f"no guest can be made here: {UNAVAILABLE}")
+    spec = ",".join(f"{k}={v}" for k, v in SPEC.items())
+    guest = envs.parse(f"kvm:{spec},mem=2G,accel={accel()}")
+    had_entry = os.environ.get(runtime.ENV)
+    with guest:
+        yield guest
+    if had_entry is None:
+        runtime.release()
+        os.environ.pop(runtime.ENV, None)
+        tempfile.tempdir = None
+    assert qemu_processes() == []
+
+
+def inside(guest, db: Path, *args: str) -> tuple[int, str]:
+    """`oslens ARGS` with the engine in the guest: its exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with engine.inside(guest), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(["--db", str(db), *args])
+            rc = 0
+        except SystemExit as e:
+            rc = e.code
+    return rc, out.getvalue() + err.getvalue()
+
+
+def test_the_guest_has_the_topology_asked_for(big_guest):
+    with engine.inside(big_guest):
+        cpus = engine.topology()["cpus"]
+    assert len(cpus) == SPEC["cpus"]
+    assert len({c["package"] for c in cpus}) == SPEC["sockets"]
+    assert len({c["node"] for c in cpus}) == SPEC["numa"]
+    cores = Counter((c["package"], c["core"]) for c in cpus)
+    assert set(cores.values()) == {SPEC["threads"]}
+    assert len(cores) == SPEC["cpus"] // SPEC["threads"]
+    # each node holds whole sockets' worth of cores, never a core split across nodes
+    assert all(len({c["node"] for c in cpus if (c["package"], c["core"]) == k}) == 1 for k in cores)
+
+
+def test_placement_follows_the_guest_topology(big_guest):
+    with engine.inside(big_guest):
+        by_cpu = {c["cpu"]: c for c in engine.topology()["cpus"]}
+        plans = {(p, n): engine.placement(n, p) for p in ("compact", "spread") for n in (1, 4, 8, 16)}
+    per_socket = SPEC["cpus"] // SPEC["sockets"] // SPEC["threads"]
+    physical = SPEC["cpus"] // SPEC["threads"]
+    for (policy, n), plan in plans.items():
+        placed = [by_cpu[c] for c in plan]
+        assert len(set(plan)) == n
+        cores = Counter((c["package"], c["core"]) for c in placed)
+        if n <= physical:  # physical cores before siblings
+            assert max(cores.values()) == 1, (policy, n, plan)
+        else:
+            assert set(cores.values()) == {SPEC["threads"]}
+        packages = [c["package"] for c in placed]
+        if policy == "compact" and n <= per_socket:  # one socket filled before the next
+            assert set(packages) == {packages[0]}, plan
+        if policy == "spread" and n > 1:  # sockets alternate
+            assert packages[: SPEC["sockets"]] == sorted(set(packages)), plan
+            counts = Counter(packages).values()
+            assert max(counts) - min(counts) <= 1, plan
+
+
+def test_dry_run_and_a_short_sweep_place_workers_as_planned(big_guest, tmp_path):
+    db = tmp_path / "db"
+    rc, out = inside(big_guest, db, "scale", "--probe", "getppid", "--dry-run")
+    assert rc == 0, out
+    assert "16 CPUs, 2 sockets, 8 cores, 2 threads per core" in out
+    rc, out = inside(
+        big_guest, db, "scale", "--probe", "getppid", "--workers", "1,8,16", "--placement", "spread",
+        "--ops", "2000", "--reps", "1",
+    )  # fmt: skip
+    assert rc == 0, out
+    assert "timings not meaningful" in out or "in a kvm" in out
+    rows = csv_rows(db)
+    with engine.inside(big_guest):
+        plans = {n: engine.placement(n, "spread") for n in (1, 8, 16)}
+    for n, plan in plans.items():
+        point = sorted((int(r["worker"]), int(r["cpu"]), int(r["cpu_seen"])) for r in rows if int(r["workers"]) == n)
+        assert [cpu for _, cpu, _ in point] == plan
+        assert all(cpu == seen for _, cpu, seen in point)
+        assert all(int(r["ops"]) == 2000 for r in rows if int(r["workers"]) == n)
+
+
+def test_noise_on_sixteen_cpus_keeps_a_readable_timeline(big_guest, tmp_path):
+    db = tmp_path / "db"
+    rc, out = inside(big_guest, db, "noise", "--duration", "1", "--reps", "1")
+    assert rc == 0, out
+    doc = show(db)
+    alone = doc["phases"]["alone"]
+    assert [c["cpu"] for c in alone["cpus"]] == list(range(SPEC["cpus"]))
+    assert all(c["runtime_ns"] > 0 for c in alone["cpus"])
+    report = tmp_path / "noise.html"
+    rc, out = inside(big_guest, db, "report", "last", "-o", str(report))
+    assert rc == 0, out
+    page = report.read_text()
+    # one full-width panel per CPU, in CPU order, each kept short enough that 16 fit a screen or two
+    at = page.index('"facet":{"field":"panel"')
+    panels = json.loads("[" + re.search(r'"sort":\[(.*?)\]', page[at:]).group(1) + "]")
+    run = doc["run"]
+    assert panels == [f"run {run} · CPU {c}" for c in range(SPEC["cpus"]) if f"run {run} · CPU {c}" in panels]
+    assert len(panels) >= SPEC["cpus"] // 2  # nearly every CPU had a detour in a second
+    heights = [int(h) for h in re.findall(r'"height":(\d+)', page[page.index("noise-timeline") :])[:1]]
+    assert heights and heights[0] <= 80
+
+
+def test_latency_with_one_worker_per_cpu(big_guest, tmp_path):
+    db = tmp_path / "db"
+    rc, out = inside(big_guest, db, "latency", "--probe", "getppid", "--workers", "max", "--ops", "500", "--reps", "1")
+    assert rc == 0, out
+    rows = [r for r in csv_rows(db) if r["probe"] == "getppid"]
+    assert sorted(int(r["cpu"]) for r in rows) == list(range(SPEC["cpus"]))
+    assert all(int(r["count"]) == 500 for r in rows)
+
+
+def test_explain_runs_in_the_guest(big_guest, tmp_path):
+    db = tmp_path / "db"
+    rc, out = inside(
+        big_guest, db, "scale", "--probe", "getppid", "--workers", "1,16", "--ops", "1000", "--reps", "1", "--explain"
+    )
+    assert rc == 0, out
+    series = show(db)["series"][0]
+    # the guest's kernel has BTF, so the engine's BPF attribution runs there and names the system call
+    assert [e["workers"] for e in series["explained"]] == [1, 16]
+    assert "getppid() in the kernel" in series["explanation"]
