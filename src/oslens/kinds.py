@@ -100,6 +100,11 @@ KINDS: dict[str, Kind] = {
             what=_command_line,
         ),
         _kind(
+            "envs",
+            "What does a container or a VM cost an operation, in its tail above all?",
+            lambda p: f"{_probes(p)} in {', '.join(p.get('envs', []))}",
+        ),
+        _kind(
             "cluster",
             "What does OS noise on each node do to a job that spans them all?",
             lambda p: (

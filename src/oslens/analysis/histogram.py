@@ -150,3 +150,21 @@ def merge_all(hists) -> Histogram:
     for h in hists[1:]:
         out = out.merge(h)
     return out
+
+
+def pooled_percentiles(hists, qs) -> np.ndarray:
+    """Nearest-rank percentiles (ns) of the values of histograms that cannot
+    be merged bucket by bucket (engines of different TSC calibrations: one
+    per invocation), each bucket taken at its representative value in ns."""
+    values, counts = [], []
+    for h in hists:
+        if h.count:
+            values.append(np.clip(h.representatives(), h.min, h.max) * h.unit_ns)
+            counts.append(h.counts)
+    if not values:
+        return np.full(len(qs), np.nan)
+    v, c = np.concatenate(values), np.concatenate(counts)
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(c[order])
+    ranks = np.maximum(1, np.ceil(np.asarray(qs, dtype=float) / 100 * cum[-1])).astype(np.int64)
+    return v[np.searchsorted(cum, ranks, side="left")]

@@ -1,0 +1,175 @@
+"""An `envs` run: per operation and environment, the percentiles of the
+merged histogram (every round, every worker) and the throughput, each
+against native's: the ratio, and whether the rounds tell the two apart
+(Mann-Whitney on the per-round figures, false discovery rate held at 5 %
+over every test of the run). A ratio the rounds cannot tell from 1 is
+printed as such, never as a difference."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..records import invocations
+from .histogram import Histogram, merge_all, pooled_percentiles
+from .metrics import HIGHER, LOWER, Metrics
+from .stats import adjust_fdr, bootstrap_ratio_ci, mann_whitney, median_ci
+
+QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
+FIGURES = tuple(q for q, _ in QUANTILES) + ("ops/s",)
+ALPHA = 0.05
+NATIVE = "native"
+
+
+@dataclass
+class Comparison:
+    """One figure of an environment against native's."""
+
+    ratio: float
+    interval: tuple[float, float] | None  # of the ratio of medians over rounds
+    p: float | None  # Mann-Whitney on the rounds' figures
+    q: float | None = None  # p adjusted for the run's false discovery rate
+
+    @property
+    def told(self) -> bool:
+        return self.q is not None and self.q < ALPHA
+
+    def to_dict(self) -> dict:
+        return {"ratio": self.ratio, "interval": self.interval, "p": self.p, "q": self.q, "told": self.told}
+
+
+@dataclass
+class EnvFigures:
+    operation: str
+    env: str
+    count: int  # operations timed
+    rounds: int
+    figures: dict[str, float]  # p50/p99/p99.9 (ns, every round's operations pooled), ops/s (median round)
+    per_round: dict[str, list[float]]  # the same per round
+    throughput_interval: tuple[float, float] | None
+    vs_native: dict[str, Comparison] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "operation": self.operation,
+            "env": self.env,
+            "count": self.count,
+            "rounds": self.rounds,
+            "figures": self.figures,
+            "per_round": self.per_round,
+            "throughput_interval": self.throughput_interval,
+            "vs_native": {k: c.to_dict() for k, c in self.vs_native.items()},
+        }
+
+
+@dataclass
+class EnvsSummary:
+    envs: list[str]
+    environments: dict  # label -> how it was made (its describe())
+    operations: dict[str, list[EnvFigures]]  # operation -> per environment, in --envs order
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "envs": self.envs,
+            "environments": self.environments,
+            "operations": {op: [f.to_dict() for f in rows] for op, rows in self.operations.items()},
+            "warnings": self.warnings,
+        }
+
+
+def rounds(records: list[dict]) -> dict[tuple[str, str], dict[int, tuple[Histogram, float]]]:
+    """(operation, environment) -> round -> (its workers' merged histogram,
+    their summed ops/s)."""
+    out: dict = defaultdict(dict)
+    for inv in invocations(records):
+        ctx = inv.context or {}
+        if "environment" not in ctx or not inv.of("rep"):
+            continue  # a round cut short is not a round
+        hists = [Histogram.from_record(r["hist"]) for r in inv.of("hist")]
+        if not hists:
+            continue
+        op = f"{inv.header['probe']['name']}:{inv.header['variant']}"
+        rate = sum(w["ops_per_sec"] for w in inv.of("worker"))
+        out[(op, ctx["environment"])][ctx["round"]] = (merge_all(hists), rate)
+    return out
+
+
+def summarize(params: dict, records: list[dict]) -> EnvsSummary:
+    envs = list(params.get("envs", []))
+    by_key = rounds(records)
+    operations: dict[str, list[EnvFigures]] = {}
+    for op in dict.fromkeys(k[0] for k in by_key):
+        rows = []
+        for env in envs:
+            per = by_key.get((op, env))
+            if not per:
+                continue
+            hists = [h for h, _ in per.values() if h.count]
+            pooled = pooled_percentiles(hists, [x for _, x in QUANTILES])
+            per_round = {q: [h.percentile(x) for h in hists] for q, x in QUANTILES}
+            per_round["ops/s"] = [rate for _, rate in per.values()]
+            figures = {q: float(v) for (q, _), v in zip(QUANTILES, pooled)}
+            figures["ops/s"] = float(np.median(per_round["ops/s"]))
+            ci = median_ci(per_round["ops/s"]) if len(per_round["ops/s"]) > 1 else None
+            rows.append(
+                EnvFigures(
+                    op,
+                    env,
+                    sum(h.count for h in hists),
+                    len(per),
+                    figures,
+                    per_round,
+                    (ci.low, ci.high) if ci and ci.low == ci.low else None,
+                )  # fmt: skip
+            )
+        operations[op] = rows
+    _compare(operations)
+    warnings = []
+    missing = [e for e in envs if not any(r.env == e for rows in operations.values() for r in rows)]
+    if missing:
+        warnings.append(f"nothing measured in {', '.join(missing)}")
+    if NATIVE not in envs:
+        warnings.append("native was not measured: no ratios")
+    return EnvsSummary(envs, params.get("environments", {}), operations, warnings)
+
+
+def _compare(operations: dict[str, list[EnvFigures]]) -> None:
+    tests = []
+    for rows in operations.values():
+        native = next((r for r in rows if r.env == NATIVE), None)
+        if native is None:
+            continue
+        for r in rows:
+            if r is native:
+                continue
+            for fig in FIGURES:
+                a, b = native.per_round[fig], r.per_round[fig]
+                base = native.figures[fig]
+                ratio = r.figures[fig] / base if base else float("nan")
+                p = mann_whitney(a, b).p if len(a) > 1 and len(b) > 1 else None
+                r.vs_native[fig] = Comparison(ratio, bootstrap_ratio_ci(a, b), p)
+                if p is not None:
+                    tests.append(r.vs_native[fig])
+    for c, q in zip(tests, adjust_fdr([c.p for c in tests])):
+        c.q = q
+
+
+def analyze(run, records: list[dict]) -> EnvsSummary:
+    return summarize(run.params, records)
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    out = Metrics()
+    for (op, env), per in rounds(records).items():
+        for q, x in QUANTILES:
+            out.add(
+                f"envs/{op}/{env}/{q} ns", [h.percentile(x) for h, _ in per.values() if h.count], "ns", LOWER,
+                f"{op} in {env}", q,
+            )  # fmt: skip
+        out.add(
+            f"envs/{op}/{env}/ops per s", [rate for _, rate in per.values()], "ops/s", HIGHER, f"{op} in {env}", "ops/s"
+        )
+    return out

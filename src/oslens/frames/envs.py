@@ -1,0 +1,67 @@
+"""The frames of an `envs` run.
+
+`rounds` (main): one row per operation, environment and round: the
+percentiles of that round's operations (all workers) and its throughput.
+`summary`: one row per operation and environment: the percentiles of every
+round pooled, the median round's throughput, and each figure's ratio to
+native with the test of it (what `show --json` reports under "operations").
+"""
+
+from __future__ import annotations
+
+from ..analysis.envs import FIGURES, QUANTILES, rounds, summarize
+from . import describe, table
+
+_KEY = {
+    "operation": ("str", "probe:variant"),
+    "environment": ("str", "native, container, kvm (or its whole spec when two share a name)"),
+}
+_FIG = {f"{q}_ns": ("float64", f"{q[1:]}th percentile, ns") for q, _ in QUANTILES} | {
+    "ops_per_s": ("float64", "operations per second, all workers")
+}
+
+
+def _col(fig: str) -> str:
+    return "ops_per_s" if fig == "ops/s" else f"{fig}_ns"
+
+
+COLUMNS = {
+    "rounds": {**_KEY, "round": ("int64", "round (the environments take turns within it)"), **_FIG},
+    "summary": {
+        **_KEY,
+        "rounds": ("int64", "rounds measured"),
+        "count": ("int64", "operations timed, every round"),
+        **_FIG,
+        **{
+            f"{_col(f)}_{k}": (dtype, f"{f}: {meaning}")
+            for f in FIGURES
+            for k, dtype, meaning in (
+                ("ratio", "float64", "ratio to native's"),
+                ("p", "float64", "Mann-Whitney p of the rounds against native's"),
+                ("q", "float64", "p adjusted for the run's false discovery rate"),
+            )
+        },
+    },
+}
+__doc__ = (__doc__ or "") + describe(COLUMNS)
+
+
+def frames(run, records: list[dict]) -> dict:
+    rows = []
+    for (op, env), per in rounds(records).items():
+        for r, (h, rate) in sorted(per.items()):
+            rows.append(
+                {"operation": op, "environment": env, "round": r, **{f"{q}_ns": h.percentile(x) for q, x in QUANTILES},
+                 "ops_per_s": rate}
+            )  # fmt: skip
+    summary = []
+    for op, envs in summarize(run.params, records).operations.items():
+        for e in envs:
+            row = {"operation": op, "environment": e.env, "rounds": e.rounds, "count": e.count}
+            for f in FIGURES:
+                row[_col(f)] = e.figures[f]
+                c = e.vs_native.get(f)
+                row |= {f"{_col(f)}_ratio": c.ratio if c else None, f"{_col(f)}_p": c.p if c else None,
+                        f"{_col(f)}_q": c.q if c else None}  # fmt: skip
+            summary.append(row)
+    return {"rounds": table(run.id, rows, COLUMNS["rounds"]), "summary": table(run.id, summary, COLUMNS["summary"])}

@@ -1,0 +1,91 @@
+"""`envs` runs: per operation, each environment's p50, p99 and p99.9 side
+by side on a log axis (the tail is where environments differ), and the
+table of figures with their ratios to native and whether the rounds tell
+them apart."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ...analysis.envs import NATIVE, QUANTILES, summarize
+from ...format import ns, si
+from ..envs import UNTESTED, UNTOLD, made
+from .latency import NS_LABEL
+from .page import Figure, Note, Section, Table
+
+TITLE = "The same operations in each environment (envs)"
+
+
+def _ratio(c) -> str:
+    if c is None or c.ratio != c.ratio:
+        return "–"
+    return f"×{c.ratio:.2f}" + ("" if c.told else f" {UNTESTED if c.p is None else UNTOLD}")
+
+
+def sections(runs) -> list[Section]:
+    blocks: list = []
+    for rd in runs:
+        s = summarize(rd.run.params, rd.records)
+        rows, bars = [], []
+        for op, envs in s.operations.items():
+            for e in envs:
+                vs = [_ratio(e.vs_native.get(f)) if e.env != NATIVE else "" for f in ("p50", "p99", "p99.9", "ops/s")]
+                rows.append(
+                    [op, e.env, e.rounds, ns(e.figures["p50"]), vs[0], ns(e.figures["p99"]), vs[1],
+                     ns(e.figures["p99.9"]), vs[2], si(e.figures["ops/s"]), vs[3]]
+                )  # fmt: skip
+                bars += [
+                    {"operation": op, "environment": e.env, "percentile": q, "ns": e.figures[q]} for q, _ in QUANTILES
+                ]
+        if not rows:
+            blocks.append(Note(f"{rd.short}: no complete round", warning=True))
+            continue
+        blocks.append(
+            Table(
+                f"{rd.short}: per operation and environment",
+                [
+                    "operation",
+                    "environment",
+                    "rounds",
+                    "p50",
+                    "vs native",
+                    "p99",
+                    "vs native",
+                    "p99.9",
+                    "vs native",
+                    "ops/s",
+                    "vs native",
+                ],
+                rows,
+                f"vs native: ratio to native's figure; {UNTOLD}: the rounds cannot tell it from native (Mann-Whitney, "
+                f"false discovery rate 5 %); {UNTESTED}: one round, untested",
+            )  # fmt: skip
+        )
+        df = pd.DataFrame(bars)
+        chart = (
+            alt.Chart(df)
+            .mark_bar()
+            .encode(
+                alt.X("percentile:N", title=None, sort=[q for q, _ in QUANTILES]),
+                alt.XOffset("environment:N", sort=s.envs),
+                alt.Y("ns:Q", title="latency", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)),
+                alt.Color("environment:N", sort=s.envs, legend=alt.Legend(orient="bottom")),
+                tooltip=["operation:N", "environment:N", "percentile:N", alt.Tooltip("ns:Q", format=",.0f")],
+            )
+            .properties(width=220, height=200)
+            .facet(alt.Facet("operation:N", title=None), columns=4)
+        )
+        blocks.append(
+            Figure(
+                f"envs-{rd.run.id}",
+                f"{rd.short}: percentiles per environment",
+                chart,
+                "each bar: a percentile of every round's operations pooled, on a log axis",
+            )
+        )
+        for label in s.envs:
+            env = s.environments.get(label, {})
+            blocks.append(Note(made(label, env), warning=bool(env.get("note"))))
+        blocks += [Note(w, warning=True) for w in s.warnings]
+    return [Section(TITLE, blocks)]
