@@ -1,6 +1,6 @@
-"""Native against container (issue 15): the same operations timed with
-`oslens latency` on the host and `--in container`, alternated round by
-round, and what making the environment costs. Not a test: timing claims live
+"""Native against container and KVM guest (issue 15): the same operations
+timed with `oslens latency` on the host and `--in ENV`, alternated round by
+round, and what making the environment costs (for a guest: its boot). Not a test: timing claims live
 here. This host is itself a guest, so "native" is a KVM guest's kernel; the
 ratios are of the container over that.
 
@@ -9,7 +9,8 @@ ratio to native with its order-statistic interval over the rounds' ratios.
 Then the set-up: wall and host CPU time (user+system of oslens and all it
 started) of one getppid point, native and in the container.
 
-Usage: python bench/envs.py [--rounds 5] [--ops 20000] [--envs native,container]
+Usage: python bench/envs.py [--rounds 5] [--ops 20000] [--envs 'native;container;kvm:cpus=2']
+(environments apart by ';' when any has options, as `oslens envs --envs`)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tempfile
 import time
 
 from oslens.analysis.stats import median_ci
+from oslens.commands.envs import split_specs
 
 OPERATIONS = ["getppid", "fault:anon", "fork", "pingpong:pipe"]
 
@@ -58,19 +60,23 @@ def main() -> None:
 
 
 def measure(a: argparse.Namespace, db: str) -> None:
-    envs = a.envs.split(",")
+    envs = split_specs(a.envs)
     got: dict[str, list[dict]] = {e: [] for e in envs}
     setup: dict[str, list[tuple[float, float]]] = {e: [] for e in envs}
+    boot: dict[str, list[tuple[float, float]]] = {e: [] for e in envs}
     for _ in range(a.rounds):
         for e in envs:
             doc, _, _ = oslens(
                 "latency", "--in", e, "--probe", ",".join(OPERATIONS), "--ops", str(a.ops), "--reps", "1", db=db
             )
             got[e].append(percentiles(doc))
-            _, wall, cpu = oslens(
+            doc, wall, cpu = oslens(
                 "scale", "--in", e, "--probe", "getppid", "--workers", "1", "--ops", "1000", "--reps", "1", db=db
             )
             setup[e].append((wall, cpu))
+            made = doc["machine"].get("environment") or {}
+            if made.get("boot_s") is not None:
+                boot[e].append((made["boot_s"], made.get("boot_host_cpu_s") or float("nan")))
     base = envs[0]
     print(f"{a.rounds} alternated rounds, {a.ops} operations each; median ns [ratio to {base}: median, interval]")
     for op in got[base][0]:
@@ -88,7 +94,12 @@ def measure(a: argparse.Namespace, db: str) -> None:
     print("one getppid point (1,000 ops), whole command: median wall s, host CPU s")
     for e in envs:
         walls, cpus = zip(*setup[e])
-        print(f"  {e:<10} wall {median_ci(list(walls)).median:.2f} s, CPU {median_ci(list(cpus)).median:.2f} s")
+        line = f"  {e:<10} wall {median_ci(list(walls)).median:.2f} s, CPU {median_ci(list(cpus)).median:.2f} s"
+        if boot[e]:
+            b_wall, b_cpu = zip(*boot[e])
+            line += f"; of it the guest's boot: wall {median_ci(list(b_wall)).median:.2f} s, QEMU CPU "
+            line += f"{median_ci(list(b_cpu)).median:.2f} s"
+        print(line)
 
 
 if __name__ == "__main__":

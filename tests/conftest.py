@@ -123,10 +123,11 @@ def sem_ids() -> set[int]:
 
 
 def engine_processes() -> list[int]:
-    """Every live process running this checkout's engine (dynamic or static)
-    or its worker image; engines of another checkout running tests alongside
-    are not ours."""
+    """Every live process running this checkout's engine (dynamic or static),
+    its worker image or a relay to a guest's engine; engines of another
+    checkout running tests alongside are not ours."""
     ours = {engine_bin() + suffix for suffix in ("", "-static", "-worker", "-worker-static")}
+    ours.add(str(Path(engine_bin()).with_name("oslens-guest")))
     found = []
     for d in glob.glob("/proc/[0-9]*"):
         try:

@@ -156,3 +156,63 @@ def test_a_killed_run_leaves_no_container(tmp_path, sig):
         assert show(db)["status"] == "incomplete"
     oslens("runs", db=db)  # the next start sweeps what a killed one left
     assert our_containers() == before
+
+
+# ------------------------------------------------------------ oslens envs: side by side
+
+
+def export_json(db) -> dict:
+    return json.loads(oslens("export", "last", "--format", "json", db=db).stdout)
+
+
+@needs_runtime
+def test_envs_times_each_operation_in_each_environment_taking_turns(tmp_path):
+    before = our_containers()
+    db = tmp_path / "db"
+    proc = oslens(
+        "envs", "getppid", "fault:anon", "--envs", "native,container", "--ops", "2000", "--rounds", "3", db=db
+    )
+    assert proc.returncode == 0, proc.stderr
+    # every round of every operation in every environment did exactly the work asked
+    summary = list(
+        csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", "--frame", "summary", db=db).stdout))
+    )
+    assert {(r["operation"], r["environment"]) for r in summary} == {
+        (op, env) for op in ("getppid:default", "fault:anon") for env in ("native", "container")
+    }
+    assert all(int(r["count"]) == 3 * 2000 and int(r["rounds"]) == 3 for r in summary)
+    # the ratio is the environment's figure over native's, and native has none
+    by = {(r["operation"], r["environment"]): r for r in summary}
+    for op in ("getppid:default", "fault:anon"):
+        native, inside = by[(op, "native")], by[(op, "container")]
+        assert native["p99_ns_ratio"] == ""
+        assert float(inside["p99_ns_ratio"]) == pytest.approx(float(inside["p99_ns"]) / float(native["p99_ns"]))
+        assert 0 <= float(inside["ops_per_s_q"]) <= 1
+    # the environments take turns: each starts a round first in turn, the operations in order within it
+    contexts = [r for r in export_json(db)["records"] if r["type"] == "context"]
+    order = [(c["round"], c["environment"]) for c in contexts]
+    assert order[:4] == [(0, "native"), (0, "container"), (0, "native"), (0, "container")]
+    assert order[4:8] == [(1, "container"), (1, "native"), (1, "container"), (1, "native")]
+    doc = show(db)
+    assert doc["params"]["environments"]["container"]["runtime"] == RUNTIME
+    assert "container: " in proc.stdout and "vs native" in proc.stdout
+    assert our_containers() == before
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--envs", "native,,container"], "an empty environment"),
+        (["--envs", "native,native"], "named twice"),
+        (["--envs", "native,vm"], "unknown environment 'vm'"),
+        (["--envs", "native", "--rounds", "0"], "--rounds: 0"),
+        (["--envs", "native", "--workers", "0"], "--workers: 0"),
+        (["--envs", "native", "nosuchprobe"], "nosuchprobe"),
+        (["--envs", "native", "detour"], "no per-operation latency"),
+    ],
+)
+def test_envs_refuses_bad_input_before_anything_runs(tmp_path, args, words):
+    proc = oslens("envs", *args, "--ops", "10", db=tmp_path / "db", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert words in one_line_error(proc.stderr)
+    assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout.lower()

@@ -189,6 +189,23 @@ def test_a_guest_killed_mid_run_leaves_nothing_and_the_run_is_incomplete(tmp_pat
     assert not [d for d in Path(runtime.root()).iterdir() if d.name.startswith(f"{proc.pid}.")]
 
 
+@needs_guest
+def test_envs_puts_a_guest_beside_native(tmp_path):
+    db = tmp_path / "db"
+    spec = f"kvm:cpus=2,accel={accel()}"
+    proc = oslens("envs", "getppid", "--envs", f"native;{spec}", "--ops", "1000", "--rounds", "2", db=db)
+    assert proc.returncode == 0, proc.stderr
+    doc = show(db)
+    rows = doc["operations"]["getppid:default"]
+    assert [r["env"] for r in rows] == ["native", "kvm"]
+    assert all(r["count"] == 2 * 1000 for r in rows)
+    guest = doc["params"]["environments"]["kvm"]
+    assert guest["shape"]["cpus"] == 2 and guest["inside"]["kernel"]["release"]
+    if guest["accel"] != "kvm":  # whatever the figures, the table says they mean nothing
+        assert "timings not meaningful" in " ".join(proc.stdout.split())
+    assert qemu_processes() == []
+
+
 # ------------------------------------------------------------ the many-CPU tier
 
 SPEC = {"cpus": 16, "sockets": 2, "threads": 2, "numa": 2}
