@@ -300,6 +300,19 @@ def test_dry_run_and_a_short_sweep_place_workers_as_planned(big_guest, tmp_path)
         assert all(int(r["ops"]) == 2000 for r in rows if int(r["workers"]) == n)
 
 
+def test_explain_runs_in_the_guest(big_guest, tmp_path):
+    db = tmp_path / "db"
+    rc, out = inside(
+        big_guest, db, "scale", "--probe", "getppid", "--workers", "1,16", "--ops", "1000", "--reps", "1", "--explain"
+    )
+    assert rc == 0, out
+    series = show(db)["series"][0]
+    assert series["explained"], out
+    # the guest's kernel has BTF, so the engine's BPF attribution runs there and names the system call
+    assert [e["workers"] for e in series["explained"]] == [1, 16]
+    assert "getppid() in the kernel" in series["explanation"]
+
+
 def test_noise_on_sixteen_cpus_keeps_a_readable_timeline(big_guest, tmp_path):
     db = tmp_path / "db"
     rc, out = inside(big_guest, db, "noise", "--duration", "1", "--reps", "1")
@@ -329,15 +342,3 @@ def test_latency_with_one_worker_per_cpu(big_guest, tmp_path):
     rows = [r for r in csv_rows(db) if r["probe"] == "getppid"]
     assert sorted(int(r["cpu"]) for r in rows) == list(range(SPEC["cpus"]))
     assert all(int(r["count"]) == 500 for r in rows)
-
-
-def test_explain_runs_in_the_guest(big_guest, tmp_path):
-    db = tmp_path / "db"
-    rc, out = inside(
-        big_guest, db, "scale", "--probe", "getppid", "--workers", "1,16", "--ops", "1000", "--reps", "1", "--explain"
-    )
-    assert rc == 0, out
-    series = show(db)["series"][0]
-    # the guest's kernel has BTF, so the engine's BPF attribution runs there and names the system call
-    assert [e["workers"] for e in series["explained"]] == [1, 16]
-    assert "getppid() in the kernel" in series["explanation"]

@@ -3,26 +3,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../json.h" /* write_all */
 #include "wire.h"
 
 static int read_all(int fd, char *buf, size_t len)
 {
 	while (len) {
 		ssize_t n = read(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -49,9 +36,9 @@ int frame_send(int fd, char type, const void *data, size_t len)
 {
 	unsigned char head[5] = {(unsigned char)type};
 	put_u32(head + 1, (uint32_t)len);
-	if (send_all(fd, (const char *)head, sizeof head))
+	if (write_all(fd, (const char *)head, sizeof head))
 		return -1;
-	return send_all(fd, data, len);
+	return write_all(fd, data, len);
 }
 
 int frame_send_u32(int fd, char type, uint32_t value)
