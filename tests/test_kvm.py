@@ -221,25 +221,28 @@ def big_guest():
         pytest.skip(f"no guest can be made here: {UNAVAILABLE}")
     spec = ",".join(f"{k}={v}" for k, v in SPEC.items())
     guest = envs.parse(f"kvm:{spec},mem=2G,accel={accel()}")
-    had_entry = os.environ.get(runtime.ENV)
+    had_entry, tmp = os.environ.get(runtime.ENV), tempfile.tempdir
     with guest:
         yield guest
     if had_entry is None:
         runtime.release()
         os.environ.pop(runtime.ENV, None)
-        tempfile.tempdir = None
+    tempfile.tempdir = tmp
     assert qemu_processes() == []
 
 
 def inside(guest, db: Path, *args: str) -> tuple[int, str]:
     """`oslens ARGS` with the engine in the guest: its exit status and output."""
     out, err = io.StringIO(), io.StringIO()
+    tmp = tempfile.tempdir  # each command gives this process a private temporary directory: not the next test's
     with engine.inside(guest), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             main(["--db", str(db), *args])
             rc = 0
         except SystemExit as e:
             rc = e.code
+        finally:
+            tempfile.tempdir = tmp
     return rc, out.getvalue() + err.getvalue()
 
 
