@@ -303,7 +303,16 @@ def test_dry_run_and_a_short_sweep_place_workers_as_planned(big_guest, tmp_path)
         assert all(int(r["ops"]) == 2000 for r in rows if int(r["workers"]) == n)
 
 
+# Emulated, a guest's kernel patching its text for BPF across 16 vCPUs that 2
+# host CPUs take turns at soft-locks (seen: "BUG: soft lockup - CPU#9 stuck
+# for 223s! [oslens-engine]" in the guest's console): the tier attributes only
+# under KVM.
+EMULATED_BPF = "BPF in an emulated 16-vCPU guest soft-locks its kernel (text patching across vCPUs taking turns)"
+
+
 def test_explain_runs_in_the_guest(big_guest, tmp_path):
+    if big_guest.accel != "kvm":
+        pytest.skip(EMULATED_BPF)
     db = tmp_path / "db"
     rc, out = inside(
         big_guest, db, "scale", "--probe", "getppid", "--workers", "1,16", "--ops", "1000", "--reps", "1", "--explain"
@@ -318,7 +327,8 @@ def test_explain_runs_in_the_guest(big_guest, tmp_path):
 
 def test_noise_on_sixteen_cpus_keeps_a_readable_timeline(big_guest, tmp_path):
     db = tmp_path / "db"
-    rc, out = inside(big_guest, db, "noise", "--duration", "1", "--reps", "1")
+    no_bpf = [] if big_guest.accel == "kvm" else ["--no-bpf"]  # EMULATED_BPF
+    rc, out = inside(big_guest, db, "noise", "--duration", "1", "--reps", "1", *no_bpf)
     assert rc == 0, out
     doc = show(db)
     alone = doc["phases"]["alone"]
