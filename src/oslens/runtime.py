@@ -193,7 +193,10 @@ def private_tmp() -> None:
     if entry() is None:
         return
     start = proc_start(os.getpid())
-    d = Path(tempfile.gettempdir()) / f"oslens.{os.getpid()}.{start}"
+    here = Path(tempfile.gettempdir())
+    if here.name == f"oslens.{os.getpid()}.{start}":
+        return  # a second command in this process (the API, tests) keeps the first one's, not one inside it
+    d = here / f"oslens.{os.getpid()}.{start}"
     note("tmpdir", d)
     try:
         d.mkdir(mode=0o700)

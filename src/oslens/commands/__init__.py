@@ -166,7 +166,9 @@ def print_run_line(ctx: Context, run) -> None:
     )
     env = m.get("environment")
     if env:
-        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime", "accel") if env.get(k) not in (None, "default"))
+        from ..envs import made
+
+        how = made({k: v for k, v in env.items() if k != "shape"})
         line.append(f" · in a {env['name']}" + (f" ({how})" if how else ""))
         if env.get("note"):  # an environment whose timings mean nothing says so first
             line.append(f" · {env['note']}", "bold")

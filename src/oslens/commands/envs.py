@@ -7,6 +7,7 @@ import contextlib
 
 import click
 
+from ..errors import UsageError
 from . import Context, common_options, measure
 
 
@@ -59,8 +60,6 @@ def command(ctx: Context, probes: tuple[str, ...], specs: str, **kw):
 def split_specs(text: str) -> list[str]:
     """'native,container,kvm' or 'native;kvm:cpus=2,mem=1G': environments
     apart by ';' when any is given, else by ','."""
-    from ..errors import UsageError
-
     parts = [s.strip() for s in (text.split(";") if ";" in text else text.split(","))]
     if not all(parts):
         raise UsageError(f"--envs: an empty environment in '{text}'")

@@ -70,6 +70,25 @@ class Environment(Protocol):
         ...
 
 
+def last_line(text: str) -> str:
+    """A tool's last non-empty line of output: its reason, when it fails."""
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def made(env: dict) -> str:
+    """How an environment was made, from its description (run metadata):
+    "qemu, tcg; 16 vCPUs (2×4×2, 2 nodes), 2048 MiB"; "podman, runc"."""
+    line = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime", "accel") if env.get(k) not in (None, "default"))
+    shape = env.get("shape")
+    if shape:
+        line += (
+            f"; {shape['cpus']} vCPUs ({shape['sockets']}×{shape['cores']}×{shape['threads']}, "
+            f"{shape['numa']} nodes), {shape['mem_mib']} MiB"
+        )
+    return line
+
+
 def parse_options(text: str, keys: dict[str, str], env: str) -> dict[str, str]:
     """KEY=VALUE,… of an environment, each key one it knows. A part without
     '=' continues the value before it (cpuset=0-3,8)."""

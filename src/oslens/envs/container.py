@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import cgroups, runtime
 from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import MeasurementError, UsageError
-from . import INSIDE, engine_files
+from . import INSIDE, engine_files, last_line
 
 KEYS = {
     "runtime": "podman or docker (default: podman if installed, else docker)",
@@ -41,11 +41,6 @@ START_TIMEOUT_S = 60
 
 def _run(argv: list[str], timeout: float = START_TIMEOUT_S) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def _v1_controllers() -> bool:
@@ -117,7 +112,7 @@ class Container:
             [self.runtime, "import", "-", tag], input=buf.getvalue(), capture_output=True, timeout=START_TIMEOUT_S
         )
         if proc.returncode != 0:
-            raise MeasurementError(f"container: {self.runtime} import failed: {_last_line(proc.stderr.decode())}")
+            raise MeasurementError(f"container: {self.runtime} import failed: {last_line(proc.stderr.decode())}")
         self._drop_older_images(tag)
         return tag
 
@@ -157,7 +152,7 @@ class Container:
         proc = _run(argv)
         if proc.returncode != 0:
             self.__exit__()
-            raise MeasurementError(f"container: {self.runtime} could not start it: {_last_line(proc.stderr)}")
+            raise MeasurementError(f"container: {self.runtime} could not start it: {last_line(proc.stderr)}")
         self.facts = self._inspect()
         return self
 

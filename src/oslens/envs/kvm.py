@@ -35,9 +35,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import engine, runtime
+from ..collectors import load
 from ..cpulist import format_cpulist
 from ..errors import MeasurementError, UsageError
-from . import INSIDE, engine_files
+from . import INSIDE, engine_files, last_line
 
 KEYS = {
     "cpus": "vCPUs (default: sockets×cores×threads, or the host CPUs oslens may use)",
@@ -97,16 +98,6 @@ def _mib(text: str) -> int:
     return n * 1024 if (m.group(2) or "M").upper() == "G" else n
 
 
-def _mem_available_mib() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def shape(opts: dict, host_cpus: int) -> Shape:
     """The guest's shape from SPEC, every value checked against the others."""
     sockets = _int(opts, "sockets", 1)
@@ -137,7 +128,8 @@ def shape(opts: dict, host_cpus: int) -> Shape:
     if mem < 256:
         raise UsageError(f"--in kvm: mem={opts.get('mem')} is less than 256M, too little to boot")
     mem -= mem % numa
-    available = _mem_available_mib()
+    available = load._meminfo()["mem_available_bytes"]
+    available = available // 2**20 if isinstance(available, int) else None
     if available is not None and mem > available:
         raise UsageError(f"--in kvm: mem={mem}M is more than this host has available ({available}M)")
     return Shape(cpus, sockets, cores, threads, numa, mem)
@@ -226,14 +218,21 @@ def initramfs(guest: Path, modules: list[Path]) -> bytes:
     return _cpio_newc(entries)
 
 
+def _config(image: Path) -> list[str]:
+    """The kernel's build configuration, as its package installs it beside the image."""
+    try:
+        return (image.parent / image.name.replace("vmlinuz-", "config-")).read_text().splitlines()
+    except OSError:
+        return []
+
+
 def _uncompressed(image: Path, into: Path) -> Path | None:
     """The ELF kernel inside a compressed x86 image, for a kernel that QEMU
     can enter directly (PVH): the decompressor, seconds of memory traffic
     under emulation, is skipped. None where that cannot be done."""
-    config = image.parent / image.name.replace("vmlinuz-", "config-")
+    if "CONFIG_PVH=y" not in _config(image):
+        return None
     try:
-        if "CONFIG_PVH=y" not in config.read_text().splitlines():
-            return None
         data = image.read_bytes()
     except OSError:
         return None
@@ -264,12 +263,8 @@ def _kvm_refusal(kernel: Path) -> str | None:
     modules = {m.name for m in Path("/sys/module").glob("kvm*")}
     if "kvm_pvm" not in modules or modules & {"kvm_intel", "kvm_amd"}:
         return None
-    config = kernel.parent / kernel.name.replace("vmlinuz-", "config-")
-    try:
-        if any(line.startswith("CONFIG_PVM_GUEST=y") for line in config.read_text().splitlines()):
-            return None
-    except OSError:
-        pass
+    if "CONFIG_PVM_GUEST=y" in _config(kernel):
+        return None
     return (
         f"this host's KVM is PVM (kvm_pvm), which runs only kernels built as PVM guests, and {kernel.name} is "
         "not one; accel=tcg emulates the guest (its correctness, not its timings)"
@@ -327,6 +322,8 @@ class Guest:
         self.modules = modules
         self.host_cpus = host_cpus
         self.qemu = qemu
+        first = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.partition("\n")[0]
+        self.qemu_version = first.removeprefix("QEMU emulator version ").strip() or None
         self.guest = guest
         self.proc: subprocess.Popen | None = None
         self.port = 0
@@ -386,14 +383,14 @@ class Guest:
         deadline = started + 60 + 15 * max(1.0, self.shape.cpus / len(self.host_cpus))
         while True:
             if self.proc.poll() is not None:
-                why = _last(self.proc.stderr.read() if self.proc.stderr else "") or self._console_tail()
+                why = last_line(self.proc.stderr.read() if self.proc.stderr else "") or self._console_tail()
                 raise MeasurementError(f"kvm: the guest did not start (QEMU exited {self.proc.returncode}): {why}")
             relay = subprocess.run([*self.engine_argv()[:-1], "@facts"], capture_output=True, text=True, timeout=60)
             if relay.returncode == 0:
                 self.facts = json.loads(relay.stdout.splitlines()[0])
                 return
             if relay.returncode != NO_AGENT:
-                raise MeasurementError(f"kvm: the guest's agent failed: {_last(relay.stderr)}")
+                raise MeasurementError(f"kvm: the guest's agent failed: {last_line(relay.stderr)}")
             if time.monotonic() > deadline:
                 said = self._console_tail() or "no console output"
                 raise MeasurementError(f"kvm: the guest did not boot in {deadline - started:.0f} s: {said}")
@@ -456,11 +453,10 @@ class Guest:
         return [str(self.guest), "relay", str(self.port), INSIDE]
 
     def describe(self) -> dict:
-        version = subprocess.run([self.qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
         out = {
             "name": "kvm",
             "runtime": "qemu",
-            "qemu_version": version.removeprefix("QEMU emulator version ").strip() or None,
+            "qemu_version": self.qemu_version,
             "accel": self.accel,
             "shape": asdict(self.shape),
             "host_cpus": format_cpulist(self.host_cpus),
@@ -480,11 +476,6 @@ class Guest:
         elif self.overcommitted:
             out["note"] = f"{self.shape.cpus} vCPUs on {len(self.host_cpus)} host CPUs: {OVERCOMMITTED}"
         return out
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def make(opts: dict[str, str]) -> Guest:

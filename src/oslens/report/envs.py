@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.envs import NATIVE, QUANTILES, Comparison, EnvsSummary
+from ..envs import made
 from ..format import ns, si
 
 UNTOLD, UNTESTED = "~", "?"
@@ -25,22 +26,14 @@ def ratio_cell(c: Comparison | None) -> Text:
     return Text(text, style="bold") if c.told else Text(f"{text} {UNTOLD}", style="dim")
 
 
-def made(label: str, env: dict) -> str:
-    """How an environment was made, in a line."""
-    name = env.get("name", label)
-    if name == NATIVE:
+def made_line(label: str, env: dict) -> str:
+    """How an environment was made, with its kernel and what its timings are worth."""
+    if env.get("name", label) == NATIVE:
         return f"{label}: the host itself"
-    parts = [str(env[k]) for k in ("runtime", "runtime_version", "oci_runtime", "qemu_version", "accel") if env.get(k)]
-    shape = env.get("shape")
-    if shape:
-        parts.append(
-            f"{shape['cpus']} vCPUs ({shape['sockets']}×{shape['cores']}×{shape['threads']}, "
-            f"{shape['numa']} nodes), {shape['mem_mib']} MiB"
-        )
+    line = f"{label}: {made(env)}"
     kernel = (env.get("inside") or {}).get("kernel", {}).get("release") or env.get("kernel")
     if kernel:
-        parts.append(f"kernel {kernel}")
-    line = f"{label}: " + ", ".join(parts)
+        line += f", kernel {kernel}"
     return line + (f" — {env['note']}" if env.get("note") else "")
 
 
@@ -67,7 +60,7 @@ def show(console: Console, run, s: EnvsSummary) -> None:
     for label in s.envs:
         env = s.environments.get(label, {})
         style = "yellow" if env.get("note") else "dim"
-        console.print(Text(f"  {made(label, env)}", style=style))
+        console.print(Text(f"  {made_line(label, env)}", style=style))
     for w in s.warnings:
         console.print(Text(f"  {w}", style="yellow"))
     console.print(

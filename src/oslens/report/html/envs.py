@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...analysis.envs import NATIVE, QUANTILES, summarize
 from ...format import ns, si
-from ..envs import UNTESTED, UNTOLD, made
+from ..envs import UNTESTED, UNTOLD, made_line
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
@@ -86,6 +86,6 @@ def sections(runs) -> list[Section]:
         )
         for label in s.envs:
             env = s.environments.get(label, {})
-            blocks.append(Note(made(label, env), warning=bool(env.get("note"))))
+            blocks.append(Note(made_line(label, env), warning=bool(env.get("note"))))
         blocks += [Note(w, warning=True) for w in s.warnings]
     return [Section(TITLE, blocks)]

@@ -3,6 +3,7 @@ their numbers less trustworthy."""
 
 from __future__ import annotations
 
+from ...envs import made
 from .page import Note, Section, Table
 
 LOAD_LIMIT = 0.10
@@ -29,16 +30,7 @@ def rows(m: dict) -> list[tuple[str, object]]:
     mitigations = kernel.get("mitigations", {})
     vulnerable = [k for k, v in mitigations.items() if isinstance(v, str) and v.startswith("Vulnerable")]
     env = m.get("environment") or {}
-    where = "native"
-    if env:
-        how = ", ".join(str(env[k]) for k in ("runtime", "oci_runtime", "accel") if env.get(k) not in (None, "default"))
-        shape = env.get("shape")
-        where = f"a {env['name']}" + (f" ({how})" if how else "")
-        if shape:
-            where += (
-                f": {shape['cpus']} vCPUs, {shape['sockets']} sockets × {shape['cores']} cores × "
-                f"{shape['threads']} threads, {shape['numa']} NUMA nodes, {shape['mem_mib']} MiB"
-            )
+    where = f"a {env['name']} ({made(env)})" if env else "native"
     return [
         ("where it ran", where),
         ("host", _get(load, "hostname")),
