@@ -38,6 +38,8 @@ struct run_config {
 	int reps;
 	double time_limit_s; /* 0: none */
 	const char *tmpdir_base;
+	const char *target;	    /* --target: what the I/O probes read and write */
+	int completions;	    /* --completions: where the target's I/Os complete (BPF) */
 	int dry_run;		    /* --dry-run: parse and check, print the config, measure nothing */
 	enum clock_want clock_want; /* --clock: calibrated by `run`, adopted by its fresh workers */
 	int argc;

@@ -57,6 +57,7 @@ static void emit_probe(const struct probe *p, void *arg)
 	json_end(j);
 	json_bool(j, "static", p->needs_static);
 	json_bool(j, "timed", p->timed != NULL);
+	json_bool(j, "needs_target", p->needs_target);
 	json_emit(j);
 }
 

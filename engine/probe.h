@@ -42,6 +42,7 @@ struct probe_env {
 	int nworkers;
 	int threaded;	    /* workers are threads of one process */
 	const char *tmpdir; /* private to this run, removed at the end */
+	const char *target; /* --target: the device or file an I/O probe works on, or NULL */
 	void *data;	    /* the probe's own global state */
 	/* SysV sets to remove, reported before use; on the heap, grown as sets
 	 * are made, so that a worker's image does not carry room for thousands */
@@ -80,6 +81,11 @@ struct probe {
 	 * chain of anon_vmas). Process mode only; the probe keeps no global
 	 * state (env->data, SysV sets) that a fresh image could not see. */
 	int fresh_image;
+	/* Works on the device or file of `run --target` (the I/O probes), and
+	 * checks it, with the chosen options, before anything runs: 0, or -1
+	 * with a one-line reason in why. */
+	int needs_target;
+	int (*check_target)(const struct probe_env *env, char *why, size_t len);
 
 	int (*global_setup)(struct probe_env *env);	/* master, optional */
 	void (*global_teardown)(struct probe_env *env); /* master, optional */

@@ -2,6 +2,7 @@
  * releases them together, samples or times them, writes the records
  * (run_emit.c), and tears everything down whatever happens. */
 #include "run.h"
+#include "bpf/blkio.h"
 #include "bpf/explain.h"
 #include "cluster/cluster.h"
 #include "event_batch.h"
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sem.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 static volatile sig_atomic_t got_signal;
 static int tracing;		  /* BPF events are being recorded */
 static int explaining;		  /* the workers' time is being charged to its causes */
+static int completing;		  /* the target's I/Os are followed to their completion */
 static struct event_batch events; /* recorded, not yet written */
 
 static void on_signal(int sig)
@@ -235,6 +238,43 @@ static void stop_explaining(int rep, int emit)
 	explaining = 0;
 }
 
+/* Follows where the target's I/Os complete (--completions), loaded before
+ * the workers are released; says why when it cannot. */
+static void start_completions(const struct master *m)
+{
+	char why[256];
+	struct stat st;
+	if (stat(m->cfg->target, &st) != 0)
+		snprintf(why, sizeof why, "%s: %s", m->cfg->target, strerror(errno));
+	else if ((completing = blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, sizeof why) == 0))
+		return;
+	struct json *j = json_record("completions");
+	json_int(j, "rep", m->shm->ctl.rep);
+	json_bool(j, "available", 0);
+	json_str(j, "reason", why);
+	json_emit(j);
+}
+
+/* The I/Os followed are those submitted in the measured window: after the
+ * warm-up, for the duration (fixed time) or to the end (fixed work). */
+static void set_completions_window(const struct master *m)
+{
+	if (!completing)
+		return;
+	uint64_t start = m->shm->ctl.warm_deadline - clock_ns() + mono_ns();
+	blkio_bpf_window(start, m->cfg->ops ? 0 : start + (uint64_t)(m->cfg->duration_s * 1e9));
+}
+
+static void stop_completions(int rep, int emit)
+{
+	if (!completing)
+		return;
+	if (emit)
+		blkio_bpf_emit(rep);
+	blkio_bpf_stop();
+	completing = 0;
+}
+
 static int count_state(const struct master *m, int state)
 {
 	int n = 0;
@@ -430,7 +470,8 @@ static const char *run_rep(struct master *m, int rep)
 	if (cluster_agree(why != NULL) && !why)
 		why = "another rank of the job failed before the start";
 	uint64_t t_go = 0, stat_mono[2] = {0, 0};
-	struct cpustat *stat0 = calloc(cfg->nworkers, sizeof *stat0), *stat1 = calloc(cfg->nworkers, sizeof *stat1);
+	struct cpustat *stat0 = calloc(cpustat_count(cfg), sizeof *stat0),
+		       *stat1 = calloc(cpustat_count(cfg), sizeof *stat1);
 	if (!why && (!stat0 || !stat1))
 		why = "out of memory";
 	if (!why) {
@@ -439,6 +480,8 @@ static const char *run_rep(struct master *m, int rep)
 			start_tracing(m);
 		if (cfg->explain)
 			start_explaining(m);
+		if (cfg->completions)
+			start_completions(m);
 		if (cfg->ops) { /* fixed work: the whole repetition */
 			stat_mono[0] = mono_ns();
 			read_cpustat(cfg, stat0);
@@ -449,6 +492,7 @@ static const char *run_rep(struct master *m, int rep)
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		set_explain_window(m);
+		set_completions_window(m);
 		why = cfg->ops ? measure_fixed_work(m, rep)
 			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, stat_mono);
 		if (cfg->ops) {
@@ -457,6 +501,7 @@ static const char *run_rep(struct master *m, int rep)
 		}
 		stop_tracing();
 		stop_explaining(rep, !why);
+		stop_completions(rep, !why);
 		if (!why)
 			emit_cpustat(cfg, rep, stat0, stat1, stat_mono);
 		if (!why && run_has_results(cfg))
@@ -465,6 +510,7 @@ static const char *run_rep(struct master *m, int rep)
 	uint64_t t_end = clock_ns();
 	stop_tracing(); /* on every path: nothing stays loaded */
 	stop_explaining(rep, 0);
+	stop_completions(rep, 0);
 	free(stat0);
 	free(stat1);
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);

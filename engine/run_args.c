@@ -61,6 +61,32 @@ static void check_task_budget(const struct run_config *cfg)
 			  cfg->nworkers, need, (unsigned long)rl.rlim_cur);
 }
 
+/* --target goes with the probes that work on one, and each checks it with
+ * its options (size, alignment, direct I/O) before anything runs. */
+static void check_target(const struct run_config *cfg)
+{
+	int takers = 0;
+	for (int k = 0; k < cfg->nchoices; k++) {
+		const struct choice *c = &cfg->choices[k];
+		if (!c->probe->needs_target)
+			continue;
+		takers++;
+		if (!cfg->target)
+			die_usage("probe %s needs --target DEVICE|FILE", c->probe->name);
+		struct probe_env env = {.probe = c->probe, .variant = c->variant, .target = cfg->target};
+		memcpy(env.opt, c->opt, sizeof env.opt);
+		char why[256];
+		if (c->probe->check_target && c->probe->check_target(&env, why, sizeof why) != 0)
+			die_usage("--target %s: %s", cfg->target, why);
+	}
+	if (cfg->target && !takers)
+		die_usage("--target: no chosen probe works on a target");
+	if (cfg->completions && !takers)
+		die_usage("--completions follows a target's I/Os: it needs an I/O probe and --target");
+	if (cfg->completions && (cfg->trace || cfg->explain))
+		die_usage("--completions, --trace and --explain are exclusive: each loads its own BPF programs");
+}
+
 /* --opt KEY=VALUE sets the option in every chosen probe that has it. */
 static void set_opt(struct run_config *cfg, const char *kv)
 {
@@ -122,7 +148,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		{"clock", required_argument, 0, 'C'},	  {"tmpdir", required_argument, 0, 'T'},
 		{"latency", no_argument, 0, 'L'},	  {"mix", no_argument, 0, 'M'},
 		{"trace", no_argument, 0, 'R'},		  {"explain", no_argument, 0, 'X'},
-		{"dry-run", no_argument, 0, 'D'},	  {0, 0, 0, 0}};
+		{"dry-run", no_argument, 0, 'D'},	  {"target", required_argument, 0, 'g'},
+		{"completions", no_argument, 0, 'k'},	  {0, 0, 0, 0}};
 	*cfg = (struct run_config){
 		.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1, .reps = 1, .argc = argc, .argv = argv};
 	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
@@ -171,6 +198,12 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		case 'R': cfg->trace = 1; break;
 		case 'X': cfg->explain = 1; break;
 		case 'D': cfg->dry_run = 1; break;
+		case 'g':
+			if (!*optarg)
+				die_usage("--target: an empty path");
+			cfg->target = optarg;
+			break;
+		case 'k': cfg->completions = 1; break;
 		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
 		}
 	}
@@ -227,6 +260,8 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		if (!cfg->choices[k].probe->timed)
 			die_usage("probe %s has no per-operation latency (it is not a repeated operation)",
 				  cfg->choices[k].probe->name);
+
+	check_target(cfg);
 
 	if (topology_read(topo) != 0)
 		die_usage("cannot read the CPU topology or affinity mask");
@@ -323,6 +358,9 @@ void run_emit_config(const struct run_config *cfg)
 	json_bool(j, "trace", cfg->trace);
 	json_bool(j, "explain", cfg->explain);
 	json_str(j, "tmpdir_base", cfg->tmpdir_base);
+	if (cfg->target)
+		json_str(j, "target", cfg->target);
+	json_bool(j, "completions", cfg->completions);
 	json_str(j, "clock", clock_info.source);
 	json_emit(j);
 }

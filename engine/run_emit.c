@@ -85,19 +85,32 @@ const char *emit_results(const struct master *m, int rep)
 	return NULL;
 }
 
+int cpustat_count(const struct run_config *cfg)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	return cfg->target ? (int)(n > 0 ? n : 1) : cfg->nworkers;
+}
+
 void read_cpustat(const struct run_config *cfg, struct cpustat *out)
 {
-	memset(out, 0, sizeof *out * cfg->nworkers);
+	int n = cpustat_count(cfg);
+	memset(out, 0, sizeof *out * n);
 	FILE *f = fopen("/proc/stat", "r");
 	if (!f)
 		return;
 	char line[512];
 	while (fgets(line, sizeof line, f)) {
 		int cpu;
-		struct cpustat s;
+		struct cpustat s = {.seen = 1};
 		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2], &s.v[3],
 			   &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
 			continue;
+		s.cpu = cpu;
+		if (cfg->target) {
+			if (cpu >= 0 && cpu < n)
+				out[cpu] = s;
+			continue;
+		}
 		for (int i = 0; i < cfg->nworkers; i++)
 			if (cfg->cpus[i].cpu == cpu)
 				out[i] = s;
@@ -115,10 +128,15 @@ void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a
 	json_num(j, "resolution_ns", ns_per_tick);
 	json_uint(j, "start_ns", mono[0]); /* CLOCK_MONOTONIC, as the detour probe's start_ns */
 	json_uint(j, "end_ns", mono[1]);
+	/* an I/O's cost lands on any CPU (a device's interrupt, a driver's
+	 * threads): then every CPU, not just the workers' */
+	json_bool(j, "all_cpus", cfg->target != NULL);
 	json_arr(j, "cpus");
-	for (int i = 0; i < cfg->nworkers; i++) {
+	for (int i = 0; i < cpustat_count(cfg); i++) {
+		if (cfg->target && !(a[i].seen && b[i].seen))
+			continue; /* not online at both reads */
 		json_obj(j, NULL);
-		json_int(j, "cpu", cfg->cpus[i].cpu);
+		json_int(j, "cpu", cfg->target ? a[i].cpu : cfg->cpus[i].cpu);
 		for (int k = 0; k < 8; k++)
 			json_num(j, names[k], (double)(b[i].v[k] - a[i].v[k]) * ns_per_tick);
 		json_end(j);

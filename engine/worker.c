@@ -327,6 +327,7 @@ void probe_env_init(struct probe_env *env, const struct run_config *cfg, const s
 	env->nworkers = cfg->nworkers;
 	env->threaded = cfg->threaded;
 	env->tmpdir = tmpdir;
+	env->target = cfg->target;
 }
 
 /* The environment a fresh worker is given: only what the engine reads

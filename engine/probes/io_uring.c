@@ -1,0 +1,276 @@
+/* Block I/O through io_uring on `run --target`: each worker keeps `qd`
+ * direct reads (or writes) of `bs` bytes at random aligned offsets in
+ * flight on a ring of its own. Every pass of its loop fills the free slots
+ * and submits them and waits for at least one completion in one
+ * io_uring_enter (fio's io_uring engine with iodepth_batch_submit=qd and
+ * iodepth_batch_complete_min=1), then reaps every completion there is.
+ *
+ * An operation is one completed I/O. Its latency runs from just before the
+ * io_uring_enter that submitted it to the reap that found it done (fio's
+ * "lat": submission and completion). At the stop flag or the fixed count,
+ * no more is submitted and what is in flight is waited for and counted, so
+ * that every I/O issued is an operation and the device's counters agree.
+ *
+ * The raw interface (<linux/io_uring.h>), as fio itself uses, so that the
+ * engine needs no library at run time: three mappings, two ring indices. */
+#include "io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <linux/io_uring.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define QD_MAX 4096
+
+struct ring {
+	int fd;
+	unsigned *sq_head, *sq_tail, *sq_array, sq_mask;
+	unsigned *cq_head, *cq_tail, cq_mask;
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqes;
+	void *sq_map, *cq_map;
+	size_t sq_len, cq_len, sqes_len;
+};
+
+struct uring {
+	struct ring r;
+	int fd, writing;
+	unsigned qd, inflight, nfree;
+	size_t bs;
+	char *bufs;	     /* qd blocks, one per slot */
+	uint64_t *t_submit;  /* per slot: the ticks before the enter that submitted it */
+	unsigned *free_slot; /* a stack of the slots not in flight */
+	unsigned *fresh;     /* the slots filled in this pass, to stamp */
+	struct io_offsets off;
+};
+
+static int ring_enter(int fd, unsigned submit, unsigned wait)
+{
+	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, wait ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
+}
+
+static void ring_unmap(struct ring *r)
+{
+	if (r->sqes && r->sqes != MAP_FAILED)
+		munmap(r->sqes, r->sqes_len);
+	if (r->cq_map && r->cq_map != MAP_FAILED && r->cq_map != r->sq_map)
+		munmap(r->cq_map, r->cq_len);
+	if (r->sq_map && r->sq_map != MAP_FAILED)
+		munmap(r->sq_map, r->sq_len);
+	if (r->fd >= 0)
+		close(r->fd); /* waits for, or cancels, what is still in flight */
+}
+
+static int ring_setup(struct ring *r, unsigned entries)
+{
+	struct io_uring_params p;
+	memset(&p, 0, sizeof p);
+	memset(r, 0, sizeof *r);
+	r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+	if (r->fd < 0)
+		return -1;
+	r->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+	r->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	if (p.features & IORING_FEAT_SINGLE_MMAP)
+		r->sq_len = r->cq_len = r->sq_len > r->cq_len ? r->sq_len : r->cq_len;
+	r->sq_map = mmap(NULL, r->sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+	if (r->sq_map == MAP_FAILED)
+		return -1;
+	r->cq_map = p.features & IORING_FEAT_SINGLE_MMAP ? r->sq_map
+							 : mmap(NULL, r->cq_len, PROT_READ | PROT_WRITE,
+								MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
+	if (r->cq_map == MAP_FAILED)
+		return -1;
+	r->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+	r->sqes = mmap(NULL, r->sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+	if (r->sqes == MAP_FAILED)
+		return -1;
+	char *sq = r->sq_map, *cq = r->cq_map;
+	r->sq_head = (unsigned *)(sq + p.sq_off.head);
+	r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
+	r->sq_mask = *(unsigned *)(sq + p.sq_off.ring_mask);
+	r->sq_array = (unsigned *)(sq + p.sq_off.array);
+	r->cq_head = (unsigned *)(cq + p.cq_off.head);
+	r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
+	r->cq_mask = *(unsigned *)(cq + p.cq_off.ring_mask);
+	r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+	return 0;
+}
+
+static void uring_teardown(struct worker *w)
+{
+	struct uring *u = w->data;
+	if (!u)
+		return;
+	ring_unmap(&u->r);
+	if (u->fd >= 0)
+		close(u->fd);
+	free(u->bufs);
+	free(u->t_submit);
+	free(u->free_slot);
+	free(u->fresh);
+	free(u);
+}
+
+static int uring_setup(struct worker *w)
+{
+	const struct probe_env *env = w->env;
+	struct uring *u = calloc(1, sizeof *u);
+	if (!u)
+		return -1;
+	w->data = u;
+	u->r.fd = -1;
+	u->writing = probe_variant_is(env, "write");
+	u->qd = (unsigned)probe_opt(env, "qd");
+	u->bs = (size_t)probe_opt(env, "bs");
+	u->fd = io_open(env, u->writing, 1);
+	unsigned logical;
+	int64_t bytes = u->fd < 0 ? -1 : io_target_size(u->fd, &logical);
+	u->t_submit = calloc(u->qd, sizeof *u->t_submit);
+	u->free_slot = calloc(u->qd, sizeof *u->free_slot);
+	u->fresh = calloc(u->qd, sizeof *u->fresh);
+	if (bytes < 0 || !u->t_submit || !u->free_slot || !u->fresh ||
+	    !(u->bufs = io_buffer(u->qd * u->bs, w->index)) || ring_setup(&u->r, u->qd) != 0) {
+		int e = errno;
+		uring_teardown(w);
+		w->data = NULL;
+		errno = e;
+		return -1;
+	}
+	io_offsets_init(&u->off, w->index, io_span(env, (uint64_t)bytes), u->bs);
+	for (unsigned i = 0; i < u->qd; i++)
+		u->free_slot[u->nfree++] = i;
+	return 0;
+}
+
+/* Fills a free slot's sqe; returns the slot. */
+static inline unsigned uring_prep(struct uring *u)
+{
+	struct ring *r = &u->r;
+	unsigned slot = u->free_slot[--u->nfree];
+	unsigned tail = *r->sq_tail, idx = tail & r->sq_mask;
+	struct io_uring_sqe *sqe = &r->sqes[idx];
+	memset(sqe, 0, sizeof *sqe);
+	sqe->opcode = u->writing ? IORING_OP_WRITE : IORING_OP_READ;
+	sqe->fd = u->fd;
+	sqe->addr = (unsigned long)(u->bufs + (size_t)slot * u->bs);
+	sqe->len = (unsigned)u->bs;
+	sqe->off = (unsigned long long)io_next_offset(&u->off);
+	sqe->user_data = slot;
+	r->sq_array[idx] = idx;
+	__atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	u->inflight++;
+	return slot;
+}
+
+/* Every completion there is; -1 with errno at a failed or short I/O. */
+static inline int uring_reap(struct uring *u, struct hist *h, uint64_t *done, volatile uint64_t *ops)
+{
+	struct ring *r = &u->r;
+	unsigned head = *r->cq_head, tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
+	uint64_t now = h && head != tail ? ticks_end() : 0;
+	int rc = 0;
+	for (; head != tail; head++) {
+		const struct io_uring_cqe *c = &r->cqes[head & r->cq_mask];
+		unsigned slot = (unsigned)c->user_data;
+		if (__builtin_expect(c->res != (int)u->bs, 0)) {
+			errno = c->res < 0 ? -c->res : EIO;
+			rc = -1;
+		} else if (h) {
+			hist_record(h, now - u->t_submit[slot]);
+		}
+		u->free_slot[u->nfree++] = slot;
+		u->inflight--;
+		*ops = ++*done;
+	}
+	__atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
+	return rc;
+}
+
+/* Keeps qd I/Os in flight until the limit or the stop flag, then drains. */
+static uint64_t uring_run(struct worker *w, const struct loop *l, struct hist *h, int *err)
+{
+	struct uring *u = w->data;
+	const volatile int *stop = l->stop;
+	uint64_t submitted = 0, done = 0;
+	for (;;) {
+		unsigned n = 0;
+		if (!*stop && !*err)
+			while (u->nfree && submitted < l->limit) {
+				u->fresh[n++] = uring_prep(u);
+				submitted++;
+			}
+		if (!u->inflight)
+			break;
+		if (h) {
+			uint64_t t = ticks_begin();
+			for (unsigned i = 0; i < n; i++)
+				u->t_submit[u->fresh[i]] = t;
+		}
+		/* what the kernel has not consumed yet, this pass's and any an
+		 * interrupted enter left; while draining, wait for them all */
+		unsigned pending = *u->r.sq_tail - __atomic_load_n(u->r.sq_head, __ATOMIC_ACQUIRE);
+		int ret = ring_enter(u->r.fd, pending, *stop || submitted >= l->limit || *err ? u->inflight : 1);
+		if (__builtin_expect(ret < 0, 0) && errno != EINTR) {
+			*err = errno;
+			return done; /* close() of the ring, in teardown, cancels the rest */
+		}
+		if (uring_reap(u, h, &done, l->ops) != 0 && !*err)
+			*err = errno;
+	}
+	return done;
+}
+
+static uint64_t uring_loop(struct worker *w, const struct loop *l, int *err)
+{
+	return uring_run(w, l, NULL, err);
+}
+
+static uint64_t uring_timed(struct worker *w, const struct loop *l, struct hist *h, int *err)
+{
+	return uring_run(w, l, h, err);
+}
+
+/* One I/O, submitted and waited for (warm-up): nothing stays in flight. */
+static int uring_one(struct worker *w)
+{
+	static const int no_stop;
+	uint64_t one = 0;
+	int err = 0;
+	const struct loop l = {.limit = 1, .stop = &no_stop, .ops = &one};
+	uring_run(w, &l, NULL, &err);
+	return err ? (errno = err, -1) : 0;
+}
+
+static int uring_check_target(const struct probe_env *env, char *why, size_t len)
+{
+	if (io_check(env, probe_variant_is(env, "write"), 1, why, len) != 0)
+		return -1;
+	struct ring r;
+	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"));
+	if (rc != 0)
+		snprintf(why, len, "cannot set up an io_uring of %ld entries: %s%s", probe_opt(env, "qd"),
+			 strerror(errno), errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
+	ring_unmap(&r);
+	return rc;
+}
+
+OSLENS_PROBE(io_uring) = {
+	.name = "io-uring",
+	.summary = "direct reads or writes of bs bytes at random aligned offsets of --target, qd in flight on io_uring",
+	.subsystem = "block",
+	.syscalls = "io_uring_enter",
+	.variants = {{"read", "IORING_OP_READ, O_DIRECT"}, {"write", "IORING_OP_WRITE, O_DIRECT"}},
+	.opts = {IO_OPTS_COMMON, {"qd", 1, 1, QD_MAX, "I/Os each worker keeps in flight"}},
+	.needs_target = 1,
+	.check_target = uring_check_target,
+	.setup = uring_setup,
+	.teardown = uring_teardown,
+	.op = uring_one,
+	.loop = uring_loop,
+	.timed = uring_timed,
+};
