@@ -68,6 +68,7 @@ class ProbeInfo:
     options: dict  # name -> {"default", "min", "max", "help"}
     static: bool
     timed: bool  # has a per-operation latency (latency can measure it)
+    needs_target: bool = False  # works on a device or file (`oslens io`'s probes)
 
 
 USAGE_STATUS = 2  # the engine's exit status for an argv it refuses
@@ -172,6 +173,7 @@ def probes() -> dict[str, ProbeInfo]:
             options={o["name"]: o for o in r["options"]},
             static=r["static"],
             timed=r["timed"],
+            needs_target=r.get("needs_target", False),
         )
     return out
 
@@ -220,6 +222,8 @@ def run_argv(
     mix: bool = False,
     trace: bool = False,
     explain: bool = False,
+    target: str | None = None,
+    completions: bool = False,
 ) -> list[str]:
     """`oslens-engine run …`: workers (a count, placed by policy) or cpus
     (an explicit list); fixed time (duration) or fixed work (ops)."""
@@ -242,9 +246,13 @@ def run_argv(
             args += [flag, _num(value)]
     for k, v in (opts or {}).items():
         args += ["--opt", f"{k}={v}"]
-    args += [
-        flag for flag, on in (("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain)) if on
-    ]
+    if target is not None:
+        args += ["--target", target]
+    flags = (
+        ("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain),
+        ("--completions", completions),
+    )  # fmt: skip
+    args += [flag for flag, on in flags if on]
     return args
 
 

@@ -105,6 +105,11 @@ KINDS: dict[str, Kind] = {
             lambda p: f"{_probes(p)} in {', '.join(p.get('envs', []))}",
         ),
         _kind(
+            "io",
+            "Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?",
+            lambda p: f"{','.join(p.get('engines', []))} on {(p.get('target') or {}).get('path', '?')}",
+        ),
+        _kind(
             "cluster",
             "What does OS noise on each node do to a job that spans them all?",
             lambda p: (

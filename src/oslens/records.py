@@ -244,41 +244,43 @@ class ExplainedPoint:
         return (self.probe, self.variant, self.mode, self.placement, self.workers)
 
 
+def explained_point(inv: Invocation) -> ExplainedPoint | None:
+    """An invocation run with --explain, as its explained point; None otherwise."""
+    h = inv.header
+    if not h.get("explain"):
+        return None
+    workers: dict[int, list[dict]] = defaultdict(list)
+    tids: dict[int, dict[int, int]] = defaultdict(dict)
+    explain: dict[int, dict] = {}
+    hists: dict[int, list[dict]] = defaultdict(list)
+    ok: set[int] = set()
+    for r in inv.records:
+        t = r.get("type")
+        if t == "worker":
+            workers[r["rep"]].append(r)
+        elif t == "started":
+            tids[r["rep"]] = {w["tid"]: w["worker"] for w in r["workers"]}
+        elif t == "explain":
+            explain[r["rep"]] = r
+        elif t == "hist":
+            hists[r["rep"]].append(r)
+        elif t == "rep" and r.get("status") == "ok":
+            ok.add(r["rep"])
+    reps = [
+        ExplainedRep(k, workers[k], tids[k], explain[k], hists[k])
+        for k in sorted(ok)
+        if explain.get(k, {}).get("available") and len(workers[k]) == h["workers"]
+    ]
+    why = next((e.get("reason") for e in explain.values() if not e.get("available")), None)
+    return ExplainedPoint(
+        h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["workers"], h, reps, why
+    )
+
+
 def explained_points(records: Iterable[dict]) -> dict[tuple, ExplainedPoint]:
     """(probe, variant, mode, placement, workers) -> its explained point."""
-    out: dict = {}
-    for inv in invocations(records):
-        h = inv.header
-        if not h.get("explain"):
-            continue
-        workers: dict[int, list[dict]] = defaultdict(list)
-        tids: dict[int, dict[int, int]] = defaultdict(dict)
-        explain: dict[int, dict] = {}
-        hists: dict[int, list[dict]] = defaultdict(list)
-        ok: set[int] = set()
-        for r in inv.records:
-            t = r.get("type")
-            if t == "worker":
-                workers[r["rep"]].append(r)
-            elif t == "started":
-                tids[r["rep"]] = {w["tid"]: w["worker"] for w in r["workers"]}
-            elif t == "explain":
-                explain[r["rep"]] = r
-            elif t == "hist":
-                hists[r["rep"]].append(r)
-            elif t == "rep" and r.get("status") == "ok":
-                ok.add(r["rep"])
-        reps = [
-            ExplainedRep(k, workers[k], tids[k], explain[k], hists[k])
-            for k in sorted(ok)
-            if explain.get(k, {}).get("available") and len(workers[k]) == h["workers"]
-        ]
-        why = next((e.get("reason") for e in explain.values() if not e.get("available")), None)
-        p = ExplainedPoint(
-            h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["workers"], h, reps, why
-        )
-        out[p.key] = p
-    return out
+    points = (explained_point(inv) for inv in invocations(records))
+    return {p.key: p for p in points if p is not None}
 
 
 def scale_series(records: Iterable[dict]) -> dict[tuple, list[ScalePoint]]:

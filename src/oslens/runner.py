@@ -26,7 +26,8 @@ class Interrupted(Exception):
 class Invocation(Protocol):
     """One engine run. It may also set up surroundings for the measurement
     (`surroundings()`, e.g. a competing workload), whose record is stored
-    just before the engine's. One that runs the engine its own way has a
+    just before the engine's (and, if it names one, its `after` records
+    just after). One that runs the engine its own way has a
     `measure()` that returns its records instead of `args`."""
 
     label: str
@@ -156,8 +157,13 @@ def _measure_one(store: Store, run_id: int, inv: Invocation, progress: Progress,
         return
     surroundings = getattr(inv, "surroundings", None)
     with (surroundings() if surroundings else None) or nullcontext(None) as context:
+        # a context's `after`: what to read once the engine has ended (a
+        # device's counters), stored after the engine's records
+        after = context.pop("after", None) if context else None
         store.add_records(run_id, [context or {"type": "context", "competition": None}])
         _run_engine(store, run_id, inv, progress, task)
+        if after:
+            store.add_records(run_id, after())
 
 
 def _named(rec: dict, syms: list) -> dict:

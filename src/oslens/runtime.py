@@ -11,7 +11,9 @@ made the entry. In it:
 - `owner`: pid, start time, boot id, argv;
 - `owns`: a line per object this process makes (`cgroup PATH`,
   `tmpdir PATH`, `container RUNTIME NAME`, `guest NAME`: a QEMU process
-  started with `-name NAME`), written before it makes it;
+  started with `-name NAME`, `device zram N` or `device loop FILE`: a
+  block device made for `oslens io`), or changes (`scheduler PATH OLD`: a
+  disk's I/O scheduler to put back), written before it does;
 - `engine.PID.START`: the ledger of each engine it started (the engine is
   handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
   name starts with it), `sem_key KEY` before a SysV semaphore set is
@@ -245,6 +247,8 @@ def release() -> None:
             remove_container(what)
         elif kind == "guest":
             remove_guest(what)
+        elif kind in ("device", "scheduler"):
+            _undo(kind, what)
     shutil.rmtree(d, ignore_errors=True)
     _entry = None
 
@@ -453,6 +457,14 @@ def remove_guest(name: str) -> str:
     return "removed" if killed else "gone"
 
 
+def _undo(kind: str, what: str) -> str:
+    """A block device oslens made (`device zram N`, `device loop FILE`)
+    removed, or a disk's I/O scheduler (`scheduler PATH OLD`) put back."""
+    from . import blockdev  # imports this module: imported when needed
+
+    return blockdev.remove_device(what) if kind == "device" else blockdev.restore_line(what)
+
+
 def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
     """The directory at path or, prefix, every one whose path starts with it."""
     out = []
@@ -511,6 +523,10 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
                     action = "would remove" if dry_run else remove_guest(what)
                     if action != "gone":
                         out.append(Leftover(d.name, "guest", what, action))
+                elif kind in ("device", "scheduler") and same_boot:
+                    action = "would undo" if dry_run else _undo(kind, what)
+                    if action != "gone":
+                        out.append(Leftover(d.name, kind, what, action))
                 elif kind == "cgroup" and same_boot and Path(what).is_dir():
                     if not dry_run:
                         _cgroups()._empty_and_remove(Path(what))

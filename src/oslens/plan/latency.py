@@ -41,7 +41,7 @@ def plan(
         probes = [
             (p.name, v)
             for p in engine.probes().values()
-            if p.name not in NOT_DEFAULT and p.timed
+            if p.name not in NOT_DEFAULT and p.timed and not p.needs_target
             for v in p.variants
             if f"{p.name}:{v}" not in NOT_DEFAULT
         ]

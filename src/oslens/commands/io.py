@@ -1,0 +1,79 @@
+"""`oslens io`: does the block layer's IOPS grow with the CPUs issuing I/O,
+and what does each I/O cost them?"""
+
+from __future__ import annotations
+
+import click
+
+from . import Context, common_options, measure
+
+
+@click.command("io")
+@click.option(
+    "--target",
+    metavar="zram|loop|DEVICE|FILE",
+    help="What to measure (default: a zram device made for the run, or a loop device on a tmpfs file where "
+    "there is no zram; either is removed after the run). A device or file of yours is read; it is written "
+    "only if it holds no filesystem or data (see --allow-overwrite), and never while mounted.",
+)
+@click.option("--size", default="256M", show_default=True, metavar="SIZE", help="The size of a device oslens makes.")
+@click.option(
+    "--engine",
+    "engines",
+    default="pread,uring",
+    show_default=True,
+    metavar="E[,…]",
+    help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
+)
+@click.option("--qd", default="1,16", show_default=True, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
+@click.option("--bs", default="4k", show_default=True, metavar="SIZE", help="Bytes per I/O, random aligned offsets.")
+@click.option("--span", metavar="SIZE", help="I/Os land in the first SIZE of the target (default all; cached: ≤ 1G).")
+@click.option(
+    "--workers",
+    metavar="N|A-B[:S]|max[,…]",
+    help="Submitting CPU counts, one pinned worker each (default: 1, 2, 4, … and the machine's boundaries).",
+)
+@click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True)
+@click.option("--duration", type=float, metavar="S", help="Fixed time: seconds measured per repetition (default 1).")
+@click.option("--ops", type=int, metavar="N", help="Fixed work: I/Os per worker.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")
+@click.option("--warmup", type=float, default=0.2, show_default=True, metavar="S", help="Warm-up seconds, discarded.")
+@click.option("--scheduler", metavar="NAME", help="The device's I/O scheduler for the run (put back after it).")
+@click.option(
+    "--allow-overwrite",
+    is_flag=True,
+    help="Write to a device that holds a filesystem or partition table, or to a file that holds data: destroys it.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="After each point, the same point again with every worker's time charged to its kernel causes, per I/O.",
+)
+@common_options
+def command(ctx: Context, **kw):
+    """Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?"""
+    from .. import blockdev
+    from ..plan import io as io_plan
+
+    choices = io_plan.check(**{"engines": kw.pop("engines"), **kw})
+    if choices["kind"]:
+        ctx.say(f"oslens io: making a {choices['kind']} device of {choices['size'] >> 20} MiB")
+        target = blockdev.make(choices["kind"], choices["size"])
+    else:
+        target = blockdev.check_user_target(choices["user_target"], False, True)
+    try:
+        if choices["scheduler"]:
+            blockdev.set_scheduler(target, choices["scheduler"])
+        plan = io_plan.plan(choices, target)
+        p = plan.params
+        measure(
+            ctx,
+            "io",
+            plan,
+            f"{', '.join(p['engines'])} on {target.path}, {p['bs']} B per I/O, workers "
+            f"{','.join(map(str, p['workers']))}",
+        )
+    finally:
+        blockdev.restore_scheduler(target)
+        if target.made:
+            blockdev.remove_device(target.made_line)

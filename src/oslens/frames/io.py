@@ -1,0 +1,70 @@
+"""The frames of an `io` run.
+
+`points` (main): one row per series (engine and queue depth), submitting
+CPU count and repetition: IOPS, bandwidth. `summary`: one row per series
+and CPU count: median IOPS, per CPU, efficiency, latency percentiles, CPU
+µs per I/O by kind, completions' local share. `completions`: one row per
+series, CPU count and CPU: I/Os submitted and completed there."""
+
+from __future__ import annotations
+
+from ..analysis.io import CPU_KINDS, QUANTILES, summarize
+from . import describe, table
+
+_KEY = {
+    "series": ("str", "I/O engine and queue depth (pread, uring qd16, …)"),
+    "workers": ("int64", "submitting CPUs, one pinned worker each"),
+}
+COLUMNS = {
+    "points": {
+        **_KEY,
+        "rep": ("int64", "repetition"),
+        "iops": ("float64", "I/Os per second, all workers"),
+        "bytes_per_s": ("float64", "bandwidth, bytes per second"),
+    },
+    "summary": {
+        **_KEY,
+        "reps": ("int64", "complete repetitions"),
+        "iops": ("float64", "median IOPS over the repetitions"),
+        "iops_per_cpu": ("float64", "median IOPS per submitting CPU"),
+        "efficiency": ("float64", "IOPS per CPU over the fewest CPUs' (1: the ideal line)"),
+        **{f"{q}_ns": ("float64", f"{q[1:]}th percentile of an I/O's latency, ns") for q in QUANTILES},
+        **{f"cpu_{k}_us_per_io": ("float64", f"{k} time of every CPU per I/O, µs") for k in CPU_KINDS},
+        "local_share": ("float64", "share of the I/Os completed on the CPU that submitted them"),
+    },
+    "completions": {
+        **_KEY,
+        "cpu": ("int64", "CPU"),
+        "submitted": ("int64", "I/Os that entered the block layer there"),
+        "completed": ("int64", "I/Os completed there"),
+    },
+}
+__doc__ = (__doc__ or "") + describe(COLUMNS)
+
+
+def frames(run, records: list[dict]) -> dict:
+    s = summarize(run.params, records)
+    points, summary, comps = [], [], []
+    for se in s.series:
+        for p in se.points:
+            key = {"series": se.label, "workers": p.workers}
+            points += [key | {"rep": i, "iops": x, "bytes_per_s": x * p.bs} for i, x in enumerate(p.iops)]
+            cpu = p.cpu_us_per_io or {}
+            summary.append(
+                key
+                | {"reps": p.reps, "iops": p.median_iops, "iops_per_cpu": p.per_cpu, "efficiency": se.efficiency(p)}
+                | {f"{q}_ns": p.latency.get(q) for q in QUANTILES}
+                | {f"cpu_{k}_us_per_io": cpu.get(k) for k in CPU_KINDS}
+                | {"local_share": p.completions.local_share if p.completions else None}
+            )
+            if p.completions:
+                c = p.completions
+                comps += [
+                    key | {"cpu": cpu_, "submitted": c.submitted.get(cpu_, 0), "completed": c.completed.get(cpu_, 0)}
+                    for cpu_ in sorted(set(c.submitted) | set(c.completed))
+                ]
+    return {
+        "points": table(run.id, points, COLUMNS["points"]),
+        "summary": table(run.id, summary, COLUMNS["summary"]),
+        "completions": table(run.id, comps, COLUMNS["completions"]),
+    }

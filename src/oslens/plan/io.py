@@ -1,0 +1,200 @@
+"""`oslens io`: per I/O engine (pread, pwrite, cached pread, io_uring at
+each queue depth), the same random I/Os issued from 1, 2, … pinned CPUs at
+once, all started together; around each point, the device's own counters
+and interrupts, so that what the engine counted is set beside what the
+kernel counted.
+
+Everything is checked here, before the target is made or anything runs;
+the engine checks the target itself (direct I/O, sizes) once it exists."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from .. import blockdev, engine
+from ..errors import UsageError
+from ..parse import parse_worker_counts
+from . import Plan, check_amounts, time_limit
+
+# --engine NAME -> the engine's probe, its direction, whether qd applies
+ENGINES = {
+    "pread": ("io:pread", "read", False),
+    "pwrite": ("io:pwrite", "write", False),
+    "cached": ("io:cached", "read", False),
+    "uring": ("io-uring:read", "read", True),
+    "uring-write": ("io-uring:write", "write", True),
+}
+DEFAULT_ENGINES = "pread,uring"
+DEFAULT_QD = "1,16"
+CACHED_SPAN = 1 << 30  # what `cached` reads into the page cache first, at most
+
+
+@dataclass(frozen=True)
+class Series:
+    engine: str  # --engine's name
+    qd: int  # 1 for the synchronous engines
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} qd{self.qd}" if ENGINES[self.engine][2] else self.engine
+
+    @property
+    def writes(self) -> bool:
+        return ENGINES[self.engine][1] == "write"
+
+
+@dataclass(frozen=True)
+class IoPoint:
+    """One engine invocation: a series at a worker count, all repetitions."""
+
+    series: Series
+    workers: int
+    args: tuple[str, ...] = field(compare=False)
+    target: object = field(compare=False)  # blockdev.Target
+    explained: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.series.label} ×{self.workers}" + (" explained" if self.explained else "")
+
+    @contextlib.contextmanager
+    def surroundings(self):
+        """The device's counters and interrupts before; `after` reads them again."""
+        t = self.target
+        irqs = t.irqs()
+        before, ints = t.stat(), blockdev.interrupt_counts(irqs)
+
+        def after() -> list[dict]:
+            now, ints_now = t.stat(), blockdev.interrupt_counts(irqs)
+            rec = {"type": "device", "device": t.sysfs.name if t.sysfs else None}
+            rec["stat"] = (
+                {k: now[k] - before[k] for k in blockdev.STAT_FIELDS if k != "in_flight"} if now and before else None
+            )
+            rec["interrupts"] = {
+                str(irq): {str(c): n - ints.get(irq, {}).get(c, 0) for c, n in per_cpu.items()}
+                for irq, per_cpu in ints_now.items()
+            }
+            rec["irq_names"] = {str(k): v for k, v in irqs.items()}
+            return [rec]
+
+        yield {
+            "type": "context",
+            "competition": None,
+            "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
+                   "workers": self.workers, "explained": self.explained},
+            "after": after,
+        }  # fmt: skip
+
+
+def parse_list(text: str, option: str, known: tuple[str, ...] | None = None) -> list[str]:
+    items = [s.strip() for s in text.split(",")]
+    if not text.strip() or any(not s for s in items):
+        raise UsageError(f"{option}: '{text}' has an empty item")
+    for s in items:
+        if known is not None and s not in known:
+            raise UsageError(f"{option}: unknown '{s}' (known: {', '.join(known)})")
+    return list(dict.fromkeys(items))
+
+
+def parse_qds(text: str) -> list[int]:
+    most = engine.probes()["io-uring"].options["qd"]["max"]
+    out = []
+    for s in parse_list(text, "--qd"):
+        if not s.isascii() or not s.isdigit() or not 1 <= int(s) <= most:
+            raise UsageError(f"--qd: '{s}' is not a queue depth from 1 to {most}")
+        out.append(int(s))
+    return out
+
+
+def check(
+    *, target: str | None, size: str, engines: str, qd: str, bs: str, span: str | None, workers: str | None,
+    placement: str, duration: float | None, ops: int | None, reps: int, warmup: float, scheduler: str | None,
+    allow_overwrite: bool, explain: bool,
+) -> dict:  # fmt: skip
+    """Every option checked before anything is made; the choices."""
+    duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
+    if explain and ops is not None:
+        raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
+    names = parse_list(engines, "--engine", tuple(ENGINES))
+    qds = parse_qds(qd)
+    series = [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
+    opts = engine.probes()["io"].options
+    block = blockdev.parse_size(bs, "--bs")
+    if not opts["bs"]["min"] <= block <= opts["bs"]["max"] or block % 512:
+        raise UsageError(f"--bs: {bs} is not a multiple of 512 bytes from {opts['bs']['min']} to {opts['bs']['max']}")
+    span_bytes = blockdev.parse_size(span, "--span") if span is not None else None
+    if span_bytes is not None and (span_bytes < block or span_bytes % (1 << 20)):
+        raise UsageError(f"--span: {span} is not a whole number of MiB of at least one block")
+    made_size = blockdev.parse_size(size)
+    if made_size < blockdev.MIN_SIZE or made_size % (1 << 20):
+        raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
+    ncpus = engine.topology()["available"]
+    counts = parse_worker_counts(workers, ncpus, placement=placement)
+    writing = any(s.writes for s in series)
+    kind = target if target in blockdev.MADE else None
+    if target is None:
+        avail = blockdev.available_kinds()
+        kind = next((k for k in blockdev.MADE if avail[k] is None), None)
+        if kind is None:
+            raise UsageError(
+                f"no default target here ({'; '.join(f'{k}: {w}' for k, w in avail.items())}): "
+                f"give --target DEVICE|FILE"
+            )
+    elif kind is None:
+        if not target.strip():
+            raise UsageError("--target: an empty path")
+        blockdev.check_user_target(target, writing, allow_overwrite)
+    elif (why := blockdev.available_kinds()[kind]) is not None:
+        raise UsageError(f"--target {kind}: {why}")
+    if kind is not None and made_size > _mem_available() // 2:
+        raise UsageError(f"--size {size}: more than half of this machine's available memory")
+    if scheduler is not None and kind == "zram":
+        raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
+    return dict(
+        kind=kind, user_target=None if kind else target, size=made_size, series=series, bs=block, span=span_bytes,
+        counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
+        scheduler=scheduler, explain=explain, allow_overwrite=allow_overwrite,
+    )  # fmt: skip
+
+
+def _mem_available() -> int:
+    from ..collectors import load
+
+    v = load._meminfo().get("mem_available_bytes")
+    return v if isinstance(v, int) else 1 << 62  # unknown: the kernel refuses what it cannot hold
+
+
+def plan(choices: dict, target: blockdev.Target) -> Plan:
+    """The invocations on a target that exists (made, or the user's)."""
+    c = choices
+    size = target.size()
+    limit = time_limit(c["reps"], (c["duration"] or 0) + c["warmup"] + 2.0)
+    points = []
+    for s in c["series"]:
+        probe, _, uses_qd = ENGINES[s.engine]
+        span = c["span"] if c["span"] is not None else (min(size, CACHED_SPAN) if s.engine == "cached" else None)
+        opts = {"bs": c["bs"]} | ({"span_mb": span >> 20} if span else {}) | ({"qd": s.qd} if uses_qd else {})
+        for n in c["counts"]:
+            common = dict(probe=probe, workers=n, placement=c["placement"], reps=c["reps"], warmup=c["warmup"],
+                          opts=opts, target=target.path, latency=True)  # fmt: skip
+            args = engine.run_argv(**common, time_limit=limit, duration=c["duration"], ops=c["ops"], completions=True)
+            points.append(IoPoint(s, n, tuple(args), target))
+            if c["explain"]:
+                args = engine.run_argv(**common, time_limit=limit, duration=c["duration"], explain=True)
+                points.append(IoPoint(s, n, tuple(args), target, explained=True))
+    params = {
+        "target": target.describe(),
+        "engines": [s.label for s in c["series"]],
+        "bs": c["bs"],
+        "span_bytes": c["span"],
+        "workers": c["counts"],
+        "placement": c["placement"],
+        "duration_s": c["duration"],
+        "ops": c["ops"],
+        "reps": c["reps"],
+        "warmup_s": c["warmup"],
+        "scheduler": c["scheduler"],
+        "explain": c["explain"],
+    }
+    return Plan(points, c["reps"], params)

@@ -1,0 +1,158 @@
+"""`io` runs: IOPS against submitting CPUs with the ideal line, each I/O's
+latency percentiles per point, CPU time per I/O stacked by kind, and a
+heatmap of where the I/Os completed."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ...analysis.io import CPU_KINDS, QUANTILES, summarize
+from ...format import ns, pct, si
+from ..io import target_line
+from .latency import NS_LABEL
+from .page import Figure, Note, Section, Table
+
+TITLE = "Block I/O as submitting CPUs grow (io)"
+
+
+def sections(runs) -> list[Section]:
+    blocks: list = []
+    for rd in runs:
+        s = summarize(rd.run.params, rd.records)
+        blocks.append(Note(f"{rd.short}: target {target_line(s.target)}"))
+        if not s.series:
+            blocks.append(Note(f"{rd.short}: no complete point", warning=True))
+            continue
+        rows, curve, lat, cpu, heat = [], [], [], [], []
+        for se in s.series:
+            base = se.points[0]
+            for p in se.points:
+                eff = se.efficiency(p)
+                rows.append(
+                    [
+                        se.label,
+                        p.workers,
+                        si(p.median_iops),
+                        si(p.per_cpu),
+                        pct(eff) if eff is not None else "–",
+                        *(ns(p.latency[q]) if q in p.latency else "–" for q in QUANTILES),
+                        pct(p.completions.local_share) if p.completions else "–",
+                    ]
+                )
+                curve += [
+                    {"series": se.label, "CPUs": p.workers, "IOPS": p.median_iops, "line": "measured"},
+                    {"series": se.label, "CPUs": p.workers, "IOPS": base.per_cpu * p.workers, "line": "ideal"},
+                ]
+                lat += [{"point": f"{se.label} ×{p.workers}", "percentile": q, "ns": p.latency[q]} for q in p.latency]
+                cpu += [
+                    {"point": f"{se.label} ×{p.workers}", "kind": k, "us": (p.cpu_us_per_io or {}).get(k, 0.0)}
+                    for k in CPU_KINDS
+                    if p.cpu_us_per_io
+                ]
+                if p.completions:
+                    heat += [
+                        {"point": f"{se.label} ×{p.workers}", "CPU": cpu_, "completed": n}
+                        for cpu_, n in p.completions.completed.items()
+                    ]
+        blocks.append(
+            Table(
+                f"{rd.short}: per series and submitting CPUs",
+                ["series", "CPUs", "IOPS", "per CPU", "vs ideal", *QUANTILES, "completed locally"],
+                rows,
+                "IOPS: median of the repetitions; vs ideal: IOPS per CPU over the fewest CPUs'",
+            )
+        )
+        df = pd.DataFrame(curve)
+        chart = (
+            alt.Chart(df)
+            .mark_line(point=True)
+            .encode(
+                alt.X("CPUs:Q", title="submitting CPUs"),
+                alt.Y("IOPS:Q", title="IOPS"),
+                alt.Color("series:N", legend=alt.Legend(orient="bottom")),
+                alt.StrokeDash("line:N", title=None),
+                tooltip=["series:N", "CPUs:Q", "line:N", alt.Tooltip("IOPS:Q", format=",.0f")],
+            )
+            .properties(width=420, height=260)
+        )
+        blocks.append(
+            Figure(
+                f"io-iops-{rd.run.id}",
+                f"{rd.short}: IOPS and the ideal line",
+                chart,
+                "dashed: the fewest CPUs' IOPS per CPU times the CPUs",
+            )
+        )
+        if lat:
+            chart = (
+                alt.Chart(pd.DataFrame(lat))
+                .mark_bar()
+                .encode(
+                    alt.X("percentile:N", title=None, sort=list(QUANTILES)),
+                    alt.XOffset("point:N"),
+                    alt.Y(
+                        "ns:Q", title="latency per I/O", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)
+                    ),
+                    alt.Color("point:N", legend=alt.Legend(orient="bottom", columns=4)),
+                    tooltip=["point:N", "percentile:N", alt.Tooltip("ns:Q", format=",.0f")],
+                )
+                .properties(width=420, height=220)
+            )
+            blocks.append(
+                Figure(
+                    f"io-lat-{rd.run.id}",
+                    f"{rd.short}: latency tails per point",
+                    chart,
+                    "from submission to the reap that found it done, every I/O of every repetition",
+                )
+            )
+        if cpu:
+            chart = (
+                alt.Chart(pd.DataFrame(cpu))
+                .mark_bar()
+                .encode(
+                    alt.X("point:N", title=None, sort=None),
+                    alt.Y("us:Q", title="CPU µs per I/O", stack="zero"),
+                    alt.Color("kind:N", sort=list(CPU_KINDS), legend=alt.Legend(orient="bottom")),
+                    tooltip=["point:N", "kind:N", alt.Tooltip("us:Q", format=".2f")],
+                )
+                .properties(width=420, height=220)
+            )
+            blocks.append(
+                Figure(
+                    f"io-cpu-{rd.run.id}",
+                    f"{rd.short}: CPU time per I/O by kind",
+                    chart,
+                    "every CPU's time in /proc/stat over the window, whoever ran it, per I/O",
+                )
+            )
+        if heat:
+            chart = (
+                alt.Chart(pd.DataFrame(heat))
+                .mark_rect()
+                .encode(
+                    alt.X("CPU:O", title="CPU that completed the I/O"),
+                    alt.Y("point:N", title=None, sort=None),
+                    alt.Color("completed:Q", title="I/Os", scale=alt.Scale(scheme="blues")),
+                    tooltip=["point:N", "CPU:O", alt.Tooltip("completed:Q", format=",")],
+                )
+                .properties(width=420)
+            )
+            blocks.append(
+                Figure(
+                    f"io-comp-{rd.run.id}",
+                    f"{rd.short}: where the I/Os completed",
+                    chart,
+                    "per point, I/Os completed on each CPU (BPF: submission to completion, by sector)",
+                )
+            )
+        whys = {p.completions_unavailable for se in s.series for p in se.points if p.completions_unavailable}
+        blocks += [Note(f"completions not followed: {w}", warning=True) for w in whys]
+        blocks += [
+            Note(f"{se.label} ×{p.workers}: {w}", warning=True)
+            for se in s.series
+            for p in se.points
+            for w in p.warnings
+        ]
+    return [Section(TITLE, blocks)]

@@ -1,0 +1,127 @@
+"""The `io` section: per series, IOPS against submitting CPUs with the
+ideal line's efficiency, latency per I/O, CPU per I/O by kind, where the
+I/Os completed, and the device's count beside the engine's."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.io import CPU_KINDS, IoPoint, IoSeries, IoSummary
+from ..format import ns, pct, si
+
+
+def target_line(t: dict) -> str:
+    """One line on what was measured: the device, how it was made, its queue."""
+    what = t.get("path", "?")
+    if t.get("made"):
+        what += f" (a {t['made']} device made for the run" + (f", on {t['backing']}" if t.get("backing") else "") + ")"
+    parts = [what, f"{(t.get('size_bytes') or 0) / (1 << 20):.0f} MiB"]
+    if t.get("compressor"):
+        parts.append(f"compressor {t['compressor']}")
+    if t.get("device") is None:
+        parts.append(t.get("note", "no block device"))
+    else:
+        parts.append(
+            "blk-mq" + (f", {t['hw_queues']} hardware queues" if t.get("hw_queues") else "")
+            if t.get("blk_mq")
+            else "bio-based (no request queue, no scheduler)"
+        )
+        if t.get("scheduler"):
+            parts.append(f"scheduler {t['scheduler']}")
+        if t.get("model") or t.get("driver"):
+            parts.append(" ".join(x for x in (t.get("model"), t.get("driver")) if x))
+    return " · ".join(parts)
+
+
+def _cpu(p: IoPoint) -> str:
+    c = p.cpu_us_per_io
+    if not c:
+        return "–"
+    return " / ".join(f"{c[k]:.2f}" for k in CPU_KINDS)
+
+
+def _completions(p: IoPoint) -> str:
+    c = p.completions
+    if c is None:
+        return "–"
+    where = ",".join(f"{cpu}:{n}" for cpu, n in sorted(c.completed.items()) if n)
+    return f"{pct(c.local_share)} local · on {where or '–'}"
+
+
+def _device(p: IoPoint) -> str:
+    d = p.device
+    if not d:
+        return "–"
+    ios = d["reads"] + d["writes"]
+    sectors = d["read_sectors"] + d["write_sectors"]
+    return f"{ios:,} I/Os, {sectors * 512 / ios / 1024:.0f} KiB each" if ios else "0 I/Os"
+
+
+def _series_table(s: IoSeries) -> Table:
+    t = Table(title=f"[bold]{s.label}[/]", title_justify="left")
+    for name in (
+        "CPUs",
+        "IOPS",
+        "per CPU",
+        "vs ideal",
+        "MB/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "CPU µs/I/O usr/sys/irq/soft",
+        "completions",
+        "device counted",
+    ):
+        t.add_column(name, justify="left" if name in ("completions", "device counted") else "right")
+    for p in s.points:
+        eff = s.efficiency(p)
+        lat = [ns(p.latency[q]) if q in p.latency else "–" for q in ("p50", "p99", "p99.9")]
+        lo, hi = (min(p.iops), max(p.iops)) if p.iops else (float("nan"),) * 2
+        t.add_row(
+            str(p.workers),
+            Text(f"{si(p.median_iops)} [{si(lo)}–{si(hi)}]"),
+            si(p.per_cpu),
+            pct(eff) if eff is not None else "–",
+            f"{p.bandwidth / 1e6:.1f}",
+            *lat,
+            _cpu(p),
+            Text(_completions(p)),
+            Text(_device(p)),
+        )
+    return t
+
+
+def show(console: Console, run, s: IoSummary) -> None:
+    console.print(Text("target: " + target_line(s.target)), highlight=False)
+    if not s.series:
+        console.print("no complete point in this run")
+        return
+    notes: list[str] = []
+    for series in s.series:
+        console.print(_series_table(series))
+        for p in series.points:
+            for w in p.warnings:
+                notes.append(f"{series.label} ×{p.workers}: {w}")
+            if p.completions is None and p.completions_unavailable:
+                notes.append(f"completions not followed: {p.completions_unavailable}")
+            if p.explained:
+                top = sorted(p.explained.causes, key=lambda c: -c.ns_per_op)[:4]
+                notes.append(
+                    f"{series.label} ×{p.workers} per I/O: " + ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in top)
+                )
+    res = [p.cpu_resolution_us for se in s.series for p in se.points if p.cpu_resolution_us]
+    console.print(
+        Text(
+            "IOPS: median of the repetitions [min–max]; vs ideal: IOPS per CPU over the fewest CPUs'. "
+            "CPU µs per I/O: every CPU's time in /proc/stat over the window, whoever ran it (the kernel "
+            "accounts it by tick sampling unless it was built with IRQ time accounting"
+            + (f": ±{max(res):.2g} µs per I/O here" if res else "")
+            + "). completions: the share completed on the CPU that submitted them, and CPU:count where they "
+            "completed. device counted: the kernel's /sys/block stat over the whole invocation (warm-up included).",
+            style="dim",
+        )
+    )
+    for n in dict.fromkeys(notes):
+        console.print(Text(n), style="yellow" if "not" in n or "vary" in n else None)
