@@ -281,6 +281,8 @@ def check_user_target(path: str, writing: bool, allow_overwrite: bool) -> Target
         raise UsageError(f"--target {path}: {e.strerror}") from None
     if not (stat.S_ISBLK(st.st_mode) or stat.S_ISREG(st.st_mode)):
         raise UsageError(f"--target {path}: neither a block device nor a regular file")
+    if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+        raise UsageError(f"--target {path}: an empty file (give it the size to measure, e.g. with fallocate)")
     if not os.access(path, os.R_OK):
         raise UsageError(f"--target {path}: not readable by this user")
     target = Target(os.path.realpath(path) if stat.S_ISBLK(st.st_mode) else os.path.abspath(path))

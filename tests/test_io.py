@@ -1,0 +1,300 @@
+"""`oslens io` and the engine's block I/O probes, against real zram and
+loop devices: exact I/O counts in the kernel's own counters, completions
+that add up, devices made and removed (also after a kill), and refusals to
+write where data would be destroyed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oslens import blockdev
+
+from conftest import engine_bin, one_line_error, oslens, run_engine
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="making block devices needs root")
+
+
+def our_devices() -> set[str]:
+    """zram and loop devices that exist now (a made one shows up here)."""
+    return {p.name for p in Path("/sys/block").iterdir() if p.name.startswith(("zram", "loop"))} - _configured_loops()
+
+
+def _configured_loops() -> set[str]:
+    # unconfigured loop nodes exist in numbers on any machine: only bound ones count
+    return {p.name for p in Path("/sys/block").glob("loop*") if not (p / "loop" / "backing_file").exists()}
+
+
+def stat(t: blockdev.Target) -> dict:
+    return t.stat()
+
+
+@pytest.fixture(scope="module")
+def zram():
+    if not ROOT or blockdev.available_kinds()["zram"]:
+        pytest.skip("no zram device can be made here")
+    t = blockdev.make("zram", 64 << 20)
+    yield t
+    blockdev.remove_device(t.made_line)
+
+
+@pytest.fixture(scope="module")
+def loop():
+    if not ROOT or blockdev.available_kinds()["loop"]:
+        pytest.skip("no loop device can be made here")
+    t = blockdev.make("loop", 64 << 20)
+    yield t
+    blockdev.remove_device(t.made_line)
+
+
+# The engine's own check of the target reads one block at offset 0 before the
+# run (reads are harmless): it is in the device's counts, once per invocation.
+CHECK_READS = 1
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "probe,opts,writes",
+    [
+        ("io:pread", [], False),
+        ("io:pread", ["--opt", "bs=16384"], False),
+        ("io:pwrite", [], True),
+        ("io-uring:read", ["--opt", "qd=1"], False),
+        ("io-uring:read", ["--opt", "qd=8"], False),
+        ("io-uring:write", ["--opt", "qd=8"], True),
+    ],
+)
+@pytest.mark.parametrize("device", ["zram", "loop"])
+def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, probe, opts, writes, request):
+    t = request.getfixturevalue(device)
+    bs = int(next((o.split("=")[1] for o in opts if o.startswith("bs=")), 4096))
+    ops, workers = 3000, min(2, os.cpu_count() or 1)
+    before = stat(t)
+    r = run_engine("run", "--probe", probe, *opts, "--target", t.path, "--ops", str(ops), "--warmup", "0",
+                   "--workers", str(workers), "--latency", "--completions")  # fmt: skip
+    after = stat(t)
+    assert r.rc == 0, r.stderr
+    counted = sum(w["ops"] for w in r.of("worker"))
+    assert counted == ops * workers
+    d = {k: after[k] - before[k] for k in after}
+    reads, writes_ = (CHECK_READS, ops * workers) if writes else (ops * workers + CHECK_READS, 0)
+    # a request that adjacent I/Os were merged into counts once, its merges beside it
+    assert (d["reads"] + d["read_merges"], d["writes"] + d["write_merges"]) == (reads, writes_), d
+    # every I/O of bs bytes: the device saw exactly bs/512 sectors per I/O
+    assert d["read_sectors"] == reads * bs // 512 and d["write_sectors"] == writes_ * bs // 512
+    # each I/O timed once
+    assert sum(h["hist"]["count"] for h in r.of("hist")) == counted
+    comp = r.of("completions")[0]
+    if comp["available"]:
+        assert sum(c["completed"] for c in comp["cpus"]) == counted
+        assert sum(c["submitted"] for c in comp["cpus"]) == counted
+        assert all(0 <= c["local"] <= c["completed"] for c in comp["cpus"])
+
+
+@needs_root
+def test_direct_io_lands_on_block_boundaries(zram):
+    """zram's logical block is 4 KiB: a direct I/O off a 4 KiB boundary fails
+    with EINVAL, so a clean run of random offsets proves them aligned; a
+    bs that is not a multiple is refused before anything runs."""
+    assert Path(f"/sys/block/{Path(zram.path).name}/queue/logical_block_size").read_text().strip() == "4096"
+    r = run_engine("run", "--probe", "io:pread", "--target", zram.path, "--ops", "20000", "--warmup", "0")
+    assert r.rc == 0, r.stderr
+    r = run_engine("run", "--probe", "io:pread", "--opt", "bs=512", "--target", zram.path, "--ops", "10")
+    assert r.rc == 2 and "not a multiple of its logical block size 4096" in r.stderr
+
+
+def _iops(t, probe, opts=(), seconds="0.5") -> float:
+    r = run_engine("run", "--probe", probe, *opts, "--target", t.path, "--duration", seconds, "--reps", "3",
+                   "--cpus", str(os.sched_getaffinity(0).__iter__().__next__()))  # fmt: skip
+    assert r.rc == 0, r.stderr
+    return sorted(w["ops_per_sec"] for w in r.of("worker"))[1]
+
+
+@needs_root
+def test_uring_at_qd1_is_within_twice_pread_and_deeper_queues_are_not_slower(loop):
+    """On a loop device (blk-mq: io_uring issues inline). Not on zram: it is
+    bio-based without NOWAIT, so io_uring hands each read to an io-wq
+    thread and is ~2.7× slower than pread there — in fio too."""
+    pread = _iops(loop, "io:pread")
+    qd1 = _iops(loop, "io-uring:read", ("--opt", "qd=1"))
+    qd16 = _iops(loop, "io-uring:read", ("--opt", "qd=16"))
+    assert 0.5 < qd1 / pread < 2.0, (pread, qd1)
+    assert qd16 >= qd1, (qd1, qd16)
+
+
+def show(db) -> dict:
+    return json.loads(oslens("show", "last", "--json", db=db).stdout)
+
+
+@needs_root
+def test_io_makes_its_device_measures_and_removes_it(tmp_path):
+    before = our_devices()
+    p = oslens("io", "--workers", "1,max", "--engine", "pread,uring", "--qd", "1,4", "--ops", "2000", "--warmup",
+               "0", "--reps", "2", "--size", "32M", db=tmp_path / "r.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert our_devices() == before, "the device made for the run is still there"
+    doc = show(tmp_path / "r.db")
+    assert doc["kind"] == "io" and doc["target"]["made"] in blockdev.MADE
+    labels = [s["label"] for s in doc["series"]]
+    assert labels == ["pread", "uring qd1", "uring qd4"]
+    for s in doc["series"]:
+        for pt in s["points"]:
+            assert pt["reps"] == 2 and pt["ops"] == [2000 * pt["workers"]] * 2
+            assert pt["latency"]["p50"] <= pt["latency"]["p99"] <= pt["latency"]["p99.9"]
+            # every I/O of the fixed work, and the engine's check, in the device's count
+            assert pt["device"]["reads"] + pt["device"]["read_merges"] == sum(pt["ops"]) + CHECK_READS
+            if pt["completions"]:
+                assert sum(pt["completions"]["completed"].values()) == sum(pt["ops"])
+            assert set(pt["cpu_us_per_io"]) == {"user", "system", "irq", "softirq"}
+    assert "uring qd4" in oslens("show", "last", db=tmp_path / "r.db").stdout
+
+
+def _wait_for_new_device(before: set[str], proc, timeout=30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = our_devices() - before
+        if new:
+            return new.pop()
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    raise AssertionError("no device was made")
+
+
+@needs_root
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_io_removes_its_device(tmp_path, sig):
+    before = our_devices()
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "--duration", "5", "--reps", "3", "--size", "16M"],
+                            env={**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _wait_for_new_device(before, proc)
+    time.sleep(1.5)  # measuring by now
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig
+    assert our_devices() == before
+
+
+@needs_root
+def test_a_killed_io_leaves_a_device_the_next_start_removes(tmp_path):
+    before, files = our_devices(), set(Path("/dev/shm").glob("oslens.*.loop"))
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "--duration", "5", "--reps", "3", "--size", "16M"],
+                            env={**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    dev = _wait_for_new_device(before, proc)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() for p in _engine_pids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dev in our_devices()  # what a SIGKILL leaves: nothing removed it yet
+    p = oslens("runs", db=tmp_path / "r.db")
+    assert p.returncode == 0, p.stderr
+    assert our_devices() == before
+    assert set(Path("/dev/shm").glob("oslens.*.loop")) == files
+
+
+def _engine_pids() -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and os.readlink(d / "exe") == engine_bin():
+                out.append(int(d.name))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.fixture
+def ext4_on_loop(tmp_path):
+    """A loop device holding an ext4 filesystem, and a directory to mount it on."""
+    if not ROOT or not shutil.which("mkfs.ext4") or blockdev.available_kinds()["loop"]:
+        pytest.skip("needs root, mkfs.ext4 and loop devices")
+    img = tmp_path / "fs.img"
+    img.write_bytes(b"\0" * (8 << 20))
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True, capture_output=True)
+    dev = subprocess.run(["losetup", "--find", "--show", str(img)], check=True, capture_output=True, text=True)
+    dev = dev.stdout.strip()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    yield dev, mnt
+    subprocess.run(["umount", str(mnt)], capture_output=True)
+    subprocess.run(["losetup", "--detach", dev], capture_output=True)
+
+
+def _refused(tmp_path, *args) -> str:
+    before = our_devices()
+    p = oslens("io", "--ops", "10", "--workers", "1", *args, db=tmp_path / "r.db")
+    assert p.returncode == 2, p.stderr
+    assert our_devices() == before
+    assert not (tmp_path / "r.db").exists() or "no runs" in oslens("runs", db=tmp_path / "r.db").stdout
+    return one_line_error(p.stderr)
+
+
+def test_writes_to_a_device_with_a_filesystem_or_mounted_are_refused(tmp_path, ext4_on_loop):
+    dev, mnt = ext4_on_loop
+    before = stat(blockdev.Target(dev))
+    assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "pwrite")
+    assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "uring-write")
+    subprocess.run(["mount", dev, str(mnt)], check=True, capture_output=True)
+    msg = _refused(tmp_path, "--target", dev, "--engine", "pwrite", "--allow-overwrite")
+    assert "is mounted" in msg and "never writes" in msg
+    after = stat(blockdev.Target(dev))
+    assert after["writes"] - before["writes"] <= 2  # the mount's own superblock update, none of ours
+    # reading a mounted device is fine
+    p = oslens("io", "--target", dev, "--engine", "pread", "--ops", "100", "--workers", "1", "--reps", "1",
+               "--warmup", "0", db=tmp_path / "ok.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_path_that_cannot_be_written_and_a_file_with_data_are_refused(tmp_path, ext4_on_loop):
+    dev, mnt = ext4_on_loop
+    subprocess.run(["mount", dev, str(mnt)], check=True, capture_output=True)
+    (mnt / "data").write_bytes(b"x" * (1 << 20))
+    subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True, capture_output=True)
+    assert "not writable" in _refused(tmp_path, "--target", str(mnt / "data"), "--engine", "pwrite",
+                                      "--allow-overwrite")  # fmt: skip
+    f = tmp_path / "mine"
+    f.write_bytes(b"y" * (1 << 20))
+    assert "would overwrite its data" in _refused(tmp_path, "--target", str(f), "--engine", "pwrite")
+    assert f.read_bytes() == b"y" * (1 << 20)
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--engine", "bogus"], "unknown 'bogus'"),
+        (["--engine", ""], "empty item"),
+        (["--qd", "0"], "not a queue depth"),
+        (["--qd", "²"], "not a queue depth"),
+        (["--bs", "4q"], "not a size"),
+        (["--bs", "1000"], "multiple of 512 bytes from"),
+        (["--size", "0"], "at least 1M"),
+        (["--target", ""], "empty path"),
+        (["--target", "/nonexistent/x"], "No such file"),
+        (["--target", "/dev/null"], "neither a block device nor a regular file"),
+        (["--target", "/proc/version"], "an empty file"),
+        (["--span", "3k"], "whole number of MiB"),
+        (["--explain"], "use --duration"),
+        (["--target", "zram", "--scheduler", "none"], "zram"),
+    ],
+)
+def test_bad_input_gets_one_line_and_status_2_before_anything_is_made(tmp_path, args, words):
+    assert words in _refused(tmp_path, *args)
+
+
+def test_the_io_probes_belong_to_oslens_io(tmp_path):
+    p = oslens("scale", "--probe", "io", "--workers", "1", db=tmp_path / "r.db")
+    assert p.returncode == 2 and "use 'oslens io'" in one_line_error(p.stderr)
+    r = run_engine("run", "--probe", "io:pread", "--ops", "10")
+    assert r.rc == 2 and "needs --target" in r.stderr
