@@ -53,6 +53,11 @@ case " $* " in *" envs "*|*" test "*)
     want "ls /boot/vmlinuz-* && ls /lib/modules/*/modules.dep" "linux-image-$arch"
 esac
 
+# `install-deps.sh bench`: fio, which bench/io.py measures oslens io against.
+case " $* " in *" bench "*)
+    want "command -v fio" fio
+esac
+
 # `install-deps.sh test`: the report tests load each report in headless
 # Chromium through its WebDriver; the house rules check C with clang-format.
 if [ "${1:-}" = test ]; then
