@@ -36,11 +36,20 @@ TEST_OPTS = {"mapped_mb": "64"}
 def probe_args(probe_variant: str) -> list[str]:
     """--probe P:V plus test-sized values for whichever options P has."""
     info = engine.probes()[probe_variant.split(":")[0]]
-    args = ["--probe", probe_variant]
+    args = ["--probe", probe_variant] + (["--target", io_target()] if info.needs_target else [])
     for key, value in TEST_OPTS.items():
         if key in info.options:
             args += ["--opt", f"{key}={value}"]
     return args
+
+
+def io_target() -> str:
+    """A file of 8 MiB of this session's for the I/O probes (direct I/O
+    needs a filesystem that has it: the session's temporary directory)."""
+    path = Path(SESSION_TMP) / "io-target"
+    if not path.exists():
+        path.write_bytes(os.urandom(8 << 20))
+    return str(path)
 
 
 def engine_bin() -> str:
