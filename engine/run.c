@@ -256,12 +256,15 @@ static void start_completions(const struct master *m)
 }
 
 /* The I/Os followed are those submitted in the measured window: after the
- * warm-up, for the duration (fixed time) or to the end (fixed work). */
-static void set_completions_window(const struct master *m)
+ * warm-up, for the duration (fixed time) or to the end (fixed work). Set
+ * before the workers are released, from CLOCK_MONOTONIC read then: read
+ * after, a master that shares a CPU with a worker could read it late and
+ * miss that worker's first I/Os. */
+static void set_completions_window(const struct master *m, uint64_t mono_at_go)
 {
 	if (!completing)
 		return;
-	uint64_t start = m->shm->ctl.warm_deadline - clock_ns() + mono_ns();
+	uint64_t start = mono_at_go + (uint64_t)(m->cfg->warmup_s * 1e9);
 	blkio_bpf_window(start, m->cfg->ops ? 0 : start + (uint64_t)(m->cfg->duration_s * 1e9));
 }
 
@@ -486,13 +489,14 @@ static const char *run_rep(struct master *m, int rep)
 			stat_mono[0] = mono_ns();
 			read_cpustat(cfg, stat0);
 		}
+		uint64_t mono_at_go = mono_ns();
 		t_go = clock_ns();
+		set_completions_window(m, mono_at_go);
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		set_explain_window(m);
-		set_completions_window(m);
 		why = cfg->ops ? measure_fixed_work(m, rep)
 			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, stat_mono);
 		if (cfg->ops) {

@@ -503,3 +503,6 @@ def restore_line(what: str) -> str:
     except OSError as e:
         return f"failed: {e.strerror}"
     return "restored"
+
+
+runtime.register_device_ops(remove_device, restore_line)

@@ -50,6 +50,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "events": ("events",),
         "trace": ("available",),
         "explain": ("rep", "available"),
+        "completions": ("rep", "available"),
         "cpustat": ("rep",),
         "worker": ("rep", "worker", "cpu", "cpu_seen", "ops", "seconds", "ops_per_sec", "rusage"),
         "rep": ("rep", "status"),
@@ -85,6 +86,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
 # Records oslens itself stores beside the engine's.
 OSLENS_RECORDS: dict[str, tuple[str, ...]] = {
     "context": ("competition",),  # before each engine invocation: what ran on other CPUs meanwhile
+    "device": ("device", "stat"),  # after each `io` invocation: the device's own counters
     "point": ("n", "cpus", "rep", "argv", "status", "how", "code", "signal", "wall_ns"),  # appscale, per repetition
     "kernel_config": ("irq_time",),  # profile: why /proc/stat's irq time is not real (None when it is)
 }

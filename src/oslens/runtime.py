@@ -457,12 +457,22 @@ def remove_guest(name: str) -> str:
     return "removed" if killed else "gone"
 
 
+# oslens.blockdev writes its devices down here, so it imports this module; it
+# hands back how to undo them when it is imported (cli imports it before the
+# first sweep), as oslens.cgroups does.
+_device_ops: dict = {}
+
+
+def register_device_ops(remove_device, restore_scheduler) -> None:
+    _device_ops.update(device=remove_device, scheduler=restore_scheduler)
+
+
 def _undo(kind: str, what: str) -> str:
     """A block device oslens made (`device zram N`, `device loop FILE`)
     removed, or a disk's I/O scheduler (`scheduler PATH OLD`) put back."""
-    from . import blockdev  # imports this module: imported when needed
-
-    return blockdev.remove_device(what) if kind == "device" else blockdev.restore_line(what)
+    if kind not in _device_ops:
+        raise RuntimeError("oslens.blockdev was not imported before a sweep")
+    return _device_ops[kind](what)
 
 
 def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
