@@ -28,7 +28,9 @@ struct pending {
 #define MERGED_MAX 32 /* I/Os of one merged request followed to completion */
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	/* not an LRU: its per-CPU free lists may evict an entry long before
+	 * the map is full, and an I/O's completion would go uncounted */
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, BLKIO_INFLIGHT);
 	__type(key, __u64); /* sector */
 	__type(value, struct pending);

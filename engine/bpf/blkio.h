@@ -19,7 +19,7 @@
 #endif
 
 #define BLKIO_MAX_CPUS 8192
-#define BLKIO_INFLIGHT 65536 /* I/Os followed at once (an LRU: a lost one drops out) */
+#define BLKIO_INFLIGHT 65536 /* I/Os followed at once */
 
 struct blkio_cpu {
 	__u64 submitted; /* I/Os that entered the block layer on this CPU */
