@@ -168,6 +168,16 @@ static void sleep_until(uint64_t until)
 	nanosleep(&ts, NULL);
 }
 
+/* A repetition's record of an attribution that could not be loaded, and why. */
+static void emit_unavailable(const char *type, int rep, const char *why)
+{
+	struct json *j = json_record(type);
+	json_int(j, "rep", rep);
+	json_bool(j, "available", 0);
+	json_str(j, "reason", why);
+	json_emit(j);
+}
+
 /* Starts recording kernel events on the workers' CPUs, for their threads. */
 static void start_tracing(const struct master *m)
 {
@@ -208,23 +218,18 @@ static void start_explaining(const struct master *m)
 	}
 	free(tgids);
 	free(tids);
-	if (!explaining) {
-		struct json *j = json_record("explain");
-		json_int(j, "rep", m->shm->ctl.rep);
-		json_bool(j, "available", 0);
-		json_str(j, "reason", why);
-		json_emit(j);
-	}
+	if (!explaining)
+		emit_unavailable("explain", m->shm->ctl.rep, why);
 }
 
 /* The window charged is the one measured: from the end of the warm-up for
- * the run's duration, on CLOCK_MONOTONIC (the BPF side's clock). */
-static void set_explain_window(const struct master *m)
+ * the run's duration, on CLOCK_MONOTONIC (the BPF side's clock), read
+ * before the workers are released (see set_completions_window). */
+static void set_explain_window(const struct master *m, uint64_t mono_at_go)
 {
 	if (!explaining)
 		return;
-	uint64_t mono = mono_ns(), now = clock_ns();
-	uint64_t start = m->shm->ctl.warm_deadline - now + mono;
+	uint64_t start = mono_at_go + (uint64_t)(m->cfg->warmup_s * 1e9);
 	explain_bpf_window(start, start + (uint64_t)(m->cfg->duration_s * 1e9));
 }
 
@@ -248,11 +253,7 @@ static void start_completions(const struct master *m)
 		snprintf(why, sizeof why, "%s: %s", m->cfg->target, strerror(errno));
 	else if ((completing = blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, sizeof why) == 0))
 		return;
-	struct json *j = json_record("completions");
-	json_int(j, "rep", m->shm->ctl.rep);
-	json_bool(j, "available", 0);
-	json_str(j, "reason", why);
-	json_emit(j);
+	emit_unavailable("completions", m->shm->ctl.rep, why);
 }
 
 /* The I/Os followed are those submitted in the measured window: after the
@@ -491,12 +492,12 @@ static const char *run_rep(struct master *m, int rep)
 		}
 		uint64_t mono_at_go = mono_ns();
 		t_go = clock_ns();
+		set_explain_window(m, mono_at_go);
 		set_completions_window(m, mono_at_go);
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
-		set_explain_window(m);
 		why = cfg->ops ? measure_fixed_work(m, rep)
 			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, stat_mono);
 		if (cfg->ops) {

@@ -35,7 +35,7 @@ def _configured_loops() -> set[str]:
 
 
 def stat(t: blockdev.Target) -> dict:
-    return t.stat()
+    return t.counters()
 
 
 @pytest.fixture(scope="module")

@@ -137,14 +137,9 @@ struct io {
 	struct io_offsets off;
 };
 
-static int io_is(const struct probe_env *env, const char *variant)
-{
-	return probe_variant_is(env, variant);
-}
-
 static int io_check_target(const struct probe_env *env, char *why, size_t len)
 {
-	return io_check(env, io_is(env, "pwrite"), !io_is(env, "cached"), why, len);
+	return io_check(env, probe_variant_is(env, "pwrite"), !probe_variant_is(env, "cached"), why, len);
 }
 
 static void io_teardown(struct worker *w)
@@ -175,14 +170,14 @@ static int io_setup(struct worker *w)
 		return -1;
 	w->data = io;
 	io->bs = (size_t)probe_opt(env, "bs");
-	io->writing = io_is(env, "pwrite");
-	io->fd = io_open(env, io->writing, !io_is(env, "cached"));
+	io->writing = probe_variant_is(env, "pwrite");
+	io->fd = io_open(env, io->writing, !probe_variant_is(env, "cached"));
 	unsigned logical;
 	int64_t bytes = io->fd < 0 ? -1 : io_target_size(io->fd, &logical);
 	if (bytes < 0 || !(io->buf = io_buffer(io->bs, w->index)))
 		goto fail;
 	io_offsets_init(&io->off, w->index, io_span(env, (uint64_t)bytes), io->bs);
-	if (io_is(env, "cached")) {
+	if (probe_variant_is(env, "cached")) {
 		/* every block this worker may read into the page cache now, so
 		 * that the timed reads are all hits (a cache of the size of the
 		 * span is the user's to provide: --target's size) */

@@ -144,7 +144,7 @@ class Target:
             d["backing"] = d.get("backing") or _read(disk / "loop" / "backing_file")
         return d
 
-    def stat(self) -> dict | None:
+    def counters(self) -> dict | None:
         """The kernel's counters of the device the I/Os reach (a partition's own)."""
         s = self.sysfs
         text = _read(s / "stat") if s else None

@@ -163,7 +163,7 @@ def parse_cpus(text: str | None, option: str = "--cpus") -> tuple[int, ...]:
 RENAMED_VARIANTS = {("mmap", "private"): "own-file"}
 
 
-def parse_probes(text: str | None, targets: bool = False) -> list[tuple[str, str]]:
+def parse_probes(text: str | None) -> list[tuple[str, str]]:
     """'mmap,mmap:own-file,all' -> [(probe, variant)], checked against the engine."""
     known = engine.probes()
     specs = [s.strip() for s in (text.split(",") if text else OSMARK_PROBES) if s.strip()]
@@ -185,7 +185,7 @@ def parse_probes(text: str | None, targets: bool = False) -> list[tuple[str, str
             raise UsageError(f"unknown probe '{name}' (known: {', '.join(sorted(known))})")
         if variant and variant not in info.variants:
             raise UsageError(f"probe {name} has no variant '{variant}' (has: {', '.join(info.variants)})")
-        if info.needs_target and not targets:
+        if info.needs_target:
             raise UsageError(f"probe {name} works on a block device or file: use 'oslens io'")
         out.append((name, variant or info.variants[0]))
     return list(dict.fromkeys(out))

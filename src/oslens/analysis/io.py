@@ -115,8 +115,8 @@ def _complete_reps(inv: Invocation) -> dict[int, list[dict]]:
 def _cpu_cost(inv: Invocation, reps: dict[int, list[dict]]) -> tuple[dict | None, float | None, dict | None]:
     """µs per I/O by kind over every CPU, the accounting's resolution per
     I/O, and the workers' own rusage per I/O."""
-    total = defaultdict(float)
-    ticks_ns, ios, worker = 0.0, 0, defaultdict(float)
+    total, worker = defaultdict(float), defaultdict(float)
+    ticks_ns, ios = 0.0, 0
     for cs in inv.of("cpustat"):
         if cs["rep"] not in reps:
             continue
@@ -125,19 +125,16 @@ def _cpu_cost(inv: Invocation, reps: dict[int, list[dict]]) -> tuple[dict | None
             for k in ("system", "irq", "softirq"):
                 total[k] += c[k]
         ticks_ns = cs["resolution_ns"]
-        ios += sum(w["ops"] for w in reps[cs["rep"]])
-    for ws in reps.values():
-        for w in ws:
-            ru = w.get("rusage") or {}
-            worker["user"] += ru.get("user_s", 0.0) * 1e6
-            worker["system"] += ru.get("sys_s", 0.0) * 1e6
+        for w in reps[cs["rep"]]:
+            ios += w["ops"]
+            worker["user"] += w["rusage"]["user_s"] * 1e6
+            worker["system"] += w["rusage"]["sys_s"] * 1e6
     if not ios:
         return None, None, None
-    n_workers_ios = sum(w["ops"] for ws in reps.values() for w in ws)
     return (
         {k: total[k] / 1e3 / ios for k in CPU_KINDS},
         ticks_ns / 1e3 / ios,
-        {k: v / n_workers_ios for k, v in worker.items()} if n_workers_ios else None,
+        {k: v / ios for k, v in worker.items()},
     )
 
 

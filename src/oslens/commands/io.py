@@ -55,7 +55,7 @@ def command(ctx: Context, **kw):
     from .. import blockdev
     from ..plan import io as io_plan
 
-    choices = io_plan.check(**{"engines": kw.pop("engines"), **kw})
+    choices = io_plan.check(**kw)
     if choices["kind"]:
         ctx.say(f"oslens io: making a {choices['kind']} device of {choices['size'] >> 20} MiB")
         target = blockdev.make(choices["kind"], choices["size"])

@@ -63,10 +63,10 @@ class IoPoint:
         """The device's counters and interrupts before; `after` reads them again."""
         t = self.target
         irqs = t.irqs()
-        before, ints = t.stat(), blockdev.interrupt_counts(irqs)
+        before, ints = t.counters(), blockdev.interrupt_counts(irqs)
 
         def after() -> list[dict]:
-            now, ints_now = t.stat(), blockdev.interrupt_counts(irqs)
+            now, ints_now = t.counters(), blockdev.interrupt_counts(irqs)
             rec = {"type": "device", "device": t.sysfs.name if t.sysfs else None}
             rec["stat"] = (
                 {k: now[k] - before[k] for k in blockdev.STAT_FIELDS if k != "in_flight"} if now and before else None
