@@ -97,10 +97,8 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
     if comp["available"]:
         assert sum(c["submitted"] for c in comp["cpus"]) == counted
         completed = sum(c["completed"] for c in comp["cpus"])
-        if device == "zram":
-            assert completed == counted
-        else:  # KNOWN: on loop (blk-mq) about one run in three misses one completion in 6000; cause not found yet
-            assert counted - 2 <= completed <= counted
+        # each I/O completed once: short only by events the kernel said it did not deliver
+        assert counted - comp["missed"] <= completed <= counted
         assert all(0 <= c["local"] <= c["completed"] for c in comp["cpus"])
 
 

@@ -16,24 +16,19 @@ struct {
 	__type(value, struct blkio_cpu);
 } cpus SEC(".maps");
 
-/* I/Os in flight at a sector: how many, and the CPU that submitted the
- * last (two workers may meet at one sector: the count stays exact, the
- * CPU of such a pair is the later one's). */
-struct pending {
-	__u32 cpu;
-	__u32 n;
-	__u32 nr_sector; /* the I/O's length: where a merged neighbour starts */
-};
+#define MERGED_MAX 64 /* I/Os of one merged request followed to completion */
 
-#define MERGED_MAX 32 /* I/Os of one merged request followed to completion */
-
+/* The I/Os in flight, by their struct bio, and the CPU that submitted each.
+ * A bio is one I/O from queue to completion, and no two in flight share
+ * one (two sharing a sector do): the map delete that succeeds is the one
+ * completion of it, whichever CPUs race. */
 struct {
 	/* not an LRU: its per-CPU free lists may evict an entry long before
 	 * the map is full, and an I/O's completion would go uncounted */
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, BLKIO_INFLIGHT);
-	__type(key, __u64); /* sector */
-	__type(value, struct pending);
+	__type(key, __u64);   /* struct bio * */
+	__type(value, __u32); /* the submitting CPU */
 } inflight SEC(".maps");
 
 static __always_inline int ours(__u32 dev)
@@ -41,72 +36,80 @@ static __always_inline int ours(__u32 dev)
 	return dev && (dev == dev_part || dev == dev_disk);
 }
 
-SEC("tracepoint/block/block_bio_queue")
-int oslens_blkio_queue(struct trace_event_raw_block_bio *ctx)
+/* The bdev's dev_t, as the block tracepoints report it (bio_dev()). */
+static __always_inline __u32 bio_devt(struct bio *bio)
 {
-	if (!ours(ctx->dev))
+	return BPF_CORE_READ(bio, bi_bdev, bd_dev);
+}
+
+/* raw_tp, not tracepoint: a classic tracepoint's program is skipped when
+ * any BPF program runs on the CPU at that moment; raw_tp only on its own
+ * recursion (counted in the record's `missed`) */
+SEC("raw_tp/block_bio_queue")
+int BPF_PROG(oslens_blkio_queue, struct bio *bio)
+{
+	if (!ours(bio_devt(bio)))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (now < window_start || (window_end && now >= window_end))
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u64 sector = ctx->sector;
+	__u64 key = (__u64)bio;
 	struct blkio_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
 	if (c)
 		__sync_fetch_and_add(&c->submitted, 1);
-	struct pending first = {.cpu = cpu, .n = 1, .nr_sector = ctx->nr_sector};
-	if (bpf_map_update_elem(&inflight, &sector, &first, BPF_NOEXIST) != 0) {
-		struct pending *p = bpf_map_lookup_elem(&inflight, &sector);
-		if (p) {
-			p->cpu = cpu;
-			__sync_fetch_and_add(&p->n, 1);
-		}
-	}
+	bpf_map_update_elem(&inflight, &key, &cpu, BPF_ANY);
 	return 0;
 }
 
-/* A completion covers [sector, sector + nr_sector): one I/O, or several
- * that the block layer merged into one request (each I/O's length leads to
- * the next one's sector). */
-static __always_inline void completed(__u32 dev, __u64 sector, __u32 nr_sector)
+/* bio completed on this CPU: counted once, if it was followed. */
+static __always_inline void completed(struct bio *bio, __u32 cpu, struct blkio_cpu *c)
 {
+	__u64 key = (__u64)bio;
+	__u32 *src = bpf_map_lookup_elem(&inflight, &key);
+	if (!src)
+		return; /* not followed, or counted already (a partition's bio is
+			 * traced by both completions) */
+	__u32 from = *src;
+	if (bpf_map_delete_elem(&inflight, &key) != 0 || !c)
+		return; /* another CPU's completion of it won the delete */
+	__sync_fetch_and_add(&c->completed, 1);
+	if (from == cpu)
+		__sync_fetch_and_add(&c->local, 1);
+}
+
+SEC("raw_tp/block_rq_complete")
+int BPF_PROG(oslens_blkio_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	/* the tracepoint's dev: the disk's first dev_t (disk_devt()) */
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	if (!disk)
+		return 0;
+	__u32 dev = ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
 	if (!ours(dev))
-		return;
+		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u64 end = sector + nr_sector;
 	struct blkio_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
-	for (int i = 0; i < MERGED_MAX && sector < end; i++) {
-		struct pending *p = bpf_map_lookup_elem(&inflight, &sector);
-		if (!p)
-			return; /* not followed, or already counted (a request's bios) */
-		__u32 src = p->cpu, len = p->nr_sector;
-		/* not atomic (an atomic fetch needs BPF v3): two completions of one
-		 * sector on two CPUs at the same instant could miscount, no more */
-		if (p->n <= 1)
-			bpf_map_delete_elem(&inflight, &sector);
-		else
-			p->n--;
-		if (c) {
-			__sync_fetch_and_add(&c->completed, 1);
-			if (src == cpu)
-				__sync_fetch_and_add(&c->local, 1);
-		}
-		if (!len)
-			return;
-		sector += len;
+	/* the request's bios, the I/Os merged into it, as far as nr_bytes
+	 * completes them whole (a partial completion counts the rest later) */
+	struct bio *bio = BPF_CORE_READ(rq, bio);
+	for (int i = 0; i < MERGED_MAX && bio; i++) {
+		unsigned int size = BPF_CORE_READ(bio, bi_iter.bi_size);
+		if (size > nr_bytes)
+			break;
+		nr_bytes -= size;
+		completed(bio, cpu, c);
+		bio = BPF_CORE_READ(bio, bi_next);
 	}
-}
-
-SEC("tracepoint/block/block_rq_complete")
-int oslens_blkio_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
-{
-	completed(ctx->dev, ctx->sector, ctx->nr_sector);
 	return 0;
 }
 
-SEC("tracepoint/block/block_bio_complete")
-int oslens_blkio_bio_complete(struct trace_event_raw_block_bio_complete *ctx)
+SEC("raw_tp/block_bio_complete")
+int BPF_PROG(oslens_blkio_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	completed(ctx->dev, ctx->sector, ctx->nr_sector);
+	if (!ours(bio_devt(bio)))
+		return 0;
+	__u32 cpu = bpf_get_smp_processor_id();
+	completed(bio, cpu, bpf_map_lookup_elem(&cpus, &cpu));
 	return 0;
 }

@@ -77,6 +77,22 @@ void blkio_bpf_window(uint64_t start_ns, uint64_t end_ns)
 	skel->bss->window_start = start_ns;
 }
 
+/* Events the kernel did not deliver to a program because a BPF program was
+ * already running on that CPU (bpf_prog_info.recursion_misses). */
+static uint64_t missed_events(void)
+{
+	uint64_t missed = 0;
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		struct bpf_prog_info info = {0};
+		uint32_t len = sizeof info;
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+			missed += info.recursion_misses;
+	}
+	return missed;
+}
+
 void blkio_bpf_emit(int rep)
 {
 	if (!skel)
@@ -84,7 +100,8 @@ void blkio_bpf_emit(int rep)
 	struct json *j = json_record("completions");
 	json_int(j, "rep", rep);
 	json_bool(j, "available", 1);
-	json_str(j, "source", "BPF: block_bio_queue -> block_rq_complete | block_bio_complete, by sector");
+	json_str(j, "source", "BPF raw_tp: block_bio_queue -> block_rq_complete | block_bio_complete, by struct bio");
+	json_uint(j, "missed", missed_events());
 	json_arr(j, "cpus");
 	int fd = bpf_map__fd(skel->maps.cpus);
 	long n = sysconf(_SC_NPROCESSORS_CONF);

@@ -4,8 +4,8 @@
  * Each I/O is seen entering the block layer (block_bio_queue, on the CPU
  * that submitted it) and completing (block_rq_complete for a blk-mq
  * device, block_bio_complete for a bio-based one such as zram, on the CPU
- * that ran the completion), matched by its sector, in whole-disk
- * coordinates in both. Per CPU: the I/Os submitted there, those completed
+ * that ran the completion), matched by its struct bio; a merged request's
+ * completion completes each bio it holds. Per CPU: the I/Os submitted there, those completed
  * there, and of these the ones submitted there too. Only I/Os submitted
  * inside the window are followed, so that completions never count an I/O
  * twice nor one the run did not issue. */

@@ -27,6 +27,7 @@ class Completions:
     submitted: dict[int, int]  # cpu -> I/Os submitted there
     completed: dict[int, int]  # cpu -> I/Os completed there
     local: int  # completed on the CPU that submitted them
+    missed: int = 0  # block events of any device the kernel did not hand to the BPF programs
 
     @property
     def total(self) -> int:
@@ -145,12 +146,13 @@ def _completions(inv: Invocation, reps) -> tuple[Completions | None, str | None]
     if not got:
         return None, why or "not followed"
     sub, comp, local = defaultdict(int), defaultdict(int), 0
+    missed = sum(r.get("missed", 0) for r in got)
     for r in got:
         for c in r["cpus"]:
             sub[c["cpu"]] += c["submitted"]
             comp[c["cpu"]] += c["completed"]
             local += c["local"]
-    return Completions(dict(sub), dict(comp), local), None
+    return Completions(dict(sub), dict(comp), local, missed), None
 
 
 def _point(inv: Invocation) -> IoPoint:
@@ -171,6 +173,17 @@ def _point(inv: Invocation) -> IoPoint:
         p.latency = {k: merged.percentile(q) for k, q in QUANTILES.items()}
     p.cpu_us_per_io, p.cpu_resolution_us, p.worker_us_per_io = _cpu_cost(inv, reps)
     p.completions, p.completions_unavailable = _completions(inv, reps)
+    c = p.completions
+    if c and c.total < sum(c.submitted.values()):
+        unseen = sum(c.submitted.values()) - c.total
+        p.warnings.append(
+            f"{unseen} of {sum(c.submitted.values())} I/Os' completions not seen"
+            + (
+                f" (the kernel skipped {c.missed} block events: a BPF program already ran on that CPU)"
+                if c.missed
+                else ""
+            )
+        )
     dev = inv.of("device")
     if dev:
         p.device = dev[-1].get("stat")

@@ -144,7 +144,7 @@ def sections(runs) -> list[Section]:
                     f"io-comp-{rd.run.id}",
                     f"{rd.short}: where the I/Os completed",
                     chart,
-                    "per point, I/Os completed on each CPU (BPF: submission to completion, by sector)",
+                    "per point, I/Os completed on each CPU (BPF: each I/O from submission to completion)",
                 )
             )
         whys = {p.completions_unavailable for se in s.series for p in se.points if p.completions_unavailable}
