@@ -51,6 +51,9 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 /* --dry-run's one `config` record. */
 void run_emit_config(const struct run_config *cfg);
 /* Runs every repetition and returns the process exit status. */
+/* Catches SIGINT, SIGTERM and SIGHUP (a stop flag), first of all: a signal
+ * in the engine's first moments still ends it in order, as interrupted. */
+void run_catch_signals(void);
 int run_probe(const struct run_config *cfg, const struct topology *topo);
 
 /* `oslens-engine worker FD IDX TMPDIR ARGV...` (worker.c): a worker exec'd

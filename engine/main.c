@@ -121,6 +121,7 @@ static int cmd_run(int argc, char **argv)
 	struct run_config cfg;
 	struct topology topo;
 
+	run_catch_signals();
 	cluster_begin(&argc, &argv); /* an MPI rank measures its share of the node's CPUs */
 	run_parse_args(argc, argv, &cfg, &topo);
 	if (clock_init(cfg.clock_want) != 0)

@@ -577,8 +577,36 @@ static int place_master(const struct run_config *cfg, const struct topology *top
 	return placed;
 }
 
+void run_catch_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_child;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* a mask inherited from the parent (one that blocked them around a
+	 * critical step) would keep them, pending, from ever stopping us */
+	sigset_t stops;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigaddset(&stops, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, &stops, NULL);
+}
+
 int run_probe(const struct run_config *cfg, const struct topology *topo)
 {
+	if (got_signal) { /* asked to stop before anything was made */
+		struct json *j = json_record("end");
+		json_str(j, "status", "interrupted");
+		json_int(j, "signal", got_signal);
+		json_emit(j);
+		return 128 + got_signal;
+	}
 	struct master m = {.cfg = cfg, .topo = topo};
 	static char tmpl[4096];
 	/* With a ledger, the name starts with this process's pid and start
@@ -593,14 +621,6 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 		die_usage("cannot create a temporary directory in %s: %s", cfg->tmpdir_base, strerror(errno));
 	m.tmpdir = tmpl;
 
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sa.sa_handler = on_child;
-	sigaction(SIGCHLD, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	prctl(PR_SET_TIMERSLACK, 1);
 

@@ -17,11 +17,13 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import MeasurementError, UsageError
+from . import runtime
+from .errors import Interrupted, MeasurementError, UsageError
 
 ENGINE = "oslens-engine"
 STOP_GRACE_S = 20.0
@@ -314,9 +316,37 @@ def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
 
 def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> subprocess.Popen:
     """Starts the engine with these arguments (the only place that does);
-    with `launch`, the MPI engine as ranks of a job that launcher starts."""
+    with `launch`, the MPI engine as ranks of a job that launcher starts.
+    The engine dies with us: SIGTERM when we die, however we die (it then
+    ends in order and removes what it made), never an orphan measuring on."""
     exe = [*launch, str(mpi_engine_path())] if launch else _exe()
+    popen["preexec_fn"] = runtime.dies_with_parent(signal.SIGTERM, popen.get("preexec_fn"))
     return subprocess.Popen([*exe, *args], **popen)
+
+
+# The engine whose records are being read to their end (read_to_end): a
+# signal sent to us asks it to end in order rather than raising mid-read.
+_reading: "EngineRun | None" = None
+
+
+def stop_in_order(signum: int) -> bool:
+    """For a signal handler: asks the engine being read to end its
+    repetition (SIGINT; it then reports it and exits), to be read to its end.
+    False if none is (or it was asked already: a second signal insists),
+    and the caller raises. Its end is bounded: past STOP_GRACE_S, SIGALRM
+    raises Interrupted and `close` kills it."""
+    er = _reading
+    if er is None or er.stopped_by or er.proc.poll() is not None:
+        return False
+    er.stopped_by = signum
+    er.proc.send_signal(signal.SIGINT)
+
+    def too_late(_signum, _frame):
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGALRM, too_late)
+    signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
+    return True
 
 
 class EngineRun:
@@ -346,6 +376,7 @@ class EngineRun:
         )
         self.resources: dict = {}
         self.end: dict | None = None
+        self.stopped_by: int | None = None  # the signal that asked us to stop it (stop_in_order)
         self._closed = False
         self.errors: list[str] = []
         self.stderr = ""
@@ -367,6 +398,19 @@ class EngineRun:
                 self.end = rec
             yield rec
 
+    def read_to_end(self) -> Iterator[dict]:
+        """Its records, as iteration gives them; meanwhile a signal sent to
+        us stops the engine in order (stop_in_order) and its last records
+        still come."""
+        global _reading
+        _reading = self
+        try:
+            yield from self
+        finally:
+            _reading = None
+            if self.stopped_by:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+
     def close(self) -> int:
         """Waits for the engine (stopping it if still running) and removes
         anything it could not; returns its exit status."""
@@ -374,7 +418,8 @@ class EngineRun:
             return self.proc.returncode
         self._closed = True
         if self.proc.poll() is None:
-            self._stop()
+            # asked in order already and still running: past its grace, or told twice
+            self._stop(grace=1.0 if self.stopped_by else STOP_GRACE_S)
         rc = self.proc.wait()
         if self.proc.stderr is not None:
             self.stderr = self.proc.stderr.read().strip()
@@ -385,13 +430,24 @@ class EngineRun:
             self._remove_leftovers()
         return rc
 
-    def _stop(self) -> None:
+    def _stop(self, grace: float) -> None:
+        """SIGINT, then its clean-up, reading what it still writes: an
+        engine blocked on a full pipe would never see its stop flag."""
         self.proc.send_signal(signal.SIGINT)
+        drain = threading.Thread(target=self._discard_output, daemon=True)
+        drain.start()
         try:
-            self.proc.wait(timeout=STOP_GRACE_S)
+            self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             # The engine's workers die with it (PR_SET_PDEATHSIG).
             self.proc.kill()
+            self.proc.wait()
+        drain.join(timeout=1.0)
+
+    def _discard_output(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for _ in self.proc.stdout or ():
+                pass
 
     def _remove_leftovers(self) -> None:
         tmpdir = self.resources.get("tmpdir")

@@ -1,4 +1,6 @@
-"""The two ways a command fails, which the CLI maps to exit statuses."""
+"""The ways a command ends early, which the CLI maps to exit statuses."""
+
+import signal
 
 
 class UsageError(Exception):
@@ -7,3 +9,11 @@ class UsageError(Exception):
 
 class MeasurementError(Exception):
     """The measurement ran but failed: exit status 1, the run kept as failed."""
+
+
+class Interrupted(Exception):
+    """A signal asked us to stop: the run kept as incomplete, exit status 128+N."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum

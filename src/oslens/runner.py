@@ -13,14 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import collectors, engine, runtime
-from .errors import MeasurementError, UsageError
-from .store import Store
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
+from .errors import Interrupted, MeasurementError, UsageError
+from .store import Store, StoreError
 
 
 class Invocation(Protocol):
@@ -35,17 +29,23 @@ class Invocation(Protocol):
 
 
 @contextmanager
-def _sigterm_raises():
-    """SIGTERM (a scheduler, a timeout) ends the run like Ctrl-C does."""
+def _signals_stop_in_order():
+    """SIGINT, SIGTERM (a scheduler, a timeout) and SIGHUP end the run: an
+    engine being read is asked to end its repetition, and is read to its end
+    (its records kept, never blocked on a full pipe); anywhere else the
+    signal raises Interrupted at once."""
 
     def handler(signum, frame):
-        raise Interrupted(signum)
+        if not engine.stop_in_order(signum):
+            raise Interrupted(signum)
 
-    old = signal.signal(signal.SIGTERM, handler)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, handler) for s in stops}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def machine_metadata() -> dict:
@@ -83,7 +83,7 @@ def execute(
         check(invocations)
     run_id = store.begin_run(kind, argv, params, machine_metadata())
     progress = Progress(
-        TextColumn("{task.description:<28}"),
+        TextColumn("{task.description:<28}", markup=False),  # labels hold user strings
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -93,20 +93,25 @@ def execute(
         transient=True,
     )
     try:
-        with _sigterm_raises(), progress:
+        with _signals_stop_in_order(), progress:
             task = progress.add_task("", total=total)
             for inv in invocations:
                 progress.update(task, description=inv.label)
                 _run_one(store, run_id, inv, progress, task)
     except KeyboardInterrupt:
-        store.finish_run(run_id, "incomplete", "interrupted by SIGINT")
+        mark_ended(store, run_id, "incomplete", "interrupted by SIGINT")
         raise Interrupted(signal.SIGINT) from None
     except Interrupted as e:
-        store.finish_run(run_id, "incomplete", str(e))
+        mark_ended(store, run_id, "incomplete", str(e))
         raise
     except MeasurementError as e:
-        store.finish_run(run_id, "failed", str(e))
+        mark_ended(store, run_id, "failed", str(e))
         raise
+    except StoreError as e:
+        # the store itself failed mid-run (a full disk): the run failed, it
+        # is no usage error, and it is marked as far as the store still allows
+        mark_ended(store, run_id, "failed", str(e))
+        raise MeasurementError(f"run {run_id} could not be stored: {e}") from None
     except UsageError as e:
         # Refused input measures nothing; a refusal after some points were
         # measured keeps them, as a failed run.
@@ -117,6 +122,15 @@ def execute(
         raise
     store.finish_run(run_id, "complete")
     return run_id
+
+
+def mark_ended(store: Store, run_id: int, status: str, reason: str) -> None:
+    """Ends a run that did not complete, if the store still can (full, it
+    may not: `runs` then tells it from its dead process)."""
+    try:
+        store.finish_run(run_id, status, reason)
+    except StoreError:
+        pass
 
 
 def check(invocations: list[Invocation]) -> None:
@@ -185,7 +199,7 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
     try:
         batch: list[dict] = []
         hosts: dict[int, str] = {}  # a job's ranks, by the records they sent
-        for rec in er:
+        for rec in er.read_to_end():
             batch.append(_named(rec, syms))
             if rec["type"] == "rank":
                 hosts[rec["rank"]] = rec["host"]
@@ -197,6 +211,8 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
         store.add_records(run_id, batch)
     finally:
         rc = er.close()
+    if er.stopped_by:
+        raise Interrupted(er.stopped_by)
     if er.end and er.end.get("status") == "interrupted":
         raise Interrupted(er.end.get("signal", signal.SIGINT))
     failure = (launch_failure(er.stderr, hosts) if launch else None) or er.failure()

@@ -50,6 +50,24 @@ CONTAINER_RUNTIMES = ("podman", "docker")  # what a `container` line may name
 STOP_GRACE_S = 20.0  # an orphaned engine's own clean-up, before SIGKILL
 IPC_RMID = 0
 
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with_parent(sig: int, then=None):
+    """A preexec_fn: the child gets sig when we die, however we die (a
+    SIGKILL too), so that it never runs on orphaned; then `then`, if given."""
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:  # we died before the line above
+            os.kill(os.getpid(), sig)
+        if then:
+            then()
+
+    return preexec
+
 
 @dataclass
 class Leftover:

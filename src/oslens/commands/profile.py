@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 
 import click
 from rich.console import Console
 
-from ..errors import MeasurementError, UsageError
+from ..errors import Interrupted, MeasurementError, UsageError
+from ..store import StoreError
 from . import Context, common_options, environment_option, print_run
 
 
@@ -53,7 +55,7 @@ def command(
     """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
     from ..plan.profile import check_target
     from ..profile import collect
-    from ..runner import machine_metadata
+    from ..runner import machine_metadata, mark_ended
 
     check_target(list(command), pid, duration, time_limit)
     params = {
@@ -78,14 +80,17 @@ def command(
         except MeasurementError as e:
             store.finish_run(run_id, "failed", str(e))
             raise
-        store.add_records(run_id, prof.records)
-        signum = prof.interrupted_by or (prof.first("end") or {}).get("signal")
-        store.finish_run(
-            run_id,
-            "complete" if prof.complete else "incomplete",
-            None if prof.complete else f"interrupted by signal {signum}",
-        )
+        signum = prof.interrupted_by or (prof.first("end") or {}).get("signal") or signal.SIGINT
+        stopped = None if prof.complete else Interrupted(signum)
+        try:
+            store.add_records(run_id, prof.records)
+            store.finish_run(run_id, "incomplete" if stopped else "complete", str(stopped) if stopped else None)
+        except StoreError as e:  # a full disk: the run failed, as far as the store still allows
+            mark_ended(store, run_id, "failed", str(e))
+            raise MeasurementError(f"run {run_id} could not be stored: {e}") from None
         print_run(ctx, store, run_id)
+    if stopped:  # as every interrupted command: 128+N, even if its command had ended
+        raise stopped
     return prof.exit_status()
 
 

@@ -18,7 +18,6 @@ timed."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import lzma
 import os
@@ -277,11 +276,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    """In QEMU's child before exec: a SIGKILLed oslens takes its guest along."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _qmp(path: Path, command: str) -> object:
     """One QMP command's answer (QEMU's machine protocol, on its socket)."""
     with socket.socket(socket.AF_UNIX) as s:
@@ -424,7 +418,7 @@ class Guest:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=runtime.dies_with_parent(signal.SIGKILL),  # a SIGKILLed oslens takes its guest along
         )
         try:
             self._wait_ready(started)
