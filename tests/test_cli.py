@@ -72,6 +72,12 @@ BAD_SCALE = [
     pytest.param(["--probe", "mmap", "--opt", "pages=0"], "outside", id="opt-pages-0"),
     pytest.param(["--mode", "bogus"], "bogus", id="mode-bogus"),
     pytest.param(["--placement", "bogus"], "bogus", id="placement-bogus"),
+    # str.isdigit() takes '²', int() does not
+    pytest.param(["--workers", "²"], "'²'", id="workers-superscript"),
+    # an empty value is no default: a script's empty variable must not measure
+    pytest.param(["--workers", ""], "--workers: an empty value", id="workers-empty"),
+    pytest.param(["--probe", ""], "--probe: an empty value", id="probe-empty"),
+    pytest.param(["--db", ""], "--db: an empty value", id="db-empty"),
 ] + [
     # Non-finite and oversized numbers must be refused before a run is stored.
     pytest.param(args, word, id=name)
@@ -122,6 +128,17 @@ def store_with_a_run(tmp_path) -> Path:
         pytest.param(["show", "999"], "999", id="show-unknown-run"),
         pytest.param(["show", "first"], "'first'", id="show-first"),
         pytest.param(["export", "1", "--format", "xml"], "xml", id="export-xml"),
+        pytest.param(["show", "²"], "'²'", id="show-superscript"),
+        pytest.param(["export", "²"], "'²'", id="export-superscript"),
+        pytest.param(["compare", "²", "1"], "'²'", id="compare-superscript"),
+        pytest.param(["report", "²"], "'²'", id="report-superscript"),
+        pytest.param(["show", str(2**70)], str(2**70), id="show-past-int64"),
+        pytest.param(["report", "999"], "999", id="report-unknown-run"),
+        pytest.param(["report", "1", "-o", "/nonexistent-dir/r.html"], "/nonexistent-dir", id="report-missing-dir"),
+        pytest.param(
+            ["report", "1", "--format", "svg", "-o", "/etc/hostname"], "not a directory", id="report-svg-file"
+        ),
+        pytest.param(["show", "1", "--db", ""], "--db: an empty value", id="show-db-empty"),
     ],
 )
 def test_bad_store_command_is_one_line_and_changes_nothing(store_with_a_run, args, word):
@@ -140,12 +157,41 @@ def test_export_to_a_missing_directory_is_one_line(store_with_a_run, tmp_path):
     assert p.returncode == 2 and "nodir" in line
 
 
-def test_show_on_a_missing_store_does_not_create_it(tmp_path):
+@pytest.mark.parametrize(
+    "command", [["show", "999"], ["runs"], ["export", "1"], ["report", "1"], ["compare", "1", "2"]]
+)
+def test_a_missing_store_is_an_error_and_is_not_created(tmp_path, command):
+    """Only the commands that measure make a store; the others, given a
+    path where none is (a typo), say so and exit 2 alike."""
     db = tmp_path / "typo.db"
-    p = oslens("show", "999", db=db)
-    one_line_error(p.stderr)
+    p = oslens(*command, db=db)
+    assert "no results store" in one_line_error(p.stderr)
     assert p.returncode == 2
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "args, heavy",
+    [
+        (["report", "999"], "oslens.report.html"),
+        (["report", "1", "-o", "/nonexistent-dir/r.html"], "oslens.report.html"),
+        (["compare", "999", "1"], "oslens.compare"),
+        (["export", "1", "--format", "csv", "-o", "/nonexistent-dir/x.csv"], "oslens.frames"),
+    ],
+)
+def test_refusals_come_before_the_slow_work(store_with_a_run, args, heavy):
+    """Bad input is refused before the report is built, the statistics
+    imported or the frames made (seconds, for nothing)."""
+    code = (
+        "import sys\n"
+        "from oslens.cli import main\n"
+        "try:\n"
+        f"    main({['--db', str(store_with_a_run), *args]!r})\n"
+        "except SystemExit as e:\n"
+        f"    print(e.code, {heavy!r} in sys.modules)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["2", "False"], p.stderr
 
 
 # ------------------------------------------------------------ round trip

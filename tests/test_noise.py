@@ -212,6 +212,8 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
         (["--step-us", "0"], "--step-us"),
         (["--ftq-us", "0"], "--ftq-us"),
         (["--compete", "fork"], "every CPU"),
+        (["--cpus", "²"], "'²'"),
+        (["--cpus", ""], "--cpus: an empty value"),
     ],
 )
 def test_bad_noise_input(tmp_path, args, word):

@@ -286,6 +286,8 @@ def test_without_bpf_the_rest_is_measured_and_the_report_says_why(build, tmp_pat
         (["--pid", "1", "--", "true"], "target"),
         (["--duration", "1", "--", "true"], "--duration"),
         (["--pid", "1", "--duration", "-1"], "--duration"),
+        (["--pid", "99999999999"], "no process"),  # past a pid_t: no OverflowError
+        (["-o", "/nonexistent-dir/p.txt", "--", "true"], "/nonexistent-dir"),  # before it runs
     ],
 )
 def test_bad_profile_input_is_one_line_and_stores_nothing(tmp_path, args, word):

@@ -300,3 +300,82 @@ def test_killed_writer_leaves_store_intact(db):
         assert run.status == "incomplete" and run.reason.startswith("process ended")
         assert run.n_records >= 1000 and run.n_records % 100 == 0
         assert len(s.records(rid)) == run.n_records
+
+
+# ------------------------------------------- a store on a read-only or full disk
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 4 MiB tmpfs of our own: remounted read-only, or filled, for real."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    where = tmp_path / "mnt"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def _cli(*args, db):
+    from conftest import oslens
+
+    return oslens(*args, db=db, timeout=120)
+
+
+def _one_run(db):
+    p = _cli("-q", "scale", "--probe", "getppid", "--workers", "1", "--duration", "0.05", "--reps", "1",
+             "--warmup", "0", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+
+
+def _fill(where: Path) -> None:
+    with open(where / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    assert os.statvfs(where).f_bavail == 0
+
+
+@pytest.mark.parametrize("damage", ["read-only", "full"])
+def test_a_store_that_cannot_be_written_still_reads(small_tmpfs, damage, tmp_path):
+    db = small_tmpfs / "oslens.db"
+    _one_run(db)
+    if damage == "read-only":
+        subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    else:
+        _fill(small_tmpfs)
+    runs = _cli("runs", "--json", db=db)
+    assert runs.returncode == 0, runs.stderr
+    assert [r["status"] for r in json.loads(runs.stdout)] == ["complete"]
+    for args in (["show", "1"], ["export", "1"], ["show", "1", "--json"]):
+        p = _cli(*args, db=db)
+        assert p.returncode == 0 and p.stdout.strip(), (args, p.stderr)
+    assert _cli("report", "1", "-o", str(tmp_path / "r.html"), db=db).returncode == 0
+    # writing is refused before anything is measured, in one line
+    p = _cli("scale", "--probe", "getppid", "--workers", "1", "--duration", "0.05", db=db)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_disk_that_fills_mid_run_fails_the_run_in_one_line(small_tmpfs):
+    """Enough room to begin the run, not to store its repetitions: exit 1
+    (a failure of the run, not bad usage), one line, and the run is never
+    left `running`."""
+    db = small_tmpfs / "oslens.db"
+    _one_run(db)
+    with open(small_tmpfs / "filler", "wb") as f:  # leave 96 KiB
+        f.write(b"\0" * (os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize - 96 * 1024))
+    p = _cli("-q", "scale", "--probe", "getppid", "--workers", "1", "--duration", "0.002", "--reps", "400",
+             "--warmup", "0", db=db)  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    line = p.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "full" in line, line
+    (small_tmpfs / "filler").unlink()
+    runs = json.loads(_cli("runs", "--json", db=db).stdout)
+    assert [r["status"] for r in runs] == ["failed", "complete"] or runs[0]["status"] == "incomplete", runs

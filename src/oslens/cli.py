@@ -24,9 +24,8 @@ from .commands.doctor import doctor
 from .commands.imports import import_
 from .commands.study import study
 from .commands.workloads import workloads
-from .errors import MeasurementError, UsageError
+from .errors import Interrupted, MeasurementError, UsageError
 from .parse import default_worker_counts
-from .runner import Interrupted
 from .store import StoreError
 
 
@@ -69,15 +68,16 @@ cli.add_command(import_)
 @common_options
 def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str):
     """Write a report with plots of stored runs (several runs of one kind are overlaid)."""
-    from .report.html import RunData, build
-
-    with ctx.store(create=False) as store:
+    with ctx.store(write=False) as store:
         runs = [store.run(ref) for ref in run_refs]
         if len({r.id for r in runs}) != len(runs):
             raise UsageError("a run is named twice")
+        name = "-".join(str(r.id) for r in runs)
+        target = Path(output or (f"oslens-report-{name}.html" if fmt == "html" else f"oslens-report-{name}"))
+        _check_report_target(target, fmt)  # before the page is built, which takes seconds
+        from .report.html import RunData, build
+
         data = [RunData(r, store.records(r.id)) for r in runs]
-    name = "-".join(str(r.id) for r in runs)
-    target = Path(output or (f"oslens-report-{name}.html" if fmt == "html" else f"oslens-report-{name}"))
     page = build(data)
     try:
         if fmt == "html":
@@ -94,6 +94,25 @@ def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str
     else:
         for p in written:
             click.echo(str(p.resolve()))
+
+
+def _check_report_target(target: Path, fmt: str) -> None:
+    """Where the report goes can be written (checked, like every input,
+    before anything is done): an HTML file in an existing directory, or a
+    directory of figures that exists or can be made."""
+    import os
+
+    if fmt == "html" and target.is_dir():
+        raise UsageError(f"-o {target}: a directory; give the HTML file's name")
+    if fmt != "html" and target.exists() and not target.is_dir():
+        raise UsageError(f"-o {target}: not a directory (--format {fmt} writes one file per figure there)")
+    where = target.parent
+    if fmt != "html":  # made with its parents: the nearest that exists must take it
+        where = next(d for d in (target.absolute(), *target.absolute().parents) if d.exists())
+    if not where.is_dir():
+        raise UsageError(f"-o {target}: no such directory {where}")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UsageError(f"-o {target}: cannot write in {where}")
 
 
 # ----------------------------------------------------------------- compare
@@ -120,6 +139,8 @@ def compare(
     ctx: Context, run_a: str, run_b: str, threshold: str | None, old_threshold: str | None, fail_on_regression: bool
 ):
     """Compare two runs of one kind: medians, intervals, change, and whether it is significant."""
+    with ctx.store(write=False) as store:
+        store.run(run_a), store.run(run_b)  # a bad reference is refused before the slow import below
     from . import compare as comparing
 
     one_of(threshold, old_threshold, "--threshold-pct", "--threshold")
@@ -129,7 +150,7 @@ def compare(
         limit = comparing.parse_threshold(old_threshold)
     else:
         limit = comparing.DEFAULT_THRESHOLD
-    with ctx.store(create=False) as store:
+    with ctx.store(write=False) as store:
         result = comparing.compare(store, run_a, run_b, threshold=limit)
     if ctx.as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
@@ -147,11 +168,8 @@ def compare(
 @common_options
 def runs(ctx: Context):
     """List the stored runs."""
-    if not ctx.db_path.exists():
-        rows = []
-    else:
-        with ctx.store() as store:
-            rows = store.runs()
+    with ctx.store(write=False) as store:  # a mistyped --db is an error, as for show
+        rows = store.runs()
     if ctx.as_json:
         click.echo(
             json.dumps(
@@ -191,7 +209,7 @@ def runs(ctx: Context):
 @common_options
 def show(ctx: Context, run_ref: str):
     """Print a stored run as the command that made it did (RUN: id or 'last')."""
-    with ctx.store(create=False) as store:
+    with ctx.store(write=False) as store:
         run = store.run(run_ref)
         print_run(ctx, store, run.id)
 
@@ -218,12 +236,15 @@ def export(ctx: Context, run_ref: str, fmt: str, output: str | None, frame: str 
     """Export a stored run's tidy frames (and, in JSON, every record).
 
     --json prints what was written (files, frames, rows, columns): give -o."""
-    from .api import Run
-    from .export import export as write
+    from .export import check_output
 
     if ctx.as_json and not output:
         raise UsageError("export --json describes the files written: give -o FILE or -o DIR/")
-    with ctx.store(create=False) as store:
+    check_output(output)
+    from .api import Run
+    from .export import export as write
+
+    with ctx.store(write=False) as store:
         run = Run(store.run(run_ref), store)
         done = write(run, fmt, output, frame, sys.stdout)
     if ctx.as_json:

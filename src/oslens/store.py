@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import socket
 import sqlite3
 from datetime import datetime, timezone
@@ -57,6 +58,9 @@ _RUN_COLUMNS = (
     "id, kind, status, reason, started, finished, host, pid, proc_start, argv, params,"
     " machine, summary, (SELECT COUNT(*) FROM record WHERE run_id = run.id)"
 )
+
+
+_RUN_ID = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit() also takes '²', which int() refuses
 
 
 class StoreError(Exception):
@@ -203,13 +207,20 @@ class Source:
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, read_only: bool = False):
+        """read_only: for the commands that only read (a store on a
+        read-only mount or a full disk still reads); nothing is created or
+        written, not even the summaries `show` would otherwise keep."""
         self.path = Path(path).expanduser()
+        self.read_only = read_only
+        self._db: sqlite3.Connection | None = None
+        if read_only:
+            self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create the directory of results store {self.path}: {e.strerror or e}") from None
-        self._db: sqlite3.Connection | None = None
         try:
             self._open()
         except sqlite3.Error as e:
@@ -242,6 +253,46 @@ class Store:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         # WAL lets readers run alongside the one writer of the moment.
         self._db.execute("PRAGMA journal_mode = WAL")
+
+    def _open_read_only(self) -> None:
+        if not self.path.is_file():
+            raise StoreError(f"no results store at {self.path} (nothing measured there yet)")
+        try:
+            app_id, version = self._connect_read_only("mode=ro")
+        except sqlite3.Error as e:
+            self.close()
+            # A WAL store reads through a -shm file it makes beside itself:
+            # on a read-only mount or a full disk it cannot. With no -wal
+            # holding writes not yet in the file, the file alone is the
+            # store: read it as immutable (nothing can write there either).
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreError(
+                    f"cannot read results store {self.path}: {e} (its -wal holds writes that need a writable "
+                    "directory to be read)"
+                ) from None
+            try:
+                app_id, version = self._connect_read_only("mode=ro&immutable=1")
+            except sqlite3.Error as e2:
+                self.close()
+                raise StoreError(f"cannot read results store {self.path}: {e2}") from None
+        if app_id != APPLICATION_ID:
+            self.close()
+            raise StoreError(f"{self.path} is not an oslens results store")
+        if version > SCHEMA_VERSION:
+            self.close()
+            raise StoreError(
+                f"results store {self.path} has schema {version}, newer than this oslens understands ({SCHEMA_VERSION})"
+            )
+
+    def _connect_read_only(self, query: str) -> tuple[int, int]:
+        self._db = sqlite3.connect(
+            f"{self.path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+        )
+        return (
+            self._db.execute("PRAGMA application_id").fetchone()[0],
+            self._db.execute("PRAGMA user_version").fetchone()[0],
+        )
 
     def close(self) -> None:
         if self._db is not None:
@@ -320,7 +371,10 @@ class Store:
             db.execute("DELETE FROM run WHERE id = ?", (run_id,))
 
     def set_summary(self, run_id: int, summary: dict) -> None:
-        self._update(run_id, "summary = ?", (json.dumps(summary),))
+        """Keeps a run's analysis beside it (a cache: it is made again from
+        the records whenever asked); a read-only store keeps none."""
+        if not self.read_only:
+            self._update(run_id, "summary = ?", (json.dumps(summary),))
 
     def _update(self, run_id: int, assignments: str, values: tuple) -> None:
         with self._guard("cannot write to results store"), self._write() as db:
@@ -375,7 +429,9 @@ class Store:
                 row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
                 if row is None:
                     raise StoreError(f"no runs yet in {self.path}")
-            elif text.isdigit():
+            elif _RUN_ID.fullmatch(text):
+                if int(text) >= 2**63:  # past SQLite's integers: no such run
+                    raise self._missing(int(text))
                 row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?", (int(text),)).fetchone()
                 if row is None:
                     raise self._missing(int(text))

@@ -33,11 +33,10 @@ class Context:
         self.out = Console(width=None if sys.stdout.isatty() else 160)
         self.err = Console(stderr=True)
 
-    def store(self, create: bool = True) -> Store:
-        """Commands that only read never create a store at a mistyped path."""
-        if not create and not self.db_path.exists():
-            raise UsageError(f"no results store at {self.db_path} (nothing measured there yet)")
-        return Store(self.db_path)
+    def store(self, write: bool = True) -> Store:
+        """Commands that only read never create a store (at a mistyped path)
+        nor write one (a read-only or full one still reads)."""
+        return Store(self.db_path, read_only=not write)
 
     def say(self, msg: str) -> None:
         """A progress line on stderr; machine and user strings are text, never markup."""
@@ -75,6 +74,8 @@ def common_options(fn):
         # typed after it, they win; OSLENS_DB applies where neither is typed.
         here = click.get_current_context()
         root = here.find_root()
+        _refuse_empty_options(root)
+        _refuse_empty_options(here)
         if (
             here.get_parameter_source("db") != ParameterSource.COMMANDLINE
             and root.get_parameter_source("db") == ParameterSource.COMMANDLINE
@@ -91,6 +92,19 @@ def common_options(fn):
         )
 
     return wrapper
+
+
+def _refuse_empty_options(ctx: click.Context) -> None:
+    """An option given an empty value (`--workers ''`, `--db ''`) is bad
+    input, never "the default": a script whose variable came out empty must
+    not measure something else than it asked."""
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or ctx.get_parameter_source(param.name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise UsageError(f"{max(param.opts, key=len)}: an empty value (leave the option out for its default)")
 
 
 def environment_option(refusal: str | None = None):
