@@ -180,6 +180,7 @@ def test_interrupted_run_leaves_nothing(tmp_path, sig, no_leaks, no_cgroups_left
         (["--cpu-counts", "0", "--", "true"], "--cpu-counts"),
         (["--cpu-counts", "100000", "--", "true"], "--cpu-counts"),
         (["--reps", "0", "--", "true"], "--reps"),
+        (["--reps", "9" * 30, "--", "true"], "--reps"),  # not a loop that never ends
         (["--size", "5", "--", "true"], "--size"),
         # the engine's own limits, checked before any repetition runs
         (["--workload", "kmeans", "--size", "1"], "--size"),

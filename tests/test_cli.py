@@ -77,6 +77,7 @@ BAD_SCALE = [
     # an empty value is no default: a script's empty variable must not measure
     pytest.param(["--workers", ""], "--workers: an empty value", id="workers-empty"),
     pytest.param(["--probe", ""], "--probe: an empty value", id="probe-empty"),
+    pytest.param(["--probe", "dup:"], "an empty variant", id="probe-empty-variant"),
     pytest.param(["--db", ""], "--db: an empty value", id="db-empty"),
 ] + [
     # Non-finite and oversized numbers must be refused before a run is stored.

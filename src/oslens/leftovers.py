@@ -1,6 +1,6 @@
 """What a run of oslens can leave behind, seen from outside: the live
 processes of a session, the BPF programs they hold, a process's cgroups.
-The leak tests and bench/kills.py count leftovers with these (SysV sets
+The leak tests and bench/campaign.py count leftovers with these (SysV sets
 and engine ledgers: oslens.runtime)."""
 
 from __future__ import annotations

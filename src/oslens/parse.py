@@ -174,7 +174,9 @@ def parse_probes(text: str | None) -> list[tuple[str, str]]:
         if spec == "all":  # the operations; a device's I/O is `oslens io`'s
             out += [(p.name, v) for p in known.values() if not p.needs_target for v in p.variants]
             continue
-        name, _, variant = spec.partition(":")
+        name, colon, variant = spec.partition(":")
+        if colon and not variant:
+            raise UsageError(f"probe '{spec}': an empty variant (name one, or leave out the ':')")
         if (name, variant) in RENAMED_VARIANTS:
             new_name = RENAMED_VARIANTS[name, variant]
             help_ = known[name].variant_help.get(new_name, "") if name in known else ""

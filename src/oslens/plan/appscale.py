@@ -60,8 +60,9 @@ def plan(
 ) -> AppPlan:
     if bool(command) == bool(workload):
         raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
-    if reps < 1:
-        raise UsageError(f"--reps: {reps} is not a positive number of repetitions")
+    most_reps = engine.limit("run", "--reps")["max"]  # the bound every kind of run shares
+    if not 1 <= reps <= most_reps:
+        raise UsageError(f"--reps: {reps} is not a whole number from 1 to {most_reps}")
     most = engine.limit("profile", "--time-limit")["max"]
     if time_limit is not None and not 0 < time_limit <= most:
         raise UsageError(f"--time-limit: {time_limit:g} is not a number of seconds in (0, {most:g}]")

@@ -27,6 +27,8 @@ def plan(
     duration = check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
     if not (math.isfinite(step_us) and step_us > 0):
         raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
+    if step_us > duration * 1e6:
+        raise UsageError(f"--step-us: a {step_us:g} µs step is longer than the {duration:g} s measured")
     options = engine.probes()["detour"].options  # the probe's own bounds; 0 means "not set" there
     for flag, value, key in (("--threshold-ns", threshold, "threshold_ns"), ("--ftq-us", ftq_us, "ftq_us")):
         most = options[key]["max"]
