@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from oslens import engine, leftovers
+from oslens.compete import COMPETITOR_LIMIT_S
 
 from conftest import SESSION_TMP, TWO, engine_bin, oslens, oslens_tmp
 
@@ -158,3 +159,32 @@ def test_an_interrupted_profile_is_worded_and_exits_as_every_interrupted_command
     assert p.stderr.strip().splitlines()[-1] == "oslens: interrupted by SIGTERM; the run is kept as incomplete"
     (run,) = _runs(db)
     assert (run["status"], run["reason"]) == ("incomplete", "interrupted by SIGTERM")
+
+
+@pytest.mark.skipif(TWO < 2, reason="a competitor needs a CPU of its own")
+def test_a_competitor_that_dies_fails_the_measurement_it_was_to_disturb(tmp_path):
+    """Measured 'with competition' while the competitor was dead is not what
+    was asked: the run fails, in one line, saying so."""
+    db = tmp_path / "db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "-q", "latency", "--probe", "getppid", "--compete", "sem", "--duration", "2",
+         "--reps", "1"],
+        env={**os.environ, "OSLENS_DB": str(db)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline, competitor = time.monotonic() + 60, None
+    while competitor is None:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        for p in leftovers.session_processes(proc.pid):
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0") if Path(f"/proc/{p}").exists() else []
+            # the competitor: the engine asked to run for hours, until stopped
+            if leftovers.exe_of(p).startswith(engine_bin()) and str(COMPETITOR_LIMIT_S).encode() in argv:
+                competitor = p
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(competitor, signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "the competitor ended during the measurement" in err and len(err.strip().splitlines()) == 1, err
+    (run,) = _runs(db)
+    assert run["status"] == "failed"

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from . import engine
-from .errors import UsageError
+from .errors import MeasurementError, UsageError
 from .parse import CompeteSpec, competitor_cpus
 
 # The competitor runs until stopped; this only bounds a forgotten one.
@@ -39,5 +39,9 @@ def competing(spec: CompeteSpec, measured: list[int]) -> Iterator[dict]:
             "type": "context",
             "competition": {"probe": spec.probe, "variant": spec.variant, "cpus": cpus, "workers": started["workers"]},
         }
+        # it runs until stopped: ended already, it did not compete the whole time
+        died = run.proc.poll() is not None
     finally:
         run.close()
+    if died:
+        raise MeasurementError(f"--compete {spec.label}: the competitor ended during the measurement: {run.failure()}")
