@@ -227,15 +227,13 @@ def bad_invocations(ncpu: int) -> list[list[str]]:
                     "--target", "--scheduler", "--cpus", "--workers", "--cpu-counts"}  # fmt: skip
     out = []
     for command, opts in options.items():
-        tail = {"profile": ["--", "true"], "appscale": ["--", "true"]}.get(command, [])
         base = MEASURE if command in ("scale", "latency", "noise", "io") else []
         for opt, values in opts.items():
             extra = ["", "²", "[/]", HUGE] if opt in numeric_free else NOT_NUMBERS
-            if command == "profile" and opt == "--pid":
-                tail = []
+            # a command to run, but for profile --pid, which takes none
+            tail = ["--", "true"] if command in ("profile", "appscale") and opt != "--pid" else []
             for v in dict.fromkeys(values + extra):
                 out.append([command, *base, opt, v, *tail])
-            tail = {"profile": ["--", "true"], "appscale": ["--", "true"]}.get(command, [])
     for ref in ["", "²", "-1", "999", HUGE, "[/]", "last1", "1.0"]:
         out += [["show", ref], ["export", ref], ["report", ref], ["compare", ref, "1"], ["compare", "1", ref]]
     out += [
@@ -267,7 +265,7 @@ def one_refusal(env: dict, db: Path, argv: list[str]) -> dict:
         )  # fmt: skip
         rc, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
-        rc, err = None, (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        rc, err = None, (e.stderr or b"").decode(errors="replace")  # bytes, even with text=True
     took = time.monotonic() - t0
     lines = [line for line in err.splitlines() if line.strip()]
     return {

@@ -159,9 +159,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path).expanduser() if path is not None else default_path()
-        if not self.path.is_file():
-            raise StoreError(f"no results store at {self.path} (nothing measured there yet)")
-        self._store = _Store(self.path)
+        self._store = _Store(self.path, read_only=True)
 
     def run(self, ref: int | str) -> Run:
         """The run of that id (or 'last')."""

@@ -100,8 +100,6 @@ def _check_report_target(target: Path, fmt: str) -> None:
     """Where the report goes can be written (checked, like every input,
     before anything is done): an HTML file in an existing directory, or a
     directory of figures that exists or can be made."""
-    import os
-
     if fmt == "html" and target.is_dir():
         raise UsageError(f"-o {target}: a directory; give the HTML file's name")
     if fmt != "html" and target.exists() and not target.is_dir():
@@ -109,10 +107,24 @@ def _check_report_target(target: Path, fmt: str) -> None:
     where = target.parent
     if fmt != "html":  # made with its parents: the nearest that exists must take it
         where = next(d for d in (target.absolute(), *target.absolute().parents) if d.exists())
+    _check_writable_in(str(target), where)
+
+
+def _check_export_target(output: str | None) -> None:
+    """An export's -o (a file, or DIR/ made if only its last part is
+    missing), checked before anything is read or built."""
+    if output is not None:
+        path = Path(output)
+        _check_writable_in(output, path if path.is_dir() else path.absolute().parent)
+
+
+def _check_writable_in(output: str, where: Path) -> None:
+    import os
+
     if not where.is_dir():
-        raise UsageError(f"-o {target}: no such directory {where}")
+        raise UsageError(f"-o {output}: no such directory {where}")
     if not os.access(where, os.W_OK | os.X_OK):
-        raise UsageError(f"-o {target}: cannot write in {where}")
+        raise UsageError(f"-o {output}: cannot write in {where}")
 
 
 # ----------------------------------------------------------------- compare
@@ -141,16 +153,15 @@ def compare(
     """Compare two runs of one kind: medians, intervals, change, and whether it is significant."""
     with ctx.store(write=False) as store:
         store.run(run_a), store.run(run_b)  # a bad reference is refused before the slow import below
-    from . import compare as comparing
+        from . import compare as comparing
 
-    one_of(threshold, old_threshold, "--threshold-pct", "--threshold")
-    if threshold is not None:
-        limit = comparing.parse_percent(threshold)
-    elif old_threshold is not None:
-        limit = comparing.parse_threshold(old_threshold)
-    else:
-        limit = comparing.DEFAULT_THRESHOLD
-    with ctx.store(write=False) as store:
+        one_of(threshold, old_threshold, "--threshold-pct", "--threshold")
+        if threshold is not None:
+            limit = comparing.parse_percent(threshold)
+        elif old_threshold is not None:
+            limit = comparing.parse_threshold(old_threshold)
+        else:
+            limit = comparing.DEFAULT_THRESHOLD
         result = comparing.compare(store, run_a, run_b, threshold=limit)
     if ctx.as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
@@ -236,11 +247,9 @@ def export(ctx: Context, run_ref: str, fmt: str, output: str | None, frame: str 
     """Export a stored run's tidy frames (and, in JSON, every record).
 
     --json prints what was written (files, frames, rows, columns): give -o."""
-    from .export import check_output
-
     if ctx.as_json and not output:
         raise UsageError("export --json describes the files written: give -o FILE or -o DIR/")
-    check_output(output)
+    _check_export_target(output)
     from .api import Run
     from .export import export as write
 

@@ -331,32 +331,30 @@ _reading: "EngineRun | None" = None
 
 def stop_in_order(signum: int) -> bool:
     """For a signal handler: asks the engine being read to end its
-    repetition (SIGINT; it then reports it and exits), to be read to its end.
+    repetition (SIGINT; it then reports it and exits), to be read to its end
+    (an engine that has exited may still have its last records in the pipe).
     False if none is (or it was asked already: a second signal insists),
     and the caller raises. Its end is bounded: past STOP_GRACE_S, SIGALRM
     raises Interrupted and `close` kills it."""
     er = _reading
-    if er is None or er.stopped_by or er.proc.poll() is not None:
+    if er is None or er.stopped_by:
         return False
     er.stopped_by = signum
-    er.proc.send_signal(signal.SIGINT)
-
-    def too_late(_signum, _frame):
-        raise Interrupted(signum)
-
-    signal.signal(signal.SIGALRM, too_late)
-    signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
+    if er.proc.poll() is None:
+        er.proc.send_signal(signal.SIGINT)
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
     return True
 
 
 class EngineRun:
     """One engine process; iterate it for its records.
 
-    Signals: Ctrl-C reaches the engine through the terminal's process group
-    and it stops in order; when we are the ones asked to stop (SIGTERM, or an
-    exception), `close` forwards SIGINT and waits for the engine's own
-    clean-up. Only if the engine cannot clean up (SIGKILL) do we remove what
-    its `resources` records announced."""
+    Signals: a signal sent to us while its records are read (read_to_end)
+    asks it to end its repetition, and it is read to its end
+    (stop_in_order); after an exception, `close` sends SIGINT and waits for
+    the engine's own clean-up, reading what it still writes. Only if the
+    engine cannot clean up (SIGKILL) do we remove what its `resources`
+    records announced."""
 
     def __init__(self, args: list[str], confine_to: list[int] | None = None, launch: list[str] | None = None):
         """confine_to: CPUs the whole engine, its master included, must stay on
@@ -403,13 +401,18 @@ class EngineRun:
         us stops the engine in order (stop_in_order) and its last records
         still come."""
         global _reading
+
+        def too_late(_signum, _frame):
+            raise Interrupted(self.stopped_by)
+
         _reading = self
+        old_alarm = signal.signal(signal.SIGALRM, too_late)
         try:
             yield from self
         finally:
             _reading = None
-            if self.stopped_by:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_alarm)
 
     def close(self) -> int:
         """Waits for the engine (stopping it if still running) and removes

@@ -98,9 +98,7 @@ def execute(
             for inv in invocations:
                 progress.update(task, description=inv.label)
                 _run_one(store, run_id, inv, progress, task)
-    except KeyboardInterrupt:
-        mark_ended(store, run_id, "incomplete", "interrupted by SIGINT")
-        raise Interrupted(signal.SIGINT) from None
+        store.finish_run(run_id, "complete")
     except Interrupted as e:
         mark_ended(store, run_id, "incomplete", str(e))
         raise
@@ -108,10 +106,7 @@ def execute(
         mark_ended(store, run_id, "failed", str(e))
         raise
     except StoreError as e:
-        # the store itself failed mid-run (a full disk): the run failed, it
-        # is no usage error, and it is marked as far as the store still allows
-        mark_ended(store, run_id, "failed", str(e))
-        raise MeasurementError(f"run {run_id} could not be stored: {e}") from None
+        raise store_failed(store, run_id, e) from None
     except UsageError as e:
         # Refused input measures nothing; a refusal after some points were
         # measured keeps them, as a failed run.
@@ -120,7 +115,6 @@ def execute(
         else:
             store.delete_run(run_id)
         raise
-    store.finish_run(run_id, "complete")
     return run_id
 
 
@@ -131,6 +125,13 @@ def mark_ended(store: Store, run_id: int, status: str, reason: str) -> None:
         store.finish_run(run_id, status, reason)
     except StoreError:
         pass
+
+
+def store_failed(store: Store, run_id: int, e: StoreError) -> MeasurementError:
+    """The store itself failed mid-run (a full disk): the run failed, it is
+    no usage error, and it is marked as far as the store still allows."""
+    mark_ended(store, run_id, "failed", str(e))
+    return MeasurementError(f"run {run_id} could not be stored: {e}")
 
 
 def check(invocations: list[Invocation]) -> None:

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import socket
 import sqlite3
 from datetime import datetime, timezone
@@ -58,9 +57,6 @@ _RUN_COLUMNS = (
     "id, kind, status, reason, started, finished, host, pid, proc_start, argv, params,"
     " machine, summary, (SELECT COUNT(*) FROM record WHERE run_id = run.id)"
 )
-
-
-_RUN_ID = re.compile(r"[0-9]+")  # ASCII digits: str.isdigit() also takes '²', which int() refuses
 
 
 class StoreError(Exception):
@@ -149,6 +145,42 @@ class Imported:
     copied: bool  # False: the run was already in the store, as new_id
 
 
+def _open_read_only(path: Path, what: str) -> sqlite3.Connection:
+    """A store opened to read and never to write, refused (StoreError,
+    starting with `what`) unless it is an oslens store of a schema this
+    oslens understands."""
+
+    def connect(query: str) -> tuple[sqlite3.Connection, int, int]:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S,
+                             isolation_level=None)  # fmt: skip
+        try:
+            return db, *(db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("application_id", "user_version"))
+        except BaseException:
+            db.close()
+            raise
+
+    try:
+        db, app_id, version = connect("mode=ro")
+    except sqlite3.Error as e:
+        # A WAL store reads through a -shm file it makes beside itself: on a
+        # read-only mount or a full disk it cannot. With no -wal holding
+        # writes not yet in the file, the file alone is the store: read it
+        # as immutable (nothing can write there either).
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"{what}: {e} (its -wal holds writes that need a writable directory to be read)") from None
+        try:
+            db, app_id, version = connect("mode=ro&immutable=1")
+        except sqlite3.Error as e2:
+            raise StoreError(f"{what}: {e2}") from None
+    if app_id != APPLICATION_ID or version > SCHEMA_VERSION:
+        db.close()
+        if app_id != APPLICATION_ID:
+            raise StoreError(f"{what}: not an oslens results store")
+        raise StoreError(f"{what}: it has schema {version}, newer than this oslens understands ({SCHEMA_VERSION})")
+    return db
+
+
 class Source:
     """Another results store, opened read-only to import its runs: refused
     (StoreError) unless it is a readable oslens store of a schema this oslens
@@ -161,18 +193,9 @@ class Source:
         self._db: sqlite3.Connection | None = None
         if not self.path.is_file():
             raise StoreError(f"cannot import {self.path}: no such file")
+        self._db = _open_read_only(self.path, f"cannot import {self.path}")
         try:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
             self._db.execute("BEGIN")
-            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if app_id != APPLICATION_ID:
-                raise StoreError(f"cannot import {self.path}: not an oslens results store")
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"cannot import {self.path}: it has schema {version}, newer than "
-                    f"this oslens understands ({SCHEMA_VERSION})"
-                )
             rows = self._db.execute(f"SELECT {', '.join(_IMPORT_COLUMNS)} FROM run ORDER BY id").fetchall()
             by_id = {row[0]: dict(zip(_IMPORT_COLUMNS, row)) for row in rows}
             wanted = list(dict.fromkeys(run_ids)) if run_ids else list(by_id)
@@ -212,10 +235,11 @@ class Store:
         read-only mount or a full disk still reads); nothing is created or
         written, not even the summaries `show` would otherwise keep."""
         self.path = Path(path).expanduser()
-        self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         if read_only:
-            self._open_read_only()
+            if not self.path.is_file():
+                raise StoreError(f"no results store at {self.path} (nothing measured there yet)")
+            self._db = _open_read_only(self.path, f"results store {self.path}")
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,46 +277,6 @@ class Store:
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         # WAL lets readers run alongside the one writer of the moment.
         self._db.execute("PRAGMA journal_mode = WAL")
-
-    def _open_read_only(self) -> None:
-        if not self.path.is_file():
-            raise StoreError(f"no results store at {self.path} (nothing measured there yet)")
-        try:
-            app_id, version = self._connect_read_only("mode=ro")
-        except sqlite3.Error as e:
-            self.close()
-            # A WAL store reads through a -shm file it makes beside itself:
-            # on a read-only mount or a full disk it cannot. With no -wal
-            # holding writes not yet in the file, the file alone is the
-            # store: read it as immutable (nothing can write there either).
-            wal = Path(f"{self.path}-wal")
-            if wal.exists() and wal.stat().st_size > 0:
-                raise StoreError(
-                    f"cannot read results store {self.path}: {e} (its -wal holds writes that need a writable "
-                    "directory to be read)"
-                ) from None
-            try:
-                app_id, version = self._connect_read_only("mode=ro&immutable=1")
-            except sqlite3.Error as e2:
-                self.close()
-                raise StoreError(f"cannot read results store {self.path}: {e2}") from None
-        if app_id != APPLICATION_ID:
-            self.close()
-            raise StoreError(f"{self.path} is not an oslens results store")
-        if version > SCHEMA_VERSION:
-            self.close()
-            raise StoreError(
-                f"results store {self.path} has schema {version}, newer than this oslens understands ({SCHEMA_VERSION})"
-            )
-
-    def _connect_read_only(self, query: str) -> tuple[int, int]:
-        self._db = sqlite3.connect(
-            f"{self.path.resolve().as_uri()}?{query}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
-        )
-        return (
-            self._db.execute("PRAGMA application_id").fetchone()[0],
-            self._db.execute("PRAGMA user_version").fetchone()[0],
-        )
 
     def close(self) -> None:
         if self._db is not None:
@@ -371,10 +355,16 @@ class Store:
             db.execute("DELETE FROM run WHERE id = ?", (run_id,))
 
     def set_summary(self, run_id: int, summary: dict) -> None:
-        """Keeps a run's analysis beside it (a cache: it is made again from
-        the records whenever asked); a read-only store keeps none."""
-        if not self.read_only:
-            self._update(run_id, "summary = ?", (json.dumps(summary),))
+        """Keeps a run's analysis beside it: a cache, made again from the
+        records whenever asked, so a store that cannot take it (read-only,
+        full) keeps none and the reading goes on."""
+        try:
+            with self._write() as db:
+                updated = db.execute("UPDATE run SET summary = ? WHERE id = ?", (json.dumps(summary), run_id)).rowcount
+        except sqlite3.Error:
+            return
+        if not updated:
+            raise self._missing(run_id)
 
     def _update(self, run_id: int, assignments: str, values: tuple) -> None:
         with self._guard("cannot write to results store"), self._write() as db:
@@ -429,12 +419,13 @@ class Store:
                 row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
                 if row is None:
                     raise StoreError(f"no runs yet in {self.path}")
-            elif _RUN_ID.fullmatch(text):
-                if int(text) >= 2**63:  # past SQLite's integers: no such run
-                    raise self._missing(int(text))
-                row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?", (int(text),)).fetchone()
+            elif text.isascii() and text.isdigit():  # isdigit() alone takes '²', which int() refuses
+                run_id = int(text)
+                row = None
+                if run_id < 2**63:  # past SQLite's integers: no such run either
+                    row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run WHERE id = ?", (run_id,)).fetchone()
                 if row is None:
-                    raise self._missing(int(text))
+                    raise self._missing(run_id)
             else:
                 raise StoreError(f"bad run reference {text!r} (expected a run id or 'last') for {self.path}")
         return self._run(row)

@@ -55,7 +55,7 @@ def command(
     """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
     from ..plan.profile import check_target
     from ..profile import collect
-    from ..runner import machine_metadata, mark_ended
+    from ..runner import machine_metadata, mark_ended, store_failed
 
     check_target(list(command), pid, duration, time_limit)
     params = {
@@ -78,16 +78,15 @@ def command(
             store.delete_run(run_id)  # the engine refused its arguments: nothing was measured
             raise
         except MeasurementError as e:
-            store.finish_run(run_id, "failed", str(e))
+            mark_ended(store, run_id, "failed", str(e))
             raise
         signum = prof.interrupted_by or (prof.first("end") or {}).get("signal") or signal.SIGINT
         stopped = None if prof.complete else Interrupted(signum)
         try:
             store.add_records(run_id, prof.records)
             store.finish_run(run_id, "incomplete" if stopped else "complete", str(stopped) if stopped else None)
-        except StoreError as e:  # a full disk: the run failed, as far as the store still allows
-            mark_ended(store, run_id, "failed", str(e))
-            raise MeasurementError(f"run {run_id} could not be stored: {e}") from None
+        except StoreError as e:
+            raise store_failed(store, run_id, e) from None
         print_run(ctx, store, run_id)
     if stopped:  # as every interrupted command: 128+N, even if its command had ended
         raise stopped

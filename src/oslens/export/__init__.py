@@ -49,22 +49,6 @@ def output_dir(output: str | os.PathLike | None) -> Path | None:
     return path
 
 
-def check_output(output: str | os.PathLike | None) -> None:
-    """Refuses, before anything is read or built, an -o that cannot be
-    written: a file in a directory that does not exist or cannot be written,
-    or a DIR/ whose parent does not exist."""
-    if output is None:
-        return
-    text = os.fspath(output)
-    path = Path(text)
-    is_dir = text.endswith(os.sep) or path.is_dir()
-    where = path.absolute().parent if not (is_dir and path.is_dir()) else path
-    if not where.is_dir():
-        raise UsageError(f"-o {text}: no such directory {where}")
-    if not os.access(where, os.W_OK | os.X_OK):
-        raise UsageError(f"-o {text}: cannot write in {where}")
-
-
 def pick(frames: dict, frame: str | None, kind: str) -> dict:
     """The frames asked for: all of them, or the one named (a usage error
     when the kind has no such frame)."""

@@ -93,9 +93,7 @@ def check_amounts(
     most = _bound("--ops")["max"]
     if ops is not None and not 0 < ops <= most:
         raise UsageError(f"--ops: {ops} is not a number of operations from 1 to {most}")
-    most = _bound("--reps")["max"]
-    if not 1 <= reps <= most:
-        raise UsageError(f"--reps: {reps} is not a number of repetitions from 1 to {most}")
+    check_reps(reps)
     most = _bound("--warmup")["max"]
     if not 0 <= warmup <= most:
         raise UsageError(f"--warmup: {warmup:g} is not a number of seconds in [0, {most:g}]")
@@ -103,6 +101,13 @@ def check_amounts(
     if not 0 < interval <= most:
         raise UsageError(f"--interval: {interval:g} is not a number of seconds in (0, {most:g}]")
     return duration
+
+
+def check_reps(reps: int) -> None:
+    """--reps within the engine's bound, which every kind of run shares."""
+    most = _bound("--reps")["max"]
+    if not 1 <= reps <= most:
+        raise UsageError(f"--reps: {reps} is not a number of repetitions from 1 to {most}")
 
 
 def time_limit(reps: int, seconds_per_rep: float) -> float:

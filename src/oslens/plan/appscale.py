@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .. import engine
 from ..errors import UsageError
 from ..parse import parse_worker_counts
+from . import check_reps
 from .profile import check_target
 
 N_PLACEHOLDER = re.compile(r"\{n\}")
@@ -60,9 +61,7 @@ def plan(
 ) -> AppPlan:
     if bool(command) == bool(workload):
         raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
-    most_reps = engine.limit("run", "--reps")["max"]  # the bound every kind of run shares
-    if not 1 <= reps <= most_reps:
-        raise UsageError(f"--reps: {reps} is not a whole number from 1 to {most_reps}")
+    check_reps(reps)
     most = engine.limit("profile", "--time-limit")["max"]
     if time_limit is not None and not 0 < time_limit <= most:
         raise UsageError(f"--time-limit: {time_limit:g} is not a number of seconds in (0, {most:g}]")
