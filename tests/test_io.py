@@ -34,10 +34,6 @@ def _configured_loops() -> set[str]:
     return {p.name for p in Path("/sys/block").glob("loop*") if not (p / "loop" / "backing_file").exists()}
 
 
-def stat(t: blockdev.Target) -> dict:
-    return t.counters()
-
-
 @pytest.fixture(scope="module")
 def zram():
     if not ROOT or blockdev.available_kinds()["zram"]:
@@ -78,10 +74,10 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
     t = request.getfixturevalue(device)
     bs = int(next((o.split("=")[1] for o in opts if o.startswith("bs=")), 4096))
     ops, workers = 3000, min(2, os.cpu_count() or 1)
-    before = stat(t)
+    before = t.counters()
     r = run_engine("run", "--probe", probe, *opts, "--target", t.path, "--ops", str(ops), "--warmup", "0",
                    "--workers", str(workers), "--latency", "--completions")  # fmt: skip
-    after = stat(t)
+    after = t.counters()
     assert r.rc == 0, r.stderr
     counted = sum(w["ops"] for w in r.of("worker"))
     assert counted == ops * workers
@@ -245,13 +241,13 @@ def _refused(tmp_path, *args) -> str:
 
 def test_writes_to_a_device_with_a_filesystem_or_mounted_are_refused(tmp_path, ext4_on_loop):
     dev, mnt = ext4_on_loop
-    before = stat(blockdev.Target(dev))
+    before = blockdev.Target(dev).counters()
     assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "pwrite")
     assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "uring-write")
     subprocess.run(["mount", dev, str(mnt)], check=True, capture_output=True)
     msg = _refused(tmp_path, "--target", dev, "--engine", "pwrite", "--allow-overwrite")
     assert "is mounted" in msg and "never writes" in msg
-    after = stat(blockdev.Target(dev))
+    after = blockdev.Target(dev).counters()
     assert after["writes"] - before["writes"] <= 2  # the mount's own superblock update, none of ours
     # reading a mounted device is fine
     p = oslens("io", "--target", dev, "--engine", "pread", "--ops", "100", "--workers", "1", "--reps", "1",

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import runtime
+from .collectors._read import bracketed_choice, read_text
 from .errors import UsageError
+from .profile.procfs import IrqRow, parse_interrupts
 
-SYS_BLOCK = Path("/sys/class/block")
 ZRAM_CONTROL = Path("/sys/class/zram-control")
 MADE = ("zram", "loop")
-DEFAULT_SIZE = 256 << 20  # enough 4 KiB blocks (65536) that random offsets rarely meet
 MIN_SIZE = 1 << 20
 FILL_CHUNK = 1 << 20
 # /sys/block/*/stat (Documentation/block/stat.rst): the fields kept
@@ -54,9 +54,25 @@ def parse_size(text: str, what: str = "--size") -> int:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text().strip()
+        return read_text(path)
     except OSError:
         return None
+
+
+def _selected(text: str | None) -> str | None:
+    """The [selected] word of a sysfs choice file; a file of one unbracketed
+    choice ("none", a bio-based device's scheduler) is that choice."""
+    if not text:
+        return None
+    try:
+        return bracketed_choice(text)
+    except ValueError:
+        return text
+
+
+def _choices(text: str | None) -> list[str]:
+    """Every word of a sysfs choice file, the selected one unbracketed."""
+    return [w.strip("[]") for w in text.split()] if text else []
 
 
 @dataclass
@@ -120,8 +136,8 @@ class Target:
             d["disk"] = disk.name
         q = disk / "queue"
         sched = _read(q / "scheduler")
-        d["scheduler"] = (re.search(r"\[([^\]]+)\]", sched).group(1) if sched and "[" in sched else sched) or None
-        d["schedulers"] = re.sub(r"[\[\]]", "", sched).split() if sched else []
+        d["scheduler"] = _selected(sched)
+        d["schedulers"] = _choices(sched)
         d["blk_mq"] = (disk / "mq").is_dir()
         d["hw_queues"] = len(list((disk / "mq").iterdir())) if d["blk_mq"] else None
         for key, name in (
@@ -137,8 +153,7 @@ class Target:
         driver = disk / "device" / "driver"
         d["driver"] = os.path.basename(os.readlink(driver)) if driver.is_symlink() else None
         if disk.name.startswith("zram"):
-            algo = _read(disk / "comp_algorithm")
-            d["compressor"] = re.search(r"\[([^\]]+)\]", algo).group(1) if algo and "[" in algo else algo
+            d["compressor"] = _selected(_read(disk / "comp_algorithm"))
         if disk.name.startswith("loop"):
             d["loop_direct_io"] = _read(disk / "loop" / "dio") == "1"
             d["backing"] = d.get("backing") or _read(disk / "loop" / "backing_file")
@@ -160,7 +175,7 @@ class Target:
         dev = disk / "device" if disk else None
         if dev is None or not dev.exists():
             return {}
-        names = _interrupt_names()
+        names = {int(r.name): r.description for r in _interrupts().values() if r.numbered}
         for p in [dev.resolve(), *dev.resolve().parents][:6]:
             msi = p / "msi_irqs"
             if msi.is_dir():
@@ -172,37 +187,17 @@ class Target:
         return {}
 
 
-def _interrupt_names() -> dict[int, str]:
-    out = {}
-    for line in _proc_interrupts_lines():
-        head, _, rest = line.partition(":")
-        if head.strip().isdigit():
-            out[int(head)] = " ".join(w for w in rest.split() if not w.isdigit())
-    return out
-
-
-def _proc_interrupts_lines() -> list[str]:
+def _interrupts() -> dict[str, IrqRow]:
     try:
-        return Path("/proc/interrupts").read_text().splitlines()
+        return parse_interrupts(Path("/proc/interrupts").read_text())
     except OSError:
-        return []
-
-
-def interrupt_counts(irqs) -> dict[int, dict[int, int]]:
-    """irq -> {cpu: count} from /proc/interrupts, for the irqs given."""
-    lines = _proc_interrupts_lines()
-    if not lines:
         return {}
-    cpus = [int(c[3:]) for c in lines[0].split() if c.startswith("CPU")]
-    wanted = set(irqs)
-    out: dict[int, dict[int, int]] = {}
-    for line in lines[1:]:
-        head, _, rest = line.partition(":")
-        if not head.strip().isdigit() or int(head) not in wanted:
-            continue
-        counts = rest.split()[: len(cpus)]
-        out[int(head)] = {cpu: int(c) for cpu, c in zip(cpus, counts) if c.isdigit()}
-    return out
+
+
+def interrupts(irqs) -> dict[str, IrqRow]:
+    """The rows of /proc/interrupts of the irqs given (numbers)."""
+    wanted = {str(n) for n in irqs}
+    return {name: row for name, row in _interrupts().items() if name in wanted}
 
 
 # ---- the user's target: what may be done to it
@@ -369,10 +364,8 @@ def available_kinds() -> dict[str, str | None]:
 
 def make(kind: str, size: int) -> Target:
     """A zram or loop device of `size` bytes, written down before it
-    exists, filled once; UsageError if it cannot be made here."""
-    why = available_kinds()[kind]
-    if why:
-        raise UsageError(f"--target {kind}: {why}")
+    exists, filled once. `kind` is one available_kinds() said can be made
+    here (the caller asked it: it loads modules, once is enough)."""
     if kind == "zram":
         return _make_zram(size)
     return _make_loop(size)
@@ -473,10 +466,10 @@ def set_scheduler(target: Target, name: str) -> None:
     text = _read(path) if path else None
     if not text:
         raise UsageError(f"--scheduler: {target.path} has no I/O scheduler (a bio-based device such as zram)")
-    have = re.sub(r"[\[\]]", "", text).split()
+    have = _choices(text)
     if name not in have:
         raise UsageError(f"--scheduler: {target.path} offers {', '.join(have)}, not '{name}'")
-    old = re.search(r"\[([^\]]+)\]", text).group(1)
+    old = _selected(text)
     if old == name:
         return
     runtime.note("scheduler", f"{path} {old}")

@@ -127,6 +127,21 @@ class Invocation:
         return (self.context or {}).get("competition")
 
 
+def _complete(by_rep: dict[int, list[dict]], ok: set[int], workers: int) -> dict[int, list[dict]]:
+    return {k: by_rep[k] for k in sorted(ok) if len(by_rep.get(k, ())) == workers}
+
+
+def complete_reps(inv: Invocation) -> dict[int, list[dict]]:
+    """rep -> its worker records, in repetition order, for the repetitions
+    of an invocation that ended ok with every worker's record: the ones a
+    figure may count."""
+    by_rep: dict[int, list[dict]] = defaultdict(list)
+    for w in inv.of("worker"):
+        by_rep[w["rep"]].append(w)
+    ok = {r["rep"] for r in inv.of("rep") if r.get("status") == "ok"}
+    return _complete(by_rep, ok, inv.header["workers"])
+
+
 def invocations(records: Iterable[dict]) -> list[Invocation]:
     """Splits a run's records at each header, each with the context record
     that preceded it. Records before the first header are dropped."""
@@ -167,11 +182,11 @@ class ScalePoint:
 
     @property
     def complete_reps(self) -> list[int]:
-        return [k for k in sorted(self.ok) if len(self.by_rep[k]) == self.workers]
+        return list(_complete(self.by_rep, self.ok, self.workers))
 
     @property
     def complete(self) -> list[list[dict]]:
-        return [self.by_rep[k] for k in self.complete_reps]
+        return list(_complete(self.by_rep, self.ok, self.workers).values())
 
 
 def scale_points(records: Iterable[dict]) -> list[ScalePoint]:

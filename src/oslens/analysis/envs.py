@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..records import invocations
+from ..records import complete_reps, invocations
 from .histogram import Histogram, merge_all, pooled_percentiles
 from .metrics import HIGHER, LOWER, Metrics
 from .stats import adjust_fdr, bootstrap_ratio_ci, mann_whitney, median_ci
@@ -86,13 +86,14 @@ def rounds(records: list[dict]) -> dict[tuple[str, str], dict[int, tuple[Histogr
     out: dict = defaultdict(dict)
     for inv in invocations(records):
         ctx = inv.context or {}
-        if "environment" not in ctx or not inv.of("rep"):
-            continue  # a round cut short is not a round
-        hists = [Histogram.from_record(r["hist"]) for r in inv.of("hist")]
+        reps = complete_reps(inv)
+        if "environment" not in ctx or not reps:
+            continue  # a round cut short or failed is not a round
+        hists = [Histogram.from_record(r["hist"]) for r in inv.of("hist") if r["rep"] in reps]
         if not hists:
             continue
         op = f"{inv.header['probe']['name']}:{inv.header['variant']}"
-        rate = sum(w["ops_per_sec"] for w in inv.of("worker"))
+        rate = sum(w["ops_per_sec"] for ws in reps.values() for w in ws)
         out[(op, ctx["environment"])][ctx["round"]] = (merge_all(hists), rate)
     return out
 

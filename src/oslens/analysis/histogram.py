@@ -114,10 +114,9 @@ class Histogram:
         """Nearest-rank percentiles (q in 0..100), in ns."""
         if self.count == 0:
             return np.full(len(qs), np.nan)
-        ranks = np.maximum(1, np.ceil(np.asarray(qs, dtype=float) / 100 * self.count)).astype(np.int64)
-        pos = np.searchsorted(np.cumsum(self.counts), ranks, side="left")
-        values = np.clip(self.representatives()[pos], self.min, self.max)
-        return values * self.unit_ns
+        return _nearest_rank(
+            np.clip(self.representatives(), self.min, self.max) * self.unit_ns, self.counts, self.count, qs
+        )
 
     def percentile(self, q: float) -> float:
         return float(self.percentiles([q])[0])
@@ -152,6 +151,13 @@ def merge_all(hists) -> Histogram:
     return out
 
 
+def _nearest_rank(values: np.ndarray, counts: np.ndarray, total: int, qs) -> np.ndarray:
+    """Nearest-rank percentiles (q in 0..100) of `total` values: `values`
+    ascending, each held `counts` times."""
+    ranks = np.maximum(1, np.ceil(np.asarray(qs, dtype=float) / 100 * total)).astype(np.int64)
+    return values[np.searchsorted(np.cumsum(counts), ranks, side="left")]
+
+
 def pooled_percentiles(hists, qs) -> np.ndarray:
     """Nearest-rank percentiles (ns) of the values of histograms that cannot
     be merged bucket by bucket (engines of different TSC calibrations: one
@@ -165,6 +171,4 @@ def pooled_percentiles(hists, qs) -> np.ndarray:
         return np.full(len(qs), np.nan)
     v, c = np.concatenate(values), np.concatenate(counts)
     order = np.argsort(v, kind="stable")
-    v, cum = v[order], np.cumsum(c[order])
-    ranks = np.maximum(1, np.ceil(np.asarray(qs, dtype=float) / 100 * cum[-1])).astype(np.int64)
-    return v[np.searchsorted(cum, ranks, side="left")]
+    return _nearest_rank(v[order], c[order], int(c.sum()), qs)

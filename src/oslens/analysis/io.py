@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..records import Invocation, explained_point, invocations
+from ..records import Invocation, complete_reps, explained_point, invocations
 from .explain import ExplainedStats, explain_point
 from .histogram import Histogram, merge_all
 from .metrics import HIGHER, LOWER, Metrics
@@ -104,15 +104,6 @@ class IoSummary:
         }
 
 
-def _complete_reps(inv: Invocation) -> dict[int, list[dict]]:
-    """rep -> its worker records, for repetitions that ended ok with every worker."""
-    ok = {r["rep"] for r in inv.of("rep") if r.get("status") == "ok"}
-    by: dict[int, list[dict]] = defaultdict(list)
-    for w in inv.of("worker"):
-        by[w["rep"]].append(w)
-    return {k: v for k, v in sorted(by.items()) if k in ok and len(v) == inv.header["workers"]}
-
-
 def _cpu_cost(inv: Invocation, reps: dict[int, list[dict]]) -> tuple[dict | None, float | None, dict | None]:
     """µs per I/O by kind over every CPU, the accounting's resolution per
     I/O, and the workers' own rusage per I/O."""
@@ -157,7 +148,7 @@ def _completions(inv: Invocation, reps) -> tuple[Completions | None, str | None]
 
 def _point(inv: Invocation) -> IoPoint:
     h, ctx = inv.header, (inv.context or {}).get("io", {})
-    reps = _complete_reps(inv)
+    reps = complete_reps(inv)
     p = IoPoint(
         series=ctx.get("series", h["probe"]["name"]),
         workers=h["workers"],
@@ -234,7 +225,7 @@ def metrics(run, records) -> Metrics:
         ctx = (inv.context or {}).get("io", {})
         if ctx.get("explained") or not ctx:
             continue
-        reps = _complete_reps(inv)
+        reps = complete_reps(inv)
         label, n = ctx["series"], inv.header["workers"]
         group = f"io {label}"
         m.add(

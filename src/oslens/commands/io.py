@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE
 from . import Context, common_options, measure
 
 
@@ -16,16 +17,18 @@ from . import Context, common_options, measure
     "there is no zram; either is removed after the run). A device or file of yours is read; it is written "
     "only if it holds no filesystem or data (see --allow-overwrite), and never while mounted.",
 )
-@click.option("--size", default="256M", show_default=True, metavar="SIZE", help="The size of a device oslens makes.")
+@click.option(
+    "--size", default=DEFAULT_SIZE, show_default=True, metavar="SIZE", help="The size of a device oslens makes."
+)
 @click.option(
     "--engine",
     "engines",
-    default="pread,uring",
+    default=DEFAULT_ENGINES,
     show_default=True,
     metavar="E[,…]",
     help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
 )
-@click.option("--qd", default="1,16", show_default=True, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
+@click.option("--qd", default=DEFAULT_QD, show_default=True, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
 @click.option("--bs", default="4k", show_default=True, metavar="SIZE", help="Bytes per I/O, random aligned offsets.")
 @click.option("--span", metavar="SIZE", help="I/Os land in the first SIZE of the target (default all; cached: ≤ 1G).")
 @click.option(
@@ -56,11 +59,10 @@ def command(ctx: Context, **kw):
     from ..plan import io as io_plan
 
     choices = io_plan.check(**kw)
+    target = choices["target"]
     if choices["kind"]:
         ctx.say(f"oslens io: making a {choices['kind']} device of {choices['size'] >> 20} MiB")
         target = blockdev.make(choices["kind"], choices["size"])
-    else:
-        target = blockdev.check_user_target(choices["user_target"], False, True)
     try:
         if choices["scheduler"]:
             blockdev.set_scheduler(target, choices["scheduler"])

@@ -37,6 +37,7 @@ from .. import engine, runtime
 from ..collectors import load
 from ..cpulist import format_cpulist
 from ..errors import MeasurementError, UsageError
+from ..parse import whole_number
 from . import INSIDE, engine_files, last_line
 
 KEYS = {
@@ -83,10 +84,10 @@ class Shape:
 def _int(opts: dict, key: str, default: int | None) -> int | None:
     if key not in opts:
         return default
-    text = opts[key]
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise UsageError(f"--in kvm: {key}={text} is not a whole number of at least 1")
-    return int(text)
+    n = whole_number(opts[key])
+    if n is None or n < 1:
+        raise UsageError(f"--in kvm: {key}={opts[key]} is not a whole number of at least 1")
+    return n
 
 
 def _mib(text: str) -> int:

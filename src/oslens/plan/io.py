@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .. import blockdev, engine
 from ..errors import UsageError
-from ..parse import parse_worker_counts
+from ..parse import parse_worker_counts, whole_number
+from ..profile.procfs import diff_interrupts
 from . import Plan, check_amounts, time_limit
 
 # --engine NAME -> the engine's probe, its direction, whether qd applies
@@ -27,6 +28,7 @@ ENGINES = {
 }
 DEFAULT_ENGINES = "pread,uring"
 DEFAULT_QD = "1,16"
+DEFAULT_SIZE = "256M"  # of a made device: enough 4 KiB blocks (65536) that random offsets rarely meet
 CACHED_SPAN = 1 << 30  # what `cached` reads into the page cache first, at most
 
 
@@ -63,17 +65,16 @@ class IoPoint:
         """The device's counters and interrupts before; `after` reads them again."""
         t = self.target
         irqs = t.irqs()
-        before, ints = t.counters(), blockdev.interrupt_counts(irqs)
+        before, ints = t.counters(), blockdev.interrupts(irqs)
 
         def after() -> list[dict]:
-            now, ints_now = t.counters(), blockdev.interrupt_counts(irqs)
+            now, ints_now = t.counters(), blockdev.interrupts(irqs)
             rec = {"type": "device", "device": t.sysfs.name if t.sysfs else None}
             rec["stat"] = (
                 {k: now[k] - before[k] for k in blockdev.STAT_FIELDS if k != "in_flight"} if now and before else None
             )
             rec["interrupts"] = {
-                str(irq): {str(c): n - ints.get(irq, {}).get(c, 0) for c, n in per_cpu.items()}
-                for irq, per_cpu in ints_now.items()
+                irq: {str(c): n for c, n in row.counts.items()} for irq, row in diff_interrupts(ints, ints_now).items()
             }
             rec["irq_names"] = {str(k): v for k, v in irqs.items()}
             return [rec]
@@ -89,7 +90,7 @@ class IoPoint:
 
 def parse_list(text: str, option: str, known: tuple[str, ...] | None = None) -> list[str]:
     items = [s.strip() for s in text.split(",")]
-    if not text.strip() or any(not s for s in items):
+    if any(not s for s in items):
         raise UsageError(f"{option}: '{text}' has an empty item")
     for s in items:
         if known is not None and s not in known:
@@ -101,9 +102,10 @@ def parse_qds(text: str) -> list[int]:
     most = engine.probes()["io-uring"].options["qd"]["max"]
     out = []
     for s in parse_list(text, "--qd"):
-        if not s.isascii() or not s.isdigit() or not 1 <= int(s) <= most:
+        n = whole_number(s)
+        if n is None or not 1 <= n <= most:
             raise UsageError(f"--qd: '{s}' is not a queue depth from 1 to {most}")
-        out.append(int(s))
+        out.append(n)
     return out
 
 
@@ -112,7 +114,8 @@ def check(
     placement: str, duration: float | None, ops: int | None, reps: int, warmup: float, scheduler: str | None,
     allow_overwrite: bool, explain: bool,
 ) -> dict:  # fmt: skip
-    """Every option checked before anything is made; the choices."""
+    """Every option checked before anything is made; the choices (the
+    user's target, checked, as `target`; None when one is to be made)."""
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
     if explain and ops is not None:
         raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
@@ -133,6 +136,7 @@ def check(
     counts = parse_worker_counts(workers, ncpus, placement=placement)
     writing = any(s.writes for s in series)
     kind = target if target in blockdev.MADE else None
+    user_target = None
     if target is None:
         avail = blockdev.available_kinds()
         kind = next((k for k in blockdev.MADE if avail[k] is None), None)
@@ -142,9 +146,7 @@ def check(
                 f"give --target DEVICE|FILE"
             )
     elif kind is None:
-        if not target.strip():
-            raise UsageError("--target: an empty path")
-        blockdev.check_user_target(target, writing, allow_overwrite)
+        user_target = blockdev.check_user_target(target, writing, allow_overwrite)
     elif (why := blockdev.available_kinds()[kind]) is not None:
         raise UsageError(f"--target {kind}: {why}")
     if kind is not None and made_size > _mem_available() // 2:
@@ -152,9 +154,9 @@ def check(
     if scheduler is not None and kind == "zram":
         raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
     return dict(
-        kind=kind, user_target=None if kind else target, size=made_size, series=series, bs=block, span=span_bytes,
+        kind=kind, target=user_target, size=made_size, series=series, bs=block, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
-        scheduler=scheduler, explain=explain, allow_overwrite=allow_overwrite,
+        scheduler=scheduler, explain=explain,
     )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.envs import NATIVE, QUANTILES, Comparison, EnvsSummary
+from ..analysis.envs import FIGURES, NATIVE, Comparison, EnvsSummary
 from ..envs import made
 from ..format import ns, si
 
@@ -24,6 +24,11 @@ def ratio_cell(c: Comparison | None) -> Text:
     if c.p is None:
         return Text(f"{text} {UNTESTED}", style="dim")
     return Text(text, style="bold") if c.told else Text(f"{text} {UNTOLD}", style="dim")
+
+
+def figure_text(figure: str, value: float) -> str:
+    """A figure of FIGURES as printed: a latency, or the throughput."""
+    return si(value) if figure == "ops/s" else ns(value)
 
 
 def made_line(label: str, env: dict) -> str:
@@ -45,16 +50,13 @@ def show(console: Console, run, s: EnvsSummary) -> None:
         t.add_column("environment")
         t.add_column("n", justify="right")
         t.add_column("rounds", justify="right")
-        for q, _ in QUANTILES:
-            t.add_column(q, justify="right")
+        for f in FIGURES:
+            t.add_column(f, justify="right")
             t.add_column("vs native", justify="right")
-        t.add_column("ops/s", justify="right")
-        t.add_column("vs native", justify="right")
         for r in rows:
             cells: list = [Text(r.env), f"{r.count:,}", str(r.rounds)]
-            for q, _ in QUANTILES:
-                cells += [ns(r.figures[q]), ratio_cell(r.vs_native.get(q)) if r.env != NATIVE else Text("")]
-            cells += [si(r.figures["ops/s"]), ratio_cell(r.vs_native.get("ops/s")) if r.env != NATIVE else Text("")]
+            for f in FIGURES:
+                cells += [figure_text(f, r.figures[f]), ratio_cell(r.vs_native.get(f)) if r.env != NATIVE else Text("")]
             t.add_row(*cells)
         console.print(t)
     for label in s.envs:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.io import CPU_KINDS, IoPoint, IoSeries, IoSummary
+from ..blockdev import SECTOR
 from ..format import ns, pct, si
 
 
@@ -56,7 +57,7 @@ def _device(p: IoPoint) -> str:
         return "–"
     ios = d["reads"] + d["writes"]
     sectors = d["read_sectors"] + d["write_sectors"]
-    return f"{ios:,} I/Os, {sectors * 512 / ios / 1024:.0f} KiB each" if ios else "0 I/Os"
+    return f"{ios:,} I/Os, {sectors * SECTOR / ios / 1024:.0f} KiB each" if ios else "0 I/Os"
 
 
 def _series_table(s: IoSeries) -> Table:

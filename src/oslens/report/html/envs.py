@@ -8,19 +8,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ...analysis.envs import NATIVE, QUANTILES, summarize
-from ...format import ns, si
-from ..envs import UNTESTED, UNTOLD, made_line
+from ...analysis.envs import FIGURES, NATIVE, QUANTILES, summarize
+from ..envs import UNTESTED, UNTOLD, figure_text, made_line, ratio_cell
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
 TITLE = "The same operations in each environment (envs)"
-
-
-def _ratio(c) -> str:
-    if c is None or c.ratio != c.ratio:
-        return "–"
-    return f"×{c.ratio:.2f}" + ("" if c.told else f" {UNTESTED if c.p is None else UNTOLD}")
 
 
 def sections(runs) -> list[Section]:
@@ -30,11 +23,13 @@ def sections(runs) -> list[Section]:
         rows, bars = [], []
         for op, envs in s.operations.items():
             for e in envs:
-                vs = [_ratio(e.vs_native.get(f)) if e.env != NATIVE else "" for f in ("p50", "p99", "p99.9", "ops/s")]
-                rows.append(
-                    [op, e.env, e.rounds, ns(e.figures["p50"]), vs[0], ns(e.figures["p99"]), vs[1],
-                     ns(e.figures["p99.9"]), vs[2], si(e.figures["ops/s"]), vs[3]]
-                )  # fmt: skip
+                row = [op, e.env, e.rounds]
+                for f in FIGURES:
+                    row += [
+                        figure_text(f, e.figures[f]),
+                        ratio_cell(e.vs_native.get(f)).plain if e.env != NATIVE else "",
+                    ]
+                rows.append(row)
                 bars += [
                     {"operation": op, "environment": e.env, "percentile": q, "ns": e.figures[q]} for q, _ in QUANTILES
                 ]
@@ -44,19 +39,7 @@ def sections(runs) -> list[Section]:
         blocks.append(
             Table(
                 f"{rd.short}: per operation and environment",
-                [
-                    "operation",
-                    "environment",
-                    "rounds",
-                    "p50",
-                    "vs native",
-                    "p99",
-                    "vs native",
-                    "p99.9",
-                    "vs native",
-                    "ops/s",
-                    "vs native",
-                ],
+                ["operation", "environment", "rounds", *(h for f in FIGURES for h in (f, "vs native"))],
                 rows,
                 f"vs native: ratio to native's figure; {UNTOLD}: the rounds cannot tell it from native (Mann-Whitney, "
                 f"false discovery rate 5 %); {UNTESTED}: one round, untested",
