@@ -26,7 +26,6 @@
 static volatile sig_atomic_t got_signal;
 static int tracing;		  /* BPF events are being recorded */
 static int explaining;		  /* the workers' time is being charged to its causes */
-static int completing;		  /* the target's I/Os are followed to their completion */
 static struct event_batch events; /* recorded, not yet written */
 
 static void on_signal(int sig)
@@ -222,17 +221,6 @@ static void start_explaining(const struct master *m)
 		emit_unavailable("explain", m->shm->ctl.rep, why);
 }
 
-/* The window charged is the one measured: from the end of the warm-up for
- * the run's duration, on CLOCK_MONOTONIC (the BPF side's clock), read
- * before the workers are released (see set_completions_window). */
-static void set_explain_window(const struct master *m, uint64_t mono_at_go)
-{
-	if (!explaining)
-		return;
-	uint64_t start = mono_at_go + (uint64_t)(m->cfg->warmup_s * 1e9);
-	explain_bpf_window(start, start + (uint64_t)(m->cfg->duration_s * 1e9));
-}
-
 static void stop_explaining(int rep, int emit)
 {
 	if (!explaining)
@@ -251,32 +239,33 @@ static void start_completions(const struct master *m)
 	struct stat st;
 	if (stat(m->cfg->target, &st) != 0)
 		snprintf(why, sizeof why, "%s: %s", m->cfg->target, strerror(errno));
-	else if ((completing = blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, sizeof why) == 0))
+	else if (blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, sizeof why) == 0)
 		return;
 	emit_unavailable("completions", m->shm->ctl.rep, why);
 }
 
-/* The I/Os followed are those submitted in the measured window: after the
- * warm-up, for the duration (fixed time) or to the end (fixed work). Set
- * before the workers are released, from CLOCK_MONOTONIC read then: read
+/* The measured window, on CLOCK_MONOTONIC (the BPF side's clock): from the
+ * end of the warm-up for the duration. --explain charges it; --completions
+ * follows the I/Os submitted in it, or to the end with --ops (fixed work).
+ * Set before the workers are released, from CLOCK_MONOTONIC read then: read
  * after, a master that shares a CPU with a worker could read it late and
- * miss that worker's first I/Os. */
-static void set_completions_window(const struct master *m, uint64_t mono_at_go)
+ * miss that worker's first events. blkio_bpf_window does nothing unless
+ * started. */
+static void set_windows(const struct master *m, uint64_t mono_at_go)
 {
-	if (!completing)
-		return;
 	uint64_t start = mono_at_go + (uint64_t)(m->cfg->warmup_s * 1e9);
-	blkio_bpf_window(start, m->cfg->ops ? 0 : start + (uint64_t)(m->cfg->duration_s * 1e9));
+	uint64_t end = start + (uint64_t)(m->cfg->duration_s * 1e9);
+	if (explaining)
+		explain_bpf_window(start, end);
+	blkio_bpf_window(start, m->cfg->ops ? 0 : end);
 }
 
+/* Both do nothing unless blkio_bpf_start succeeded. */
 static void stop_completions(int rep, int emit)
 {
-	if (!completing)
-		return;
 	if (emit)
 		blkio_bpf_emit(rep);
 	blkio_bpf_stop();
-	completing = 0;
 }
 
 static int count_state(const struct master *m, int state)
@@ -340,7 +329,8 @@ static void stop_all(struct master *m, int polite)
 /* Fixed time: the master samples every counter each interval after warm-up,
  * and /proc/stat at the first and the last sample (the window measured; the
  * reads' CLOCK_MONOTONIC times in stat_mono). */
-static const char *measure_fixed_time(struct master *m, int rep, struct cpustat *const stat[2], uint64_t stat_mono[2])
+static const char *measure_fixed_time(struct master *m, int rep, struct cpustat *const stat[2], int nstat,
+				      uint64_t stat_mono[2])
 {
 	const struct run_config *cfg = m->cfg;
 	int nw = cfg->nworkers;
@@ -362,7 +352,7 @@ static const char *measure_fixed_time(struct master *m, int rep, struct cpustat 
 			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
 		if (s == 0 || s == k) {
 			stat_mono[s == k] = mono_ns();
-			read_cpustat(cfg, stat[s == k]);
+			read_cpustat(cfg, stat[s == k], nstat);
 		}
 		m->late_samples += ts[s] - at > step / 2;
 	}
@@ -474,8 +464,8 @@ static const char *run_rep(struct master *m, int rep)
 	if (cluster_agree(why != NULL) && !why)
 		why = "another rank of the job failed before the start";
 	uint64_t t_go = 0, stat_mono[2] = {0, 0};
-	struct cpustat *stat0 = calloc(cpustat_count(cfg), sizeof *stat0),
-		       *stat1 = calloc(cpustat_count(cfg), sizeof *stat1);
+	int nstat = cpustat_count(cfg);
+	struct cpustat *stat0 = calloc(nstat, sizeof *stat0), *stat1 = calloc(nstat, sizeof *stat1);
 	if (!why && (!stat0 || !stat1))
 		why = "out of memory";
 	if (!why) {
@@ -488,27 +478,26 @@ static const char *run_rep(struct master *m, int rep)
 			start_completions(m);
 		if (cfg->ops) { /* fixed work: the whole repetition */
 			stat_mono[0] = mono_ns();
-			read_cpustat(cfg, stat0);
+			read_cpustat(cfg, stat0, nstat);
 		}
 		uint64_t mono_at_go = mono_ns();
 		t_go = clock_ns();
-		set_explain_window(m, mono_at_go);
-		set_completions_window(m, mono_at_go);
+		set_windows(m, mono_at_go);
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
 		why = cfg->ops ? measure_fixed_work(m, rep)
-			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, stat_mono);
+			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, nstat, stat_mono);
 		if (cfg->ops) {
 			stat_mono[1] = mono_ns();
-			read_cpustat(cfg, stat1);
+			read_cpustat(cfg, stat1, nstat);
 		}
 		stop_tracing();
 		stop_explaining(rep, !why);
 		stop_completions(rep, !why);
 		if (!why)
-			emit_cpustat(cfg, rep, stat0, stat1, stat_mono);
+			emit_cpustat(cfg, rep, stat0, stat1, stat_mono, nstat);
 		if (!why && run_has_results(cfg))
 			why = emit_results(m, rep);
 	}
@@ -598,13 +587,20 @@ void run_catch_signals(void)
 	sigprocmask(SIG_UNBLOCK, &stops, NULL);
 }
 
+/* The run's last record. */
+static void emit_end(const char *status)
+{
+	struct json *j = json_record("end");
+	json_str(j, "status", status);
+	if (got_signal)
+		json_int(j, "signal", got_signal);
+	json_emit(j);
+}
+
 int run_probe(const struct run_config *cfg, const struct topology *topo)
 {
 	if (got_signal) { /* asked to stop before anything was made */
-		struct json *j = json_record("end");
-		json_str(j, "status", "interrupted");
-		json_int(j, "signal", got_signal);
-		json_emit(j);
+		emit_end("interrupted");
 		return 128 + got_signal;
 	}
 	struct master m = {.cfg = cfg, .topo = topo};
@@ -668,10 +664,6 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	}
 	if (why && !got_signal)
 		emit_error(why, m.failed_worker);
-	struct json *j = json_record("end");
-	json_str(j, "status", status);
-	if (got_signal)
-		json_int(j, "signal", got_signal);
-	json_emit(j);
+	emit_end(status);
 	return code;
 }

@@ -3,6 +3,7 @@
  * runs (and, with --dry-run, instead of running). */
 #include "engine.h"
 #include "json.h"
+#include "run.h" /* probe_env_init */
 
 #include <errno.h>
 #include <getopt.h>
@@ -73,8 +74,8 @@ static void check_target(const struct run_config *cfg)
 		takers++;
 		if (!cfg->target)
 			die_usage("probe %s needs --target DEVICE|FILE", c->probe->name);
-		struct probe_env env = {.probe = c->probe, .variant = c->variant, .target = cfg->target};
-		memcpy(env.opt, c->opt, sizeof env.opt);
+		struct probe_env env;
+		probe_env_init(&env, cfg, c, NULL);
 		char why[256];
 		if (c->probe->check_target && c->probe->check_target(&env, why, sizeof why) != 0)
 			die_usage("--target %s: %s", cfg->target, why);

@@ -91,9 +91,8 @@ int cpustat_count(const struct run_config *cfg)
 	return cfg->target ? (int)(n > 0 ? n : 1) : cfg->nworkers;
 }
 
-void read_cpustat(const struct run_config *cfg, struct cpustat *out)
+void read_cpustat(const struct run_config *cfg, struct cpustat *out, int n)
 {
-	int n = cpustat_count(cfg);
 	memset(out, 0, sizeof *out * n);
 	FILE *f = fopen("/proc/stat", "r");
 	if (!f)
@@ -105,7 +104,6 @@ void read_cpustat(const struct run_config *cfg, struct cpustat *out)
 		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2], &s.v[3],
 			   &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
 			continue;
-		s.cpu = cpu;
 		if (cfg->target) {
 			if (cpu >= 0 && cpu < n)
 				out[cpu] = s;
@@ -119,7 +117,7 @@ void read_cpustat(const struct run_config *cfg, struct cpustat *out)
 }
 
 void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b,
-		  const uint64_t mono[2])
+		  const uint64_t mono[2], int n)
 {
 	static const char *names[8] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
 	double ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
@@ -132,11 +130,11 @@ void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a
 	 * threads): then every CPU, not just the workers' */
 	json_bool(j, "all_cpus", cfg->target != NULL);
 	json_arr(j, "cpus");
-	for (int i = 0; i < cpustat_count(cfg); i++) {
+	for (int i = 0; i < n; i++) {
 		if (cfg->target && !(a[i].seen && b[i].seen))
 			continue; /* not online at both reads */
 		json_obj(j, NULL);
-		json_int(j, "cpu", cfg->target ? a[i].cpu : cfg->cpus[i].cpu);
+		json_int(j, "cpu", cfg->target ? i : cfg->cpus[i].cpu);
 		for (int k = 0; k < 8; k++)
 			json_num(j, names[k], (double)(b[i].v[k] - a[i].v[k]) * ns_per_tick);
 		json_end(j);

@@ -6,8 +6,9 @@
 /* The kernel's dev_t of the target and of its whole disk (equal for a
  * whole device), set before load. */
 const volatile __u32 dev_part = 0, dev_disk = 0;
-/* The window (CLOCK_MONOTONIC ns) whose submissions are followed. */
-__u64 window_start = 0, window_end = 0;
+/* The window (CLOCK_MONOTONIC ns) whose submissions are followed; closed
+ * (start never reached) until the loader sets it, as explain.bpf.c's. */
+__u64 window_start = ~0ull, window_end = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -85,7 +86,7 @@ int BPF_PROG(oslens_blkio_rq_complete, struct request *rq, blk_status_t error, u
 	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
 	if (!disk)
 		return 0;
-	__u32 dev = ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+	__u32 dev = BLKIO_MKDEV(BPF_CORE_READ(disk, major), BPF_CORE_READ(disk, first_minor));
 	if (!ours(dev))
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();

@@ -6,9 +6,7 @@
 #include "loader.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -20,26 +18,20 @@
 
 static struct blkio_bpf *skel;
 
-/* The kernel's dev_t (MKDEV): major in the high 12 bits, minor in the low 20. */
-static uint32_t kernel_dev(unsigned maj, unsigned min)
-{
-	return (maj << 20) | min;
-}
-
 /* A partition's whole disk, from sysfs; the device itself otherwise. */
 static uint32_t whole_disk(unsigned maj, unsigned min)
 {
 	char path[128], dev[32];
 	snprintf(path, sizeof path, "/sys/dev/block/%u:%u/partition", maj, min);
 	if (access(path, F_OK) != 0)
-		return kernel_dev(maj, min);
+		return BLKIO_MKDEV(maj, min);
 	snprintf(path, sizeof path, "/sys/dev/block/%u:%u/../dev", maj, min);
 	FILE *f = fopen(path, "r");
 	unsigned pmaj, pmin;
 	int ok = f && fgets(dev, sizeof dev, f) && sscanf(dev, "%u:%u", &pmaj, &pmin) == 2;
 	if (f)
 		fclose(f);
-	return ok ? kernel_dev(pmaj, pmin) : kernel_dev(maj, min);
+	return ok ? BLKIO_MKDEV(pmaj, pmin) : BLKIO_MKDEV(maj, min);
 }
 
 int blkio_bpf_start(uint64_t dev, char *why, size_t whylen)
@@ -53,7 +45,7 @@ int blkio_bpf_start(uint64_t dev, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
 		return -1;
 	}
-	skel->rodata->dev_part = kernel_dev(major(dev), minor(dev));
+	skel->rodata->dev_part = BLKIO_MKDEV(major(dev), minor(dev));
 	skel->rodata->dev_disk = whole_disk(major(dev), minor(dev));
 	int err = blkio_bpf__load(skel);
 	if (err) {
@@ -73,8 +65,11 @@ void blkio_bpf_window(uint64_t start_ns, uint64_t end_ns)
 {
 	if (!skel)
 		return;
-	skel->bss->window_end = end_ns;
-	skel->bss->window_start = start_ns;
+	/* the end first, as explain_bpf_window: until the start is stored the
+	 * window stays closed, never [start, open) with the initial end 0
+	 * (which puts window_end in .bss, window_start in .data) */
+	__atomic_store_n(&skel->bss->window_end, end_ns, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&skel->data->window_start, start_ns, __ATOMIC_SEQ_CST);
 }
 
 /* Events the kernel did not deliver to a program because a BPF program was
@@ -104,8 +99,8 @@ void blkio_bpf_emit(int rep)
 	json_uint(j, "missed", missed_events());
 	json_arr(j, "cpus");
 	int fd = bpf_map__fd(skel->maps.cpus);
-	long n = sysconf(_SC_NPROCESSORS_CONF);
-	for (uint32_t cpu = 0; cpu < (uint32_t)n && cpu < BLKIO_MAX_CPUS; cpu++) {
+	int n = libbpf_num_possible_cpus(); /* the ids the kernel can give: < 0 on error */
+	for (uint32_t cpu = 0; n > 0 && cpu < (uint32_t)n && cpu < BLKIO_MAX_CPUS; cpu++) {
 		struct blkio_cpu c;
 		if (bpf_map_lookup_elem(fd, &cpu, &c) != 0 || (!c.submitted && !c.completed))
 			continue;

@@ -21,6 +21,10 @@
 #define BLKIO_MAX_CPUS 8192
 #define BLKIO_INFLIGHT 65536 /* I/Os followed at once */
 
+/* The kernel's dev_t (MKDEV): major in the high 12 bits, minor in the low
+ * 20; the loader's and the programs' encoding must agree. */
+#define BLKIO_MKDEV(maj, min) (((__u32)(maj) << 20) | (__u32)(min))
+
 struct blkio_cpu {
 	__u64 submitted; /* I/Os that entered the block layer on this CPU */
 	__u64 completed; /* of the followed I/Os, those completed on this CPU */

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "../json.h"
+#include "../textfile.h"
 #include "wire.h"
 
 #define GUEST_ADDR "10.0.2.15" /* QEMU user networking's first guest address */
@@ -106,30 +108,22 @@ static void network_up(void)
 	close(s);
 }
 
-static int text_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	return n > 0 ? 0 : -1;
-}
-
 /* @facts: the guest as it sees itself, for the run's metadata. */
 static void facts(void)
 {
 	struct utsname u;
-	char cmdline[4096];
 	uname(&u);
 	struct json *j = json_record("guest");
 	json_obj(j, "kernel");
 	json_str(j, "release", u.release);
 	json_str(j, "version", u.version);
 	json_str(j, "machine", u.machine);
-	if (!text_file("/proc/cmdline", cmdline, sizeof cmdline))
+	char *cmdline = read_text_file("/proc/cmdline", 0);
+	if (cmdline) {
+		cmdline[strcspn(cmdline, "\n")] = 0;
 		json_str(j, "cmdline", cmdline);
+		free(cmdline);
+	}
 	json_end(j);
 	json_int(j, "cpus_online", sysconf(_SC_NPROCESSORS_ONLN));
 	json_int(j, "mem_total_kib", (long long)sysconf(_SC_PHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024));
@@ -241,7 +235,7 @@ int agent_main(void)
 		int conn = accept4(s, NULL, NULL, SOCK_CLOEXEC);
 		if (conn < 0)
 			continue;
-		setsockopt(conn, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof one);
+		setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		pid_t pid = fork();
 		if (pid == 0) {
 			signal(SIGCHLD, SIG_DFL);

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ static int connect_agent(const char *port)
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr))
 		exit(NO_AGENT);
-	setsockopt(s, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof one);
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	return s;
 }
 

@@ -36,9 +36,10 @@ static inline off_t io_next_offset(struct io_offsets *o)
 	x ^= x << 25;
 	x ^= x >> 27;
 	o->state = x;
-	/* the high 32 bits of the product, scaled: no modulo in the loop */
-	uint64_t r = (x * 0x2545F4914F6CDD1Dull) >> 32;
-	return (off_t)(((r * o->blocks) >> 32) * o->bs);
+	/* xorshift64*'s output scaled to [0, blocks) by a 64x64->128 multiply-high:
+	 * no modulo in the loop, and no overflow past 2^32 blocks */
+	uint64_t r = x * 0x2545F4914F6CDD1Dull;
+	return (off_t)((uint64_t)(((unsigned __int128)r * o->blocks) >> 64) * o->bs);
 }
 
 /* A generator for worker `index`: its own sequence, the same in every run. */

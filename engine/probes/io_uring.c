@@ -39,12 +39,11 @@ struct ring {
 struct uring {
 	struct ring r;
 	int fd, writing;
-	unsigned qd, inflight, nfree;
+	unsigned qd, nfree; /* in flight: qd - nfree */
 	size_t bs;
 	char *bufs;	     /* qd blocks, one per slot */
 	uint64_t *t_submit;  /* per slot: the ticks before the enter that submitted it */
 	unsigned *free_slot; /* a stack of the slots not in flight */
-	unsigned *fresh;     /* the slots filled in this pass, to stamp */
 	struct io_offsets off;
 };
 
@@ -98,6 +97,9 @@ static int ring_setup(struct ring *r, unsigned entries)
 	r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
 	r->cq_mask = *(unsigned *)(cq + p.cq_off.ring_mask);
 	r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+	/* sqe i always goes in ring entry i (as liburing does): set once, not per I/O */
+	for (unsigned i = 0; i < p.sq_entries; i++)
+		r->sq_array[i] = i;
 	return 0;
 }
 
@@ -112,7 +114,6 @@ static void uring_teardown(struct worker *w)
 	free(u->bufs);
 	free(u->t_submit);
 	free(u->free_slot);
-	free(u->fresh);
 	free(u);
 }
 
@@ -132,9 +133,8 @@ static int uring_setup(struct worker *w)
 	int64_t bytes = u->fd < 0 ? -1 : io_target_size(u->fd, &logical);
 	u->t_submit = calloc(u->qd, sizeof *u->t_submit);
 	u->free_slot = calloc(u->qd, sizeof *u->free_slot);
-	u->fresh = calloc(u->qd, sizeof *u->fresh);
-	if (bytes < 0 || !u->t_submit || !u->free_slot || !u->fresh ||
-	    !(u->bufs = io_buffer(u->qd * u->bs, w->index)) || ring_setup(&u->r, u->qd) != 0) {
+	if (bytes < 0 || !u->t_submit || !u->free_slot || !(u->bufs = io_buffer(u->qd * u->bs, w->index)) ||
+	    ring_setup(&u->r, u->qd) != 0) {
 		int e = errno;
 		uring_teardown(w);
 		w->data = NULL;
@@ -147,8 +147,8 @@ static int uring_setup(struct worker *w)
 	return 0;
 }
 
-/* Fills a free slot's sqe; returns the slot. */
-static inline unsigned uring_prep(struct uring *u)
+/* Fills the sqe of the free slot on top of the stack, and pops it. */
+static inline void uring_prep(struct uring *u)
 {
 	struct ring *r = &u->r;
 	unsigned slot = u->free_slot[--u->nfree];
@@ -161,10 +161,7 @@ static inline unsigned uring_prep(struct uring *u)
 	sqe->len = (unsigned)u->bs;
 	sqe->off = (unsigned long long)io_next_offset(&u->off);
 	sqe->user_data = slot;
-	r->sq_array[idx] = idx;
 	__atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
-	u->inflight++;
-	return slot;
 }
 
 /* Every completion there is; -1 with errno at a failed or short I/O. */
@@ -184,15 +181,17 @@ static inline int uring_reap(struct uring *u, struct hist *h, uint64_t *done, vo
 			hist_record(h, now - u->t_submit[slot]);
 		}
 		u->free_slot[u->nfree++] = slot;
-		u->inflight--;
 		*ops = ++*done;
 	}
 	__atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
 	return rc;
 }
 
-/* Keeps qd I/Os in flight until the limit or the stop flag, then drains. */
-static uint64_t uring_run(struct worker *w, const struct loop *l, struct hist *h, int *err)
+/* Keeps qd I/Os in flight until the limit or the stop flag, then drains.
+ * Always inlined: each wrapper gets a copy with h constant, without the
+ * per-pass tests of it (as PROBE_LOOP gives the other probes). */
+static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w, const struct loop *l, struct hist *h,
+								int *err)
 {
 	struct uring *u = w->data;
 	const volatile int *stop = l->stop;
@@ -201,20 +200,24 @@ static uint64_t uring_run(struct worker *w, const struct loop *l, struct hist *h
 		unsigned n = 0;
 		if (!*stop && !*err)
 			while (u->nfree && submitted < l->limit) {
-				u->fresh[n++] = uring_prep(u);
+				uring_prep(u);
+				n++;
 				submitted++;
 			}
-		if (!u->inflight)
+		unsigned inflight = u->qd - u->nfree;
+		if (!inflight)
 			break;
 		if (h) {
+			/* this pass's slots, popped off the stack and not yet
+			 * pushed back (only the reap below pushes) */
 			uint64_t t = ticks_begin();
-			for (unsigned i = 0; i < n; i++)
-				u->t_submit[u->fresh[i]] = t;
+			for (unsigned i = u->nfree; i < u->nfree + n; i++)
+				u->t_submit[u->free_slot[i]] = t;
 		}
 		/* what the kernel has not consumed yet, this pass's and any an
 		 * interrupted enter left; while draining, wait for them all */
 		unsigned pending = *u->r.sq_tail - __atomic_load_n(u->r.sq_head, __ATOMIC_ACQUIRE);
-		int ret = ring_enter(u->r.fd, pending, *stop || submitted >= l->limit || *err ? u->inflight : 1);
+		int ret = ring_enter(u->r.fd, pending, *stop || submitted >= l->limit || *err ? inflight : 1);
 		if (__builtin_expect(ret < 0, 0) && errno != EINTR) {
 			*err = errno;
 			return done; /* close() of the ring, in teardown, cancels the rest */
@@ -242,7 +245,7 @@ static int uring_one(struct worker *w)
 	uint64_t one = 0;
 	int err = 0;
 	const struct loop l = {.limit = 1, .stop = &no_stop, .ops = &one};
-	uring_run(w, &l, NULL, &err);
+	uring_loop(w, &l, &err);
 	return err ? (errno = err, -1) : 0;
 }
 
