@@ -3,7 +3,7 @@
  * runs (and, with --dry-run, instead of running). */
 #include "engine.h"
 #include "json.h"
-#include "run.h" /* probe_env_init */
+#include "run.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -364,4 +364,16 @@ void run_emit_config(const struct run_config *cfg)
 	json_bool(j, "completions", cfg->completions);
 	json_str(j, "clock", clock_info.source);
 	json_emit(j);
+}
+
+void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir)
+{
+	memset(env, 0, sizeof *env);
+	env->probe = c->probe;
+	env->variant = c->variant;
+	memcpy(env->opt, c->opt, sizeof env->opt);
+	env->nworkers = cfg->nworkers;
+	env->threaded = cfg->threaded;
+	env->tmpdir = tmpdir;
+	env->target = cfg->target;
 }

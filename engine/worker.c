@@ -318,18 +318,6 @@ void worker_child_init(pid_t master, pid_t pgid)
 	signal(SIGPIPE, SIG_DFL);
 }
 
-void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir)
-{
-	memset(env, 0, sizeof *env);
-	env->probe = c->probe;
-	env->variant = c->variant;
-	memcpy(env->opt, c->opt, sizeof env->opt);
-	env->nworkers = cfg->nworkers;
-	env->threaded = cfg->threaded;
-	env->tmpdir = tmpdir;
-	env->target = cfg->target;
-}
-
 /* The environment a fresh worker is given: only what the engine reads
  * (OSLENS_*, TMPDIR) and what ld.so does (LD_*). The kernel copies argv and the environment onto the
  * new stack, pages that fork would copy for the probe in every operation;

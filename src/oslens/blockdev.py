@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import runtime
-from .collectors._read import bracketed_choice, read_text
+from .collectors import bracketed_choice, read_text
 from .errors import UsageError
 from .profile.procfs import IrqRow, parse_interrupts
 

@@ -14,6 +14,11 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+# the sysfs readers the collectors use, for the modules outside that read sysfs too
+from ._read import bracketed_choice, read_text
+
+__all__ = ["bracketed_choice", "collect_machine", "collector_modules", "read_text"]
+
 
 def _failure(exc: BaseException) -> dict:
     return {"unavailable": f"{type(exc).__name__}: {exc}"}
