@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from oslens import leftovers
+
 from conftest import one_line_error, oslens
 
 
@@ -30,18 +32,13 @@ RUNTIME = container_runtime()
 needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="no container runtime runs here (podman or docker)")
 
 
-def our_containers() -> list[str]:
-    out = subprocess.run([RUNTIME, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
-    return [n for n in out.split() if n.startswith("oslens.")]
-
-
 def show(db, run: str = "last") -> dict:
     return json.loads(oslens("show", run, "--json", db=db).stdout)
 
 
 @needs_runtime
 def test_a_scale_point_runs_in_a_container_and_says_so(tmp_path):
-    before = our_containers()
+    before = leftovers.containers(RUNTIME)
     db = tmp_path / "db"
     proc = oslens(
         "scale", "--in", "container", "--probe", "getppid", "--workers", "1", "--ops", "3000", "--reps", "2", db=db
@@ -57,7 +54,7 @@ def test_a_scale_point_runs_in_a_container_and_says_so(tmp_path):
     # the engine inside did exactly the work asked, and its records reached the host's store
     rows = list(csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", db=db).stdout)))
     assert [int(r["ops"]) for r in rows] == [3000, 3000]
-    assert our_containers() == before
+    assert leftovers.containers(RUNTIME) == before
     # the image is a cache of one: the engine's newest build
     images = subprocess.run(
         [RUNTIME, "images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/oslens-engine"],
@@ -109,7 +106,7 @@ def test_commands_that_run_a_host_command_refuse_an_environment(tmp_path, cmd):
 
 @needs_runtime
 def test_a_container_that_cannot_start_is_named_in_one_line(tmp_path):
-    before = our_containers()
+    before = leftovers.containers(RUNTIME)
     # below any runtime's minimum memory: the runtime refuses to start it
     proc = oslens(
         "scale",
@@ -125,13 +122,13 @@ def test_a_container_that_cannot_start_is_named_in_one_line(tmp_path):
     )
     assert proc.returncode == 1
     assert f"container: {RUNTIME} could not start it: " in one_line_error(proc.stderr)
-    assert our_containers() == before
+    assert leftovers.containers(RUNTIME) == before
 
 
 @needs_runtime
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_leaves_no_container(tmp_path, sig):
-    before = our_containers()
+    before = leftovers.containers(RUNTIME)
     db = tmp_path / "db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "oslens", "scale", "--in", "container", "--probe", "getppid", "--workers", "1"]
@@ -142,9 +139,9 @@ def test_a_killed_run_leaves_no_container(tmp_path, sig):
         start_new_session=True,  # its own group: the whole of it is what a scheduler kills
     )
     deadline = time.monotonic() + 60
-    while not [n for n in our_containers() if n not in before] and time.monotonic() < deadline:
+    while not [n for n in leftovers.containers(RUNTIME) if n not in before] and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert [n for n in our_containers() if n not in before], "the container never started"
+    assert [n for n in leftovers.containers(RUNTIME) if n not in before], "the container never started"
     time.sleep(1.0)  # the engine is measuring inside
     if sig == signal.SIGKILL:
         os.killpg(proc.pid, sig)
@@ -155,7 +152,7 @@ def test_a_killed_run_leaves_no_container(tmp_path, sig):
         assert proc.returncode != 0
         assert show(db)["status"] == "incomplete"
     oslens("runs", db=db)  # the next start sweeps what a killed one left
-    assert our_containers() == before
+    assert leftovers.containers(RUNTIME) == before
 
 
 # ------------------------------------------------------------ oslens envs: side by side
@@ -167,7 +164,7 @@ def export_json(db) -> dict:
 
 @needs_runtime
 def test_envs_times_each_operation_in_each_environment_taking_turns(tmp_path):
-    before = our_containers()
+    before = leftovers.containers(RUNTIME)
     db = tmp_path / "db"
     proc = oslens(
         "envs", "getppid", "fault:anon", "--envs", "native,container", "--ops", "2000", "--rounds", "3", db=db
@@ -196,7 +193,7 @@ def test_envs_times_each_operation_in_each_environment_taking_turns(tmp_path):
     doc = show(db)
     assert doc["params"]["environments"]["container"]["runtime"] == RUNTIME
     assert "container: " in proc.stdout and "vs native" in proc.stdout
-    assert our_containers() == before
+    assert leftovers.containers(RUNTIME) == before
 
 
 @pytest.mark.parametrize(

@@ -16,22 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from oslens import blockdev
+from oslens import blockdev, leftovers
 
 from conftest import engine_bin, one_line_error, oslens, run_engine
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="making block devices needs root")
-
-
-def our_devices() -> set[str]:
-    """zram and loop devices that exist now (a made one shows up here)."""
-    return {p.name for p in Path("/sys/block").iterdir() if p.name.startswith(("zram", "loop"))} - _configured_loops()
-
-
-def _configured_loops() -> set[str]:
-    # unconfigured loop nodes exist in numbers on any machine: only bound ones count
-    return {p.name for p in Path("/sys/block").glob("loop*") if not (p / "loop" / "backing_file").exists()}
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +125,11 @@ def show(db) -> dict:
 
 @needs_root
 def test_io_makes_its_device_measures_and_removes_it(tmp_path):
-    before = our_devices()
+    before = leftovers.block_devices()
     p = oslens("io", "--workers", "1,max", "--engine", "pread,uring", "--qd", "1,4", "--ops", "2000", "--warmup",
                "0", "--reps", "2", "--size", "32M", db=tmp_path / "r.db")  # fmt: skip
     assert p.returncode == 0, p.stderr
-    assert our_devices() == before, "the device made for the run is still there"
+    assert leftovers.block_devices() == before, "the device made for the run is still there"
     doc = show(tmp_path / "r.db")
     assert doc["kind"] == "io" and doc["target"]["made"] in blockdev.MADE
     labels = [s["label"] for s in doc["series"]]
@@ -159,7 +149,7 @@ def test_io_makes_its_device_measures_and_removes_it(tmp_path):
 def _wait_for_new_device(before: set[str], proc, timeout=30) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        new = our_devices() - before
+        new = leftovers.block_devices() - before
         if new:
             return new.pop()
         assert proc.poll() is None, proc.stderr.read()
@@ -170,7 +160,7 @@ def _wait_for_new_device(before: set[str], proc, timeout=30) -> str:
 @needs_root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_io_removes_its_device(tmp_path, sig):
-    before = our_devices()
+    before = leftovers.block_devices()
     proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "--duration", "5", "--reps", "3", "--size", "16M"],
                             env={**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -179,12 +169,12 @@ def test_an_interrupted_io_removes_its_device(tmp_path, sig):
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig
-    assert our_devices() == before
+    assert leftovers.block_devices() == before
 
 
 @needs_root
 def test_a_killed_io_leaves_a_device_the_next_start_removes(tmp_path):
-    before, files = our_devices(), set(Path("/dev/shm").glob("oslens.*.loop"))
+    before = leftovers.block_devices()  # the loop backing files among them
     proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "--duration", "5", "--reps", "3", "--size", "16M"],
                             env={**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
@@ -195,11 +185,41 @@ def test_a_killed_io_leaves_a_device_the_next_start_removes(tmp_path):
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{p}").exists() for p in _engine_pids()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert dev in our_devices()  # what a SIGKILL leaves: nothing removed it yet
+    assert dev in leftovers.block_devices()  # what a SIGKILL leaves: nothing removed it yet
     p = oslens("runs", db=tmp_path / "r.db")
     assert p.returncode == 0, p.stderr
-    assert our_devices() == before
-    assert set(Path("/dev/shm").glob("oslens.*.loop")) == files
+    assert leftovers.block_devices() == before
+
+
+# Killed in the instant between the read of zram's hot_add (the device
+# exists) and the line that names it: the index was written down before.
+KILLED_AFTER_HOT_ADD = """
+import os, signal
+from oslens import blockdev, runtime
+runtime.start()
+write = runtime.note
+def note(kind, what):
+    if str(what).startswith("zram "):
+        os.kill(os.getpid(), signal.SIGKILL)
+    write(kind, what)
+runtime.note = note
+blockdev.make("zram", 16 << 20)
+"""
+
+
+@needs_root
+def test_a_zram_device_killed_before_it_is_named_is_swept(tmp_path):
+    if blockdev.available_kinds()["zram"]:
+        pytest.skip(blockdev.available_kinds()["zram"])
+    env = {**os.environ, "OSLENS_RUNTIME_DIR": str(tmp_path / "rt"), "OSLENS_DB": str(tmp_path / "r.db")}
+    (tmp_path / "rt").mkdir()
+    before = leftovers.block_devices()
+    p = subprocess.run([sys.executable, "-c", KILLED_AFTER_HOT_ADD], env=env, capture_output=True, text=True)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    made = {d for d in leftovers.block_devices() - before if d.startswith("zram")}
+    assert len(made) == 1  # the device exists, and no line names it as made
+    subprocess.run([sys.executable, "-m", "oslens", "runs"], env=env, capture_output=True, timeout=120)
+    assert leftovers.block_devices() == before
 
 
 def _engine_pids() -> list[int]:
@@ -231,10 +251,10 @@ def ext4_on_loop(tmp_path):
 
 
 def _refused(tmp_path, *args) -> str:
-    before = our_devices()
+    before = leftovers.block_devices()
     p = oslens("io", "--ops", "10", "--workers", "1", *args, db=tmp_path / "r.db")
     assert p.returncode == 2, p.stderr
-    assert our_devices() == before
+    assert leftovers.block_devices() == before
     assert not (tmp_path / "r.db").exists() or "no runs" in oslens("runs", db=tmp_path / "r.db").stdout
     return one_line_error(p.stderr)
 

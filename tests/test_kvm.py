@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from oslens import engine, envs, runtime
+from oslens import engine, envs, leftovers, runtime
 from oslens.cli import main
 from oslens.errors import UsageError
 
@@ -52,11 +52,6 @@ def accel() -> str:
     except UsageError:
         return "tcg"
     return "kvm"
-
-
-def qemu_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-fa", "qemu-system"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if " oslens." in line]
 
 
 def show(db, run: str = "last") -> dict:
@@ -91,7 +86,7 @@ def test_bad_specs_are_refused_before_anything_runs(tmp_path, spec, words):
     assert proc.returncode == 2, proc.stderr
     assert words in one_line_error(proc.stderr)
     assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
 
 
 @needs_guest
@@ -121,7 +116,7 @@ def test_a_scale_point_runs_in_a_guest_and_says_so(tmp_path):
     assert Counter(int(r["workers"]) for r in rows) == {1: 1, 2: 2}
     assert all(int(r["ops"]) == 3000 for r in rows)
     assert all(r["cpu"] == r["cpu_seen"] for r in rows)
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
 
 
 @needs_guest
@@ -142,7 +137,7 @@ def test_a_guest_that_cannot_start_fails_in_one_line_and_leaves_nothing(tmp_path
     assert proc.returncode == 1, proc.stderr
     line = one_line_error(proc.stderr)
     assert line.startswith("oslens: measurement failed: kvm: the guest did not"), line
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
 
 
 def _start(db: Path, *args: str) -> subprocess.Popen:
@@ -175,16 +170,16 @@ def test_a_guest_killed_mid_run_leaves_nothing_and_the_run_is_incomplete(tmp_pat
     proc.wait(timeout=60)
     assert proc.returncode == 143, proc.stderr.read()
     assert "incomplete" in oslens("runs", db=db).stdout
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
     # SIGKILL of the whole group: the guest dies with oslens (and the next start would sweep it)
     proc = _start(db)
     _wait_measuring(proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while qemu_processes() and time.monotonic() < deadline:
+    while leftovers.guests() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
     oslens("runs", db=db)
     assert not [d for d in Path(runtime.root()).iterdir() if d.name.startswith(f"{proc.pid}.")]
 
@@ -203,7 +198,7 @@ def test_envs_puts_a_guest_beside_native(tmp_path):
     assert guest["shape"]["cpus"] == 2 and guest["inside"]["kernel"]["release"]
     if guest["accel"] != "kvm":  # whatever the figures, the table says they mean nothing
         assert "timings not meaningful" in " ".join(proc.stdout.split())
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
 
 
 # ------------------------------------------------------------ the many-CPU tier
@@ -228,7 +223,7 @@ def big_guest():
         runtime.release()
         os.environ.pop(runtime.ENV, None)
     tempfile.tempdir = tmp
-    assert qemu_processes() == []
+    assert leftovers.guests() == []
 
 
 def inside(guest, db: Path, *args: str) -> tuple[int, str]:

@@ -20,6 +20,7 @@ beside what the engine counted."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -371,14 +372,30 @@ def make(kind: str, size: int) -> Target:
     return _make_loop(size)
 
 
+def _next_zram() -> int:
+    """The index the next hot_add gives: the kernel's lowest free one."""
+    taken = {int(p.name[4:]) for p in Path("/sys/block").glob("zram*") if p.name[4:].isdigit()}
+    return next(i for i in range(len(taken) + 1) if i not in taken)
+
+
 def _make_zram(size: int) -> Target:
+    # Reading hot_add makes the device; its index is known only then. So the
+    # index it will give is written down first, as unconfirmed (a SIGKILL
+    # between the read and the confirmed line would otherwise leak it), with
+    # the control file locked so that another oslens cannot take that index.
     old = _quiet_signals()
     try:
         try:
-            n = int((ZRAM_CONTROL / "hot_add").read_text())
+            fd = os.open(ZRAM_CONTROL / "hot_add", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                runtime.note("device", f"zram-unconfirmed {_next_zram()}")
+                n = int(os.read(fd, 32))
+                runtime.note("device", f"zram {n}")
+            finally:
+                os.close(fd)
         except (OSError, ValueError) as e:
             raise UsageError(f"--target zram: cannot add a zram device: {e}") from None
-        runtime.note("device", f"zram {n}")
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     target = Target(f"/dev/zram{n}", made="zram")
@@ -431,6 +448,12 @@ def remove_device(what: str) -> str:
     """`zram N` or `loop FILE` (a runtime line): the device oslens made,
     removed; what became of it."""
     kind, _, arg = what.partition(" ")
+    if kind == "zram-unconfirmed" and arg.isdigit():
+        # ours only while unconfigured: a configured one is someone else's
+        # (ours is confirmed by a line of its own before it is configured)
+        if _read(Path(f"/sys/block/zram{arg}/disksize")) not in ("0",):
+            return "gone"
+        kind = "zram"
     if kind == "zram" and arg.isdigit():
         if not Path(f"/sys/block/zram{arg}").exists():
             return "gone"

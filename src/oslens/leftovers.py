@@ -78,3 +78,42 @@ def cgroup_dirs(pid: int) -> list[str]:
 
     m = cgroups.mounts()
     return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
+
+
+def block_devices() -> set[str]:
+    """zram devices and bound loop devices that exist now, and the backing
+    files of loop devices oslens made (a made device shows up here; unbound
+    loop nodes, which any machine has in numbers, do not)."""
+    out = set()
+    for p in Path("/sys/block").iterdir():
+        if p.name.startswith("zram") or (p.name.startswith("loop") and (p / "loop" / "backing_file").exists()):
+            out.add(p.name)
+    for d in ("/dev/shm", "/run"):
+        out |= set(glob.glob(f"{d}/oslens.*.loop"))
+    return out
+
+
+def guests() -> list[str]:
+    """QEMU processes oslens started (named `-name oslens.…`), as `pid name`."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]).startswith(b"qemu-system") and b"-name" in argv:
+            name = argv[argv.index(b"-name") + 1 :][:1]
+            if name and name[0].startswith(b"oslens."):
+                out.append(f"{p.name} {name[0].decode(errors='replace')}")
+    return out
+
+
+def containers(runtime_name: str | None) -> list[str]:
+    """Containers oslens started (named oslens.…), running or not, for a
+    container runtime (podman, docker); none without one."""
+    if not runtime_name or shutil.which(runtime_name) is None:
+        return []
+    p = subprocess.run([runtime_name, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, timeout=60)
+    return [n for n in p.stdout.split() if n.startswith("oslens.")]

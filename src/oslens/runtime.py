@@ -12,7 +12,8 @@ made the entry. In it:
 - `owns`: a line per object this process makes (`cgroup PATH`,
   `tmpdir PATH`, `container RUNTIME NAME`, `guest NAME`: a QEMU process
   started with `-name NAME`, `device zram N` or `device loop FILE`: a
-  block device made for `oslens io`), or changes (`scheduler PATH OLD`: a
+  block device made for `oslens io`, `device zram-unconfirmed N`: the zram
+  index about to be made, removed only while unconfigured), or changes (`scheduler PATH OLD`: a
   disk's I/O scheduler to put back), written before it does;
 - `engine.PID.START`: the ledger of each engine it started (the engine is
   handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
