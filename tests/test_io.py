@@ -173,6 +173,24 @@ def test_an_interrupted_io_removes_its_device(tmp_path, sig):
 
 
 @needs_root
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_device_is_made_removes_it_on_the_way_out(tmp_path, sig):
+    """Filling 1 GiB takes seconds: a signal then comes before any run
+    exists, and the device goes with the command, not at the next start."""
+    before = leftovers.block_devices()
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "-q", "--size", "1G", "--duration", "0.2"],
+                            env={**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _wait_for_new_device(before, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert one_line_error(err) == f"oslens: interrupted by {sig.name}"
+    assert leftovers.block_devices() == before
+    assert not (tmp_path / "r.db").exists() or "no runs" in oslens("runs", db=tmp_path / "r.db").stdout
+
+
+@needs_root
 def test_a_killed_io_leaves_a_device_the_next_start_removes(tmp_path):
     before = leftovers.block_devices()  # the loop backing files among them
     proc = subprocess.Popen([sys.executable, "-m", "oslens", "io", "--duration", "5", "--reps", "3", "--size", "16M"],

@@ -383,7 +383,10 @@ def _make_zram(size: int) -> Target:
     # index it will give is written down first, as unconfirmed (a SIGKILL
     # between the read and the confirmed line would otherwise leak it), with
     # the control file locked so that another oslens cannot take that index.
+    # A held SIGINT/SIGTERM is delivered as the mask is lifted: inside the
+    # block that removes the device again.
     old = _quiet_signals()
+    n = None
     try:
         try:
             fd = os.open(ZRAM_CONTROL / "hot_add", os.O_RDONLY | os.O_CLOEXEC)
@@ -396,16 +399,17 @@ def _make_zram(size: int) -> Target:
                 os.close(fd)
         except (OSError, ValueError) as e:
             raise UsageError(f"--target zram: cannot add a zram device: {e}") from None
-    finally:
+        target = Target(f"/dev/zram{n}", made="zram")
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    target = Target(f"/dev/zram{n}", made="zram")
-    try:
         Path(f"/sys/block/zram{n}/disksize").write_text(str(size))
         _wait_for(target.path)
         _fill(target.path, size)
     except BaseException:
-        remove_device(f"zram {n}")
+        if n is not None:
+            remove_device(f"zram {n}")
         raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return target
 
 

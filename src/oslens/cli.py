@@ -11,6 +11,7 @@ on stored runs of any kind through the same registry."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -286,8 +287,25 @@ def probes(ctx: Context):
 # -------------------------------------------------------------------- main
 
 
+def _stop_signals_interrupt() -> None:
+    """From the first moment, SIGTERM and SIGHUP (a scheduler's, a
+    timeout's, a closed terminal's) stop a command by an exception, as ^C
+    does, so that what it made (a device, a container, a guest) is undone
+    on the way out. Their default action would end the process at once and
+    leave that to the next start's sweep. A signal the caller ignores
+    (nohup) stays ignored; the runner reads an engine to its end instead."""
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) is signal.SIG_DFL:
+            signal.signal(s, handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     err = Console(stderr=True)
+    _stop_signals_interrupt()
     try:
         rc = cli.main(args=argv, prog_name="oslens", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
@@ -303,9 +321,10 @@ def main(argv: list[str] | None = None) -> None:
         _one_line(err, f"measurement failed: {e}")
         sys.exit(EXIT_FAILED)
     except Interrupted as e:
-        _one_line(err, f"{e}; the run is kept as incomplete")
+        _one_line(err, f"{e}; the run is kept as incomplete" if e.run_kept else str(e))
         sys.exit(128 + e.signum)
     except (KeyboardInterrupt, click.Abort):
+        _one_line(err, str(Interrupted(signal.SIGINT)))
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)

@@ -12,8 +12,10 @@ class MeasurementError(Exception):
 
 
 class Interrupted(Exception):
-    """A signal asked us to stop: the run kept as incomplete, exit status 128+N."""
+    """A signal asked us to stop: exit status 128+N, and the run, if one had
+    begun, kept as incomplete (run_kept)."""
 
     def __init__(self, signum: int):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
         self.signum = signum
+        self.run_kept = False

@@ -101,6 +101,7 @@ def execute(
         store.finish_run(run_id, "complete")
     except Interrupted as e:
         mark_ended(store, run_id, "incomplete", str(e))
+        e.run_kept = True
         raise
     except MeasurementError as e:
         mark_ended(store, run_id, "failed", str(e))

@@ -82,6 +82,8 @@ def command(
             raise
         signum = prof.interrupted_by or (prof.first("end") or {}).get("signal") or signal.SIGINT
         stopped = None if prof.complete else Interrupted(signum)
+        if stopped:
+            stopped.run_kept = True
         try:
             store.add_records(run_id, prof.records)
             store.finish_run(run_id, "incomplete" if stopped else "complete", str(stopped) if stopped else None)
