@@ -10,7 +10,11 @@ counted twice: once everything of its session has ended (before any other
 oslens starts) and after one more oslens start (`oslens runs`, which sweeps
 what dead ones left): processes of its session, SysV semaphore sets its
 engines wrote down, temporary directories, its cgroups, the BPF programs
-its processes held. A hang: the top process still there HANG_S after the
+its processes held, block devices it made (`oslens io`), a device's I/O
+scheduler it changed and did not put back, its QEMU guests and containers
+(`--in kvm`, `--in container`). Commands that need what this machine lacks
+(root for devices, a container runtime, a guest) are left out, and the
+campaign says so. A hang: the top process still there HANG_S after the
 signal (but for a SIGINT to a worker, which workers ignore: that run goes
 on). A traceback: one on the killed command's stderr.
 
@@ -43,21 +47,97 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # run from a checkout as well as from the installed package
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from oslens import engine, leftovers, runtime  # noqa: E402
+from oslens import blockdev, engine, envs, leftovers, runtime  # noqa: E402
+from oslens.errors import UsageError  # noqa: E402
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 TARGETS = ("top", "engine", "worker", "group")
-LEAK_KINDS = ("processes", "sems", "tmpdirs", "cgroups", "bpf")
+LEAK_KINDS = ("processes", "sems", "tmpdirs", "cgroups", "bpf", "devices", "schedulers", "guests", "containers")
+SCHEDULER = "mq-deadline"  # what the io trial on the campaign's own device sets; it starts at none
 HANG_S = 10.0  # a stop asked of the top or its group must end it sooner
 REFUSE_S = 5.0  # a refusal must come sooner (it comes before anything runs)
 
 
-def commands(ncpu: int) -> dict[str, list[list[str]]]:
+@dataclass
+class Machine:
+    """What the commands under trial can use here, and why not where not."""
+
+    ncpu: int
+    device_kinds: list[str] = field(default_factory=list)  # zram, loop: what oslens io can make
+    user_device: str | None = None  # a loop device the campaign made, as a user's device
+    container: str | None = None  # the container runtime --in container uses
+    guest: str | None = None  # the --in kvm spec that works here
+    missing: list[str] = field(default_factory=list)
+
+    @classmethod
+    def look(cls, ncpu: int) -> "Machine":
+        m = cls(ncpu)
+        for kind, why in blockdev.available_kinds().items():
+            if why:
+                m.missing.append(f"io on {kind}: {why}")
+            else:
+                m.device_kinds.append(kind)
+        try:
+            m.container = envs.parse("container").runtime
+        except UsageError as e:
+            m.missing.append(f"--in container: {e}")
+        for spec in ("kvm:cpus=1,mem=512M", "kvm:cpus=1,mem=512M,accel=tcg"):
+            try:
+                envs.parse(spec)
+                m.guest = spec
+                break
+            except UsageError as e:
+                why = str(e)
+        if m.guest is None:
+            m.missing.append(f"--in kvm: {why}")
+        return m
+
+    def make_user_device(self, work: Path) -> None:
+        """A loop device on a file of the campaign's, standing for a user's
+        disk: io trials set its scheduler, which a killed run must not leave."""
+        if "loop" not in self.device_kinds:
+            return
+        backing = work / "user-disk"
+        with open(backing, "wb") as f:
+            f.truncate(64 << 20)
+        p = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True)
+        dev = p.stdout.strip()
+        sched = Path(f"/sys/block/{Path(dev).name}/queue/scheduler")
+        if p.returncode != 0 or not sched.exists() or SCHEDULER not in sched.read_text():
+            self.missing.append(f"--scheduler on a device of the user's: no loop device with {SCHEDULER}")
+            if p.returncode == 0:
+                subprocess.run(["losetup", "--detach", dev], capture_output=True)
+            return
+        sched.write_text("none")
+        self.user_device = dev
+
+    def remove_user_device(self) -> None:
+        if self.user_device:
+            subprocess.run(["losetup", "--detach", self.user_device], capture_output=True)
+
+    def scheduler_changed(self) -> int:
+        if not self.user_device:
+            return 0
+        text = Path(f"/sys/block/{Path(self.user_device).name}/queue/scheduler").read_text()
+        return 0 if "[none]" in text else 1
+
+    def objects(self) -> dict[str, set[str]]:
+        """What exists now of what a killed run may leave outside its session."""
+        return {
+            "devices": leftovers.block_devices() - ({Path(self.user_device).name} if self.user_device else set()),
+            "guests": set(leftovers.guests()),
+            "containers": set(leftovers.containers(self.container)),
+        }
+
+
+def commands(machine: Machine) -> dict[str, list[list[str]]]:
+    ncpu = machine.ncpu
     two = "1,2" if ncpu >= 2 else "1"
     scale = [
         ["scale", "--probe", p, "--workers", two, "--duration", "0.5", "--reps", "2", "--warmup", "0"]
@@ -67,6 +147,20 @@ def commands(ncpu: int) -> dict[str, list[list[str]]]:
     latency = [["latency", "--probe", "semop,getppid,fault:file", "--duration", "0.5", "--reps", "1"]]
     if ncpu >= 2:
         latency.append(["latency", "--probe", "getppid", "--compete", "sem", "--duration", "1", "--reps", "1"])
+    io = [
+        ["io", "--target", kind, "--size", "32M", "--workers", two, "--duration", "0.5", "--reps", "2",
+         "--qd", "4", "--warmup", "0"]
+        for kind in machine.device_kinds
+    ]  # fmt: skip
+    if machine.user_device:
+        io.append(["io", "--target", machine.user_device, "--scheduler", SCHEDULER, "--engine", "pread",
+                   "--workers", two, "--duration", "0.5", "--reps", "2", "--warmup", "0"])  # fmt: skip
+    environments = []
+    if machine.container:
+        environments.append(["scale", "--in", "container", "--probe", "dup,sem", "--workers", two,
+                             "--duration", "0.5", "--reps", "2", "--warmup", "0"])  # fmt: skip
+    if machine.guest:
+        environments.append(["noise", "--in", machine.guest, "--duration", "1", "--reps", "2", "--no-bpf"])
     return {
         "scale": scale,
         "latency": latency,
@@ -76,6 +170,8 @@ def commands(ncpu: int) -> dict[str, list[list[str]]]:
             ["appscale", "--workload", "psearchy", "--cpu-counts", two, "--reps", "1", "--size", "2000"],
             ["appscale", "--cpu-counts", "1", "--reps", "1", "--", "sleep", "2"],
         ],
+        **({"io": io} if io else {}),
+        **({"in-env": environments} if environments else {}),
     }
 
 
@@ -83,6 +179,9 @@ def commands(ncpu: int) -> dict[str, list[list[str]]]:
 
 
 def targets(sid: int, engine: str) -> dict[str, list[int]]:
+    """The processes of session sid a signal may be sent to. An engine is
+    any of the installed executables (oslens-engine*, and oslens-guest's
+    relay, which stands for an engine in a guest)."""
     procs = leftovers.session_processes(sid)
     engines = [p for p in procs if leftovers.exe_of(p).startswith(engine) and p != sid]
     workers = [p for p, st in procs.items() if int(st[2]) in engines]
@@ -116,9 +215,13 @@ def sweep(env: dict) -> None:
     subprocess.run([sys.executable, "-m", "oslens", "-q", "runs"], env=env, capture_output=True, timeout=120)
 
 
-def leaks(sid: int, known: set[tuple[int, int]], progs: set[int], tmp: Path) -> dict[str, int]:
+def leaks(sid: int, known: set[tuple[int, int]], progs: set[int], tmp: Path, machine: Machine,
+          baseline: dict[str, set[str]]) -> dict[str, int]:  # fmt: skip
     have = runtime.sysv_sems()
+    now = machine.objects()
     return {
+        **{k: len(now[k] - baseline[k]) for k in now},
+        "schedulers": machine.scheduler_changed(),
         "processes": len(leftovers.session_processes(sid)),
         "sems": sum(1 for i, k in known if have.get(i) == k),
         "tmpdirs": len(glob.glob(f"{tmp}/oslens.*")),
@@ -127,9 +230,10 @@ def leaks(sid: int, known: set[tuple[int, int]], progs: set[int], tmp: Path) -> 
     }
 
 
-def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random.Random) -> dict:
+def one_kill(args, env: dict, machine: Machine, cmd: list[str], target: str, sig: str, rng: random.Random) -> dict:
     tmp = Path(env["TMPDIR"])
     runtime_dir = Path(env["OSLENS_RUNTIME_DIR"])
+    baseline = machine.objects()
     err = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "oslens", "-q", *cmd],
@@ -143,7 +247,9 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
     LIVE_SESSIONS.add(sid)
     row = {"command": cmd[0], "argv": " ".join(cmd), "target": target, "signal": sig, "delivered": False}
     known: set[tuple[int, int]] = set()
-    moment = time.monotonic() + rng.uniform(args.min_delay, args.max_delay)
+    # a guest or a container takes seconds to start: a moment may fall after that too
+    late = 4 if "--in" in cmd else 1
+    moment = time.monotonic() + rng.uniform(args.min_delay, args.max_delay * late)
     victim = None
     while proc.poll() is None:
         known |= ledger_sems(runtime_dir)
@@ -186,10 +292,10 @@ def one_kill(args, env: dict, cmd: list[str], target: str, sig: str, rng: random
     deadline = time.monotonic() + HANG_S
     while leftovers.session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    row["before"] = leaks(sid, known, progs, tmp)
+    row["before"] = leaks(sid, known, progs, tmp, machine, baseline)
     sweep(env)  # the next start: it sweeps what the dead left
     LIVE_SESSIONS.discard(sid)
-    row["leaks"] = leaks(sid, known, progs, tmp)
+    row["leaks"] = leaks(sid, known, progs, tmp, machine, baseline)
     if row["leaks"]["processes"]:  # leave nothing for the next kill to be charged with
         os.killpg(sid, signal.SIGKILL)
     for d in glob.glob(f"{tmp}/oslens.*"):
@@ -335,14 +441,16 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def kill_campaign(args, env: dict, rng: random.Random, cmds: dict) -> tuple[list[dict], int]:
+def kill_campaign(args, env: dict, rng: random.Random, machine: Machine) -> tuple[list[dict], int]:
+    cmds = commands(machine)
     rows, attempts = [], 0
     while len(rows) < args.kills and attempts < 4 * args.kills:
         attempts += 1
         kind = rng.choice(sorted(cmds))
         cmd = rng.choice(cmds[kind])
         target, sig = rng.choice(TARGETS), rng.choice(sorted(SIGNALS))
-        row = one_kill(args, env, cmd, target, sig, rng)
+        row = one_kill(args, env, machine, cmd, target, sig, rng)
+        row["command"] = kind
         if not row["delivered"]:
             continue  # it ended first, or had no such process then: draw again
         rows.append(row)
@@ -402,8 +510,9 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     rng = random.Random(seed)
 
-    args.engine = str(engine.engine_path())
+    args.engine = str(engine.engine_path().with_name("oslens-"))  # the engines and the guest's relay
     ncpu = engine.topology()["available"]
+    machine = Machine.look(ncpu)
 
     # SIGTERM (a job's time limit, `timeout`) ends the campaign through its finally, as ^C does
     signal.signal(signal.SIGTERM, _stopped)
@@ -419,10 +528,13 @@ def main() -> int:
     }
     print(f"seed {seed}; {args.kills} kills, {args.bad} bad invocations; work in {work}", file=sys.stderr)
     try:
+        machine.make_user_device(work)
+        for why in machine.missing:
+            print(f"left out: {why}", file=sys.stderr)
         # one complete run first: bad references have something to miss
         first = [sys.executable, "-m", "oslens", "-q", "scale", "--probe", "getppid", "--workers", "1", *MEASURE]
         subprocess.run(first, env=env, capture_output=True, check=True)
-        kills, attempts = kill_campaign(args, env, rng, commands(ncpu))
+        kills, attempts = kill_campaign(args, env, rng, machine)
         refusals, listed = refusal_campaign(args, env, rng, db, ncpu)
         store = integrity(env, db)
     finally:
@@ -433,9 +545,12 @@ def main() -> int:
                 pass
         if LIVE_SESSIONS:
             sweep(env)
+        machine.remove_user_device()
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"\nseed {seed}")
+    for why in machine.missing:
+        print(f"left out: {why}")
     ok = report_kills(kills, attempts, args) if kills else True
     ok = (report_refusals(refusals, listed) if refusals else True) and ok
     print("\nstore")
