@@ -136,6 +136,23 @@ int probe_sem_create(struct probe_env *env, int nsems)
 	return id;
 }
 
+void probe_partner_watch(struct worker *w, pid_t pid)
+{
+	for (int i = 0; w->partners && i < PROBE_PARTNERS_MAX; i++)
+		if (__atomic_load_n(&w->partners[i], __ATOMIC_RELAXED) == 0) {
+			__atomic_store_n(&w->partners[i], pid, __ATOMIC_RELEASE);
+			return;
+		}
+	/* more than PROBE_PARTNERS_MAX: unwatched, as before there was a watch */
+}
+
+void probe_partner_let_go(struct worker *w, pid_t pid)
+{
+	for (int i = 0; w->partners && i < PROBE_PARTNERS_MAX; i++)
+		if (__atomic_load_n(&w->partners[i], __ATOMIC_RELAXED) == pid)
+			__atomic_store_n(&w->partners[i], 0, __ATOMIC_RELEASE);
+}
+
 int probe_make_file(const struct probe_env *env, const char *name, size_t bytes, char *path, size_t len)
 {
 	snprintf(path, len, "%s/%s", env->tmpdir, name);

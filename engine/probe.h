@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "clock.h"
 #include "hist.h"
@@ -50,12 +51,16 @@ struct probe_env {
 	int nsems, sem_cap;
 };
 
+/* Partner processes a worker may have at once (one per probe of a mix). */
+#define PROBE_PARTNERS_MAX 8
+
 struct worker {
 	int index;
 	int cpu;
 	int partner_cpu; /* another CPU for two-task probes, -1 if none */
 	const struct probe_env *env;
-	void *data; /* the probe's per-worker state */
+	void *data;		/* the probe's per-worker state */
+	volatile int *partners; /* PROBE_PARTNERS_MAX pids the master watches */
 };
 
 /* How a timed loop ends: after `limit` operations or when *stop is set. */
@@ -184,6 +189,12 @@ int probe_own(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 unsigned long long probe_self_start(void);
 /* Creates a SysV semaphore set owned by the master and records it for removal. */
 int probe_sem_create(struct probe_env *env, int nsems);
+/* A partner process the worker forked (the other end of a ping-pong): the
+ * master watches it and fails the worker at once if it dies, since the
+ * worker, blocked on it, would never see the stop flag. Let it go before
+ * ending it. */
+void probe_partner_watch(struct worker *w, pid_t pid);
+void probe_partner_let_go(struct worker *w, pid_t pid);
 /* Creates tmpdir/name filled with `bytes` bytes so its pages sit in the page cache. */
 int probe_make_file(const struct probe_env *env, const char *name, size_t bytes, char *path_out, size_t path_len);
 /* Creates tmpdir/prefix.0 … prefix.(count-1), each as probe_make_file. */

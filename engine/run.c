@@ -117,6 +117,14 @@ static const char *check(struct master *m, int expect_exit)
 			m->failed_worker = i;
 			return why;
 		}
+	/* then a partner's death, before its worker's (the watch kills it) */
+	int w;
+	const char *partner = m->partners ? partners_check(m->partners, m->shm, &w) : NULL;
+	if (partner) {
+		snprintf(why, sizeof why, "worker %d (cpu %d): %s", w, m->cfg->cpus[w].cpu, partner);
+		m->failed_worker = w;
+		return why;
+	}
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (!is_worker_pid(m, pid))
 			continue;
@@ -437,6 +445,7 @@ static const char *run_rep(struct master *m, int rep)
 	int set_up = 0;
 
 	memset(m->shm, 0, m->shm_len);
+	partners_reset(m->partners);
 	m->shm->ctl.rep = rep;
 	m->npids = 0;
 	m->pgid = 0; /* never signal the group of a previous repetition */
@@ -621,7 +630,8 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	prctl(PR_SET_TIMERSLACK, 1);
 
 	m.envs = calloc(cfg->nchoices, sizeof *m.envs);
-	if (!m.envs)
+	m.partners = cfg->threaded ? NULL : partners_new(cfg->nworkers); /* a thread's partner is a thread */
+	if (!m.envs || (!cfg->threaded && !m.partners))
 		die_usage("out of memory");
 	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
 	/* a memfd, not an anonymous mapping: a worker exec'd afresh maps it again */
@@ -649,6 +659,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	nftw(m.tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	munmap(m.shm, m.shm_len);
 	close(m.shm_fd);
+	partners_free(m.partners);
 
 	const char *status = "ok";
 	int code = 0;

@@ -31,6 +31,7 @@ struct slot {
 		uint64_t t_release, t_start, t_end, done_ops;
 		struct rusage ru0, ru1;
 		char msg[200];
+		int partners[PROBE_PARTNERS_MAX]; /* pids watched by the master (partners.c) */
 	} c __attribute__((aligned(LINE)));
 };
 
@@ -65,7 +66,8 @@ struct master {
 	char failure[300];
 	int failed_worker;
 	int late_samples; /* samples taken over half an interval late */
-	double window_s;  /* the measured window as sampled */
+	struct partner_watch *partners;
+	double window_s; /* the measured window as sampled */
 };
 
 static inline long futex(volatile int *addr, int op, int val)
@@ -77,6 +79,17 @@ static inline long futex(volatile int *addr, int op, int val)
  * a worker exec'd afresh builds the same one from the same arguments
  * (worker.c). */
 void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir);
+
+/* ---- partners.c: the master watches the workers' partner processes */
+
+struct partner_watch;
+struct partner_watch *partners_new(int nworkers);
+void partners_free(struct partner_watch *pw);
+/* Forgets the pids of a repetition whose workers are gone. */
+void partners_reset(struct partner_watch *pw);
+/* Why a worker cannot go on (its partner died: the worker is killed, as
+ * it would wait for ever), with *worker set; NULL if none. */
+const char *partners_check(struct partner_watch *pw, struct shm *shm, int *worker);
 
 /* ---- worker.c: the worker side */
 

@@ -230,7 +230,8 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 		w[set_up] = (struct worker){.index = idx,
 					    .cpu = cfg->cpus[idx].cpu,
 					    .partner_cpu = cfg->partner_cpus[idx],
-					    .env = &envs[set_up]};
+					    .env = &envs[set_up],
+					    .partners = s->c.partners};
 		if (cfg->latency && !(h[set_up] = hist_new())) {
 			snprintf(what, sizeof what, "histogram for %s", p->name);
 			break;

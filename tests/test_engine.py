@@ -174,6 +174,35 @@ def test_killed_worker_fails_the_run_and_leaves_nothing(mode, no_leaks):
     _assert_cleaned(resources, started)
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("probe", ["sem", "pingpong:futex"])
+def test_a_worker_whose_partner_dies_fails_at_once(probe, no_leaks):
+    """A worker blocked in semop or FUTEX_WAIT on a partner that was killed
+    would never see the stop flag: the master watches the partners and
+    fails that worker at once, naming the partner (it waited 10 s for the
+    stop, then 10 s more to stop it)."""
+    run, resources, started = _run_until_started("--probe", probe, "--workers", str(TWO), "--duration", "30")
+    worker = started["workers"][-1]
+    deadline = time.monotonic() + 10
+    while not (partners := _children(worker["pid"])):
+        assert time.monotonic() < deadline, "the worker has no partner process"
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    os.kill(partners[0], signal.SIGKILL)
+    assert run.finish(timeout=30) == 1
+    assert time.monotonic() - t0 < 5  # not the 10 s a stop flag is given
+    err = [r for r in run.records if r["type"] == "error"]
+    assert err[0]["worker"] == worker["worker"]
+    assert f"its partner process (pid {partners[0]}) was killed by signal 9" in err[0]["message"]
+    _assert_cleaned(resources, started)
+
+
 def test_time_limit_stops_the_run(no_leaks):
     t0 = time.monotonic()
     r = run_engine("run", "--probe", "sem", "--workers", str(TWO), "--duration", "30", "--time-limit", "1")

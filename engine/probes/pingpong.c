@@ -85,6 +85,8 @@ static int pin_partner(struct pingpong *p, int threaded, int cpu)
 static void pingpong_teardown(struct worker *w)
 {
 	struct pingpong *p = w->data;
+	if (p->child > 0)
+		probe_partner_let_go(w, p->child);
 	if (p->child > 0 || p->thread) {
 		if (p->futex) {
 			__atomic_store_n(p->turn, STOP, __ATOMIC_RELEASE);
@@ -150,6 +152,7 @@ static int pingpong_setup(struct worker *w)
 			}
 			_exit(0);
 		}
+		probe_partner_watch(w, p->child);
 		if (!p->futex) { /* a dead partner is then end of file, not a hang */
 			close(p->to[0]);
 			close(p->from[1]);

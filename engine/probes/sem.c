@@ -90,12 +90,15 @@ static int sem_setup(struct worker *w)
 			partner(s);
 		_exit(0);
 	}
+	probe_partner_watch(w, s->child);
 	return 0;
 }
 
 static void sem_teardown(struct worker *w)
 {
 	struct sem_worker *s = w->data;
+	if (!w->env->threaded)
+		probe_partner_let_go(w, s->child);
 	*s->done = 1;
 	sem_change(s->id, PING, 1);
 	if (w->env->threaded) {
