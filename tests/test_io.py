@@ -124,6 +124,26 @@ def show(db) -> dict:
 
 
 @needs_root
+def test_explain_charges_each_io_to_its_system_call(tmp_path):
+    """--explain runs each point again with the worker's time charged to its
+    causes: a direct pread is one pread64() per I/O, and the causes add up to
+    the measured time per I/O."""
+    p = oslens("io", "--engine", "pread", "--workers", "1", "--duration", "0.3", "--reps", "1", "--warmup", "0.1",
+               "--size", "32M", "--explain", db=tmp_path / "r.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
+    ex = pt["explained"]
+    if ex is None:
+        pytest.skip(next(w for w in pt["warnings"] if w.startswith("not explained")))
+    top = max(ex["causes"], key=lambda c: c["ns_per_op"])
+    assert top["key"] == "syscall:pread64", ex["causes"]
+    assert top["count_per_op"] == pytest.approx(1.0, rel=0.01)
+    charged = sum(c["ns_per_op"] for c in ex["causes"]) + ex["unexplained_ns"]
+    assert charged == pytest.approx(ex["ns_per_op"], rel=0.05)
+    assert "pread64() in the kernel" in p.stdout  # the table says it too
+
+
+@needs_root
 def test_io_makes_its_device_measures_and_removes_it(tmp_path):
     before = leftovers.block_devices()
     p = oslens("io", "--workers", "1,max", "--engine", "pread,uring", "--qd", "1,4", "--ops", "2000", "--warmup",
