@@ -54,6 +54,7 @@ SNAPSHOT = {
         "ops": "int64",
         "seconds": "float64",
         "ops_per_s": "float64",
+        "rusage_s": "float64",
         "user_s": "float64",
         "sys_s": "float64",
         "nvcsw": "int64",
