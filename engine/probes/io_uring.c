@@ -1,9 +1,28 @@
 /* Block I/O through io_uring on `run --target`: each worker keeps `qd`
  * direct reads (or writes) of `bs` bytes at random aligned offsets in
- * flight on a ring of its own. Every pass of its loop fills the free slots
- * and submits them and waits for at least one completion in one
- * io_uring_enter (fio's io_uring engine with iodepth_batch_submit=qd and
- * iodepth_batch_complete_min=1), then reaps every completion there is.
+ * flight on a ring of its own, driven one of two ways (option `wait`):
+ *
+ *   wait=0 (default, as fio's io_uring engine does): each free slot is
+ *          submitted on an io_uring_enter of its own, the ring is reaped
+ *          after it, and only a full queue with nothing completed waits;
+ *   wait=1: every pass fills the free slots, submits them and waits for one
+ *          completion in a single io_uring_enter: the fewest system calls,
+ *          and a sleep whenever nothing has completed yet.
+ *
+ * and with the kernel's completion work run one of three ways (option
+ * `taskrun`, IORING_SETUP_*): 0 by a signal-like interruption of the task,
+ * 1 (default) at its next kernel entry (COOP_TASKRUN), 2 only when it asks
+ * for completions (DEFER_TASKRUN with SINGLE_ISSUER, as fio 3.33 sets its
+ * rings up). A kernel without the asked one gets what it has of it.
+ *
+ * Which is faster depends on where completions come from. At qd 16 on this
+ * project's 2-CPU VM: a loop device (completed by a kworker on another
+ * CPU) 330k IOPS with wait=0 against 240k with wait=1, fio 300k; zram
+ * (io_uring hands its reads to io-wq threads on the submitting CPU) 240k
+ * either way with taskrun=1, 220k with wait=0 and taskrun=2. The engine's
+ * loop and bench/uring_loop.c, the same loop bare, agree for each way
+ * (bench/io.py). The worker's `uring` record says how its ring was set up
+ * and how many enters and waits each I/O took.
  *
  * An operation is one completed I/O. Its latency runs from just before the
  * io_uring_enter that submitted it to the reap that found it done (fio's
@@ -14,6 +33,7 @@
  * The raw interface (<linux/io_uring.h>), as fio itself uses, so that the
  * engine needs no library at run time: three mappings, two ring indices. */
 #include "io.h"
+#include "../json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,8 +46,33 @@
 
 #define QD_MAX 4096
 
+#ifndef IORING_SETUP_COOP_TASKRUN /* headers older than the kernel */
+#define IORING_SETUP_COOP_TASKRUN (1U << 8)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+/* The set-ups `taskrun` asks for, from 2 down: each falls back to the next
+ * on a kernel without it (DEFER_TASKRUN: 6.1, COOP_TASKRUN: 5.19). */
+static const unsigned SETUP_TRIES[] = {
+	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+	IORING_SETUP_COOP_TASKRUN,
+	0,
+};
+#define TASKRUN_MAX 2
+
+static const unsigned *setup_tries(const struct probe_env *env)
+{
+	return SETUP_TRIES + TASKRUN_MAX - probe_opt(env, "taskrun");
+}
+
 struct ring {
 	int fd;
+	unsigned flags; /* io_uring_setup's, as the kernel took them */
 	unsigned *sq_head, *sq_tail, *sq_array, sq_mask;
 	unsigned *cq_head, *cq_tail, cq_mask;
 	struct io_uring_sqe *sqes;
@@ -38,8 +83,9 @@ struct ring {
 
 struct uring {
 	struct ring r;
-	int fd, writing;
-	unsigned qd, nfree; /* in flight: qd - nfree */
+	int fd, writing, wait;	     /* wait: the `wait` option */
+	unsigned qd, nfree;	     /* in flight: qd - nfree */
+	uint64_t ios, enters, waits; /* the books of the `uring` record, warm-up included */
 	size_t bs;
 	char *bufs;	     /* qd blocks, one per slot */
 	uint64_t *t_submit;  /* per slot: the ticks before the enter that submitted it */
@@ -47,9 +93,11 @@ struct uring {
 	struct io_offsets off;
 };
 
+/* GETEVENTS always: with DEFER_TASKRUN it is what runs the deferred
+ * completions, also when waiting for none. */
 static int ring_enter(int fd, unsigned submit, unsigned wait)
 {
-	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, wait ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
+	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, IORING_ENTER_GETEVENTS, NULL, 0);
 }
 
 static void ring_unmap(struct ring *r)
@@ -64,14 +112,20 @@ static void ring_unmap(struct ring *r)
 		close(r->fd); /* waits for, or cancels, what is still in flight */
 }
 
-static int ring_setup(struct ring *r, unsigned entries)
+/* A ring of `entries`, set up with the first of `tries` (0-terminated)
+ * that the kernel takes. */
+static int ring_setup(struct ring *r, unsigned entries, const unsigned *tries)
 {
 	struct io_uring_params p;
-	memset(&p, 0, sizeof p);
 	memset(r, 0, sizeof *r);
-	r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+	do {
+		memset(&p, 0, sizeof p);
+		p.flags = *tries;
+		r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+	} while (r->fd < 0 && errno == EINVAL && *tries++);
 	if (r->fd < 0)
 		return -1;
+	r->flags = p.flags;
 	r->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
 	r->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
 	if (p.features & IORING_FEAT_SINGLE_MMAP)
@@ -126,6 +180,7 @@ static int uring_setup(struct worker *w)
 	w->data = u;
 	u->r.fd = -1;
 	u->writing = probe_variant_is(env, "write");
+	u->wait = (int)probe_opt(env, "wait");
 	u->qd = (unsigned)probe_opt(env, "qd");
 	u->bs = (size_t)probe_opt(env, "bs");
 	u->fd = io_open(env, u->writing, 1);
@@ -134,7 +189,7 @@ static int uring_setup(struct worker *w)
 	u->t_submit = calloc(u->qd, sizeof *u->t_submit);
 	u->free_slot = calloc(u->qd, sizeof *u->free_slot);
 	if (bytes < 0 || !u->t_submit || !u->free_slot || !(u->bufs = io_buffer(u->qd * u->bs, w->index)) ||
-	    ring_setup(&u->r, u->qd) != 0) {
+	    ring_setup(&u->r, u->qd, setup_tries(env)) != 0) {
 		int e = errno;
 		uring_teardown(w);
 		w->data = NULL;
@@ -187,6 +242,20 @@ static inline int uring_reap(struct uring *u, struct hist *h, uint64_t *done, vo
 	return rc;
 }
 
+/* Submits what the ring holds, waiting for `wait` completions. */
+static inline int uring_enter(struct uring *u, unsigned wait)
+{
+	unsigned pending = *u->r.sq_tail - __atomic_load_n(u->r.sq_head, __ATOMIC_ACQUIRE);
+	u->enters++;
+	u->waits += wait != 0;
+	return ring_enter(u->r.fd, pending, wait);
+}
+
+static inline int cq_empty(const struct uring *u)
+{
+	return *u->r.cq_head == __atomic_load_n(u->r.cq_tail, __ATOMIC_ACQUIRE);
+}
+
 /* Keeps qd I/Os in flight until the limit or the stop flag, then drains.
  * Always inlined: each wrapper gets a copy with h constant, without the
  * per-pass tests of it (as PROBE_LOOP gives the other probes). */
@@ -196,35 +265,52 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 	struct uring *u = w->data;
 	const volatile int *stop = l->stop;
 	uint64_t submitted = 0, done = 0;
+	int ret = 0;
 	for (;;) {
 		unsigned n = 0;
 		if (!*stop && !*err)
 			while (u->nfree && submitted < l->limit) {
 				uring_prep(u);
-				n++;
 				submitted++;
+				if (u->wait) {
+					n++;
+					continue;
+				}
+				/* the slot just popped sits at free_slot[nfree] */
+				if (h)
+					u->t_submit[u->free_slot[u->nfree]] = ticks_begin();
+				if ((ret = uring_enter(u, 0)) < 0 && errno != EINTR)
+					goto failed;
 			}
 		unsigned inflight = u->qd - u->nfree;
 		if (!inflight)
 			break;
-		if (h) {
-			/* this pass's slots, popped off the stack and not yet
-			 * pushed back (only the reap below pushes) */
-			uint64_t t = ticks_begin();
-			for (unsigned i = u->nfree; i < u->nfree + n; i++)
-				u->t_submit[u->free_slot[i]] = t;
+		int draining = *stop || submitted >= l->limit || *err;
+		if (u->wait || draining) {
+			if (h && n) {
+				/* this pass's slots, popped off the stack and not
+				 * yet pushed back (only the reap below pushes) */
+				uint64_t t = ticks_begin();
+				for (unsigned i = u->nfree; i < u->nfree + n; i++)
+					u->t_submit[u->free_slot[i]] = t;
+			}
+			/* what the kernel has not consumed yet, this pass's and
+			 * any an interrupted enter left; while draining, wait
+			 * for them all */
+			ret = uring_enter(u, draining ? inflight : 1);
+		} else if (cq_empty(u)) {
+			ret = uring_enter(u, 1); /* full, and nothing has completed */
 		}
-		/* what the kernel has not consumed yet, this pass's and any an
-		 * interrupted enter left; while draining, wait for them all */
-		unsigned pending = *u->r.sq_tail - __atomic_load_n(u->r.sq_head, __ATOMIC_ACQUIRE);
-		int ret = ring_enter(u->r.fd, pending, *stop || submitted >= l->limit || *err ? inflight : 1);
-		if (__builtin_expect(ret < 0, 0) && errno != EINTR) {
-			*err = errno;
-			return done; /* close() of the ring, in teardown, cancels the rest */
-		}
+		if (__builtin_expect(ret < 0, 0) && errno != EINTR)
+			goto failed;
 		if (uring_reap(u, h, &done, l->ops) != 0 && !*err)
 			*err = errno;
 	}
+	u->ios += done;
+	return done;
+failed:
+	*err = errno; /* close() of the ring, in teardown, cancels the rest */
+	u->ios += done;
 	return done;
 }
 
@@ -249,12 +335,32 @@ static int uring_one(struct worker *w)
 	return err ? (errno = err, -1) : 0;
 }
 
+/* How the ring was driven: the set-up the kernel took, and the enters and
+ * waits per I/O (warm-up included: a ratio of the steady loop). */
+static int uring_emit(struct worker *w, struct json *j)
+{
+	const struct uring *u = w->data;
+	json_arr(j, "setup");
+	if (u->r.flags & IORING_SETUP_COOP_TASKRUN)
+		json_str(j, NULL, "COOP_TASKRUN");
+	if (u->r.flags & IORING_SETUP_SINGLE_ISSUER)
+		json_str(j, NULL, "SINGLE_ISSUER");
+	if (u->r.flags & IORING_SETUP_DEFER_TASKRUN)
+		json_str(j, NULL, "DEFER_TASKRUN");
+	json_end(j);
+	json_int(j, "wait", u->wait);
+	json_uint(j, "ios", u->ios);
+	json_uint(j, "enters", u->enters);
+	json_uint(j, "waits", u->waits);
+	return 0;
+}
+
 static int uring_check_target(const struct probe_env *env, char *why, size_t len)
 {
 	if (io_check(env, probe_variant_is(env, "write"), 1, why, len) != 0)
 		return -1;
 	struct ring r;
-	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"));
+	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"), setup_tries(env));
 	if (rc != 0)
 		snprintf(why, len, "cannot set up an io_uring of %ld entries: %s%s", probe_opt(env, "qd"),
 			 strerror(errno), errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
@@ -268,7 +374,12 @@ OSLENS_PROBE(io_uring) = {
 	.subsystem = "block",
 	.syscalls = "io_uring_enter",
 	.variants = {{"read", "IORING_OP_READ, O_DIRECT"}, {"write", "IORING_OP_WRITE, O_DIRECT"}},
-	.opts = {IO_OPTS_COMMON, {"qd", 1, 1, QD_MAX, "I/Os each worker keeps in flight"}},
+	.opts = {IO_OPTS_COMMON,
+		 {"qd", 1, 1, QD_MAX, "I/Os each worker keeps in flight"},
+		 {"wait", 0, 0, 1,
+		  "0: an enter per I/O, waiting only when full (fio's); 1: submit all, wait in one enter"},
+		 {"taskrun", 1, 0, TASKRUN_MAX,
+		  "completions run 0: by interruption; 1: COOP_TASKRUN; 2: DEFER_TASKRUN"}},
 	.needs_target = 1,
 	.check_target = uring_check_target,
 	.setup = uring_setup,
@@ -276,4 +387,6 @@ OSLENS_PROBE(io_uring) = {
 	.op = uring_one,
 	.loop = uring_loop,
 	.timed = uring_timed,
+	.emit = uring_emit,
+	.emit_type = "uring",
 };

@@ -47,6 +47,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
             "overflow",
             "detours",
         ),
+        "uring": ("rep", "worker", "setup", "wait", "ios", "enters", "waits"),
         "events": ("events",),
         "trace": ("available",),
         "explain": ("rep", "available"),
