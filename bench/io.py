@@ -1,19 +1,27 @@
-"""`oslens io`'s engine against fio (issue 16), on the same device, engine,
-block size, queue depth and CPUs, alternated round by round: IOPS ratio
-per point (the harness must add nothing: within 3 % of fio, or faster) and
-each one's CPU per I/O; then the scaling of this machine's zram and loop
-devices at 1, 2, … submitting CPUs. Not a test: timing claims live here.
+"""`oslens io`'s engine against fio and against a bare C loop (issue 16), on
+the same device, engine, block size, queue depth and CPUs, alternated round
+by round: IOPS ratio per point (the harness must add nothing: within 3 % of
+the reference, or faster) and each one's CPU per I/O; the rows at 1, 2, …
+CPUs are the scaling of this machine's zram and loop devices. Not a test:
+timing claims live here.
 
-oslens: `oslens-engine run --probe io:pread|io-uring:read --cpus C` (one
-pinned worker per CPU, fixed time). fio: one job per CPU, each pinned there
-(--cpus_allowed, --numjobs), the same random 4 KiB direct reads with
---norandommap; io_uring with --iodepth_batch_submit=qd and
---iodepth_batch_complete_min=1, which is how oslens's loop submits. CPU per
-I/O: the processes' own user+system time (getrusage of the child) over the
-I/Os.
+oslens: the engine invoked as `oslens io` invokes it for the repetitions
+it reports (`--latency`: every I/O timed into a histogram; completions are
+followed in a repetition of their own), one pinned worker per CPU, fixed
+time. fio: one job per CPU pinned
+there (--cpus_allowed), the same random 4 KiB direct reads with
+--norandommap, its defaults otherwise (io_uring: an enter per I/O, rings set
+up with DEFER_TASKRUN where the kernel has it; it times every I/O too).
+bare: bench/uring_loop.c, the engine's io_uring loop with nothing around it
+(no histogram, no counter, no BPF), one process per CPU; it drives the ring
+either way (`wait`), so each of the engine's ways has its reference.
 
-Usage: python bench/io.py [--rounds 5] [--seconds 2] [--size 256M]
-Needs root and fio (scripts/install-deps.sh bench).
+CPU per I/O: the submitting processes' own user+system time over their
+I/Os (the engine's workers' rusage of the measured window; fio's usr_cpu
+and sys_cpu over its runtime; the bare loop's getrusage).
+
+Usage: python bench/io.py [--rounds 5] [--seconds 2] [--size 256M] [--kinds zram,loop]
+Needs root, fio and a C compiler (scripts/install-deps.sh bench).
 """
 
 from __future__ import annotations
@@ -24,65 +32,43 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
 from oslens import blockdev, engine
 
+HERE = Path(__file__).resolve().parent
+
+# label, the engine's probe and options, the reference and its settings
 CASES = [
-    ("pread", "io:pread", "psync", 1),
-    ("uring qd1", "io-uring:read", "io_uring", 1),
-    ("uring qd16", "io-uring:read", "io_uring", 16),
+    ("pread", "io:pread", {}, "fio", ("psync", 1)),
+    ("uring qd1", "io-uring:read", {"qd": 1}, "fio", ("io_uring", 1)),
+    ("uring qd16", "io-uring:read", {"qd": 16}, "fio", ("io_uring", 16)),
+    ("uring qd16", "io-uring:read", {"qd": 16}, "bare", ("reap", 16)),
+    ("uring qd16 wait=1", "io-uring:read", {"qd": 16, "wait": 1}, "bare", ("wait", 16)),
 ]
+COOP_TASKRUN = 0x100  # the engine's default ring set-up (taskrun=1), given to the bare loop
 
 
-def run_oslens(target: str, probe: str, qd: int, cpus: list[int], seconds: float) -> tuple[float, float]:
-    args = [
-        str(engine.engine_path()),
-        "run",
-        "--probe",
-        probe,
-        "--target",
-        target,
-        "--cpus",
-        ",".join(map(str, cpus)),
-        "--duration",
-        str(seconds),
-        "--warmup",
-        "0.3",
-    ] + (["--opt", f"qd={qd}"] if probe.startswith("io-uring") else [])
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    recs = [json.loads(line) for line in out.splitlines()]
-    ws = [r for r in recs if r["type"] == "worker"]
-    iops = sum(w["ops_per_sec"] for w in ws)
-    ios = sum(w["ops"] for w in ws)
+def run_oslens(target: str, probe: str, opts: dict, cpus: list[int], seconds: float) -> tuple[float, float]:
+    argv = engine.run_argv(probe=probe, cpus=cpus, duration=seconds, warmup=0.3, reps=1, target=target,
+                           opts=opts or None, latency=True)  # fmt: skip
+    out = subprocess.run([str(engine.engine_path()), *argv], capture_output=True, text=True, check=True).stdout
+    ws = [r for r in map(json.loads, out.splitlines()) if r["type"] == "worker"]
+    # rusage spans the measured loop (with --latency the warm-up comes before it)
     cpu = sum(w["rusage"]["user_s"] + w["rusage"]["sys_s"] for w in ws)
-
-    return iops, cpu / ios * 1e6
+    return sum(w["ops_per_sec"] for w in ws), cpu / sum(w["ops"] for w in ws) * 1e6
 
 
 def run_fio(target: str, ioengine: str, qd: int, cpus: list[int], seconds: float) -> tuple[float, float]:
     jobs = []
     for c in cpus:
         jobs += [f"--name=cpu{c}", f"--cpus_allowed={c}"]
-    args = [
-        "fio",
-        "--output-format=json",
-        f"--filename={target}",
-        f"--ioengine={ioengine}",
-        "--direct=1",
-        "--rw=randread",
-        "--bs=4k",
-        f"--iodepth={qd}",
-        "--norandommap",
-        "--randrepeat=0",
-        "--time_based",
-        f"--runtime={seconds}",
-        "--ramp_time=0.3",
-        "--thread=0",
-    ]
-    if ioengine == "io_uring":
-        args += [f"--iodepth_batch_submit={qd}", "--iodepth_batch_complete_min=1"]
+    args = ["fio", "--output-format=json", f"--filename={target}", f"--ioengine={ioengine}", "--direct=1",
+            "--rw=randread", "--bs=4k", f"--iodepth={qd}", "--norandommap", "--randrepeat=0", "--time_based",
+            f"--runtime={seconds * 1000:.0f}ms", "--ramp_time=300ms"]  # fmt: skip
     out = subprocess.run(args + jobs, capture_output=True, text=True, check=True).stdout
     doc = json.loads(out[out.index("{") :])
     iops = sum(j["read"]["iops"] for j in doc["jobs"])
@@ -91,49 +77,72 @@ def run_fio(target: str, ioengine: str, qd: int, cpus: list[int], seconds: float
     return iops, cpu / ios * 1e6 if ios else float("nan")
 
 
+def run_bare(exe: Path, target: str, how: str, qd: int, cpus: list[int], seconds: float) -> tuple[float, float]:
+    procs = [
+        subprocess.Popen(
+            [str(exe), target, how, str(qd), str(seconds), str(c), hex(COOP_TASKRUN)], stdout=subprocess.PIPE, text=True
+        )  # fmt: skip
+        for c in cpus
+    ]
+    got = [json.loads(p.communicate()[0]) for p in procs]
+    iops = sum(g["iops"] for g in got)
+    return iops, sum(g["cpu_us_per_io"] * g["iops"] for g in got) / iops
+
+
+def build_bare(out: Path) -> Path:
+    exe = out / "uring_loop"
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", str(HERE / "uring_loop.c"), "-o", str(exe)], check=True)
+    return exe
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--size", default="256M")
+    ap.add_argument("--kinds", default="zram,loop")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("fio"):
         sys.exit("bench/io.py needs root and fio (scripts/install-deps.sh bench)")
     cpus_all = sorted(os.sched_getaffinity(0))
-    for kind in ("zram", "loop"):
-        if blockdev.available_kinds()[kind]:
-            print(f"{kind}: {blockdev.available_kinds()[kind]}")
-            continue
-        t = blockdev.make(kind, blockdev.parse_size(a.size))
-        try:
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = build_bare(Path(tmp))
+        for kind in a.kinds.split(","):
+            if why := blockdev.available_kinds()[kind]:
+                print(f"{kind}: {why}")
+                continue
+            t = blockdev.make(kind, blockdev.parse_size(a.size))
+            try:
+                bench_device(a, t, kind, cpus_all, bare)
+            finally:
+                blockdev.remove_device(t.made_line)
+
+
+def bench_device(a, t, kind: str, cpus_all: list[int], bare: Path) -> None:
+    print(f"\n== {kind}: {t.path}, {a.size}, 4 KiB random direct reads, {a.rounds} rounds alternated, "
+          f"{a.seconds:g} s each")  # fmt: skip
+    print(f"{'case':<18} {'vs':<5} {'CPUs':>4} {'oslens IOPS':>12} {'its IOPS':>12} {'ratio [min–max]':>17} "
+          f"{'oslens µs CPU/IO':>17} {'its µs CPU/IO':>14}")  # fmt: skip
+    for label, probe, opts, ref, (how, qd) in CASES:
+        for n in range(1, len(cpus_all) + 1):
+            cpus = cpus_all[:n]
+            o, r = [], []
+            for i in range(a.rounds):
+                for who in ("oslens", ref) if i % 2 == 0 else (ref, "oslens"):
+                    if who == "oslens":
+                        o.append(run_oslens(t.path, probe, opts, cpus, a.seconds))
+                    elif who == "fio":
+                        r.append(run_fio(t.path, how, qd, cpus, a.seconds))
+                    else:
+                        r.append(run_bare(bare, t.path, how, qd, cpus, a.seconds))
+            ratios = np.array([x[0] for x in o]) / np.array([y[0] for y in r])
             print(
-                f"\n== {kind}: {t.path}, {a.size}, 4 KiB random direct reads, {a.rounds} rounds alternated, "
-                f"{a.seconds:g} s each"
+                f"{label:<18} {ref:<5} {n:>4} {np.median([x[0] for x in o]):>12,.0f} "
+                f"{np.median([y[0] for y in r]):>12,.0f} "
+                f"{np.median(ratios):>6.3f} [{ratios.min():.2f}–{ratios.max():.2f}] "
+                f"{np.median([x[1] for x in o]):>17.2f} {np.median([y[1] for y in r]):>14.2f}",
+                flush=True,
             )
-            print(
-                f"{'case':<12} {'CPUs':>4} {'oslens IOPS':>12} {'fio IOPS':>12} {'ratio':>14} "
-                f"{'oslens µs CPU/IO':>17} {'fio µs CPU/IO':>14}"
-            )
-            for label, probe, ioengine, qd in CASES:
-                for n in range(1, len(cpus_all) + 1):
-                    cpus = cpus_all[:n]
-                    o, f = [], []
-                    for r in range(a.rounds):
-                        for who in ("oslens", "fio") if r % 2 == 0 else ("fio", "oslens"):
-                            if who == "oslens":
-                                o.append(run_oslens(t.path, probe, qd, cpus, a.seconds))
-                            else:
-                                f.append(run_fio(t.path, ioengine, qd, cpus, a.seconds))
-                    ratios = np.array([x[0] for x in o]) / np.array([y[0] for y in f])
-                    lo, hi = np.min(ratios), np.max(ratios)
-                    print(
-                        f"{label:<12} {n:>4} {np.median([x[0] for x in o]):>12,.0f} "
-                        f"{np.median([y[0] for y in f]):>12,.0f} "
-                        f"{np.median(ratios):>6.3f} [{lo:.2f}–{hi:.2f}] {np.median([x[1] for x in o]):>17.2f} "
-                        f"{np.median([y[1] for y in f]):>14.2f}"
-                    )
-        finally:
-            blockdev.remove_device(t.made_line)
 
 
 if __name__ == "__main__":

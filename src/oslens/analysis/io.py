@@ -56,6 +56,7 @@ class IoPoint:
     device: dict | None = None  # the device's counters over the whole invocation
     interrupts: dict[int, int] | None = None  # cpu -> the device's interrupts there
     explained: ExplainedStats | None = None
+    uring: dict | None = None  # how io_uring was driven: setup flags, enters and waits per I/O
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -146,6 +147,44 @@ def _completions(inv: Invocation, reps) -> tuple[Completions | None, str | None]
     return Completions(dict(sub), dict(comp), local, missed), None
 
 
+def _uring(inv: Invocation, reps) -> dict | None:
+    """How the workers drove their rings: the set-up the kernel took (the
+    same for all), and io_uring_enter calls and waits per I/O (warm-up
+    included on both sides of the ratio)."""
+    got = [r for r in inv.of("uring") if r["rep"] in reps]
+    ios = sum(r["ios"] for r in got)
+    if not ios:
+        return None
+    return {
+        "setup": sorted({f for r in got for f in r["setup"]}),
+        "wait": got[0]["wait"],
+        "enters_per_io": sum(r["enters"] for r in got) / ios,
+        "waits_per_io": sum(r["waits"] for r in got) / ios,
+    }
+
+
+def _attach_completions(p: IoPoint, inv: Invocation) -> None:
+    """Where the I/Os of inv (the point's own repetitions, or the one that
+    followed them) completed."""
+    p.completions, p.completions_unavailable = _completions(inv, complete_reps(inv))
+    c = p.completions
+    if c and c.total < sum(c.submitted.values()):
+        unseen = sum(c.submitted.values()) - c.total
+        p.warnings.append(
+            f"{unseen} of {sum(c.submitted.values())} I/Os' completions not seen"
+            + (
+                f" (the kernel skipped {c.missed} block events: a BPF program already ran on that CPU)"
+                if c.missed
+                else ""
+            )
+        )
+
+
+def _role(inv: Invocation) -> str:
+    ctx = (inv.context or {}).get("io", {})
+    return ctx.get("role") or ("explain" if ctx.get("explained") else "measure")
+
+
 def _point(inv: Invocation) -> IoPoint:
     h, ctx = inv.header, (inv.context or {}).get("io", {})
     reps = complete_reps(inv)
@@ -163,18 +202,9 @@ def _point(inv: Invocation) -> IoPoint:
         merged = merge_all(hists)
         p.latency = {k: merged.percentile(q) for k, q in QUANTILES.items()}
     p.cpu_us_per_io, p.cpu_resolution_us, p.worker_us_per_io = _cpu_cost(inv, reps)
-    p.completions, p.completions_unavailable = _completions(inv, reps)
-    c = p.completions
-    if c and c.total < sum(c.submitted.values()):
-        unseen = sum(c.submitted.values()) - c.total
-        p.warnings.append(
-            f"{unseen} of {sum(c.submitted.values())} I/Os' completions not seen"
-            + (
-                f" (the kernel skipped {c.missed} block events: a BPF program already ran on that CPU)"
-                if c.missed
-                else ""
-            )
-        )
+    p.uring = _uring(inv, reps)
+    if inv.of("completions"):  # a run stored before completions had a repetition of their own
+        _attach_completions(p, inv)
     dev = inv.of("device")
     if dev:
         p.device = dev[-1].get("stat")
@@ -191,13 +221,18 @@ def _point(inv: Invocation) -> IoPoint:
 def summarize(params: dict, records) -> IoSummary:
     plain: dict[tuple[str, int], IoPoint] = {}
     explained: list[tuple[str, int, Invocation]] = []
+    followed: list[tuple[str, int, Invocation]] = []
     for inv in invocations(records):
         ctx = (inv.context or {}).get("io", {})
-        if ctx.get("explained"):
-            explained.append((ctx.get("series"), inv.header["workers"], inv))
+        role = _role(inv)
+        if role != "measure":
+            (explained if role == "explain" else followed).append((ctx.get("series"), inv.header["workers"], inv))
             continue
         p = _point(inv)
         plain[(p.series, p.workers)] = p
+    for label, n, inv in followed:
+        if twin := plain.get((label, n)):
+            _attach_completions(twin, inv)
     for label, n, inv in explained:
         twin = plain.get((label, n))
         ep = explained_point(inv)
@@ -223,7 +258,7 @@ def metrics(run, records) -> Metrics:
     m = Metrics()
     for inv in invocations(records):
         ctx = (inv.context or {}).get("io", {})
-        if ctx.get("explained") or not ctx:
+        if not ctx or _role(inv) != "measure":
             continue
         reps = complete_reps(inv)
         label, n = ctx["series"], inv.header["workers"]

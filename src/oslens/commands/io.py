@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE
+from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
 from . import Context, common_options, measure
 
 
@@ -29,6 +29,20 @@ from . import Context, common_options, measure
     help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
 )
 @click.option("--qd", default=DEFAULT_QD, show_default=True, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
+@click.option(
+    "--uring-wait",
+    is_flag=True,
+    help="io_uring: submit every free slot and wait for a completion in one enter (default: an enter per I/O, "
+    "waiting only when the queue is full, as fio does).",
+)
+@click.option(
+    "--taskrun",
+    type=click.Choice(list(TASKRUN)),
+    default=DEFAULT_TASKRUN,
+    show_default=True,
+    help="io_uring: when the kernel runs completion work: interrupt (the task), coop (at its next kernel entry: "
+    "COOP_TASKRUN), defer (only when it reaps: DEFER_TASKRUN, as fio sets its rings up).",
+)
 @click.option("--bs", default="4k", show_default=True, metavar="SIZE", help="Bytes per I/O, random aligned offsets.")
 @click.option("--span", metavar="SIZE", help="I/Os land in the first SIZE of the target (default all; cached: ≤ 1G).")
 @click.option(

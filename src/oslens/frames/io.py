@@ -31,6 +31,8 @@ COLUMNS = {
         **{f"{q}_ns": ("float64", f"{q[1:]}th percentile of an I/O's latency, ns") for q in QUANTILES},
         **{f"cpu_{k}_us_per_io": ("float64", f"{k} time of every CPU per I/O, µs") for k in CPU_KINDS},
         "local_share": ("float64", "share of the I/Os completed on the CPU that submitted them"),
+        "uring_enters_per_io": ("float64", "io_uring: io_uring_enter calls per I/O (warm-up included)"),
+        "uring_waits_per_io": ("float64", "io_uring: enters that waited for a completion, per I/O"),
     },
     "completions": {
         **_KEY,
@@ -56,6 +58,7 @@ def frames(run, records: list[dict]) -> dict:
                 | {f"{q}_ns": p.latency.get(q) for q in QUANTILES}
                 | {f"cpu_{k}_us_per_io": cpu.get(k) for k in CPU_KINDS}
                 | {"local_share": p.completions.local_share if p.completions else None}
+                | {f"uring_{k}": (p.uring or {}).get(k) for k in ("enters_per_io", "waits_per_io")}
             )
             if p.completions:
                 c = p.completions

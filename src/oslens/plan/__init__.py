@@ -68,7 +68,8 @@ class Plan:
 
     @property
     def total_reps(self) -> int:
-        return len(self.points) * self.reps
+        """What the progress bar counts: a point may run fewer (its `reps`)."""
+        return sum(getattr(p, "reps", None) or self.reps for p in self.points)
 
 
 def _bound(option: str) -> dict:

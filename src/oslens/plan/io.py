@@ -27,6 +27,9 @@ ENGINES = {
     "uring-write": ("io-uring:write", "write", True),
 }
 DEFAULT_ENGINES = "pread,uring"
+# --taskrun NAME -> the io-uring probe's `taskrun` option (IORING_SETUP_*)
+TASKRUN = {"interrupt": 0, "coop": 1, "defer": 2}
+DEFAULT_TASKRUN = "coop"
 DEFAULT_QD = "1,16"
 DEFAULT_SIZE = "256M"  # of a made device: enough 4 KiB blocks (65536) that random offsets rarely meet
 CACHED_SPAN = 1 << 30  # what `cached` reads into the page cache first, at most
@@ -48,17 +51,23 @@ class Series:
 
 @dataclass(frozen=True)
 class IoPoint:
-    """One engine invocation: a series at a worker count, all repetitions."""
+    """One engine invocation: a series at a worker count. Its role: `measure`
+    (every repetition: what is reported), `completions` (one more, each I/O
+    followed by BPF from the CPU that submitted it to the one that completed
+    it: the tracing costs each I/O a quarter of its time on zram, so it is
+    kept out of the measured ones) or `explain`."""
 
     series: Series
     workers: int
     args: tuple[str, ...] = field(compare=False)
     target: object = field(compare=False)  # blockdev.Target
-    explained: bool = False
+    role: str = "measure"
+    reps: int | None = field(default=None, compare=False)  # when not the run's
 
     @property
     def label(self) -> str:
-        return f"{self.series.label} ×{self.workers}" + (" explained" if self.explained else "")
+        suffix = {"measure": "", "completions": " completions", "explain": " explained"}[self.role]
+        return f"{self.series.label} ×{self.workers}{suffix}"
 
     @contextlib.contextmanager
     def surroundings(self):
@@ -83,7 +92,7 @@ class IoPoint:
             "type": "context",
             "competition": None,
             "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
-                   "workers": self.workers, "explained": self.explained},
+                   "workers": self.workers, "role": self.role, "explained": self.role == "explain"},
             "after": after,
         }  # fmt: skip
 
@@ -112,7 +121,7 @@ def parse_qds(text: str) -> list[int]:
 def check(
     *, target: str | None, size: str, engines: str, qd: str, bs: str, span: str | None, workers: str | None,
     placement: str, duration: float | None, ops: int | None, reps: int, warmup: float, scheduler: str | None,
-    allow_overwrite: bool, explain: bool,
+    allow_overwrite: bool, explain: bool, uring_wait: bool = False, taskrun: str = DEFAULT_TASKRUN,
 ) -> dict:  # fmt: skip
     """Every option checked before anything is made; the choices (the
     user's target, checked, as `target`; None when one is to be made)."""
@@ -156,7 +165,7 @@ def check(
     return dict(
         kind=kind, target=user_target, size=made_size, series=series, bs=block, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
-        scheduler=scheduler, explain=explain,
+        scheduler=scheduler, explain=explain, uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun]},
     )  # fmt: skip
 
 
@@ -172,19 +181,23 @@ def plan(choices: dict, target: blockdev.Target) -> Plan:
     c = choices
     size = target.size()
     limit = time_limit(c["reps"], (c["duration"] or 0) + c["warmup"] + 2.0)
+    one = time_limit(1, (c["duration"] or 0) + c["warmup"] + 2.0)
     points = []
     for s in c["series"]:
         probe, _, uses_qd = ENGINES[s.engine]
         span = c["span"] if c["span"] is not None else (min(size, CACHED_SPAN) if s.engine == "cached" else None)
-        opts = {"bs": c["bs"]} | ({"span_mb": span >> 20} if span else {}) | ({"qd": s.qd} if uses_qd else {})
+        opts = {"bs": c["bs"]} | ({"span_mb": span >> 20} if span else {})
+        opts |= {"qd": s.qd} | c["uring"] if uses_qd else {}
         for n in c["counts"]:
-            common = dict(probe=probe, workers=n, placement=c["placement"], reps=c["reps"], warmup=c["warmup"],
-                          opts=opts, target=target.path, latency=True)  # fmt: skip
-            args = engine.run_argv(**common, time_limit=limit, duration=c["duration"], ops=c["ops"], completions=True)
+            common = dict(probe=probe, workers=n, placement=c["placement"], warmup=c["warmup"], opts=opts,
+                          target=target.path, duration=c["duration"])  # fmt: skip
+            args = engine.run_argv(**common, reps=c["reps"], time_limit=limit, ops=c["ops"], latency=True)
             points.append(IoPoint(s, n, tuple(args), target))
+            args = engine.run_argv(**common, reps=1, time_limit=one, ops=c["ops"], completions=True)
+            points.append(IoPoint(s, n, tuple(args), target, role="completions", reps=1))
             if c["explain"]:
-                args = engine.run_argv(**common, time_limit=limit, duration=c["duration"], explain=True)
-                points.append(IoPoint(s, n, tuple(args), target, explained=True))
+                args = engine.run_argv(**common, reps=c["reps"], time_limit=limit, latency=True, explain=True)
+                points.append(IoPoint(s, n, tuple(args), target, role="explain"))
     params = {
         "target": target.describe(),
         "engines": [s.label for s in c["series"]],
@@ -198,5 +211,6 @@ def plan(choices: dict, target: blockdev.Target) -> Plan:
         "warmup_s": c["warmup"],
         "scheduler": c["scheduler"],
         "explain": c["explain"],
+        "uring": c["uring"],
     }
     return Plan(points, c["reps"], params)

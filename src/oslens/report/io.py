@@ -94,6 +94,19 @@ def _series_table(s: IoSeries) -> Table:
     return t
 
 
+def _ring_line(rings: list[dict]) -> str:
+    """How a series drove io_uring, over its points."""
+    setup = sorted({f for r in rings for f in r["setup"]}) or ["no IORING_SETUP_ flags"]
+    how = "submits all, waits in the same enter" if rings[0]["wait"] else "an enter per I/O, waits only when full"
+    enters = [r["enters_per_io"] for r in rings]
+    waits = [r["waits_per_io"] for r in rings]
+
+    def span(v: list[float]) -> str:
+        return f"{min(v):.2f}" if max(v) - min(v) < 0.005 else f"{min(v):.2f}–{max(v):.2f}"
+
+    return f"ring {'|'.join(setup)}, {how}: {span(enters)} enters and {span(waits)} waits per I/O"
+
+
 def show(console: Console, run, s: IoSummary) -> None:
     console.print(Text("target: " + target_line(s.target)), highlight=False)
     if not s.series:
@@ -102,6 +115,9 @@ def show(console: Console, run, s: IoSummary) -> None:
     notes: list[str] = []
     for series in s.series:
         console.print(_series_table(series))
+        rings = [p.uring for p in series.points if p.uring]
+        if rings:
+            notes.append(f"{series.label}: {_ring_line(rings)}")
         for p in series.points:
             for w in p.warnings:
                 notes.append(f"{series.label} ×{p.workers}: {w}")
@@ -120,7 +136,9 @@ def show(console: Console, run, s: IoSummary) -> None:
             "accounts it by tick sampling unless it was built with IRQ time accounting"
             + (f": ±{max(res):.2g} µs per I/O here" if res else "")
             + "). completions: the share completed on the CPU that submitted them, and CPU:count where they "
-            "completed. device counted: the kernel's /sys/block stat over the whole invocation (warm-up included).",
+            "completed, from one more repetition with each I/O followed by BPF (kept out of the others: the "
+            "tracing slows each I/O). device counted: the kernel's /sys/block stat over the whole invocation "
+            "(warm-up included).",
             style="dim",
         )
     )
