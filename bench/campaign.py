@@ -327,10 +327,10 @@ def bad_invocations(ncpu: int) -> list[list[str]]:
                      "--time-limit": ["0"]},
         "io": {"--target": ["/nonexistent", "/dev/null", "/etc/hostname"], "--engine": ["nope"], "--qd": ["0"],
                "--bs": ["0", "100"], "--span": ["0"], "--workers": ["0"], "--duration": ["0"], "--reps": ["0"],
-               "--size": ["0"], "--scheduler": ["nope"]},
+               "--size": ["0"], "--scheduler": ["nope"], "--taskrun": ["nope", "3"]},
     }  # fmt: skip
     numeric_free = {"--probe", "--opt", "--mode", "--placement", "--mix", "--compete", "--workload", "--engine",
-                    "--target", "--scheduler", "--cpus", "--workers", "--cpu-counts"}  # fmt: skip
+                    "--target", "--scheduler", "--cpus", "--workers", "--cpu-counts", "--taskrun"}  # fmt: skip
     out = []
     for command, opts in options.items():
         base = MEASURE if command in ("scale", "latency", "noise", "io") else []
