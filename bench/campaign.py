@@ -180,11 +180,16 @@ def commands(machine: Machine) -> dict[str, list[list[str]]]:
 
 def targets(sid: int, engine: str) -> dict[str, list[int]]:
     """The processes of session sid a signal may be sent to. An engine is
-    any of the installed executables (oslens-engine*, and oslens-guest's
-    relay, which stands for an engine in a guest)."""
+    an installed executable (oslens-engine*, and oslens-guest's relay, which
+    stands for an engine in a guest) that oslens started, not one an engine
+    forked or exec'd: those are its workers (a forked copy of the engine, or
+    a fresh worker image), which ignore SIGINT as every worker does."""
     procs = leftovers.session_processes(sid)
-    engines = [p for p in procs if leftovers.exe_of(p).startswith(engine) and p != sid]
-    workers = [p for p, st in procs.items() if int(st[2]) in engines]
+    ours = {p for p in procs if leftovers.exe_of(p).startswith(engine)}
+    engines = [p for p in ours if p != sid and int(procs[p][2]) not in ours]
+    # below an engine: its workers (a forked copy of the engine, or a fresh
+    # worker image), their partners, what it runs (a profiled command)
+    workers = [p for p, st in procs.items() if p not in engines and int(st[2]) in ours]
     return {"top": [sid] if sid in procs else [], "engine": engines, "worker": workers, "group": [sid] if procs else []}
 
 
