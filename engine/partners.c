@@ -113,14 +113,20 @@ static const char *ended(struct partner_watch *pw, struct shm *shm, int i, int *
 	static char why[200];
 	if (__atomic_load_n(slot_entry(shm, i), __ATOMIC_ACQUIRE) != pw->pid[i])
 		return NULL;
+	/* a worker that died first took its partner with it (PDEATHSIG): the
+	 * worker's death is the news, and the master's wait reports it */
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	pid_t wpid = shm->slot[i / PROBE_PARTNERS_MAX].c.pid;
+	if (wpid > 0 && waitid(P_PID, (id_t)wpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == wpid)
+		return NULL;
 	char how[96];
 	describe_end(pw->pid[i], how, sizeof how);
 	snprintf(why, sizeof why, "its partner process (pid %d) %s", (int)pw->pid[i], how);
 	*worker = i / PROBE_PARTNERS_MAX;
 	/* the worker waits on it for ever: it cannot stop politely */
-	pid_t w = shm->slot[*worker].c.pid;
-	if (w > 0)
-		kill(w, SIGKILL);
+	if (wpid > 0)
+		kill(wpid, SIGKILL);
 	return why;
 }
 

@@ -117,14 +117,6 @@ static const char *check(struct master *m, int expect_exit)
 			m->failed_worker = i;
 			return why;
 		}
-	/* then a partner's death, before its worker's (the watch kills it) */
-	int w;
-	const char *partner = m->partners ? partners_check(m->partners, m->shm, &w) : NULL;
-	if (partner) {
-		snprintf(why, sizeof why, "worker %d (cpu %d): %s", w, m->cfg->cpus[w].cpu, partner);
-		m->failed_worker = w;
-		return why;
-	}
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		if (!is_worker_pid(m, pid))
 			continue;
@@ -147,6 +139,15 @@ static const char *check(struct master *m, int expect_exit)
 			m->failed_worker = idx;
 			return why;
 		}
+	}
+	/* a partner's death, once no worker's is news: the watch kills its
+	 * worker, which waits on the partner for ever */
+	int w;
+	const char *partner = m->partners ? partners_check(m->partners, m->shm, &w) : NULL;
+	if (partner) {
+		snprintf(why, sizeof why, "worker %d (cpu %d): %s", w, m->cfg->cpus[w].cpu, partner);
+		m->failed_worker = w;
+		return why;
 	}
 	if (got_signal)
 		return "interrupted";

@@ -127,6 +127,24 @@ def test_raising_collector_becomes_unavailable(monkeypatch):
     assert result["kernel"]["release"] == os.uname().release
 
 
+def test_a_stop_signal_during_collection_is_not_a_collector_failure(monkeypatch):
+    """A SIGTERM while the machine is described raises Interrupted in
+    whatever collector runs then: it must end the command, not be stored as
+    that collector being unavailable while the run goes on (the kill campaign
+    saw a SIGTERMed scale run to its end and exit 0)."""
+    import signal
+
+    from oslens.errors import Interrupted
+
+    def stopped():
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(software, "collect", stopped)
+    monkeypatch.setattr(load, "collect", lambda: {"stubbed": True})
+    with pytest.raises(Interrupted):
+        collectors.collect_machine()
+
+
 # ---- kernel ---------------------------------------------------------------
 
 

@@ -11,9 +11,11 @@ class MeasurementError(Exception):
     """The measurement ran but failed: exit status 1, the run kept as failed."""
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
     """A signal asked us to stop: exit status 128+N, and the run, if one had
-    begun, kept as incomplete (run_kept)."""
+    begun, kept as incomplete (run_kept). Not an Exception, as
+    KeyboardInterrupt is not: code that carries on past a failure (a
+    collector that cannot read something) must not carry on past a stop."""
 
     def __init__(self, signum: int):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
