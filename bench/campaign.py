@@ -16,7 +16,9 @@ scheduler it changed and did not put back, its QEMU guests and containers
 (root for devices, a container runtime, a guest) are left out, and the
 campaign says so. A hang: the top process still there HANG_S after the
 signal (but for a SIGINT to a worker, which workers ignore: that run goes
-on). A traceback: one on the killed command's stderr.
+on). A traceback: one on the killed command's stderr. An ignored stop: a
+SIGINT or SIGTERM to the command or its group after which it ran to a
+normal end (exit 0).
 
 Bad invocations: every command's options given values they must refuse
 (empty, '²', negative, not a number, beyond any integer, markup…) and bad
@@ -287,6 +289,10 @@ def one_kill(args, env: dict, machine: Machine, cmd: list[str], target: str, sig
             proc.wait()
     row["stop_s"] = round(time.monotonic() - signalled, 3)
     row["status"] = proc.returncode
+    # a stop asked of the command or its group that it went on past, to a
+    # normal end (an engine's may come as it ends its last repetition: the
+    # command then goes on to the next engine, rightly)
+    row["ignored"] = row["delivered"] and sig != "SIGKILL" and target in ("top", "group") and proc.returncode == 0
     err.seek(0)
     row["traceback"] = "Traceback" in err.read()
     err.close()
@@ -463,6 +469,7 @@ def kill_campaign(args, env: dict, rng: random.Random, machine: Machine) -> tupl
         print(
             f"kill {len(rows):3d} {kind:<8} {target:<6} {sig:<7} exit {row['status']:>4} {row['stop_s']:6.2f} s"
             + (" HUNG" if row.get("hung") else "")
+            + (" IGNORED" if row["ignored"] else "")
             + (" TRACEBACK" if row["traceback"] else "")
             + (f"  LEFT {bad}" if bad else ""),
             file=sys.stderr,
@@ -579,9 +586,11 @@ def report_kills(rows: list[dict], attempts: int, args) -> bool:
 
     hung = sum(1 for r in rows if r.get("hung"))
     tracebacks = sum(1 for r in rows if r["traceback"])
-    clean = sum(1 for r in rows if not any(r["leaks"].values()) and not r.get("hung") and not r["traceback"])
+    ignored = sum(1 for r in rows if r["ignored"])
+    clean = sum(1 for r in rows if not (any(r["leaks"].values()) or r.get("hung") or r["traceback"] or r["ignored"]))
     stops = sorted(r["stop_s"] for r in rows if not (r["target"] == "worker" and r["signal"] == "SIGINT"))
-    print(f"\nkills: trials {len(rows)}, clean {clean} (nothing left after the next start, no hang, no traceback)")
+    print(f"\nkills: trials {len(rows)}, clean {clean} (nothing left after the next start, no hang, no traceback, "
+          f"not ignored)")  # fmt: skip
     print(f"  {'left':<10} {'before the next start':>22} {'after it':>9}")
     for k in LEAK_KINDS:
         before = sum(r["before"][k] for r in rows), sum(1 for r in rows if r["before"][k])
@@ -590,6 +599,7 @@ def report_kills(rows: list[dict], attempts: int, args) -> bool:
     if stops:
         print(f"  stop time (signal to exit), median {stops[len(stops) // 2]:.2f} s, max {stops[-1]:.2f} s")
     print(f"  hangs: {hung} (still running {HANG_S:g} s after the signal); tracebacks: {tracebacks}")
+    print(f"  stops ignored: {ignored} (SIGINT or SIGTERM to the command or its group, and it ended 0)")
     return clean == len(rows)
 
 
