@@ -97,7 +97,7 @@ static int sem_setup(struct worker *w)
 static void sem_teardown(struct worker *w)
 {
 	struct sem_worker *s = w->data;
-	if (!w->env->threaded)
+	if (s->child > 0)
 		probe_partner_let_go(w, s->child);
 	*s->done = 1;
 	sem_change(s->id, PING, 1);

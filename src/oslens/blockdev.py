@@ -455,7 +455,7 @@ def remove_device(what: str) -> str:
     if kind == "zram-unconfirmed" and arg.isdigit():
         # ours only while unconfigured: a configured one is someone else's
         # (ours is confirmed by a line of its own before it is configured)
-        if _read(Path(f"/sys/block/zram{arg}/disksize")) not in ("0",):
+        if _read(Path(f"/sys/block/zram{arg}/disksize")) != "0":
             return "gone"
         kind = "zram"
     if kind == "zram" and arg.isdigit():

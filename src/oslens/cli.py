@@ -288,18 +288,19 @@ def probes(ctx: Context):
 
 
 def _stop_signals_interrupt() -> None:
-    """From the first moment, SIGTERM and SIGHUP (a scheduler's, a
-    timeout's, a closed terminal's) stop a command by an exception, as ^C
-    does, so that what it made (a device, a container, a guest) is undone
-    on the way out. Their default action would end the process at once and
-    leave that to the next start's sweep. A signal the caller ignores
-    (nohup) stays ignored; the runner reads an engine to its end instead."""
+    """From the first moment, SIGINT, SIGTERM and SIGHUP (^C, a scheduler's,
+    a timeout's, a closed terminal's) stop a command by one exception, so
+    that what it made (a device, a container, a guest) is undone on the way
+    out and every stop is worded alike. SIGTERM's and SIGHUP's default
+    action would end the process at once and leave that to the next start's
+    sweep. A signal the caller ignores (nohup) stays ignored; while an
+    engine is read, the runner stops it in order instead."""
 
     def handler(signum, frame):
         raise Interrupted(signum)
 
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) is signal.SIG_DFL:
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler):
             signal.signal(s, handler)
 
 
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     except Interrupted as e:
         _one_line(err, f"{e}; the run is kept as incomplete" if e.run_kept else str(e))
         sys.exit(128 + e.signum)
-    except (KeyboardInterrupt, click.Abort):
+    except click.Abort:  # ^C at a prompt of click's
         _one_line(err, str(Interrupted(signal.SIGINT)))
         sys.exit(130)
     except BrokenPipeError:

@@ -181,6 +181,7 @@ def _attach_completions(p: IoPoint, inv: Invocation) -> None:
 
 
 def _role(inv: Invocation) -> str:
+    """measure, completions or explain (a run stored before roles said `explained`)."""
     ctx = (inv.context or {}).get("io", {})
     return ctx.get("role") or ("explain" if ctx.get("explained") else "measure")
 

@@ -92,7 +92,7 @@ class IoPoint:
             "type": "context",
             "competition": None,
             "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
-                   "workers": self.workers, "role": self.role, "explained": self.role == "explain"},
+                   "workers": self.workers, "role": self.role},
             "after": after,
         }  # fmt: skip
 
