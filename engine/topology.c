@@ -1,4 +1,5 @@
 #include "topology.h"
+#include "args.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -38,10 +39,15 @@ int cpulist_parse(const char *s, int *out, int max)
 
 /* OSLENS_SYSFS points the engine at a copy of /sys, so that placement can
  * be tested on topologies (sockets, SMT) the test machine does not have. */
-static const char *sysfs_root(void)
+static int model_machine(void)
 {
 	const char *r = getenv("OSLENS_SYSFS");
-	return r && *r ? r : "/sys";
+	return r && *r;
+}
+
+static const char *sysfs_root(void)
+{
+	return model_machine() ? getenv("OSLENS_SYSFS") : "/sys";
 }
 
 static FILE *sys_open(const char *fmt, int cpu)
@@ -125,13 +131,17 @@ int topology_read(struct topology *t)
 			nonline = cpulist_parse(buf, online, max);
 		fclose(f);
 	}
+	if (nonline <= 0 && model_machine())
+		/* A model is the caller's to give: without its CPU list, falling
+		 * back as for a host without sysfs made a 4096-CPU machine of it. */
+		die_usage("OSLENS_SYSFS=%s: no readable CPU list at devices/system/cpu/online there", sysfs_root());
 	if (nonline <= 0) { /* no sysfs: trust the affinity mask alone */
 		nonline = 0;
 		for (int c = 0; c < max; c++)
 			online[nonline++] = c;
 	}
 	CPU_ZERO_S(msize, mask);
-	if (getenv("OSLENS_SYSFS") && *getenv("OSLENS_SYSFS")) {
+	if (model_machine()) {
 		for (int i = 0; i < nonline; i++) /* a model machine: all its CPUs */
 			CPU_SET_S(online[i], msize, mask);
 	} else if (sched_getaffinity(0, msize, mask) != 0) {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import one_line_error, run_engine
+from conftest import one_line_error, oslens, run_engine
 
 
 def model_machine(root: Path, packages: int, cores: int, threads: int, siblings_adjacent: bool) -> Path:
@@ -81,3 +81,23 @@ def test_this_machine_plans_distinct_available_cpus(policy):
     cpus = run_engine("plan", "max", policy).records[0]["cpus"]
     assert len(cpus) == len(set(cpus)) == len(available)
     assert set(cpus) == available
+
+
+@pytest.mark.parametrize("model", ["nonexistent", "empty", "garbled"])
+def test_a_model_machine_that_cannot_be_read_is_refused(tmp_path, monkeypatch, model):
+    # A model sysfs without a readable CPU list is a mistake of the caller's,
+    # never "no sysfs here": it planned for 4096 CPUs, and exited 0.
+    root = tmp_path / "sys"
+    if model != "nonexistent":
+        (root / "devices/system/cpu").mkdir(parents=True)
+    if model == "garbled":
+        (root / "devices/system/cpu/online").write_text("zero to three\n")
+    env = {**os.environ, "OSLENS_SYSFS": str(root)}
+    for command in (["topology"], ["plan", "1", "compact"]):
+        r = run_engine(*command, env=env)
+        assert r.rc == 2 and not r.records, r.stderr
+        assert f"OSLENS_SYSFS={root}" in one_line_error(r.stderr)
+    monkeypatch.setenv("OSLENS_SYSFS", str(root))
+    proc = oslens("scale", "--dry-run", db=tmp_path / "db", check=False)
+    assert proc.returncode == 2, proc.stdout
+    assert "OSLENS_SYSFS" in one_line_error(proc.stderr)
