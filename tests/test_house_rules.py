@@ -90,3 +90,15 @@ def test_the_readme_links_only_to_what_a_clone_has_and_names_real_commands():
     listed = CliRunner().invoke(cli, ["--help"]).output
     for command in set(re.findall(r"`oslens ([a-z]+)", text)):
         assert re.search(rf"^\s+{command}\b", listed, re.M), f"README names 'oslens {command}', which does not exist"
+
+
+def test_the_readmes_examples_name_probes_the_engine_has():
+    # pingpong:pipe-same, a variant that never existed, was an example a reader copied
+    from oslens.parse import parse_probes
+
+    text = (ROOT / "README.md").read_text()
+    named = re.findall(r"oslens [^\n`]*?--probe ([\w:,-]+)", text)
+    named += [",".join(m.split()) for m in re.findall(r"oslens envs((?: [a-z][\w:-]*)+)", text)]
+    assert named
+    for probes in named:
+        parse_probes(probes)  # raises on a probe or variant the engine does not have
