@@ -252,8 +252,26 @@ int BPF_PROG(oslens_prof_fork, struct task_struct *parent, struct task_struct *c
 	return 0;
 }
 
-/* Raw times from task_struct: user space scales utime/stime to the precise
- * runtime as the kernel does for /proc. */
+/* A dying task's accounting. Raw times: user space scales utime/stime to the
+ * precise runtime as the kernel does for /proc. */
+static __always_inline void read_exit(struct task_struct *p, struct prof_exit *e)
+{
+	e->utime_ns = BPF_CORE_READ(p, utime);
+	e->stime_ns = BPF_CORE_READ(p, stime);
+	e->runtime_ns = BPF_CORE_READ(p, se.sum_exec_runtime);
+	e->nvcsw = BPF_CORE_READ(p, nvcsw);
+	e->nivcsw = BPF_CORE_READ(p, nivcsw);
+	e->min_flt = BPF_CORE_READ(p, min_flt);
+	e->maj_flt = BPF_CORE_READ(p, maj_flt);
+}
+
+/* The exit record is made here, and completed at the task's last switch
+ * (exit_completed): sum_exec_runtime is brought up to date only when the
+ * scheduler runs, and a child that lives less than a tick without sleeping
+ * (a fork loop's `cat`) still shows about 0 here; do_exit's own work after
+ * this point (closing files, notifying the parent) is missing too. Made here
+ * still, so that a task not yet switched out for the last time when the
+ * maps are read has a record. */
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(oslens_prof_exit)
 {
@@ -264,13 +282,7 @@ int BPF_PROG(oslens_prof_exit)
 	struct prof_exit e = {};
 	e.tid = BPF_CORE_READ(p, pid);
 	e.tgid = tgid;
-	e.utime_ns = BPF_CORE_READ(p, utime);
-	e.stime_ns = BPF_CORE_READ(p, stime);
-	e.runtime_ns = BPF_CORE_READ(p, se.sum_exec_runtime);
-	e.nvcsw = BPF_CORE_READ(p, nvcsw);
-	e.nivcsw = BPF_CORE_READ(p, nivcsw);
-	e.min_flt = BPF_CORE_READ(p, min_flt);
-	e.maj_flt = BPF_CORE_READ(p, maj_flt);
+	read_exit(p, &e);
 	e.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(e.comm, sizeof e.comm);
 	if (bpf_map_update_elem(&exits, &e.tid, &e, BPF_ANY)) {
@@ -279,6 +291,19 @@ int BPF_PROG(oslens_prof_exit)
 			c->exits_lost++;
 	}
 	return 0;
+}
+
+/* A followed task's last switch (TASK_DEAD): the scheduler has just charged
+ * its last run to sum_exec_runtime (update_curr, before the tracepoint), so
+ * its figures are final. */
+static __always_inline void exit_completed(struct task_struct *prev, __u32 cpu)
+{
+	__u32 tid = BPF_CORE_READ(prev, pid);
+	struct prof_exit *e = bpf_map_lookup_elem(&exits, &tid);
+	if (!e)
+		return; /* its exit was counted in exits_lost */
+	read_exit(prev, e);
+	e->cpu = cpu;
 }
 
 /* The last moment a task is seen: forget its state (its tgid too once the
@@ -351,6 +376,8 @@ int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct 
 		return 0;
 
 	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
+		if (task_sched_state(prev) & TASK_DEAD)
+			exit_completed(prev, cpu);
 		struct prof_task *t = task_state(BPF_CORE_READ(prev, pid));
 		if (t) {
 			if (t->on_ns)
