@@ -92,6 +92,14 @@ static int arm_signal(struct detour *d, long hz)
 	return timer_settime(d->timer, 0, &its, NULL);
 }
 
+/* The shortest threshold worth asking for, in loop times. The calibrated
+ * loop time is the fastest batch's mean: single iterations beside a busy SMT
+ * sibling, after a branch miss or a cache miss take a few times that, and
+ * every such gap would count as a detour (at 10 ns on a 9.5 ns loop, nine
+ * iterations in ten did). The cheapest interrupt takes far longer. oslens
+ * refuses a threshold under this before measuring (min_threshold_ns). */
+#define MIN_THRESHOLD_LOOPS 5
+
 static int detour_setup(struct worker *w)
 {
 	struct detour *d = calloc(1, sizeof *d);
@@ -195,6 +203,7 @@ static int detour_emit(struct worker *w, struct json *j)
 	const double u = ticks_unit_ns();
 	json_num(j, "loop_ns", d->loop_ns);
 	json_num(j, "threshold_ns", (double)d->threshold_ticks * u);
+	json_num(j, "min_threshold_ns", MIN_THRESHOLD_LOOPS * d->loop_ns);
 	json_uint(j, "iterations", d->iterations);
 	json_uint(j, "start_ns", d->start_mono_ns);
 	json_num(j, "runtime_ns", (double)d->elapsed_ticks * u);

@@ -16,7 +16,7 @@ from . import Context, common_options, environment_option, measure, one_of, rena
     "threshold",
     type=int,
     metavar="NS",
-    help="Shortest gap counted, in ns (default: 20 loop times, ≥ 500 ns).",
+    help="Shortest gap counted, in ns (default: 20 loop times, ≥ 500 ns; no less than a few, measured here).",
 )
 @click.option("--threshold", "old_threshold", type=int, hidden=True, callback=renamed("--threshold", "--threshold-ns"))
 @click.option("--reps", type=int, default=1, show_default=True)
