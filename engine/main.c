@@ -3,6 +3,7 @@
 #include "cluster/cluster.h"
 #include "json.h"
 #include "trace.h"
+#include "stopsig.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -209,6 +210,7 @@ static const struct command {
 
 int main(int argc, char **argv)
 {
+	stopsig_note_inherited();
 	if (argc < 2)
 		usage();
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

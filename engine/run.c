@@ -7,6 +7,7 @@
 #include "cluster/cluster.h"
 #include "event_batch.h"
 #include "json.h"
+#include "stopsig.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -580,9 +581,7 @@ void run_catch_signals(void)
 {
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	stopsig_catch(&sa);
 	sa.sa_handler = on_child;
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "textfile.h"
 #include "topology.h"
+#include "stopsig.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -147,9 +148,7 @@ int cmd_trace(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	stopsig_catch(&sa);
 	move_off(cpus, ncpus);
 
 	char why[512];

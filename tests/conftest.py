@@ -24,6 +24,27 @@ from oslens import engine, leftovers
 SESSION_TMP = Path(tempfile.mkdtemp(prefix="tests-tmp-"))
 os.environ["TMPDIR"] = str(SESSION_TMP)
 
+
+def _children_get_default_stop_signals() -> None:
+    """A shell without job control starts background jobs with SIGINT
+    ignored, and nohup ignores SIGHUP; an ignored signal stays ignored
+    across exec, and oslens (as nohup asks of every program) leaves it so.
+    A suite started that way would send its commands signals they were told
+    to ignore, and its stop tests would test the caller's shell. So this
+    process ignores them by a handler of its own, which exec resets: every
+    command the tests start begins with the default disposition, as one
+    typed at a terminal does, wherever the suite was started from."""
+
+    def ignore(signum, frame):
+        pass
+
+    for s in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, ignore)
+
+
+_children_get_default_stop_signals()
+
 NCPU = engine.topology()["available"]
 TWO = min(2, NCPU)  # "2 workers" on a machine that has them
 

@@ -252,12 +252,6 @@ def test_modes_give_a_series_each(tmp_path, no_leaks, mode, expected):
 # ------------------------------------------------- interruption and crash
 
 
-def _sigint_default() -> None:
-    # A shell without job control starts background jobs with SIGINT ignored,
-    # and Python then never installs its Ctrl-C handler: undo that here.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def start_scale(db: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "oslens", "scale", "-q", *args],
@@ -265,7 +259,6 @@ def start_scale(db: Path, *args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "OSLENS_DB": str(db)},
-        preexec_fn=_sigint_default,
     )
 
 

@@ -161,6 +161,45 @@ def test_an_interrupted_profile_is_worded_and_exits_as_every_interrupted_command
     assert (run["status"], run["reason"]) == ("incomplete", "interrupted by SIGTERM")
 
 
+def _as_under_nohup():
+    # what nohup does before exec, in a session of its own so that the
+    # hangup below reaches this group only
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    os.setsid()
+
+
+def test_a_hangup_ignored_by_the_caller_as_under_nohup_does_not_end_the_run(tmp_path):
+    """nohup ignores SIGHUP so that a closed terminal leaves the run going:
+    a hangup sent to the whole group (oslens, its engine) while it measures
+    is ignored by both, and the run completes."""
+    db = tmp_path / "db"
+    args = ["-q", "scale", "--probe", "getppid", "--workers", "1", "--duration", "1.5", "--reps", "2"]
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", *args], env={**os.environ, "OSLENS_DB": str(db)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_under_nohup)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not [p for p in leftovers.session_processes(proc.pid) if leftovers.exe_of(p).startswith(engine_bin())]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside a repetition
+    os.killpg(proc.pid, signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    (run,) = _runs(db)
+    assert run["status"] == "complete"
+
+
+def test_a_profiled_command_starts_with_the_signals_its_caller_ignored(tmp_path):
+    """The command runs as it would without oslens: ignoring what nohup
+    made it ignore, with every other signal at its default."""
+    probe = "import signal; print([signal.getsignal(s).name for s in (signal.SIGHUP, signal.SIGTERM)])"
+    argv = [sys.executable, "-m", "oslens", "-q", "profile", "--no-syscalls", "--", sys.executable, "-c", probe]
+    p = subprocess.run(argv, env={**os.environ, "OSLENS_DB": str(tmp_path / "db")}, capture_output=True, text=True,
+                       timeout=120, preexec_fn=_as_under_nohup)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['SIG_IGN', 'SIG_DFL']"
+
+
 @pytest.mark.skipif(TWO < 2, reason="a competitor needs a CPU of its own")
 def test_a_competitor_that_dies_fails_the_measurement_it_was_to_disturb(tmp_path):
     """Measured 'with competition' while the competitor was dead is not what

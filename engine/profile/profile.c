@@ -26,6 +26,7 @@
 #include "counters.h"
 #include "profile_args.h"
 #include "../bpf/profile.h"
+#include "../stopsig.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -256,10 +257,7 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 		close(go[1]);
 		close(err[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		struct sigaction dfl = {.sa_handler = SIG_DFL};
-		sigemptyset(&dfl.sa_mask);
-		for (int s = 1; s < NSIG; s++)
-			sigaction(s, &dfl, NULL);
+		stopsig_as_inherited(); /* as the command would have started without us (nohup's SIGHUP ignored) */
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -446,9 +444,7 @@ int cmd_profile(int argc, char **argv)
 
 	struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	stopsig_catch(&sa);
 	sigaction(SIGQUIT, &sa, NULL);
 	struct sigaction alarm_sa = {.sa_handler = on_alarm};
 	sigemptyset(&alarm_sa.sa_mask);

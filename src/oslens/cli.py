@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from . import __version__, blockdev, cgroups, engine, kinds, runtime  # noqa: F401 (blockdev and cgroups register their sweeps with runtime)
+from . import __version__, blockdev, cgroups, engine, kinds, runtime, stopsignals  # noqa: F401 (blockdev and cgroups register their sweeps with runtime)
 from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
 from .commands.doctor import doctor
 from .commands.imports import import_
@@ -299,9 +299,7 @@ def _stop_signals_interrupt() -> None:
     def handler(signum, frame):
         raise Interrupted(signum)
 
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(s, handler)
+    stopsignals.install(dict.fromkeys(stopsignals.STOP_SIGNALS, handler))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,7 +12,7 @@ from typing import Iterable, Protocol
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import collectors, engine, runtime
+from . import collectors, engine, runtime, stopsignals
 from .errors import Interrupted, MeasurementError, UsageError
 from .store import Store, StoreError
 
@@ -39,13 +39,8 @@ def _signals_stop_in_order():
         if not engine.stop_in_order(signum):
             raise Interrupted(signum)
 
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {s: signal.signal(s, handler) for s in stops}
-    try:
+    with stopsignals.handled_by(handler):
         yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def machine_metadata() -> dict:

@@ -16,7 +16,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import engine
+from .. import engine, stopsignals
 from ..errors import MeasurementError, UsageError
 from .kallsyms import Kallsyms, resolve_locks
 
@@ -67,15 +67,11 @@ def _signals_passed_to(proc: subprocess.Popen):
             proc.send_signal(signum)
 
     sigint = signal.SIG_IGN if _terminal_delivers_sigint() else forward
-    old = {
-        s: signal.signal(s, h)
-        for s, h in ((signal.SIGINT, sigint), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
-    }
+    old = stopsignals.install({signal.SIGINT: sigint, signal.SIGTERM: forward, signal.SIGHUP: forward})
     try:
         yield caught
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        stopsignals.restore(old)
 
 
 def run(
@@ -124,5 +120,14 @@ def run(
     # what this kernel's build lets /proc/stat say, kept with the run (a report may be read elsewhere)
     from ..collectors import kernel as kernel_config
 
-    prof.records.append({"type": "kernel_config", "irq_time": kernel_config.irq_time_unavailable()})
+    prof.records.append(
+        {"type": "kernel_config", "irq_time": kernel_config.irq_time_unavailable(), "hz": _config_hz(kernel_config)}
+    )
     return prof
+
+
+def _config_hz(kernel_config) -> int | None:
+    """The kernel's tick rate, which sets the resolution of utime and stime;
+    None when its build configuration cannot be read."""
+    hz = (kernel_config.build_config().get("options") or {}).get("CONFIG_HZ", "")
+    return int(hz) if hz.isdigit() else None
