@@ -124,6 +124,33 @@ def test_a_run_still_running_arrives_incomplete(tmp_path):
     assert (run.status, run.reason, run.n_records) == ("incomplete", IMPORTED_RUNNING_REASON, 2)
 
 
+def test_a_run_imported_while_it_ran_is_replaced_whole_once_it_has_grown_and_ended(tmp_path):
+    """A snapshot taken mid-run must not stand for the run forever: an
+    import after it grew, and one after it ended, bring the rest."""
+    a, b = tmp_path / "A.db", tmp_path / "B.db"
+    with Store(a) as s:
+        rid = s.begin_run("scale", [], {}, {})
+        s.add_records(rid, RECORDS[:1])
+    assert oslens("import", str(a), db=b).returncode == 0
+    p = oslens("import", str(a), db=b)  # nothing new yet: nothing copied
+    assert p.returncode == 0 and "already here" in p.stdout and "still running there" in p.stdout, p.stdout
+    with Store(a) as s:
+        s.add_records(rid, RECORDS[1:2])
+    assert "replaces the snapshot" in oslens("import", str(a), db=b).stdout
+    with Store(b) as s:
+        assert [(r.id, r.status, r.n_records) for r in s.runs()] == [(1, "incomplete", 2)]
+    with Store(a) as s:
+        s.add_records(rid, RECORDS[2:])
+        s.finish_run(rid, "complete")
+    p = oslens("import", str(a), db=b)
+    assert p.returncode == 0 and p.stdout.strip() == "run 1 → 1  scale (replaces the snapshot taken while it ran)"
+    with Store(b) as s:
+        (run,) = s.runs()
+        assert (run.status, run.reason, run.n_records) == ("complete", None, len(RECORDS))
+        assert s.records(1) == RECORDS
+    assert "already here" in oslens("import", str(a), db=b).stdout  # and once whole, it stays as it is
+
+
 def test_all_or_nothing(tmp_path, monkeypatch):
     a, b = tmp_path / "A.db", tmp_path / "B.db"
     with Store(a) as s:

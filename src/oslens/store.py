@@ -143,6 +143,11 @@ class Imported:
     new_id: int
     kind: str
     copied: bool  # False: the run was already in the store, as new_id
+    # copied again over what an earlier import took while it was still
+    # being written: it has grown or ended since
+    refreshed: bool = False
+    # still being written in the source: what was copied is a snapshot
+    snapshot: bool = False
 
 
 def _open_read_only(path: Path, what: str) -> sqlite3.Connection:
@@ -214,6 +219,12 @@ class Source:
         """(seq, type, data) of a run, as stored: copied, never re-encoded."""
         try:
             yield from self._db.execute("SELECT seq, type, data FROM record WHERE run_id = ? ORDER BY seq", (run_id,))
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read {self.path}: {e}") from None
+
+    def n_records(self, run_id: int) -> int:
+        try:
+            return self._db.execute("SELECT COUNT(*) FROM record WHERE run_id = ?", (run_id,)).fetchone()[0]
         except sqlite3.Error as e:
             raise StoreError(f"cannot read {self.path}: {e}") from None
 
@@ -378,33 +389,45 @@ class Store:
         pid, arguments and parameters (copied verbatim; the start is to the
         millisecond, and one process may begin several runs within one), so
         one already here (imported before, or this store's own) is skipped,
-        not copied twice."""
+        not copied twice — unless what was copied was a snapshot of a run
+        still being written, which is copied again, whole, once it has grown
+        or ended there."""
         done = []
+        cols = [c for c in _IMPORT_COLUMNS if c != "id"]
         with self._guard("cannot import into results store"), self._write() as db:
             for src in source.runs:
                 here = db.execute(
-                    "SELECT id FROM run WHERE kind = ? AND started = ? AND host = ? AND pid = ?"
-                    " AND argv = ? AND params = ?",
+                    "SELECT id, status, reason, (SELECT COUNT(*) FROM record WHERE run_id = run.id) FROM run"
+                    " WHERE kind = ? AND started = ? AND host = ? AND pid = ? AND argv = ? AND params = ?",
                     (src["kind"], src["started"], src["host"], src["pid"], src["argv"], src["params"]),
                 ).fetchone()
-                if here is not None:
-                    done.append(Imported(src["id"], here[0], src["kind"], copied=False))
-                    continue
                 row = dict(src)
-                if row["status"] == "running":
-                    # A snapshot of a run still being written (or whose process died elsewhere): never
-                    # finished here, and nothing could later tell it dead on another host.
+                snapshot = row["status"] == "running"
+                if snapshot:
+                    # A run still being written (or whose process died elsewhere): never finished
+                    # here, and nothing could later tell it dead on another host.
                     row["status"], row["reason"] = "incomplete", IMPORTED_RUNNING_REASON
-                cols = [c for c in _IMPORT_COLUMNS if c != "id"]
-                new_id = db.execute(
-                    f"INSERT INTO run ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                    [row[c] for c in cols],
-                ).lastrowid
+                if here is not None:
+                    was_snapshot = (here[1], here[2]) == ("incomplete", IMPORTED_RUNNING_REASON)
+                    if not (was_snapshot and (not snapshot or source.n_records(src["id"]) > here[3])):
+                        done.append(Imported(src["id"], here[0], src["kind"], copied=False, snapshot=snapshot))
+                        continue
+                    new_id = here[0]
+                    db.execute("DELETE FROM record WHERE run_id = ?", (new_id,))
+                    db.execute(f"UPDATE run SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                               [*(row[c] for c in cols), new_id])  # fmt: skip
+                else:
+                    new_id = db.execute(
+                        f"INSERT INTO run ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [row[c] for c in cols],
+                    ).lastrowid
                 db.executemany(
                     "INSERT INTO record (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
                     ((new_id, seq, type_, data) for seq, type_, data in source.records(src["id"])),
                 )
-                done.append(Imported(src["id"], new_id, src["kind"], copied=True))
+                done.append(
+                    Imported(src["id"], new_id, src["kind"], copied=True, refreshed=here is not None, snapshot=snapshot)
+                )
         return done
 
     def runs(self) -> list[Run]:

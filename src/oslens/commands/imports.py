@@ -23,7 +23,9 @@ def import_(ctx: Context, source: str, run_ids: tuple[int, ...]) -> None:
 
     Each run comes with its records, byte for byte; a run already here (same
     kind, start, host, pid, arguments and parameters) is skipped, so importing
-    again changes nothing.
+    again changes nothing. A run still being written there arrives as an
+    incomplete snapshot, and importing again once it has grown or ended
+    replaces the snapshot with the whole run.
     All or nothing: a file that is not a readable oslens store is refused
     before anything is written."""
     # The file is checked (and every --run found in it) before this store is opened, let alone created.
@@ -36,13 +38,27 @@ def import_(ctx: Context, source: str, run_ids: tuple[int, ...]) -> None:
                 {
                     "source": str(src.path),
                     "store": str(ctx.db_path),
-                    "runs": [{"from": d.old_id, "to": d.new_id, "kind": d.kind, "imported": d.copied} for d in done],
+                    "runs": [
+                        {
+                            "from": d.old_id,
+                            "to": d.new_id,
+                            "kind": d.kind,
+                            "imported": d.copied,
+                            "refreshed": d.refreshed,
+                            "snapshot": d.snapshot,
+                        }
+                        for d in done
+                    ],  # fmt: skip
                 },
                 indent=1,
             )
         )
         return
     for d in done:
-        note = "" if d.copied else " (already here)"
+        note = " (replaces the snapshot taken while it ran)" if d.refreshed else ""
+        if not d.copied:
+            note = " (already here)"
+        if d.snapshot:
+            note += " (still running there: an incomplete snapshot; import again once it has ended)"
         ctx.out.print(f"run {d.old_id} → {d.new_id}  {d.kind}{note}", highlight=False, markup=False)
     ctx.say(f"{copied} run(s) imported from {src.path} into {ctx.db_path}, {len(done) - copied} already here")
