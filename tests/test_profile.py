@@ -358,7 +358,7 @@ def test_a_thread_shorter_than_a_few_ticks_gets_no_user_kernel_split(build, no_l
     prof = profile("true")
     recs = Records(prof.records)
     s = section.summarize(recs)
-    tick_ns = 1e9 / recs.clk_tck
+    tick_ns, _ = recs.tick
     short = [t for t in s["threads"] if t["runtime_ns"] < section.MIN_TICKS_FOR_A_SPLIT * tick_ns]
     assert short, "true ran for several ticks?"
     assert all(t["kernel_share"] is None and not t["split"] for t in short)
@@ -366,6 +366,21 @@ def test_a_thread_shorter_than_a_few_ticks_gets_no_user_kernel_split(build, no_l
     long_ = profile(build["compute"], "300000000")
     s = section.summarize(Records(long_.records))
     assert s["total"]["kernel_share"] is not None
+
+
+def test_a_command_shorter_than_a_few_ticks_gets_no_user_kernel_split_and_says_why(tmp_path, no_leaks):
+    """Without BPF the total is the command's rusage: a 1 ms `true` printed
+    "1.02 ms user, 0 ns kernel, 0.0 %", a split its tick samples cannot give."""
+    from oslens.collectors import kernel
+
+    p = oslens("profile", "--no-bpf", "--", "true", db=tmp_path / "db")
+    assert p.returncode == 0, p.stderr
+    total = next(line for line in p.stderr.splitlines() if "total (rusage)" in line)
+    assert "%" not in total and " 0 ns " not in total, total
+    why = next(line for line in p.stderr.splitlines() if "no user/kernel split" in line)
+    hz = kernel.build_config().get("options", {}).get("CONFIG_HZ")
+    if hz and hz.isdigit():  # the kernel's own tick, not USER_HZ's 10 ms
+        assert f"CONFIG_HZ={hz}" in why and f"({3000 // int(hz):g} ms," in why, why
 
 
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")

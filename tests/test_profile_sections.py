@@ -482,6 +482,61 @@ def test_time_without_bpf_splits_all_online_cpus_and_says_why():
     assert split["all"]["shares"]["user"] == pytest.approx(200 / 600)
 
 
+def test_the_split_threshold_is_the_kernels_tick_not_user_hz():
+    """utime and stime are sampled at CONFIG_HZ's tick, kept with the run;
+    USER_HZ (10 ms) only when the kernel's configuration was not known."""
+    worker = thread(101, "worker", 1, 3, 4, 2, 1, 24, 0)  # 4 ms: 4 ticks at 1000 Hz, under 3 at 100 Hz
+
+    def time_of(hz: int | None) -> dict:
+        records = [r for r in profile() if r["type"] != "thread"] + [worker]
+        return sections([*records, {"type": "kernel_config", "irq_time": None, "hz": hz}])["time"]
+
+    total = time_of(1000)["total"]
+    assert total["kernel_share"] == pytest.approx(0.75) and total["split_why"] is None
+    for hz, why in ((250, "(12 ms, the tick at CONFIG_HZ=250)"), (None, "(30 ms, USER_HZ=100")):
+        total = time_of(hz)["total"]
+        assert total["user_ns"] is None and total["kernel_share"] is None and total["runtime_ns"] == 4 * MS
+        assert why in total["split_why"], total["split_why"]
+
+
+def test_a_short_commands_rusage_gets_no_user_kernel_split():
+    """The rusage of a 2 ms command: no "0 ns kernel, 0.0 %", its precise sum and why."""
+    records = [r for r in profile(bpf=False) if r["type"] != "thread"]
+    end = next(r for r in records if r["type"] == "end_target")
+    end["rusage"] = {"utime_ns": 2 * MS, "stime_ns": 0, "min_flt": 1, "maj_flt": 0, "nvcsw": 1, "nivcsw": 0}
+    records.append({"type": "kernel_config", "irq_time": None, "hz": 250})
+    summary = summarize(records)
+    total = summary["sections"]["time"]["total"]
+    assert (total["user_ns"], total["system_ns"], total["kernel_share"]) == (None, None, None)
+    assert total["runtime_ns"] == 2 * MS and "less than 3 ticks (12 ms" in total["split_why"]
+    check = next(c for c in summary["sections"]["time"]["crosschecks"] if "CPU time" in c["what"])
+    assert check["values"]["rusage (wait4)"] == 2 * MS
+    out = render_text(summary)
+    row = next(line for line in out.splitlines() if "total (rusage)" in line)
+    assert "%" not in row and "0 ns" not in row and "2 ms" in row
+    assert "no user/kernel split" in out
+
+
+def test_proc_stat_shares_need_a_few_units():
+    """/proc/stat counts whole 1/USER_HZ units: a CPU where 2 elapsed has no
+    shares (one of them would read "50 % system"), and the report says why."""
+    records = profile()
+    end = next(r for r in records if r["type"] == "procfs" and r["when"] == "end")
+    end["files"]["/proc/stat"] = STAT_END.replace("cpu3 250 0 110 3140", "cpu3 201 0 100 3001")
+    summary = summarize(records)
+    split = summary["sections"]["time"]["cpu_split"]
+    cpu2, cpu3 = split["per_cpu"]
+    assert cpu2["split"] and cpu2["shares"]["user"] is not None
+    assert not cpu3["split"] and set(cpu3["shares"].values()) == {None} and cpu3["workload_share"] is None
+    assert "CPU 3: no split, less than 3 units of 10 ms" in render_text(summary)
+
+
+def render_text(summary: dict) -> str:
+    out = io.StringIO()
+    render(Console(file=out, width=200), summary)
+    return out.getvalue()
+
+
 def test_without_bpf_the_thread_figures_say_they_are_partial():
     s = sections(profile(bpf=False))
     for name in ("time", "switches"):

@@ -163,6 +163,17 @@ class Records:
     def clk_tck(self) -> int:
         return int(self.header.get("clk_tck") or 100)
 
+    @property
+    def tick(self) -> tuple[float, str]:
+        """(ns, what it is) of the scheduler tick at which utime and stime are
+        sampled: 1/CONFIG_HZ, from the kernel's build configuration kept with
+        the run, or 1/USER_HZ when that was not known, no shorter than any
+        kernel's tick (HZ is never below USER_HZ)."""
+        hz = (self.last("kernel_config") or {}).get("hz")
+        if hz:
+            return 1e9 / hz, f"the tick at CONFIG_HZ={hz}"
+        return 1e9 / self.clk_tck, f"USER_HZ={self.clk_tck}: the kernel's CONFIG_HZ is unknown, its tick is no longer"
+
     def bpf_aggregate(self, kind: str, parts: tuple[str, ...] = ()) -> tuple[dict | None, str | None]:
         """(the BPF record of `kind`, None) or (None, why it is not there).
         `parts` are the names under which bpf.missing lists what this record needs."""

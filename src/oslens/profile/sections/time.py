@@ -43,12 +43,17 @@ def _why_no_threads(recs: Records) -> str:
 
 
 def _ticks_split(ticks: dict[str, int], tick_ns: float) -> dict:
+    """A CPU's /proc/stat time by field; its shares only when a few units
+    elapsed: each field is truncated to whole units, so a share of one or two
+    says which field a unit fell in, not where the time went."""
     fields = {f: ticks[f] for f in TIME_FIELDS if f in ticks}
     elapsed = sum(fields.values())
+    split = elapsed >= MIN_TICKS_FOR_A_SPLIT
     return {
         "ticks": fields,
         "elapsed_ns": elapsed * tick_ns,
-        "shares": {f: ratio(n, elapsed) for f, n in fields.items()},
+        "split": split,
+        "shares": {f: ratio(n, elapsed) if split else None for f, n in fields.items()},
     }
 
 
@@ -76,7 +81,7 @@ def _cpu_split(recs: Records) -> dict:
                 {
                     "cpu": cpu,
                     "workload_ns": workload_ns.get(cpu),
-                    "workload_share": ratio(workload_ns.get(cpu), split["elapsed_ns"]),
+                    "workload_share": ratio(workload_ns.get(cpu), split["elapsed_ns"]) if split["split"] else None,
                     **split,
                 }
             )
@@ -115,17 +120,34 @@ def _thread_row(t, tick_ns: float) -> dict:
     }
 
 
+def _total(user: int, system: int, runtime: int, tick_ns: float, few_ticks: str, wall_s: float | None) -> dict:
+    """The workload's total; its user/kernel split only when it ran a few ticks
+    (else `split_why` says why there is none)."""
+    split = _split_known(runtime, tick_ns)
+    return {
+        "user_ns": user if split else None,
+        "system_ns": system if split else None,
+        "runtime_ns": runtime,
+        "kernel_share": ratio(system, user + system) if split else None,
+        "split_why": None
+        if split
+        else f"the workload ran {fmt_ns(runtime)} of CPU time, less than {few_ticks}: "
+        "user and kernel time are sampled at the tick, so they cannot be told apart",
+        "cpus_busy": ratio(runtime / 1e9, wall_s),
+    }
+
+
 def summarize(recs: Records) -> dict:
     section = new_section(TITLE)
     threads = sorted(recs.threads, key=lambda t: t.runtime_ns, reverse=True)
-    tick_ns = 1e9 / recs.clk_tck
+    tick_ns, tick_what = recs.tick
+    few_ticks = f"{MIN_TICKS_FOR_A_SPLIT} ticks ({fmt_ns(MIN_TICKS_FOR_A_SPLIT * tick_ns)}, {tick_what})"
     section["tick_ns"] = tick_ns
     section["threads"] = [_thread_row(t, tick_ns) for t in threads[:THREADS_KEPT]]
     short = sum(1 for t in threads if not _split_known(t.runtime_ns, tick_ns))
     if short:
         section["notes"].append(
-            f"{short:,} thread(s) ran less than {MIN_TICKS_FOR_A_SPLIT} ticks "
-            f"({MIN_TICKS_FOR_A_SPLIT * tick_ns / 1e6:g} ms): user and kernel time are tick-sampled, "
+            f"{short:,} thread(s) ran less than {few_ticks}: user and kernel time are tick-sampled, "
             "so their split is not shown (their runtime is precise and counts in the total)"
         )
     section["threads_count"] = len(threads)
@@ -133,30 +155,18 @@ def summarize(recs: Records) -> dict:
     runtime = sum(t.runtime_ns for t in threads) if threads else None
     if threads:
         user, system = sum(t.user_ns for t in threads), sum(t.system_ns for t in threads)
-        split = _split_known(runtime, tick_ns)
-        section["total"] = {
-            "user_ns": user if split else None,
-            "system_ns": system if split else None,
-            "runtime_ns": runtime,
-            "kernel_share": ratio(system, user + system) if split else None,
-            "cpus_busy": ratio(runtime / 1e9, recs.wall_s),
-        }
+        section["total"] = _total(user, system, runtime, tick_ns, few_ticks, recs.wall_s)
         if not recs.threads_complete:
             section["notes"].append(THREADS_PARTIAL)
-    elif ru := (recs.end_target or {}).get("rusage"):
+    elif ru := recs.rusage:
         # the kernel's own sum for the command and every descendant it
-        # waited for: the whole tree's time, though not per thread
+        # waited for: the whole tree's time, though not per thread; its user
+        # and system are tick samples scaled to the precise runtime, their sum
         user, system = ru["utime_ns"], ru["stime_ns"]
-        section["total"] = {
-            "user_ns": user,
-            "system_ns": system,
-            "runtime_ns": None,
-            "kernel_share": ratio(system, user + system),
-            "cpus_busy": ratio((user + system) / 1e9, recs.wall_s),
-        }
+        section["total"] = _total(user, system, user + system, tick_ns, few_ticks, recs.wall_s)
         section["notes"].append(
             f"{_why_no_threads(recs)}; the total is the command's rusage (wait4): itself "
-            "and the descendants it waited for, scaled from ticks"
+            "and the descendants it waited for (user and kernel scaled from ticks, their sum precise)"
         )
     else:
         section["total"] = None
@@ -170,7 +180,12 @@ def summarize(recs: Records) -> dict:
     add_crosscheck(
         section,
         "the workload's CPU time",
-        {"threads' runtime": runtime, "task-clock counter": recs.counter_value("task-clock")},
+        {
+            "threads' runtime": runtime,
+            # the command's and its waited-for descendants' runtime, summed by the kernel
+            "rusage (wait4)": recs.rusage["utime_ns"] + recs.rusage["stime_ns"] if recs.rusage else None,
+            "task-clock counter": recs.counter_value("task-clock"),
+        },
         unit="ns",
     )
     section["cpu_split"] = _cpu_split(recs)
@@ -197,7 +212,8 @@ def _render_threads(console: Console, section: dict) -> None:
     total = section["total"]
     if section["threads_omitted"]:
         t.add_row(f"… {section['threads_omitted']:,} more threads", *[""] * 8)
-    label = f"total ({section['threads_count']:,} threads)" if section["threads_count"] else "total (rusage)"
+    n = section["threads_count"]
+    label = f"total ({n:,} thread{'s' if n > 1 else ''})" if n else "total (rusage)"
     t.add_row(
         label,
         "",
@@ -212,6 +228,8 @@ def _render_threads(console: Console, section: dict) -> None:
         end_section=True,
     )
     console.print(t)
+    if total.get("split_why"):
+        console.print(plain(f"  total: no user/kernel split: {total['split_why']}"), style="yellow")
     if total["cpus_busy"] is not None:
         console.print(f"  on average {total['cpus_busy']:.3g} CPUs busy over the wall time")
 
@@ -231,12 +249,22 @@ def _render_cpu_split(console: Console, split: dict) -> None:
         t.add_row(str(c["cpu"]), fmt_share(c["workload_share"]), *[cell(c["shares"], f) for f in fields])
     t.add_row("all", "", *[cell(split["all"]["shares"], f) for f in fields], style="bold", end_section=True)
     console.print(t)
+    unsplit = [str(c["cpu"]) for c in split["per_cpu"] if not c.get("split", True)]
+    if unsplit:
+        console.print(
+            plain(
+                f"  CPU{'s' if len(unsplit) > 1 else ''} {', '.join(unsplit)}: no split, less than "
+                f"{MIN_TICKS_FOR_A_SPLIT} units of {fmt_ns(split['tick_ns'])} elapsed there between the snapshots "
+                "(/proc/stat counts in whole units)"
+            ),
+            style="yellow",
+        )
     if no_irq:
         console.print(plain(f"  irq: {no_irq}"), style="yellow")
     console.print(plain(f"  CPUs: {split['basis']}"), style="dim")
     console.print(
-        f"  system-wide: anything else on these CPUs counts too; in ticks of {split['tick_ns'] / 1e6:g} ms "
-        "(guest time is inside user)",
+        f"  system-wide: anything else on these CPUs counts too; in units of {fmt_ns(split['tick_ns'])} "
+        "(USER_HZ; guest time is inside user)",
         style="dim",
     )
     if split["not_online_throughout"]:
@@ -459,12 +487,12 @@ def _html_cpu_split(profiles) -> tuple[list, list[Note]]:
         if split.get("missing"):
             notes.append(Note(f"{rd.short}: CPU time split {split['missing']}", warning=True))
             continue
-        if not split["all"]["elapsed_ns"]:
-            # /proc/stat counts in ticks: a profile shorter than one tick has no split to draw
+        if not split["all"].get("split", split["all"]["elapsed_ns"]):
+            # /proc/stat counts in whole units: a profile of a few units has no split to draw
             notes.append(
                 Note(
-                    f"{rd.short}: no CPU time split: no tick ({split['tick_ns'] / 1e6:g} ms) elapsed "
-                    "between the /proc/stat snapshots",
+                    f"{rd.short}: no CPU time split: less than {MIN_TICKS_FOR_A_SPLIT} units of "
+                    f"{fmt_ns(split['tick_ns'])} (USER_HZ) elapsed between the /proc/stat snapshots",
                     warning=True,
                 )
             )
@@ -478,12 +506,15 @@ def _html_cpu_split(profiles) -> tuple[list, list[Note]]:
                     warning=True,
                 )
             )
-        idle = [c["cpu"] for c in split["per_cpu"] if not c["elapsed_ns"]]
-        if idle:
+        unsplit = [c["cpu"] for c in split["per_cpu"] if not c.get("split", c["elapsed_ns"])]
+        if unsplit:
             notes.append(
-                Note(f"{rd.short}: no tick elapsed on CPUs {', '.join(map(str, idle))} between the snapshots: left out")
+                Note(
+                    f"{rd.short}: less than {MIN_TICKS_FOR_A_SPLIT} units elapsed on CPUs "
+                    f"{', '.join(map(str, unsplit))} between the snapshots: left out"
+                )
             )
-        cpus = [(f"cpu {c['cpu']}", c) for c in split["per_cpu"] if c["elapsed_ns"]]
+        cpus = [(f"cpu {c['cpu']}", c) for c in split["per_cpu"] if c.get("split", c["elapsed_ns"])]
         cpus.append(("all", {**split["all"], "workload_share": None}))
         for rank, (label, c) in enumerate(cpus):
             # the workload's share goes on one row of each CPU only, so that one tick is drawn
