@@ -82,14 +82,29 @@ static int privileged(void)
 	return have_cap(CAP_SYS_ADMIN) || (have_cap(CAP_BPF) && have_cap(CAP_PERFMON));
 }
 
+/* Which of the pair this process's effective set lacks (CapEff), by name. */
+static const char *missing_caps(void)
+{
+	int bpf = have_cap(CAP_BPF), perfmon = have_cap(CAP_PERFMON);
+	return !bpf && !perfmon ? "CAP_BPF and CAP_PERFMON" : !bpf ? "CAP_BPF" : "CAP_PERFMON";
+}
+
 void loader_eperm_reason(char *why, size_t whylen)
 {
 	if (privileged())
 		snprintf(why, whylen,
 			 "the kernel refused to load BPF programs although this process may "
 			 "(Operation not permitted: lockdown or a security module?)");
+	else if (geteuid() == 0)
+		/* uid 0 without the capabilities: a container that does not grant
+		 * them, or a dropped set; "needs root" would be no answer there. */
+		snprintf(why, whylen,
+			 "BPF needs CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN, and this process runs as root without %s "
+			 "(a container or capability set that does not grant them: --cap-add BPF --cap-add PERFMON)",
+			 missing_caps());
 	else
-		snprintf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (running as uid %u)", (unsigned)geteuid());
+		snprintf(why, whylen, "BPF needs root or CAP_BPF+CAP_PERFMON (uid %u, without %s)", (unsigned)geteuid(),
+			 missing_caps());
 }
 
 int loader_check_usable(char *why, size_t whylen)

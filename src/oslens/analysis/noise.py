@@ -144,7 +144,7 @@ def summarize(records: list[dict]) -> NoiseSummary:
         "bpf"
         if trace and trace.get("available")
         else (
-            trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-attribution)"
+            trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)"
         )
     )
     lost = sum(t.get("lost", 0) for t in traces)
