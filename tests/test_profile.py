@@ -383,6 +383,15 @@ def test_a_command_shorter_than_a_few_ticks_gets_no_user_kernel_split_and_says_w
         assert f"CONFIG_HZ={hz}" in why and f"({3000 // int(hz):g} ms," in why, why
 
 
+def test_a_time_limit_that_passes_is_said_so(tmp_path, no_leaks):
+    """It read "did not finish (no end_target record; per-second rates unavailable)"."""
+    p = oslens("profile", "--time-limit", "0.3", "--", "sleep", "30", db=tmp_path / "db")
+    assert p.returncode == 128 + signal.SIGTERM, p.stderr  # sleep's own status, as a shell would give it
+    line = next(line for line in p.stderr.splitlines() if line.startswith("profile of sleep 30"))
+    assert "stopped at its time limit of 300 ms (--time-limit)" in line and "killed by SIGTERM" in line, line
+    assert "no end_target" not in p.stderr
+
+
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
 
 

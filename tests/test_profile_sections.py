@@ -15,7 +15,7 @@ from oslens.analysis.histogram import Histogram
 from oslens.profile import procfs
 from oslens.profile.sections import SECTIONS, section_name
 from oslens.profile.sections.switches import kthread_family
-from oslens.profile.summary import Records, render, summarize, thread_times, user_system_ns
+from oslens.profile.summary import Records, render, summarize, target_line, thread_times, user_system_ns
 
 MS = 1_000_000
 SUB_BITS = 2
@@ -717,6 +717,7 @@ def test_summary_target_and_bpf():
         "argv": ["./app", "--fast"],
         "pid": 100,
         "how": "exited",
+        "time_limit_s": None,
         "code": 0,
         "signal": None,
         "wall_s": 2.0,
@@ -727,6 +728,24 @@ def test_summary_target_and_bpf():
     assert list(summary["sections"]) == [section_name(m) for m in SECTIONS]
     assert any("3 threads exited" in n for n in summary["sections"]["time"]["notes"])
     assert Records(records).wall_s == 2.0
+
+
+@pytest.mark.parametrize(
+    "end, said",
+    [
+        (
+            {"code": None, "signal": 9, "time_limit_s": 0.5},
+            "time limit of 500 ms (--time-limit) after 2 s, killed by SIGKILL",
+        ),
+        ({"code": 3, "signal": None, "time_limit_s": 0.5}, "after 2 s, it exited with code 3 on SIGTERM"),
+        ({"code": None, "signal": 15}, "stopped at its time limit after 2 s, killed by SIGTERM"),  # a run stored before
+    ],
+)
+def test_a_command_stopped_at_its_time_limit_is_said_so(end, said):
+    records = profile()
+    next(r for r in records if r["type"] == "end_target").update(how="time_limit", **end)
+    line = target_line(summarize(records)["target"])
+    assert said in line and "the figures cover its run until then" in line, line
 
 
 @pytest.mark.parametrize("variant", ["bpf", "no-bpf", "hardware", "bpf-parts-missing", "empty"])

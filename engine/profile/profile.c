@@ -280,11 +280,17 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 }
 
 /* With the command's rusage (itself and the descendants it waited for):
- * the CPU time of the tree without BPF. */
-static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns, const struct rusage *ru)
+ * the CPU time of the tree without BPF; and the time limit asked for, which
+ * a report names when it is what ended the command. */
+static void emit_end_target(const char *how, int status, int has_status, uint64_t wall_ns, const struct rusage *ru,
+			    double time_limit_s)
 {
 	struct json *j = json_record("end_target");
 	json_str(j, "how", how);
+	if (time_limit_s > 0)
+		json_num(j, "time_limit_s", time_limit_s);
+	else
+		json_null(j, "time_limit_s");
 	if (has_status && WIFEXITED(status))
 		json_int(j, "code", WEXITSTATUS(status));
 	else
@@ -537,10 +543,10 @@ int cmd_profile(int argc, char **argv)
 			emit_error(msg);
 			rc = EXIT_USAGE;
 		}
-		emit_end_target(how, status, waited == 0, wall, waited == 0 ? &ru : NULL);
+		emit_end_target(how, status, waited == 0, wall, waited == 0 ? &ru : NULL, cfg.time_limit_s);
 	} else {
 		how = wait_attached(pid, cfg.duration_s);
-		emit_end_target(how, 0, 0, now_ns() - t0, NULL);
+		emit_end_target(how, 0, 0, now_ns() - t0, NULL, 0);
 	}
 	emit_procfs("end");
 

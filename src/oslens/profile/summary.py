@@ -28,6 +28,7 @@ def _target(recs: Records) -> dict:
         "argv": header.get("argv"),
         "pid": target.get("pid", header.get("pid")),
         "how": end.get("how"),
+        "time_limit_s": end.get("time_limit_s"),
         "code": end.get("code"),
         "signal": end.get("signal"),
         "wall_s": recs.wall_s,
@@ -65,9 +66,25 @@ def target_line(target: dict) -> str:
         line += f": killed by {_signal_name(target.get('signal'))} after {wall}"
     elif how == "duration":
         line += f": profiled for {wall}"
+    elif how == "time_limit":
+        line += f": stopped at its time limit{_limit(target.get('time_limit_s'))} after {wall}, {_stopped_how(target)}"
+    elif how:
+        line += f": ended ({how}) after {wall}"
     else:
         line += ": did not finish (no end_target record; per-second rates unavailable)"
     return line
+
+
+def _limit(s: float | None) -> str:
+    return f" of {seconds(s)} (--time-limit)" if s else ""  # runs stored before the limit was recorded lack it
+
+
+def _stopped_how(target: dict) -> str:
+    """How a command sent SIGTERM at its time limit ended: by the signal, by
+    SIGKILL after the grace period, or by exiting on its own terms."""
+    if target.get("signal") is not None:
+        return f"killed by {_signal_name(target['signal'])}; the figures cover its run until then"
+    return f"it exited with code {target.get('code')} on SIGTERM; the figures cover its run until then"
 
 
 def bpf_line(bpf: dict) -> tuple[str, str]:
