@@ -118,6 +118,8 @@ def environment_option(refusal: str | None = None):
             metavar="ENV[:KEY=VALUE,…]",
             default="native",
             show_default=True,
+            # a command that refuses every environment keeps the option for its one-line refusal, not for its help
+            hidden=refusal is not None,
             help="Where the engine runs: native; container[:runtime=podman|docker,cpuset=CPUS,memory=SIZE] "
             "(an image built here from scratch with the engines); or "
             "kvm[:cpus=N,sockets=N,cores=N,threads=N,numa=N,mem=SIZE,kernel=PATH] (a guest booted from the "
