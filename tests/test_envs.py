@@ -83,6 +83,12 @@ def test_the_cpuset_reaches_the_engine_inside(tmp_path):
         "container:cpuset",
         "container:cpuset=100000",
         "container:memory=lots",
+        "container:memory=²",  # str.isdigit() took it, and podman refused it once the image was made
+        "container:memory=0",
+        "container:memory=99999999999999g",
+        "container:cpuset=0-9999999999",  # expanded to ten billion CPUs: MemoryError
+        "kvm:cpus=²",
+        "kvm:mem=²",
         "container:runtime=lxc",
         "native:x=1",
     ],
@@ -206,6 +212,12 @@ def test_envs_times_each_operation_in_each_environment_taking_turns(tmp_path):
         (["--envs", "native", "--workers", "0"], "--workers: 0"),
         (["--envs", "native", "nosuchprobe"], "nosuchprobe"),
         (["--envs", "native", "detour"], "no per-operation latency"),
+        # one environment with options, its commas its own, refused in the option's name
+        (["--envs", "kvm:accel=tcg,cpus=3,sockets=2"], "--envs kvm: cpus=3 is not a multiple of sockets"),
+        (["--envs", "native,kvm:accel=tcg,cpus=3,sockets=2"], "--envs kvm: cpus=3 is not a multiple of sockets"),
+        (["--envs", "native,container:memory=²,runtime=lxc"], "--envs container: memory=²"),
+        (["--envs", "native;kvm:cpus=²"], "--envs kvm: cpus=²"),
+        (["--envs", "native,kvm:cpus"], "--envs kvm: 'cpus' is not KEY=VALUE"),
     ],
 )
 def test_envs_refuses_bad_input_before_anything_runs(tmp_path, args, words):
@@ -213,3 +225,41 @@ def test_envs_refuses_bad_input_before_anything_runs(tmp_path, args, words):
     assert proc.returncode == 2, proc.stderr
     assert words in one_line_error(proc.stderr)
     assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout.lower()
+
+
+@needs_runtime
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--ops", "0"], "--ops: 0"),
+        (["--rounds", "0"], "--rounds: 0"),
+        (["--workers", "2"], "--workers 2: "),  # the container's one CPU (or native's, on a machine of one)
+    ],
+)
+def test_envs_checks_everything_before_making_an_environment(tmp_path, args, words):
+    # the container was made (its image built, the container started) before --ops 0 was refused
+    before = leftovers.containers(RUNTIME)
+    where = f"native;container:cpuset={max(os.sched_getaffinity(0))}"
+    proc = oslens("envs", "getppid", "--envs", where, *args, db=tmp_path / "db", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert words in one_line_error(proc.stderr)  # and no "making the container environment" before it
+    assert leftovers.containers(RUNTIME) == before
+
+
+def test_envs_by_default_skips_what_cannot_be_made_here_and_says_why(tmp_path, monkeypatch):
+    # a PATH with no container runtime and no QEMU: neither can be made, on any machine
+    monkeypatch.setenv("PATH", str(tmp_path))
+    db = tmp_path / "db"
+    proc = oslens("envs", "getppid", "--ops", "500", "--rounds", "1", db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "container skipped, it cannot be made here: no container runtime" in proc.stderr
+    assert "kvm skipped, it cannot be made here: qemu-system-" in proc.stderr
+    doc = show(db)
+    assert doc["params"]["envs"] == ["native"]
+    assert set(doc["params"]["skipped"]) == {"container", "kvm"}
+    assert any(w.startswith("container not measured: no container runtime") for w in doc["warnings"])
+    assert "kvm not measured: " in proc.stdout
+    # named, the same environment is refused, before anything runs
+    proc = oslens("envs", "getppid", "--envs", "native,container", db=tmp_path / "db2", check=False)
+    assert proc.returncode == 2
+    assert one_line_error(proc.stderr).startswith("oslens: --envs container: no container runtime")

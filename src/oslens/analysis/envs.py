@@ -128,7 +128,7 @@ def summarize(params: dict, records: list[dict]) -> EnvsSummary:
             )
         operations[op] = rows
     _compare(operations)
-    warnings = []
+    warnings = [f"{label} not measured: {why}" for label, why in params.get("skipped", {}).items()]
     missing = [e for e in envs if not any(r.env == e for rows in operations.values() for r in rows)]
     if missing:
         warnings.append(f"nothing measured in {', '.join(missing)}")

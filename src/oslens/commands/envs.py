@@ -7,8 +7,10 @@ import contextlib
 
 import click
 
-from ..errors import UsageError
+from ..errors import MeasurementError, UsageError
 from . import Context, common_options, measure
+
+DEFAULT_ENVS = "native,container,kvm"
 
 
 @click.command("envs")
@@ -16,11 +18,10 @@ from . import Context, common_options, measure
 @click.option(
     "--envs",
     "specs",
-    default="native,container,kvm",
-    show_default=True,
-    metavar="ENV[;ENV…]",
-    help="Environments, as --in takes them, separated by ';' (or by ',' where no ENV has options): "
-    "native, container[:…], kvm[:…].",
+    metavar="ENV[,ENV…]",
+    help="Environments, as --in takes them, apart by ',' or ';': native, container[:KEY=VALUE,…], "
+    f"kvm[:KEY=VALUE,…]. Default: {DEFAULT_ENVS}, those that can be made here (the others skipped with the "
+    "reason); one named here that cannot be made is refused.",
 )
 @click.option("--workers", type=int, default=1, show_default=True, help="Workers timing the operation at once.")
 @click.option("--placement", type=click.Choice(["compact", "spread"]), default="compact", show_default=True)
@@ -43,26 +44,61 @@ def command(ctx: Context, probes: tuple[str, ...], specs: str, **kw):
     operation gets p50, p99, p99.9 and throughput per environment, with the
     ratio to native and whether the rounds tell it apart."""
     from .. import envs
-    from ..plan.envs import labels, plan
+    from ..plan.envs import labels, plan, settle
 
-    parts = split_specs(specs)
-    made = {label: envs.parse(spec) for label, spec in zip(labels(parts), parts)}  # refused before anything is made
+    parts = split_specs(specs or DEFAULT_ENVS)
+    parsed: dict = {}
+    skipped: dict[str, str] = {}
+    for label, spec in zip(labels(parts), parts):
+        try:
+            parsed[label] = envs.parse(spec, option="--envs")
+        except UsageError as e:
+            if specs is not None:
+                raise  # named by the user: refused
+            skipped[label] = str(e).removeprefix(f"--envs {label}").lstrip(": ")
+            ctx.say(f"oslens: {label} skipped, it cannot be made here: {skipped[label]}")
+    settings = settle(probe=",".join(probes) or None, parsed=parsed, **kw)  # refused before anything is made
     with contextlib.ExitStack() as stack:
-        for env in made.values():
+        made: dict = {}
+        for label, env in parsed.items():
             if env is not None:
                 ctx.say(f"oslens: making the {env.name} environment")
-                stack.enter_context(env)
-        p = plan(probe=",".join(probes) or None, made=made, **kw)
+                try:
+                    stack.enter_context(env)
+                except MeasurementError as e:
+                    if specs is not None:
+                        raise
+                    skipped[label] = str(e)
+                    ctx.say(f"oslens: {label} skipped, it could not be made: {e}")
+                    continue
+            made[label] = env
+        p = plan(settings, made, skipped)
         envs_text = ", ".join(made)
         measure(ctx, "envs", p, f"{len(p.params['probes'])} operations × {envs_text} × {p.params['rounds']} rounds")
 
 
 def split_specs(text: str) -> list[str]:
-    """'native,container,kvm' or 'native;kvm:cpus=2,mem=1G': environments
-    apart by ';' when any is given, else by ','."""
-    parts = [s.strip() for s in (text.split(";") if ";" in text else text.split(","))]
+    """'native,container,kvm', 'native,kvm:cpus=2,mem=1G' or 'native;kvm:cpus=2,mem=1G':
+    environments apart by ';' when any is, else by ',' — where a ',' is
+    followed by an environment's name; a KEY=VALUE after it, or a value's
+    continuation (cpuset=0-3,8), belongs to the environment before."""
+    if ";" in text:
+        parts = [s.strip() for s in text.split(";")]
+    else:
+        parts = []
+        for item in (s.strip() for s in text.split(",")):
+            if parts and parts[-1] and item and not _names_an_environment(item):
+                parts[-1] += "," + item
+            else:
+                parts.append(item)
     if not all(parts):
         raise UsageError(f"--envs: an empty environment in '{text}'")
     if len(set(parts)) != len(parts):
         raise UsageError(f"--envs: an environment named twice in '{text}'")
     return parts
+
+
+def _names_an_environment(item: str) -> bool:
+    """'kvm', 'kvm:cpus=2', 'vm' (refused later, by name) do; 'cpus=2' and '8' do not."""
+    name = item.partition(":")[0]
+    return "=" not in name and name[:1].isalpha()

@@ -51,7 +51,11 @@ def engine_files(env: str) -> dict[str, Path]:
     missing = [p.name for p in files.values() if not p.is_file()]
     if missing:
         raise UsageError(f"--in {env} needs {', '.join(missing)} beside the engine; run 'make install'")
-    return {**files, **_libraries(here)}
+    try:
+        libraries = _libraries(here)
+    except FileNotFoundError:
+        raise UsageError(f"--in {env} needs ldd, to find the libraries the engine loads") from None
+    return {**files, **libraries}
 
 
 class Environment(Protocol):
@@ -110,9 +114,29 @@ def parse_options(text: str, keys: dict[str, str], env: str) -> dict[str, str]:
     return out
 
 
-def parse(spec: str) -> Environment | None:
-    """An environment from `--in`, checked before anything runs; None for
-    native (the engine as installed, on the host)."""
+def parse(spec: str, option: str = "--in") -> Environment | None:
+    """An environment from `--in` (or another option taking the same specs,
+    named in its refusals), checked before anything runs; None for native
+    (the engine as installed, on the host)."""
+    try:
+        return _parse(spec)
+    except UsageError as e:
+        # the environments word their refusals for --in, the option most
+        # commands have; the user is told the option they typed
+        raise UsageError(option + str(e).removeprefix("--in")) from None
+
+
+def planned_cpus(env: Environment | None) -> int | None:
+    """How many CPUs a parsed environment will have, known from its spec
+    before it is made (a container's cpuset, a guest's vCPUs), so that a
+    plan is checked before anything is made; None for native."""
+    if env is None:
+        return None
+    cpuset = getattr(env, "cpuset", None)
+    return len(cpuset) if cpuset is not None else env.shape.cpus
+
+
+def _parse(spec: str) -> Environment | None:
     name, _, rest = spec.partition(":")
     if name == "native":
         if rest:

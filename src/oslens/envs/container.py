@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import cgroups, runtime
+from ..collectors import load
 from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import MeasurementError, UsageError
 from . import INSIDE, engine_files, last_line
@@ -35,6 +37,7 @@ KEYS = {
     "cpuset": "the container's CPUs, e.g. 0-7 (default: the CPUs oslens may use)",
     "memory": "its memory limit, e.g. 4g (default: none)",
 }
+MEMORY_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 IMAGE = "localhost/oslens-engine"
 START_TIMEOUT_S = 60
 
@@ -230,19 +233,37 @@ def _pick_runtime(wanted: str | None) -> Runtime:
     )
 
 
+def _cpuset(text: str, allowed: list[int]) -> list[int]:
+    """cpuset= as the CPUs of this host's that oslens may use."""
+    beyond = [n for n in re.findall(r"[0-9]+", text) if int(n) > max(allowed)]
+    try:
+        # a range past every CPU here is refused before it is expanded (0-9999999999 ran out of memory)
+        cpuset = [] if beyond else parse_cpulist(text)
+    except ValueError as e:
+        raise UsageError(f"--in container: cpuset={text}: '{e}' is not a CPU or a range like 0-3") from None
+    if not cpuset or not set(cpuset) <= set(allowed):
+        raise UsageError(f"--in container: cpuset={text} is not within this host's CPUs {format_cpulist(allowed)}")
+    return cpuset
+
+
+def _memory(text: str) -> str:
+    """memory= as the runtimes take it (bytes, or k, m, g of them), checked
+    here: a size they refuse ('²' passed str.isdigit()) stopped the run
+    after the image was made."""
+    m = re.fullmatch(r"([0-9]+)([bkmg]?)", text, re.IGNORECASE)
+    if not m or not int(m[1]):
+        raise UsageError(f"--in container: memory={text} is not a size like 512m or 4g")
+    size = int(m[1]) * MEMORY_UNITS[m[2].lower()]
+    total = load._meminfo()["mem_total_bytes"]
+    if isinstance(total, int) and size > total:
+        raise UsageError(f"--in container: memory={text} is more than this host has ({total // 2**20}m)")
+    return text
+
+
 def make(opts: dict[str, str]) -> Container:
     allowed = sorted(os.sched_getaffinity(0))
-    cpuset = allowed
-    if "cpuset" in opts:
-        try:
-            cpuset = parse_cpulist(opts["cpuset"])
-        except ValueError as e:
-            raise UsageError(f"--in container: cpuset {opts['cpuset']!r}: {e}") from None
-        if not cpuset or not set(cpuset) <= set(allowed):
-            raise UsageError(
-                f"--in container: cpuset {opts['cpuset']} is not within this host's CPUs {format_cpulist(allowed)}"
-            )
-    memory = opts.get("memory")
-    if memory is not None and not (memory[:-1].isdigit() if memory[-1:].lower() in "bkmg" else memory.isdigit()):
-        raise UsageError(f"--in container: memory {memory!r} is not a size like 512m or 4g")
-    return Container(_pick_runtime(opts.get("runtime")), cpuset, memory)
+    cpuset = _cpuset(opts["cpuset"], allowed) if "cpuset" in opts else allowed
+    memory = _memory(opts["memory"]) if "memory" in opts else None
+    found = _pick_runtime(opts.get("runtime"))
+    engine_files("container")  # what the image will hold, there before anything is made
+    return Container(found, cpuset, memory)

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from .. import engine
+from ..envs import planned_cpus
 from ..errors import UsageError
 from ..parse import parse_probes
 from . import Plan, check_amounts, time_limit
@@ -53,18 +54,39 @@ def labels(specs: list[str]) -> list[str]:
     return [n if names.count(n) == 1 else s for n, s in zip(names, specs)]
 
 
-def plan(
+@dataclass(frozen=True)
+class Settings:
+    """What the user asked of an envs run, checked before any environment is made."""
+
+    probes: list[tuple[str, str]]
+    workers: int
+    placement: str
+    duration: float | None
+    ops: int | None
+    rounds: int
+    warmup: float
+    limit: float
+
+
+def too_many_workers(workers: int, label: str, cpus: int) -> str:
+    return f"--workers {workers}: {label} has {cpus} CPU{'s' if cpus != 1 else ''}"
+
+
+def settle(
     *,
     probe: str | None,
-    made: dict[str, object],
+    parsed: dict[str, object],
     workers: int,
     placement: str,
     duration: float | None,
     ops: int | None,
     rounds: int,
     warmup: float,
-) -> Plan:
-    """made: label -> the made environment (None for native), in --envs order."""
+) -> Settings:
+    """parsed: label -> the parsed, not yet made, environment (None for
+    native). Every number is checked here, against each environment's CPUs
+    where its spec says them, so that bad input never costs an image or a
+    guest's boot."""
     if ops is None and duration is None:
         ops = DEFAULT_OPS
     duration = check_amounts(duration, ops, 1, warmup, 0.1, default_duration=0.3)
@@ -76,42 +98,53 @@ def plan(
     untimed = [n for n, _ in probes if not engine.probes()[n].timed]
     if untimed:
         raise UsageError(f"probe {untimed[0]} has no per-operation latency")
+    for label, env in parsed.items():
+        cpus = planned_cpus(env) if env is not None else engine.topology()["available"]
+        if workers > cpus:
+            raise UsageError(too_many_workers(workers, label, cpus))
     limit = time_limit(1, (duration or 0) + warmup)
+    return Settings(probes, workers, placement, duration, ops, rounds, warmup, limit)
+
+
+def plan(s: Settings, made: dict[str, object], skipped: dict[str, str]) -> Plan:
+    """made: label -> the made environment (None for native), in --envs
+    order; skipped: label -> why a default environment could not be made."""
     per_env: dict[str, tuple[tuple[int, ...], dict]] = {}
     for label, env in made.items():
         with engine.inside(env) if env is not None else contextlib.nullcontext():
             available = engine.topology()["available"]
-            if workers > available:
-                raise UsageError(f"--workers {workers}: {label} has {available} CPUs")
-            cpus = tuple(engine.placement(workers, placement))
+            if s.workers > available:  # as the inside sees it, once made
+                raise UsageError(too_many_workers(s.workers, label, available))
+            cpus = tuple(engine.placement(s.workers, s.placement))
             argvs = {}
-            for name, variant in probes:
+            for name, variant in s.probes:
                 args = engine.run_argv(
-                    probe=f"{name}:{variant}", cpus=cpus, latency=True, reps=1, warmup=warmup,
-                    time_limit=limit, duration=duration, ops=ops,
+                    probe=f"{name}:{variant}", cpus=cpus, latency=True, reps=1, warmup=s.warmup,
+                    time_limit=s.limit, duration=s.duration, ops=s.ops,
                 )  # fmt: skip
                 engine.check(list(args))  # as the engine in that environment sees it
                 argvs[(name, variant)] = tuple(args)
         per_env[label] = (cpus, argvs)
     order = list(made)
     points = []
-    for r in range(rounds):
+    for r in range(s.rounds):
         turn = order[r % len(order) :] + order[: r % len(order)]
-        for name, variant in probes:
+        for name, variant in s.probes:
             for label in turn:
                 cpus, argvs = per_env[label]
                 points.append(EnvPoint(name, variant, label, r, cpus, argvs[(name, variant)], made[label]))
     described = {label: (env.describe() if env is not None else {"name": "native"}) for label, env in made.items()}
     params = {
-        "probes": [f"{n}:{v}" for n, v in probes],
+        "probes": [f"{n}:{v}" for n, v in s.probes],
         "envs": order,
         "environments": described,
+        "skipped": skipped,
         "cpus": {label: list(per_env[label][0]) for label in order},
-        "workers": workers,
-        "placement": placement,
-        "rounds": rounds,
-        "ops": ops,
-        "duration_s": duration,
-        "warmup_s": warmup,
+        "workers": s.workers,
+        "placement": s.placement,
+        "rounds": s.rounds,
+        "ops": s.ops,
+        "duration_s": s.duration,
+        "warmup_s": s.warmup,
     }
     return Plan(points, 1, params)
