@@ -49,6 +49,10 @@ def test_a_scale_point_runs_in_a_container_and_says_so(tmp_path):
     assert env["name"] == "container" and env["runtime"] == RUNTIME and env["runtime_version"]
     assert env["image"].startswith("localhost/oslens-engine:") and env["container"]
     assert env["cgroup"], env  # the container's own cgroup, read from its first process
+    # what the engine inside may do, from its first process: the runtime's defaults, none that BPF needs
+    # (so that a refusal of BPF there names them, not root, the engine inside running as uid 0)
+    assert "CAP_CHOWN" in env["capabilities"]
+    assert not {"CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN"} & set(env["capabilities"])
     cpus = [c["cpu"] for c in doc["machine"]["topology"]["cpus"]]
     assert set(cpus) <= set(os.sched_getaffinity(0))  # the inside's topology: the cpuset it was given
     # the engine inside did exactly the work asked, and its records reached the host's store

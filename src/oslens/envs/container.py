@@ -39,6 +39,17 @@ KEYS = {
 }
 MEMORY_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 IMAGE = "localhost/oslens-engine"
+# linux/capability.h, by number
+CAPABILITIES = tuple(
+    "CAP_" + name
+    for name in (
+        "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE "
+        "NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT "
+        "SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE "
+        "AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ "
+        "PERFMON BPF CHECKPOINT_RESTORE"
+    ).split()
+)
 START_TIMEOUT_S = 60
 
 
@@ -169,6 +180,7 @@ class Container:
                 facts["cgroup"] = sorted({line.split(":", 2)[2] for line in lines if line.count(":") >= 2})
             except OSError:
                 pass
+            facts["capabilities"] = _capabilities(out[1])
         return facts
 
     def __exit__(self, *exc) -> None:
@@ -189,10 +201,28 @@ class Container:
             "image": self.image,
             "container": self.facts.get("id"),
             "cgroup": self.facts.get("cgroup"),
+            "capabilities": self.facts.get("capabilities"),
             "cpuset": format_cpulist(self.cpuset),
             "memory": self.memory,
             "kernel": "the host's (shared)",
         }
+
+
+def _capabilities(pid: str) -> list[str] | None:
+    """The effective capabilities of the container's first process, which
+    every engine exec'd in it gets: what tells "BPF needs CAP_BPF and
+    CAP_PERFMON, which the container was not given" from "needs root" when
+    the engine inside runs as uid 0. None where it cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return [
+        CAPABILITIES[bit] if bit < len(CAPABILITIES) else f"CAP_{bit}"
+        for bit in range(mask.bit_length())
+        if mask >> bit & 1
+    ]
 
 
 @dataclass(frozen=True)
