@@ -101,7 +101,7 @@ def test_one_rank_measures_every_cpu_of_its_share(tmp_path):
 
 def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_path):
     db = tmp_path / "c.db"
-    ops, reps = 3000, 2
+    ops, reps = 5000, 2  # 10,000 per rank: enough to tell p99.9 (histogram.TAIL_RULE)
     p = cluster("latency", "--probe", "getppid,dup", "--ops", str(ops), "--reps", str(reps), "--ranks", "2", db=db)
     assert p.returncode == 0, p.stderr
     by_op = {o["operation"]: o for o in show(db)["latency"]}

@@ -248,11 +248,12 @@ def test_latency_frames_equal_show(runs):
     assert set(hists["cpu"].dropna()) <= CPUS
     ops = shown["operations"] + list(shown["timing_overhead"].values())
     assert len(summary) == len(ops)
-    keys = [k for k in ops[0] if k not in ("rep_p50_ns", "warnings")]
+    keys = [k for k in ops[0] if k not in ("rep_p50_ns", "warnings", "absent_percentiles")]
     for want in ops:
         [got] = summary[(summary["probe"] == want["probe"]) & (summary["phase"] == want["phase"])].to_dict("records")
         assert got["operation"] == f"{want['probe']}:{want['variant']}"
         assert got["timing_overhead"] == (want["probe"] == "null")
+        assert got["absent_percentiles"] == "; ".join(want["absent_percentiles"].values())
         for k in keys:
             assert same(got[k], want[k]), k
         mine = hists[(hists["probe"] == want["probe"]) & (hists["phase"] == want["phase"])]

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from oslens import engine
-from oslens.analysis.histogram import Histogram
+from oslens.analysis.histogram import TAIL_RULE, Histogram
+from oslens.analysis.latency import OpLatency
 from oslens.compete import competing
+from oslens.format import ns
 from oslens.parse import parse_compete
 
 from conftest import NCPU, TWO, engine_processes, one_line_error, oslens, probe_args, run_engine
@@ -90,16 +92,59 @@ def test_latency_report_through_the_cli(tmp_path, no_leaks):
     assert set(ops) == {"getppid", "dup"}
     for o in ops.values():
         assert o["count"] == 200 * 2  # ops × reps × one worker
-        chain = [o["min_ns"], o["p50_ns"], o["p90_ns"], o["p99_ns"], o["p99.9_ns"], o["max_ns"]]
+        # 400 operations tell p50 and p90 (TAIL_RULE); p99 and beyond are absent
+        chain = [o["min_ns"], o["p50_ns"], o["p90_ns"], o["max_ns"]]
         assert chain == sorted(chain) and chain[0] >= 0
+        assert o["p99_ns"] is None and set(o["absent_percentiles"]) == {"p99", "p99.9", "p99.99"}
     floor = doc["timing_overhead"]["alone"]
     assert floor["p50_ns"] > 0 and floor["count"] == 400
     for q in ("p50", "p99"):
-        shares = list(doc["variability"]["alone"][q].values())
+        row = dict(doc["variability"]["alone"][q])
+        if row.pop("operations") == 0:  # no operation tells its p99 from 400 values
+            assert set(row.values()) == {None}
+            continue
+        shares = list(row.values())
         assert shares[:-1] == sorted(shares[:-1]) and 0 <= shares[-1] <= 1
         assert shares[-2] + shares[-1] == pytest.approx(1)  # ≤10ms and >10ms cover everything
     shown = oslens("show", str(doc["run"]), "--json", db=tmp_path / "s.db")
     assert json.loads(shown.stdout)["operations"] == doc["operations"]
+
+
+def test_percentiles_the_sample_cannot_tell_are_absent_everywhere(tmp_path, no_leaks):
+    # Issue 28, item 11: fault:huge with 9 samples showed p99 = p99.9 = max,
+    # unmarked. 30 operations tell p50 (20 needed) and nothing beyond.
+    db = tmp_path / "s.db"
+    p = oslens("latency", "-q", "--json", "--probe", "getppid", "--ops", "30", "--reps", "1", "--workers", "1", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["percentile_rule"] == TAIL_RULE  # stated once, for every operation
+    (op,) = doc["operations"]
+    assert op["count"] == 30 and op["p50_ns"] > 0
+    assert [q for q in ("p90", "p99", "p99.9", "p99.99") if op[f"{q}_ns"] is not None] == []
+    assert op["absent_percentiles"]["p99"] == "p99 needs 1,000 values (10 beyond it), 30 measured"
+    assert set(op["absent_percentiles"]) == {"p90", "p99", "p99.9", "p99.99"}
+    # The terminal, the frames and the HTML report say the same.
+    shown = oslens("show", str(doc["run"]), db=db).stdout
+    row = next(line for line in shown.splitlines() if "getppid" in line).split("│")
+    header = next(line for line in shown.splitlines() if "p99.9" in line).split("┃")
+    assert row[header.index(" p99 ")].strip() == "–" and row[header.index(" p99.9 ")].strip() == "–"
+    assert shown.count(TAIL_RULE.split(",")[0]) == 1
+    frames = json.loads(oslens("export", str(doc["run"]), "--format", "json", db=db).stdout)["frames"]
+    summary = next(r for r in frames["summary"] if r["probe"] == "getppid")
+    assert summary["p99_ns"] is None and "p99 needs 1,000 values" in summary["absent_percentiles"]
+    assert all(r["p99_ns"] is None for r in frames["hists"])
+    html = tmp_path / "r.html"
+    assert oslens("report", str(doc["run"]), "-o", str(html), db=db).returncode == 0
+    assert TAIL_RULE.replace("≥", "&ge;") in html.read_text() or TAIL_RULE in html.read_text()
+
+
+def test_an_operation_never_timed_has_no_maximum():
+    # poll:10 with no sample printed "max 0 ns".
+    empty = Histogram(1.0, 7, np.zeros(0, np.int64), np.zeros(0, np.int64), 0, 0, 0, 0)
+    op = OpLatency("poll", "10", "alone", empty, 1, 1, None, [])
+    d = op.to_dict()
+    assert (d["max_ns"], d["min_ns"], d["mean_ns"], d["p50_ns"]) == (None, None, None, None)
+    assert ns(op.max_ns) == "–"
 
 
 @pytest.mark.skipif(NCPU < 2, reason="competition needs a CPU the measurement does not use")

@@ -238,7 +238,8 @@ def _latency(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
         across = {
             f"{q}_ns": [float(np.min(v)), float(np.median(v)), float(np.max(v))]
             for q in ("p50", "p99", "p99.9")
-            if (v := [r[f"{q}_ns"] for r in timed])
+            # a rank whose sample cannot tell the percentile (histogram.TAIL_RULE: NaN) has none to compare
+            if (v := [r[f"{q}_ns"] for r in timed if r[f"{q}_ns"] == r[f"{q}_ns"]])
         }
         out.append({"operation": name, "ranks": rows, "across": across})
     return out

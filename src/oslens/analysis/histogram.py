@@ -9,9 +9,31 @@ statistic: 0.39 % for b = 7."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+# A percentile is told only where at least TAIL_SAMPLES values lie beyond
+# it: below that its nearest rank is the maximum or next to it (9 values
+# give p99 = p99.9 = max), a tail no one can read. Every report of a
+# histogram applies this one rule (told_percentiles) and states it so.
+TAIL_SAMPLES = 10
+TAIL_RULE = (
+    f"a percentile q is given only when at least {TAIL_SAMPLES} values lie beyond it, "
+    f"n ≥ {TAIL_SAMPLES}/(1 − q): p50 from 20, p90 from 100, p99 from 1,000, p99.9 from 10,000"
+)
+
+
+def samples_to_tell(q: float) -> int:
+    """The fewest values that tell percentile q (0 ≤ q < 100) under TAIL_RULE."""
+    # rounded first: 10 / (1 − 0.999) is 10000.000000000009 in floating point
+    return math.ceil(round(TAIL_SAMPLES * 100 / (100 - q), 6))
+
+
+def untold(label: str, q: float, n: int) -> str:
+    """Why percentile q (named label) of n values is not given."""
+    return f"{label} needs {samples_to_tell(q):,} values ({TAIL_SAMPLES} beyond it), {n:,} measured"
 
 
 @dataclass(frozen=True)
@@ -120,6 +142,11 @@ class Histogram:
 
     def percentile(self, q: float) -> float:
         return float(self.percentiles([q])[0])
+
+    def told_percentiles(self, qs) -> np.ndarray:
+        """percentiles(qs), NaN where too few values tell it (TAIL_RULE)."""
+        values = self.percentiles(qs)
+        return np.where([self.count >= samples_to_tell(q) for q in qs], values, np.nan)
 
     @property
     def mean_ns(self) -> float:

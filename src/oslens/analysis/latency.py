@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .histogram import Histogram, merge_all
+from .histogram import TAIL_RULE, Histogram, merge_all, untold
 from .metrics import LOWER, Metrics
 from .stats import SPREAD_LIMIT, relative_spread
 
@@ -37,9 +37,21 @@ class OpLatency:
         return self.probe if self.variant == "default" else f"{self.probe}:{self.variant}"
 
     def q(self, label: str) -> float:
-        return self.hist.percentile(QUANTILES[label])
+        """The percentile, NaN where the sample cannot tell it (TAIL_RULE)."""
+        return float(self.hist.told_percentiles([QUANTILES[label]])[0])
+
+    def absent(self) -> dict[str, str]:
+        """The percentiles not given, each with why."""
+        n = self.hist.count
+        return {k: untold(k, q, n) for k, q in QUANTILES.items() if self.q(k) != self.q(k)}
+
+    @property
+    def max_ns(self) -> float:
+        """The slowest operation, NaN when none was timed (not 0 ns)."""
+        return self.hist.max_ns if self.hist.count else float("nan")
 
     def to_dict(self) -> dict:
+        timed = self.hist.count > 0
         d = {
             "probe": self.probe,
             "variant": self.variant,
@@ -47,18 +59,23 @@ class OpLatency:
             "count": self.hist.count,
             "reps": self.reps,
             "workers": self.workers,
-            "min_ns": self.hist.min_ns,
-            "max_ns": self.hist.max_ns,
-            "mean_ns": self.hist.mean_ns,
-            "std_ns": self.hist.std_ns,
+            "min_ns": self.hist.min_ns if timed else None,
+            "max_ns": self.hist.max_ns if timed else None,
+            "mean_ns": self.hist.mean_ns if timed else None,
+            "std_ns": self.hist.std_ns if self.hist.count > 1 else None,
             "rep_p50_ns": self.rep_p50_ns,
             "warnings": self.warnings,
         }
-        d.update({f"{k}_ns": self.q(k) for k in QUANTILES})
+        d.update({f"{k}_ns": _finite(self.q(k)) for k in QUANTILES})
+        d["absent_percentiles"] = self.absent()
         if self.cycles_per_ns:
-            d.update({f"{k}_cycles": self.q(k) * self.cycles_per_ns for k in QUANTILES})
-            d["mean_cycles"] = self.hist.mean_ns * self.cycles_per_ns
+            d.update({f"{k}_cycles": _finite(self.q(k) * self.cycles_per_ns) for k in QUANTILES})
+            d["mean_cycles"] = self.hist.mean_ns * self.cycles_per_ns if timed else None
         return d
+
+
+def _finite(x: float) -> float | None:
+    return x if x == x else None
 
 
 @dataclass
@@ -67,20 +84,24 @@ class LatencySummary:
     floor: dict[str, OpLatency]  # phase -> the null probe: timing overhead
     phases: list[str]
 
-    def variability(self, phase: str) -> dict[str, dict[str, float]]:
-        """Share of operations whose p50 (p99) falls in each cumulative bucket."""
+    def variability(self, phase: str) -> dict[str, dict[str, float | None]]:
+        """Share of operations whose p50 (p99) falls in each cumulative
+        bucket, among those whose sample tells that percentile (`operations`);
+        None where none does."""
         ops = [o for o in self.ops if o.phase == phase]
         out = {}
         for q in ("p50", "p99"):
-            vals = np.array([o.q(q) for o in ops])
-            row = {label: float(np.mean(vals <= bound)) if len(vals) else float("nan") for bound, label in BUCKETS}
-            row[">10ms"] = float(np.mean(vals > BUCKETS[-1][0])) if len(vals) else float("nan")
+            vals = np.array([v for v in (o.q(q) for o in ops) if v == v])
+            row: dict = {label: float(np.mean(vals <= bound)) if len(vals) else None for bound, label in BUCKETS}
+            row[">10ms"] = float(np.mean(vals > BUCKETS[-1][0])) if len(vals) else None
+            row["operations"] = len(vals)
             out[q] = row
         return out
 
     def to_dict(self) -> dict:
         return {
             "phases": self.phases,
+            "percentile_rule": TAIL_RULE,
             "operations": [o.to_dict() for o in self.ops],
             "timing_overhead": {p: o.to_dict() for p, o in self.floor.items()},
             "variability": {p: self.variability(p) for p in self.phases},
@@ -118,17 +139,15 @@ def summarize(records: list[dict]) -> LatencySummary:
         probe, variant, phase = key
         per_rep = [merge_all(hs) for _, hs in sorted(by_rep.items())]
         workers, cpn = meta[key]
-        timed = [h for h in per_rep if h.count]
-        op = OpLatency(
-            probe, variant, phase, merge_all(per_rep), len(per_rep), workers, cpn, [h.percentile(50) for h in timed]
-        )
+        rep_p50 = [float(v) for h in per_rep for v in h.told_percentiles([50]) if v == v]
+        op = OpLatency(probe, variant, phase, merge_all(per_rep), len(per_rep), workers, cpn, rep_p50)
         empty = sum(1 for hs in by_rep.values() for h in hs if h.count == 0)
         if empty:
             op.warnings.append(
                 f"{empty} worker-repetition(s) timed no operation (the worker did not "
                 "run during the measured window: an overloaded machine?)"
             )
-        if len(timed) > 1 and relative_spread(op.rep_p50_ns) > SPREAD_LIMIT:
+        if len(rep_p50) > 1 and relative_spread(op.rep_p50_ns) > SPREAD_LIMIT:
             op.warnings.append(
                 f"p50 spread {relative_spread(op.rep_p50_ns):.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}"
             )
@@ -163,7 +182,7 @@ def metrics(run, records: list[dict]) -> Metrics:
         for label, q in LATENCY_QUANTILES:
             out.add(
                 f"latency/{op}/{phase}/{label} ns",
-                [h.percentile(q) for h in per_rep],
+                [h.told_percentiles([q])[0] for h in per_rep],
                 "ns",
                 LOWER,
                 group,

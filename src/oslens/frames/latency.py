@@ -10,12 +10,13 @@ the null probe (`timing_overhead` true), under "timing_overhead".
 An operation is named `probe:variant`; a phase is "alone" or "with
 <competitor> on CPUs …". Percentiles are nearest-rank, read from the
 engine's log-linear histogram (within half a bucket of the exact value;
-min, max and mean exact).
+min, max and mean exact), and NaN where the histogram's sample cannot
+tell them (the rule is below).
 """
 
 from __future__ import annotations
 
-from ..analysis.histogram import Histogram
+from ..analysis.histogram import TAIL_RULE, Histogram
 from ..analysis.latency import QUANTILES, phase_of
 from ..records import invocations
 from . import describe, joined, table
@@ -60,19 +61,20 @@ COLUMNS = {
         **{f"{q}_cycles": ("float64", f"{q} in TSC cycles (NaN when the clock was not the TSC)") for q in QUANTILES},
         "mean_cycles": ("float64", "mean in TSC cycles"),
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
+        "absent_percentiles": ("str", "the percentiles the sample cannot tell, each with why, '; '-separated"),
     },
 }
-__doc__ += describe(COLUMNS)
+__doc__ += f"\nPercentiles: {TAIL_RULE}.\n" + describe(COLUMNS)
 
 
 def _stats(h: Histogram) -> dict:
-    values = h.percentiles(list(QUANTILES.values()))
+    values = h.told_percentiles(list(QUANTILES.values()))
     return {
         "count": h.count,
         "min_ns": h.min_ns if h.count else None,
         **{f"{q}_ns": float(v) for q, v in zip(QUANTILES, values)},
         "max_ns": h.max_ns if h.count else None,
-        "mean_ns": h.mean_ns,
+        "mean_ns": h.mean_ns if h.count else None,
     }
 
 
@@ -102,7 +104,12 @@ def frames(run, records: list[dict]) -> dict:
     s = summarize(records)
     for op, overhead in [(o, False) for o in s.ops] + [(o, True) for o in s.floor.values()]:
         d = op.to_dict()
-        d.update(operation=f"{op.probe}:{op.variant}", timing_overhead=overhead, warnings=joined(d["warnings"]))
+        d.update(
+            operation=f"{op.probe}:{op.variant}",
+            timing_overhead=overhead,
+            warnings=joined(d["warnings"]),
+            absent_percentiles=joined(d["absent_percentiles"].values()),
+        )
         summary.append(d)
     return {
         "hists": table(run.id, hists, COLUMNS["hists"]),

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.histogram import TAIL_RULE
 from ..analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency
 from ..format import ns, pct
 
@@ -68,7 +69,7 @@ def render(console: Console, s: LatencySummary) -> None:
     for name, per_phase in by_name.items():
         base = per_phase.get(ALONE) or next(iter(per_phase.values()))
         row = [name, f"{base.hist.count:,}"] + [ns(base.q(c)) for c in cols]
-        row += [ns(base.hist.max_ns), _ratio(base.q("p99"), base.q("p50"))]
+        row += [ns(base.max_ns), _ratio(base.q("p99"), base.q("p50"))]
         for p in others:
             o = per_phase.get(p)
             row += [ns(o.q("p50")), ns(o.q("p99")), _ratio(o.q("p99"), base.q("p99"))] if o else ["–"] * 3
@@ -79,12 +80,18 @@ def render(console: Console, s: LatencySummary) -> None:
         console.print(Text(f"  [{i + 1}] {p}", style="cyan"))
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
+    if any(o.absent() for o in [*s.ops, *s.floor.values()]):
+        console.print(Text(f"  – where the sample cannot tell it: {TAIL_RULE}", style="dim"))
     console.print(_floor_line(s))
     _variability(console, s)
 
 
 def _variability(console: Console, s: LatencySummary) -> None:
-    t = Table(title="[bold]variability[/]: share of operations whose percentile is at most …", title_justify="left")
+    t = Table(
+        title="[bold]variability[/]: share of operations (those whose sample tells the percentile) "
+        "whose percentile is at most …",
+        title_justify="left",
+    )
     t.add_column("")
     for _, label in BUCKETS:
         t.add_column(label, justify="right")
@@ -92,7 +99,8 @@ def _variability(console: Console, s: LatencySummary) -> None:
     for phase in s.phases:
         v = s.variability(phase)
         for q in ("p50", "p99"):
-            t.add_row(f"{q} {phase}", *[pct(v[q][label]) for _, label in BUCKETS], pct(v[q][">10ms"]))
+            row = [pct(v[q][label]) for _, label in BUCKETS]
+            t.add_row(f"{q} {phase} ({v[q]['operations']})", *row, pct(v[q][">10ms"]))
     console.print(t)
 
 

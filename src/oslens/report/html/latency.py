@@ -10,7 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.histogram import Histogram
+from ...analysis.histogram import TAIL_RULE, Histogram
 from ...analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency, summarize
 from ...format import ns, pct
 from ..latency import FLOOR_RATIO
@@ -168,7 +168,7 @@ def _percentile_table(runs_summaries) -> tuple[Table, list[str]]:
                     op.phase,
                     f"{op.hist.count:,}",
                     *[ns(op.q(q)) for q in PERCENTILES],
-                    ns(op.hist.max_ns),
+                    ns(op.max_ns),
                     _ratio(op.q("p99"), op.q("p50")),
                     *vs,
                     ",".join(marks),
@@ -180,7 +180,7 @@ def _percentile_table(runs_summaries) -> tuple[Table, list[str]]:
         columns,
         rows,
         "merged over workers and repetitions; ×alone: the percentile with competition over the same "
-        "percentile alone, in the same run",
+        f"percentile alone, in the same run; – where the sample cannot tell it: {TAIL_RULE}",
     ), notes
 
 
@@ -197,15 +197,14 @@ def _variability_table(runs_summaries) -> Table:
     for short, s in runs_summaries:
         for phase in s.phases:
             v = s.variability(phase)
-            n = sum(1 for o in s.ops if o.phase == phase)
             for q in ("p50", "p99"):
-                rows.append([short, phase, q, n, *[pct(v[q][label]) for label in labels]])
+                rows.append([short, phase, q, v[q]["operations"], *[pct(v[q][label]) for label in labels]])
     return Table(
         "variability: share of operations whose percentile is at most …",
         ["run", "measured", "percentile", "operations", *labels],
         rows,
         "as the kernel-variability study reports it: cumulative shares, so ≤10µs includes ≤1µs; "
-        "the last column is the share above 10 ms",
+        "the last column is the share above 10 ms; operations: those whose sample tells that percentile",
     )
 
 
