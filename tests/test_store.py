@@ -14,7 +14,7 @@ import pytest
 
 import oslens.store as store_mod
 from oslens.export import export_run
-from oslens.store import Store, StoreError, default_path
+from oslens.store import DEAD_REASON, Store, StoreError, default_path
 
 HEADER = {
     "type": "header",
@@ -362,6 +362,23 @@ def test_a_store_that_cannot_be_written_still_reads(small_tmpfs, damage, tmp_pat
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+def test_a_run_whose_process_died_is_marked_so_by_the_next_writer(tmp_path):
+    """A SIGKILL leaves its run `running`: the next oslens that writes to
+    the store marks it, so that the stored status is true for every reader
+    (another tool reading the SQLite file, an import elsewhere)."""
+    db = tmp_path / "s.db"
+    killed = (
+        "import os, sys; from oslens.store import Store;"
+        " Store(sys.argv[1]).begin_run('scale', [], {}, {}); os.kill(os.getpid(), 9)"
+    )
+    assert subprocess.run([sys.executable, "-c", killed, str(db)]).returncode == -signal.SIGKILL
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT status FROM run").fetchall() == [("running",)]
+    Store(db).close()
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT status, reason FROM run").fetchall() == [("incomplete", DEAD_REASON)]
+
+
 def test_a_disk_that_fills_mid_run_fails_the_run_in_one_line(small_tmpfs):
     """Enough room to begin the run, not to store its repetitions: exit 1
     (a failure of the run, not bad usage), one line, and the run is never
@@ -376,6 +393,10 @@ def test_a_disk_that_fills_mid_run_fails_the_run_in_one_line(small_tmpfs):
     line = p.stderr.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line
     assert "full" in line, line
+    # as stored, not as `runs` reads a dead process's run
+    with sqlite3.connect(db) as con:
+        stored = con.execute("SELECT status, reason FROM run ORDER BY id").fetchall()
+    assert [s for s, _ in stored] == ["complete", "failed"] and "full" in stored[1][1], stored
     (small_tmpfs / "filler").unlink()
     runs = json.loads(_cli("runs", "--json", db=db).stdout)
-    assert [r["status"] for r in runs] == ["failed", "complete"] or runs[0]["status"] == "incomplete", runs
+    assert [r["status"] for r in runs] == ["failed", "complete"], runs

@@ -25,6 +25,11 @@ APPLICATION_ID = 0x4F534C4E  # "OSLN"
 BUSY_TIMEOUT_S = 10.0
 FINAL_STATUSES = ("complete", "incomplete", "failed")
 DEAD_REASON = "process ended without finishing the run"
+# Kept beside the store while runs are written, and given up when the disk
+# fills mid-run, so that the run can still be marked failed: the status
+# update needs a few pages of write-ahead log, and on a full disk not even
+# a checkpoint can run (it grows the database).
+RESERVE_BYTES = 64 * 1024
 
 _SCHEMA = """
 CREATE TABLE run (
@@ -286,8 +291,36 @@ class Store:
                 )
             # Always written, so a store we cannot write to is refused now, before measuring.
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._mark_dead_runs(db)
         # WAL lets readers run alongside the one writer of the moment.
         self._db.execute("PRAGMA journal_mode = WAL")
+
+    @staticmethod
+    def _mark_dead_runs(db: sqlite3.Connection) -> None:
+        """Runs left `running` by a process of this host that is gone (a
+        SIGKILL, or a disk too full even to mark the run) are marked as
+        what they are, by the next oslens that writes here."""
+        rows = db.execute("SELECT id, host, pid, proc_start FROM run WHERE status = 'running'").fetchall()
+        dead = [(DEAD_REASON, _now(), id_) for id_, host, pid, start in rows if not _alive(host, pid, start)]
+        db.executemany("UPDATE run SET status = 'incomplete', reason = ?, finished = ? WHERE id = ?", dead)
+
+    @property
+    def _reserve(self) -> Path:
+        return self.path.with_name(self.path.name + "-reserve")
+
+    def _keep_reserve(self) -> None:
+        """Makes the reserve if it is missing and the disk has room."""
+        if self._reserve.exists():
+            return
+        try:
+            with open(self._reserve, "xb") as f:
+                f.write(bytes(RESERVE_BYTES))  # written, not sparse: the blocks are really taken
+                f.flush()
+                os.fsync(f.fileno())
+        except FileExistsError:
+            pass
+        except OSError:
+            self._reserve.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._db is not None:
@@ -340,7 +373,9 @@ class Store:
                     json.dumps(machine),
                 ),
             )
-            return cur.lastrowid
+            run_id = cur.lastrowid
+        self._keep_reserve()
+        return run_id
 
     def add_records(self, run_id: int, records: Iterable[dict]) -> None:
         with self._guard("cannot write to results store"), self._write() as db:
@@ -357,7 +392,14 @@ class Store:
     def finish_run(self, run_id: int, status: str, reason: str | None = None) -> None:
         if status not in FINAL_STATUSES:
             raise ValueError(f"run status must be one of {', '.join(FINAL_STATUSES)}, not {status!r}")
-        self._update(run_id, "status = ?, reason = ?, finished = ?", (status, reason, _now()))
+        values = (status, reason, _now())
+        try:
+            self._update(run_id, "status = ?, reason = ?, finished = ?", values)
+        except StoreError:
+            if not self._reserve.exists():
+                raise
+            self._reserve.unlink()  # the disk is full: what it held is for this update
+            self._update(run_id, "status = ?, reason = ?, finished = ?", values)
 
     def delete_run(self, run_id: int) -> None:
         """Removes a run and its records: only for a run that measured
