@@ -16,7 +16,9 @@ import time
 
 import pytest
 
+import test_report
 from oslens import leftovers
+from test_report import load, needs_browser
 
 from conftest import one_line_error, oslens
 
@@ -30,6 +32,7 @@ def container_runtime() -> str | None:
 
 RUNTIME = container_runtime()
 needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="no container runtime runs here (podman or docker)")
+browser = test_report.browser  # the fixture: headless Chromium
 
 
 def show(db, run: str = "last") -> dict:
@@ -267,3 +270,19 @@ def test_envs_by_default_skips_what_cannot_be_made_here_and_says_why(tmp_path, m
     proc = oslens("envs", "getppid", "--envs", "native,container", db=tmp_path / "db2", check=False)
     assert proc.returncode == 2
     assert one_line_error(proc.stderr).startswith("oslens: --envs container: no container runtime")
+
+
+@needs_browser
+def test_envs_report_draws_every_percentile_in_chromium(tmp_path, browser):
+    # bars on the log axis began at 0: Vega warned "Log scale domain includes zero" and drew nothing
+    db = tmp_path / "db"
+    oslens("envs", "getppid", "fault:anon", "--envs", "native", "--ops", "2000", "--rounds", "2", "-q", db=db)
+    out = tmp_path / "envs.html"
+    oslens("report", "last", "-o", str(out), db=db)
+    page = load(browser, str(out))
+    assert page["error"] is None and page["console"] == [], page["console"]
+    assert page["plots"] == page["drawn"] == 1
+    drawn = browser.execute_script(
+        "return document.querySelectorAll('div.plot svg.marks g.mark-symbol.role-mark path').length"
+    )
+    assert drawn == 2 * 3  # p50, p99 and p99.9 of each operation

@@ -20,7 +20,7 @@ def sections(runs) -> list[Section]:
     blocks: list = []
     for rd in runs:
         s = summarize(rd.run.params, rd.records)
-        rows, bars = [], []
+        rows, points, zero = [], [], []
         for op, envs in s.operations.items():
             for e in envs:
                 row = [op, e.env, e.rounds]
@@ -30,9 +30,11 @@ def sections(runs) -> list[Section]:
                         ratio_cell(e.vs_native.get(f)).plain if e.env != NATIVE else "",
                     ]
                 rows.append(row)
-                bars += [
-                    {"operation": op, "environment": e.env, "percentile": q, "ns": e.figures[q]} for q, _ in QUANTILES
-                ]
+                for q, _ in QUANTILES:
+                    if e.figures[q] > 0:
+                        points.append({"operation": op, "environment": e.env, "percentile": q, "ns": e.figures[q]})
+                    else:  # below the clock's resolution: no place on a log axis
+                        zero.append(f"{op} {e.env} {q}")
         if not rows:
             blocks.append(Note(f"{rd.short}: no complete round", warning=True))
             continue
@@ -45,30 +47,37 @@ def sections(runs) -> list[Section]:
                 f"false discovery rate 5 %); {UNTESTED}: one round, untested",
             )  # fmt: skip
         )
-        df = pd.DataFrame(bars)
-        chart = (
-            alt.Chart(df)
-            .mark_bar()
-            .encode(
-                alt.X("percentile:N", title=None, sort=[q for q, _ in QUANTILES]),
-                alt.XOffset("environment:N", sort=s.envs),
-                alt.Y("ns:Q", title="latency", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)),
-                alt.Color("environment:N", sort=s.envs, legend=alt.Legend(orient="bottom")),
-                tooltip=["operation:N", "environment:N", "percentile:N", alt.Tooltip("ns:Q", format=",.0f")],
+        if points:
+            blocks.append(
+                Figure(
+                    f"envs-{rd.run.id}",
+                    f"{rd.short}: percentiles per environment",
+                    _chart(pd.DataFrame(points), s.envs),
+                    "each point: a percentile of every round's operations pooled, on a log axis"
+                    + (f"; 0 ns, not drawn on the log scale: {', '.join(zero)}" if zero else ""),
+                )
             )
-            .properties(width=220, height=200)
-            .facet(alt.Facet("operation:N", title=None), columns=4)
-        )
-        blocks.append(
-            Figure(
-                f"envs-{rd.run.id}",
-                f"{rd.short}: percentiles per environment",
-                chart,
-                "each bar: a percentile of every round's operations pooled, on a log axis",
-            )
-        )
+        else:
+            blocks.append(Note(f"{rd.short}: every percentile is 0 ns (below the clock's resolution)", warning=True))
         for label in s.envs:
             env = s.environments.get(label, {})
             blocks.append(Note(made_line(label, env), warning=bool(env.get("note"))))
         blocks += [Note(w, warning=True) for w in s.warnings]
     return [Section(TITLE, blocks)]
+
+
+def _chart(points: pd.DataFrame, envs: list[str]) -> alt.FacetChart:
+    return (
+        alt.Chart(points)
+        # a bar on a log axis starts at 0, which the axis has not: Vega drew none
+        .mark_point(filled=True, size=60)
+        .encode(
+            alt.X("percentile:N", title=None, sort=[q for q, _ in QUANTILES]),
+            alt.XOffset("environment:N", sort=envs),
+            alt.Y("ns:Q", title="latency", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)),
+            alt.Color("environment:N", sort=envs, legend=alt.Legend(orient="bottom")),
+            tooltip=["operation:N", "environment:N", "percentile:N", alt.Tooltip("ns:Q", format=",.0f")],
+        )
+        .properties(width=220, height=200)
+        .facet(alt.Facet("operation:N", title=None), columns=4)
+    )
