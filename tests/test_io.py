@@ -199,7 +199,7 @@ def test_the_measured_repetitions_carry_no_tracing(tmp_path):
 
     f = tmp_path / "data"
     f.write_bytes(os.urandom(8 << 20))
-    choices = io_plan.check(target=str(f), size="256M", engines="pread,uring", qd="1", bs="4k", span=None,
+    choices = io_plan.check(target=str(f), size=None, engines="pread,uring", qd="1", bs="4k", span=None,
                             workers="1", placement="compact", duration=0.2, ops=None, reps=3, warmup=0.1,
                             scheduler=None, allow_overwrite=False, explain=True)  # fmt: skip
     points = io_plan.plan(choices, choices["target"]).points
@@ -429,3 +429,104 @@ def test_the_io_probes_belong_to_oslens_io(tmp_path):
     assert p.returncode == 2 and "use 'oslens io'" in one_line_error(p.stderr)
     r = run_engine("run", "--probe", "io:pread", "--ops", "10")
     assert r.rc == 2 and "needs --target" in r.stderr
+
+
+# ---- issue 28: a target that is read as it is, options that cannot apply, figures that are not there
+
+
+def _root_disk() -> str | None:
+    """The block device the root filesystem is on, if it has a node in /dev."""
+    dev = os.stat("/").st_dev
+    link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    node = f"/dev/{link.resolve().name}" if link.exists() else None
+    return node if node and Path(node).exists() else None
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--engine", "cached", "--uring-wait"], "--uring-wait: io_uring's only"),
+        (["--engine", "pread", "--qd", "4"], "--qd: io_uring's only"),
+        (["--engine", "pread,pwrite", "--taskrun", "defer"], "--taskrun: io_uring's only"),
+    ],
+)
+def test_io_uring_options_without_an_io_uring_engine_are_refused(tmp_path, args, words):
+    assert words in _refused(tmp_path, *args)
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--target", "loop", "--scheduler", "nosuch"], "no I/O scheduler 'nosuch'"),
+        (["--size", "16M", "--span", "1T"], f"--span: 1T is more than the {16 << 20} bytes"),
+        (["--size", "16M", "--db", "{tmp}"], "cannot open results store"),
+    ],
+)
+def test_refused_before_a_device_is_made(tmp_path, args, words):
+    """Nothing made first (a made device announces itself on stderr, a second line)."""
+    if "loop" in args and blockdev.available_kinds()["loop"]:
+        pytest.skip(blockdev.available_kinds()["loop"])
+    assert words in _refused(tmp_path, *(a.format(tmp=tmp_path) for a in args))
+
+
+def test_a_target_the_kernel_will_not_open_is_refused_in_one_line(tmp_path):
+    """The root disk: where this user may open it, it is read (reads are
+    harmless); where the kernel refuses (EPERM from an LSM, even to root),
+    one line, status 2 (it was a PermissionError traceback)."""
+    disk = _root_disk()
+    if disk is None:
+        pytest.skip("the root filesystem is on no block device with a node in /dev")
+    p = oslens("io", "--target", disk, "--engine", "pread", "--ops", "10", "--workers", "1", "--reps", "1",
+               "--warmup", "0", db=tmp_path / "r.db")  # fmt: skip
+    assert "Traceback" not in p.stderr
+    if p.returncode != 0:
+        assert p.returncode == 2 and f"--target {disk}: cannot open it" in one_line_error(p.stderr)
+
+
+def _sparse(path: Path, size: int, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+
+
+def test_a_file_with_holes_is_refused_unless_oslens_may_write_them(tmp_path):
+    """A read of a hole (or of an extent fallocated and never written) is
+    answered with zeros by the filesystem, without a device I/O: it was
+    reported as 725k IOPS 'on virtio_blk' while the device counted 18."""
+    f = tmp_path / "t.img"
+    head = os.urandom(1 << 20)
+    _sparse(f, 16 << 20, head)
+    if blockdev.hole_bytes(str(f), 16 << 20) == 0:
+        pytest.skip("this filesystem does not keep holes")
+    msg = _refused(tmp_path, "--target", str(f), "--engine", "pread")
+    assert f"{15 << 20} of the {16 << 20} bytes the I/Os reach are holes" in msg and "--allow-overwrite" in msg
+    assert "are holes" in _refused(tmp_path, "--target", str(f), "--engine", "pread", "--span", "2M")
+    assert f"--span: 32M is more than the {16 << 20} bytes" in _refused(tmp_path, "--target", str(f), "--span", "32M")
+    assert "--size: the size of a device oslens makes" in _refused(tmp_path, "--target", str(f), "--size", "16M")
+    g = tmp_path / "fallocated"
+    with open(g, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, 4 << 20)
+    assert "are holes" in _refused(tmp_path, "--target", str(g), "--engine", "pread")
+    # only the part the I/Os reach counts: the first MiB is written
+    p = oslens("io", "--target", str(f), "--engine", "pread", "--span", "1M", "--ops", "50", "--workers", "1",
+               "--reps", "1", "--warmup", "0", db=tmp_path / "ok.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+
+
+def test_allow_overwrite_writes_the_holes_and_the_reads_reach_the_device(tmp_path):
+    f = tmp_path / "t.img"
+    head = os.urandom(1 << 20)
+    _sparse(f, 16 << 20, head)
+    ops = 3000
+    p = oslens("io", "--target", str(f), "--engine", "pread", "--ops", str(ops), "--workers", "1", "--reps", "1",
+               "--warmup", "0", "--allow-overwrite", db=tmp_path / "r.db")  # fmt: skip
+    if p.returncode == 2 and "direct I/O" in p.stderr:
+        pytest.skip(one_line_error(p.stderr))
+    assert p.returncode == 0, p.stderr
+    assert f"writing the {15 << 20} bytes of holes" in p.stderr
+    assert blockdev.hole_bytes(str(f), 16 << 20) == 0
+    assert f.read_bytes()[: 1 << 20] == head and f.stat().st_size == 16 << 20  # its data as it was
+    (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
+    if pt["device"] is not None:  # a filesystem on a block device: each direct read is one there
+        assert pt["device"]["reads"] + pt["device"]["read_merges"] >= ops

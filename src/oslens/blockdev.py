@@ -20,6 +20,7 @@ beside what the engine counted."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -281,6 +282,12 @@ def check_user_target(path: str, writing: bool, allow_overwrite: bool) -> Target
         raise UsageError(f"--target {path}: an empty file (give it the size to measure, e.g. with fallocate)")
     if not os.access(path, os.R_OK):
         raise UsageError(f"--target {path}: not readable by this user")
+    try:
+        # access() answers by the file's mode; the kernel may still refuse the
+        # open itself (an LSM guarding the root disk answers EPERM to root)
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except OSError as e:
+        raise UsageError(f"--target {path}: cannot open it: {e.strerror}") from None
     target = Target(os.path.realpath(path) if stat.S_ISBLK(st.st_mode) else os.path.abspath(path))
     if not writing:
         return target
@@ -303,6 +310,54 @@ def check_user_target(path: str, writing: bool, allow_overwrite: bool) -> Target
     return target
 
 
+def _hole_ranges(fd: int, end: int):
+    """The [start, stop) ranges of [0, end) that hold no data, as
+    SEEK_DATA/SEEK_HOLE say: holes, and extents allocated but never
+    written (fallocate), which the filesystem also answers with zeros
+    without a device I/O."""
+    pos = 0
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no data past pos
+                raise
+            data = end
+        if data > pos:
+            yield pos, min(data, end)
+        if data >= end:
+            return
+        pos = os.lseek(fd, data, os.SEEK_HOLE)
+
+
+def hole_bytes(path: str, end: int) -> int:
+    """Bytes of [0, end) of a regular file that hold no data; where the
+    filesystem cannot say where, the blocks it allocated (st_blocks)
+    against the size give a lower bound."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return sum(stop - start for start, stop in _hole_ranges(fd, end))
+    except OSError:
+        st = os.fstat(fd)
+        return max(0, min(st.st_size, end) - st.st_blocks * 512)
+    finally:
+        os.close(fd)
+
+
+def lay_out(path: str, end: int) -> None:
+    """Writes every hole of [0, end) of the file once, as a made device is
+    filled (its data untouched), so that each read reaches the device."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        ranges = list(_hole_ranges(fd, end))  # before any is written
+        for start, stop in ranges:
+            _write_random(fd, start, stop - start)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 # ---- the targets oslens makes
 
 
@@ -319,14 +374,18 @@ def _fill(path: str, size: int) -> None:
     blocks (zram returns those without touching its store)."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        left = size
-        while left > 0:
-            n = os.write(fd, os.urandom(min(FILL_CHUNK, left)))
-            left -= n
+        _write_random(fd, 0, size)
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the reads start from the device, not this cache
     finally:
         os.close(fd)
+
+
+def _write_random(fd: int, start: int, length: int) -> None:
+    """`length` bytes that do not compress (as fio's default buffers) from `start`."""
+    end = start + length
+    while start < end:
+        start += os.pwrite(fd, os.urandom(min(FILL_CHUNK, end - start)), start)
 
 
 def _tmpfs_dir() -> str | None:
@@ -485,17 +544,41 @@ def remove_device(what: str) -> str:
     return "left alone"
 
 
+def _scheduler_file(target: Target) -> tuple[Path | None, str | None]:
+    disk = target.disk
+    path = disk / "queue" / "scheduler" if disk else None
+    return path, _read(path) if path else None
+
+
+def check_scheduler(name: str, target: Target | None) -> None:
+    """Refuses (UsageError) a scheduler the target does not offer; with no
+    target yet (a loop device to be made), one this kernel has none of: the
+    elevators any request-based disk here lists, and those a module would
+    add when asked (the kernel loads NAME-iosched)."""
+    if target is not None:
+        text = _scheduler_file(target)[1]
+        if not text:
+            raise UsageError(f"--scheduler: {target.path} has no I/O scheduler (a bio-based device such as zram)")
+        if name not in (have := _choices(text)):
+            raise UsageError(f"--scheduler: {target.path} offers {', '.join(have)}, not '{name}'")
+        return
+    have = sorted({w for p in Path("/sys/block").glob("*/queue/scheduler") for w in _choices(_read(p))})
+    if name in have:
+        return
+    modprobe = shutil.which("modprobe") or "/sbin/modprobe"
+    try:
+        loadable = subprocess.run([modprobe, "-n", "-q", f"{name}-iosched"], capture_output=True).returncode == 0
+    except OSError:
+        loadable = False
+    if not loadable:
+        raise UsageError(f"--scheduler: this kernel has no I/O scheduler '{name}' (it has {', '.join(have) or 'none'})")
+
+
 def set_scheduler(target: Target, name: str) -> None:
     """Sets the disk's I/O scheduler for the run; the old one is written
     down first and put back by restore_scheduler (or the next oslens)."""
-    disk = target.disk
-    path = disk / "queue" / "scheduler" if disk else None
-    text = _read(path) if path else None
-    if not text:
-        raise UsageError(f"--scheduler: {target.path} has no I/O scheduler (a bio-based device such as zram)")
-    have = _choices(text)
-    if name not in have:
-        raise UsageError(f"--scheduler: {target.path} offers {', '.join(have)}, not '{name}'")
+    check_scheduler(name, target)
+    path, text = _scheduler_file(target)
     old = _selected(text)
     if old == name:
         return

@@ -3,8 +3,11 @@ and what does each I/O cost them?"""
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from ..errors import UsageError
 from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
 from . import Context, common_options, measure
 
@@ -17,9 +20,7 @@ from . import Context, common_options, measure
     "there is no zram; either is removed after the run). A device or file of yours is read; it is written "
     "only if it holds no filesystem or data (see --allow-overwrite), and never while mounted.",
 )
-@click.option(
-    "--size", default=DEFAULT_SIZE, show_default=True, metavar="SIZE", help="The size of a device oslens makes."
-)
+@click.option("--size", show_default=DEFAULT_SIZE, metavar="SIZE", help="The size of a device oslens makes.")
 @click.option(
     "--engine",
     "engines",
@@ -28,7 +29,7 @@ from . import Context, common_options, measure
     metavar="E[,…]",
     help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
 )
-@click.option("--qd", default=DEFAULT_QD, show_default=True, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
+@click.option("--qd", show_default=DEFAULT_QD, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
 @click.option(
     "--uring-wait",
     is_flag=True,
@@ -38,8 +39,7 @@ from . import Context, common_options, measure
 @click.option(
     "--taskrun",
     type=click.Choice(list(TASKRUN)),
-    default=DEFAULT_TASKRUN,
-    show_default=True,
+    show_default=DEFAULT_TASKRUN,
     help="io_uring: when the kernel runs completion work: interrupt (the task), coop (at its next kernel entry: "
     "COOP_TASKRUN), defer (only when it reaps: DEFER_TASKRUN, as fio sets its rings up).",
 )
@@ -71,16 +71,23 @@ def command(ctx: Context, **kw):
     """Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?"""
     from .. import blockdev
     from ..plan import io as io_plan
+    from ..runner import check
 
     choices = io_plan.check(**kw)
+    _check_store(ctx)
     target = choices["target"]
     if choices["kind"]:
         ctx.say(f"oslens io: making a {choices['kind']} device of {choices['size'] >> 20} MiB")
         target = blockdev.make(choices["kind"], choices["size"])
     try:
+        plan = io_plan.plan(choices, target)
+        check(plan.points)  # the engine's own checks of the target, before its scheduler or data is changed
         if choices["scheduler"]:
             blockdev.set_scheduler(target, choices["scheduler"])
-        plan = io_plan.plan(choices, target)
+            plan.params["target"] = target.describe()  # with the scheduler the run has
+        if choices["layout"]:
+            ctx.say(f"oslens io: writing the {choices['layout']} bytes of holes in {target.path}")
+            blockdev.lay_out(target.path, choices["span"] or target.size())
         p = plan.params
         measure(
             ctx,
@@ -93,3 +100,21 @@ def command(ctx: Context, **kw):
         blockdev.restore_scheduler(target)
         if target.made:
             blockdev.remove_device(target.made_line)
+
+
+def _check_store(ctx: Context) -> None:
+    """A store the run could not be kept in is refused before a device is
+    made: one that exists is opened (which makes nothing); one that does
+    not is made by the run, so only where it would go is checked now."""
+    from ..store import StoreError
+
+    path = ctx.db_path.expanduser()
+    if path.exists():
+        try:
+            ctx.store().close()
+        except StoreError as e:
+            raise UsageError(str(e)) from None
+        return
+    parent = next(p for p in path.parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot make results store {path}: {parent} is not a directory this user may write in")

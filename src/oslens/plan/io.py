@@ -119,17 +119,26 @@ def parse_qds(text: str) -> list[int]:
 
 
 def check(
-    *, target: str | None, size: str, engines: str, qd: str, bs: str, span: str | None, workers: str | None,
-    placement: str, duration: float | None, ops: int | None, reps: int, warmup: float, scheduler: str | None,
-    allow_overwrite: bool, explain: bool, uring_wait: bool = False, taskrun: str = DEFAULT_TASKRUN,
+    *, target: str | None, size: str | None, engines: str, qd: str | None, bs: str, span: str | None,
+    workers: str | None, placement: str, duration: float | None, ops: int | None, reps: int, warmup: float,
+    scheduler: str | None, allow_overwrite: bool, explain: bool, uring_wait: bool = False,
+    taskrun: str | None = None,
 ) -> dict:  # fmt: skip
     """Every option checked before anything is made; the choices (the
-    user's target, checked, as `target`; None when one is to be made)."""
+    user's target, checked, as `target`; None when one is to be made).
+    The io_uring options and --size default to None so that one given
+    where it cannot apply is told apart from its default, and refused."""
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
     if explain and ops is not None:
         raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
     names = parse_list(engines, "--engine", tuple(ENGINES))
-    qds = parse_qds(qd)
+    if not any(ENGINES[n][2] for n in names):
+        given = [o for o, v in (("--qd", qd), ("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
+        if given:
+            uring = ", ".join(n for n, e in ENGINES.items() if e[2])
+            raise UsageError(f"{', '.join(given)}: io_uring's only, and no io_uring engine ({uring}) is asked")
+    qds = parse_qds(qd or DEFAULT_QD)
+    taskrun = taskrun or DEFAULT_TASKRUN
     series = [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
     opts = engine.probes()["io"].options
     block = blockdev.parse_size(bs, "--bs")
@@ -138,7 +147,7 @@ def check(
     span_bytes = blockdev.parse_size(span, "--span") if span is not None else None
     if span_bytes is not None and (span_bytes < block or span_bytes % (1 << 20)):
         raise UsageError(f"--span: {span} is not a whole number of MiB of at least one block")
-    made_size = blockdev.parse_size(size)
+    made_size = blockdev.parse_size(size or DEFAULT_SIZE)
     if made_size < blockdev.MIN_SIZE or made_size % (1 << 20):
         raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
     ncpus = engine.topology()["available"]
@@ -158,15 +167,43 @@ def check(
         user_target = blockdev.check_user_target(target, writing, allow_overwrite)
     elif (why := blockdev.available_kinds()[kind]) is not None:
         raise UsageError(f"--target {kind}: {why}")
+    if user_target is not None and size is not None:
+        raise UsageError(f"--size: the size of a device oslens makes, not of --target {target}")
     if kind is not None and made_size > _mem_available() // 2:
-        raise UsageError(f"--size {size}: more than half of this machine's available memory")
-    if scheduler is not None and kind == "zram":
-        raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
+        raise UsageError(f"--size {made_size >> 20}M: more than half of this machine's available memory")
+    target_size = user_target.size() if user_target else made_size
+    if span_bytes is not None and span_bytes > target_size:
+        what = user_target.path if user_target else f"the {kind} device (--size)"
+        raise UsageError(f"--span: {span} is more than the {target_size} bytes of {what}")
+    if scheduler is not None:
+        if kind == "zram":
+            raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
+        blockdev.check_scheduler(scheduler, user_target)
+    layout = _holes(user_target, span_bytes or target_size, allow_overwrite) if user_target else 0
     return dict(
         kind=kind, target=user_target, size=made_size, series=series, bs=block, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
         scheduler=scheduler, explain=explain, uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun]},
+        layout=layout,
     )  # fmt: skip
+
+
+def _holes(target: blockdev.Target, end: int, allow_overwrite: bool) -> int:
+    """The bytes of holes in the part of a user's file the I/Os reach, to be
+    written before the run (--allow-overwrite), or refused: a read of a hole
+    returns zeros without reaching the device, and a write to one allocates
+    first, so either would time the filesystem's shortcut, not the I/O.
+    fio lays a file out before it reads it for the same reason."""
+    if target.is_block:
+        return 0
+    holes = blockdev.hole_bytes(target.path, end)
+    if holes and not allow_overwrite:
+        raise UsageError(
+            f"--target {target.path}: {holes} of the {end} bytes the I/Os reach are holes (sparse or fallocated, "
+            f"never written): reads of a hole never reach the device; write the file first, or give "
+            f"--allow-overwrite to have oslens write its holes (its data is left as it is)"
+        )
+    return holes
 
 
 def _mem_available() -> int:
