@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from oslens import blockdev, leftovers
+from test_report import browser, load  # noqa: F401 (browser: the fixture, shared)
 
 from conftest import engine_bin, one_line_error, oslens, run_engine
 
@@ -530,3 +531,153 @@ def test_allow_overwrite_writes_the_holes_and_the_reads_reach_the_device(tmp_pat
     (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
     if pt["device"] is not None:  # a filesystem on a block device: each direct read is one there
         assert pt["device"]["reads"] + pt["device"]["read_merges"] >= ops
+
+
+@pytest.fixture(scope="module")
+def io_run(tmp_path_factory) -> dict:
+    """One real run of two worker counts (one count on a 1-CPU machine), its
+    stored records and what `oslens io --json` printed."""
+    if not ROOT or blockdev.available_kinds()["zram"] and blockdev.available_kinds()["loop"]:
+        pytest.skip("no device can be made here")
+    from oslens.store import Store
+
+    db = tmp_path_factory.mktemp("io") / "r.db"
+    p = oslens("io", "-q", "--json", "--engine", "pread", "--workers", "1,max", "--ops", "300", "--warmup", "0",
+               "--reps", "3", "--size", "16M", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    with Store(db, read_only=True) as st:
+        run = st.run(doc["run"])
+        return {"doc": doc, "run": run, "records": st.records(run.id)}
+
+
+def _terminal(summary, run) -> str:
+    import io
+
+    from rich.console import Console
+
+    from oslens.report import io as io_report
+
+    out = io.StringIO()
+    io_report.show(Console(file=out, width=250, color_system=None), run, summary)
+    return out.getvalue()
+
+
+def _with(records: list[dict], workers: int, change) -> list[dict]:
+    """The records, with `change` applied to each record of the measured
+    invocation at `workers`."""
+    import copy
+
+    out, here = [], False
+    for r in records:
+        r = copy.deepcopy(r)
+        if r["type"] == "context":
+            here = (r.get("io") or {}).get("role") == "measure" and (r.get("io") or {}).get("workers") == workers
+        if here:
+            change(r)
+        out.append(r)
+    return out
+
+
+def test_irq_time_the_kernel_does_not_account_is_unavailable_not_zero(io_run):
+    """profile's and appscale's rule: on a kernel without IRQ time
+    accounting, irq per I/O is not 0.00 but unavailable, and why, in the
+    terminal, --json and the frames."""
+    from oslens.analysis.io import analyze
+    from oslens.collectors import kernel
+    from oslens.frames import io as io_frames
+
+    run, doc = io_run["run"], io_run["doc"]
+    why = kernel.irq_time_unavailable(run.machine["kernel"]["config"])
+    irq = [pt["cpu_us_per_io"]["irq"] for s in doc["series"] for pt in s["points"]]
+    frames = io_frames.frames(run, io_run["records"])["summary"]
+    assert doc["irq_unavailable"] == why
+    text = _terminal(analyze(run, io_run["records"]), run)
+    if why:
+        assert irq == [None] * len(irq)
+        assert frames["cpu_irq_us_per_io"].isna().all()
+        assert f"irq: {why}" in text and " / n/a / " in text and "the irq column aside" in text
+    else:
+        assert all(isinstance(x, float) for x in irq) and frames["cpu_irq_us_per_io"].notna().all()
+        assert "n/a" not in text
+
+
+def test_a_superlinear_io_point_is_flagged_by_scales_rule(io_run):
+    from oslens.analysis.io import summarize
+    from oslens.analysis.scale import SUPERLINEAR_NOTE
+
+    run, recs = io_run["run"], io_run["records"]
+    counts = run.params["workers"]
+    if len(counts) < 2:
+        pytest.skip("one CPU: one worker count")
+    base = io_run["doc"]["series"][0]["points"][0]
+    # every repetition of the larger count at 1.7 times the fewest CPUs' best IOPS per CPU (173 % was seen)
+    best = max(base["iops"]) / base["workers"]
+    rates = iter([1.69, 1.70, 1.71] * 8)
+
+    def faster(r):
+        if r["type"] == "worker":
+            r["ops_per_sec"] = best * next(rates)
+
+    s = summarize(run.params, _with(recs, counts[-1], faster), run.machine)
+    first, last = s.series[0].points[0], s.series[0].points[-1]
+    assert last.superlinear and SUPERLINEAR_NOTE in last.warnings and last.efficiency_ci.low > 1.0
+    assert not first.superlinear
+    text = _terminal(s, run)
+    assert "↑" in text and "superlinear" in text
+
+
+def test_a_point_with_no_timed_io_has_no_figure_and_no_nan(io_run):
+    """A point whose repetitions timed no I/O printed '0 [0–0]' and nan:
+    it has no figure, says so in one line, and its JSON is strict."""
+    from oslens.analysis.io import summarize
+    from oslens.frames import io as io_frames
+
+    run, recs = io_run["run"], io_run["records"]
+    n = run.params["workers"][-1]
+
+    def idle(r):
+        if r["type"] == "worker":
+            r["ops"], r["ops_per_sec"] = 0, 0.0
+        if r["type"] == "hist":
+            r["hist"].update(count=0, sum=0, min=0, max=0, buckets=[])
+
+    changed = _with(recs, n, idle)
+    s = summarize(run.params, changed, run.machine)
+    json.dumps(s.to_dict(), allow_nan=False)
+    pt = next(p for p in s.series[0].points if p.workers == n)
+    assert pt.median_iops is None and pt.latency == {} and pt.cpu_us_per_io is None
+    text = _terminal(s, run)
+    assert "nan" not in text.lower() and "no I/O was timed" in text
+    row = io_frames.frames(run, changed)["summary"]
+    assert row[row.workers == n]["iops"].isna().all()
+
+
+def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, request, tmp_path):
+    """A percentile of 0 ns (below the clock's resolution) on the log scale
+    left the latency chart blank ('Log scale domain includes zero'): it is
+    said, not drawn; irq the kernel does not account has no bar."""
+    from types import SimpleNamespace
+
+    from oslens.collectors import kernel
+    from oslens.report.html import io as io_html
+    from oslens.report.html.page import Figure, Page
+
+    run, recs = io_run["run"], io_run["records"]
+
+    def instant(r):
+        if r["type"] == "hist":
+            r["hist"].update(sum=0, min=0, max=0, buckets=[[0, r["hist"]["count"]]])
+
+    rd = SimpleNamespace(short=f"run {run.id}", run=run, records=_with(recs, run.params["workers"][0], instant))
+    (section,) = io_html.sections([rd])
+    figures = {b.id.split("-")[1]: b for b in section.blocks if isinstance(b, Figure)}
+    assert {"iops", "lat", "cpu"} <= set(figures)
+    assert "0 ns, not drawn on the log scale" in figures["lat"].caption
+    bars = {d["kind"] for d in figures["cpu"].spec()["datasets"].popitem()[1]}
+    assert ("irq" in bars) == (kernel.irq_time_unavailable(run.machine["kernel"]["config"]) is None)
+    page = tmp_path / "io.html"
+    page.write_text(Page("io", sections=[section]).to_html())
+    shown = load(request.getfixturevalue("browser"), str(page))
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["drawn"] == shown["plots"] == len(figures)

@@ -12,11 +12,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..collectors import kernel
+from ..collectors._read import unavailable
 from ..records import Invocation, complete_reps, explained_point, invocations
 from .explain import ExplainedStats, explain_point
 from .histogram import Histogram, merge_all
 from .metrics import HIGHER, LOWER, Metrics
-from .stats import SPREAD_LIMIT, relative_spread
+from .scale import SUPERLINEAR_NOTE, efficiency_interval, is_superlinear
+from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread
 
 QUANTILES = {"p50": 50, "p99": 99, "p99.9": 99.9}
 CPU_KINDS = ("user", "system", "irq", "softirq")  # user includes nice
@@ -48,7 +51,7 @@ class IoPoint:
     ops: list[int]  # I/Os counted per repetition
     bs: int
     latency: dict[str, float] = field(default_factory=dict)  # QUANTILES -> ns
-    cpu_us_per_io: dict[str, float] | None = None  # CPU_KINDS -> µs, every CPU
+    cpu_us_per_io: dict[str, float | None] | None = None  # CPU_KINDS -> µs, every CPU (irq None: not accounted)
     cpu_resolution_us: float | None = None  # one accounting tick spread over the I/Os
     worker_us_per_io: dict[str, float] | None = None  # the workers' own rusage: user, system
     completions: Completions | None = None
@@ -57,19 +60,29 @@ class IoPoint:
     interrupts: dict[int, int] | None = None  # cpu -> the device's interrupts there
     explained: ExplainedStats | None = None
     uring: dict | None = None  # how io_uring was driven: setup flags, enters and waits per I/O
+    efficiency: float | None = None  # IOPS per CPU over the series' first point's (1: the ideal line)
+    efficiency_ci: Interval | None = None  # its interval, as scale's (None at the first point)
+    superlinear: bool = False  # that interval lies wholly above 1, as scale judges it
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def median_iops(self) -> float:
-        return float(np.median(self.iops)) if self.iops else float("nan")
+    def timed(self) -> bool:
+        """Some I/O was timed: without any, the point has no figure to give."""
+        return sum(self.ops) > 0
 
     @property
-    def per_cpu(self) -> float:
-        return self.median_iops / self.workers
+    def median_iops(self) -> float | None:
+        return float(np.median(self.iops)) if self.timed else None
 
     @property
-    def bandwidth(self) -> float:
-        return self.median_iops * self.bs
+    def per_cpu(self) -> float | None:
+        m = self.median_iops
+        return m / self.workers if m is not None else None
+
+    @property
+    def bandwidth(self) -> float | None:
+        m = self.median_iops
+        return m * self.bs if m is not None else None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -84,29 +97,47 @@ class IoSeries:
     label: str
     points: list[IoPoint]
 
-    def efficiency(self, p: IoPoint) -> float | None:
-        """IOPS per CPU over the smallest count's: 1 on the ideal line."""
+    def judge(self) -> None:
+        """Each point's IOPS per CPU over the fewest CPUs', with scale's
+        interval and its rule for a superlinear point. An interval only
+        where every repetition on both sides timed I/O (a zero would make
+        its ends infinite)."""
         base = self.points[0]
-        return p.per_cpu / base.per_cpu if base.per_cpu > 0 else None
+        if not base.per_cpu:
+            return
+        b = median_ci([x / base.workers for x in base.iops])
+        for p in self.points:
+            if p.per_cpu is None:
+                continue
+            p.efficiency = p.per_cpu / base.per_cpu
+            if p is base or min(p.iops) <= 0 or b.low <= 0:
+                continue
+            p.efficiency_ci = efficiency_interval(median_ci([x / p.workers for x in p.iops]), b)
+            if is_superlinear(p.efficiency_ci):
+                p.superlinear = True
+                p.warnings.append(SUPERLINEAR_NOTE)
 
 
 @dataclass
 class IoSummary:
     target: dict
     series: list[IoSeries]
+    # why /proc/stat's irq time is not real on the kernel measured (profile's and appscale's rule), None if it is
+    irq_unavailable: str | None = None
 
     def to_dict(self) -> dict:
         return {
             "target": self.target,
-            "series": [
-                {"label": s.label, "points": [p.to_dict() | {"efficiency": s.efficiency(p)} for p in s.points]}
-                for s in self.series
-            ],
+            "irq_unavailable": self.irq_unavailable,
+            "series": [{"label": s.label, "points": [p.to_dict() for p in s.points]} for s in self.series],
         }
 
 
-def _cpu_cost(inv: Invocation, reps: dict[int, list[dict]]) -> tuple[dict | None, float | None, dict | None]:
-    """µs per I/O by kind over every CPU, the accounting's resolution per
+def _cpu_cost(
+    inv: Invocation, reps: dict[int, list[dict]], irq_unavailable: str | None
+) -> tuple[dict | None, float | None, dict | None]:
+    """µs per I/O by kind over every CPU (irq None where the kernel does not
+    account it: its 0 is no measurement), the accounting's resolution per
     I/O, and the workers' own rusage per I/O."""
     total, worker = defaultdict(float), defaultdict(float)
     ticks_ns, ios = 0.0, 0
@@ -125,7 +156,7 @@ def _cpu_cost(inv: Invocation, reps: dict[int, list[dict]]) -> tuple[dict | None
     if not ios:
         return None, None, None
     return (
-        {k: total[k] / 1e3 / ios for k in CPU_KINDS},
+        {k: None if k == "irq" and irq_unavailable else total[k] / 1e3 / ios for k in CPU_KINDS},
         ticks_ns / 1e3 / ios,
         {k: v / ios for k, v in worker.items()},
     )
@@ -186,7 +217,7 @@ def _role(inv: Invocation) -> str:
     return ctx.get("role") or ("explain" if ctx.get("explained") else "measure")
 
 
-def _point(inv: Invocation) -> IoPoint:
+def _point(inv: Invocation, irq_unavailable: str | None) -> IoPoint:
     h, ctx = inv.header, (inv.context or {}).get("io", {})
     reps = complete_reps(inv)
     p = IoPoint(
@@ -199,10 +230,10 @@ def _point(inv: Invocation) -> IoPoint:
         bs=int(h.get("options", {}).get("bs", 4096)),
     )
     hists = [Histogram.from_record(r["hist"]) for r in inv.of("hist") if r["rep"] in reps]
-    if hists:
-        merged = merge_all(hists)
+    merged = merge_all(hists) if hists else None
+    if merged is not None and merged.count:
         p.latency = {k: merged.percentile(q) for k, q in QUANTILES.items()}
-    p.cpu_us_per_io, p.cpu_resolution_us, p.worker_us_per_io = _cpu_cost(inv, reps)
+    p.cpu_us_per_io, p.cpu_resolution_us, p.worker_us_per_io = _cpu_cost(inv, reps, irq_unavailable)
     p.uring = _uring(inv, reps)
     if inv.of("completions"):  # a run stored before completions had a repetition of their own
         _attach_completions(p, inv)
@@ -214,12 +245,25 @@ def _point(inv: Invocation) -> IoPoint:
             for cpu, n in per_cpu.items():
                 ints[int(cpu)] += n
         p.interrupts = dict(ints) if dev[-1].get("irq_names") else None
-    if len(p.iops) >= 2 and relative_spread(p.iops) > SPREAD_LIMIT:
+    idle = sum(1 for n in p.ops if n == 0)
+    if not p.timed:
+        p.warnings.append(f"no I/O was timed in its {p.reps} complete repetitions: the point has no figure")
+    elif idle:
+        p.warnings.append(f"{idle} of {p.reps} repetitions timed no I/O")
+    elif len(p.iops) >= 2 and relative_spread(p.iops) > SPREAD_LIMIT:
         p.warnings.append(f"IOPS vary by {relative_spread(p.iops):.0%} across repetitions")
     return p
 
 
-def summarize(params: dict, records) -> IoSummary:
+def irq_unavailable(machine: dict | None) -> str | None:
+    """profile's and appscale's rule (collectors.kernel), on the build
+    configuration stored with the run; a run that stored none is unknown."""
+    config = (machine or {}).get("kernel", {}).get("config")
+    return kernel.irq_time_unavailable(config or unavailable("not stored with the run"))
+
+
+def summarize(params: dict, records, machine: dict | None = None) -> IoSummary:
+    irq_why = irq_unavailable(machine)
     plain: dict[tuple[str, int], IoPoint] = {}
     explained: list[tuple[str, int, Invocation]] = []
     followed: list[tuple[str, int, Invocation]] = []
@@ -229,7 +273,7 @@ def summarize(params: dict, records) -> IoSummary:
         if role != "measure":
             (explained if role == "explain" else followed).append((ctx.get("series"), inv.header["workers"], inv))
             continue
-        p = _point(inv)
+        p = _point(inv, irq_why)
         plain[(p.series, p.workers)] = p
     for label, n, inv in followed:
         if twin := plain.get((label, n)):
@@ -238,7 +282,7 @@ def summarize(params: dict, records) -> IoSummary:
         twin = plain.get((label, n))
         ep = explained_point(inv)
         if twin and ep:
-            rate = twin.per_cpu if twin.iops else None
+            rate = twin.per_cpu
             twin.explained = explain_point(ep, rate)
             if twin.explained is None and ep.unavailable:
                 twin.warnings.append(f"not explained: {ep.unavailable}")
@@ -247,11 +291,13 @@ def summarize(params: dict, records) -> IoSummary:
         by[p.series].append(p)
     order = params.get("engines") or list(by)
     series = [IoSeries(label, sorted(by[label], key=lambda p: p.workers)) for label in order if by.get(label)]
-    return IoSummary(params.get("target", {}), series)
+    for se in series:
+        se.judge()
+    return IoSummary(params.get("target", {}), series, irq_why)
 
 
 def analyze(run, records) -> IoSummary:
-    return summarize(run.params, records)
+    return summarize(run.params, records, run.machine)
 
 
 def metrics(run, records) -> Metrics:
@@ -275,7 +321,7 @@ def metrics(run, records) -> Metrics:
         p99 = []
         for rep in reps:
             hs = [Histogram.from_record(r["hist"]) for r in inv.of("hist") if r["rep"] == rep]
-            if hs:
-                p99.append(merge_all(hs).percentile(99))
+            if hs and (merged := merge_all(hs)).count:
+                p99.append(merged.percentile(99))
         m.add(f"io/{label}/{n} CPUs/p99", p99, "ns", LOWER, group, f"{n} CPUs · p99 per I/O")
     return m

@@ -101,6 +101,23 @@ SUPERLINEAR_NOTE = (
 )
 
 
+def efficiency_interval(iv: Interval, b: Interval) -> Interval:
+    """A per-worker (or per-CPU) rate's interval over the baseline's (b.median > 0)."""
+    return Interval(
+        median=iv.median / b.median,
+        low=iv.low / b.high if b.high else float("inf"),
+        high=iv.high / b.low if b.low else float("inf"),
+        n=min(iv.n, b.n),
+        coverage=max(iv.coverage + b.coverage - 1.0, 0.0),
+    )
+
+
+def is_superlinear(ci: Interval) -> bool:
+    # Only a real interval (two repetitions or more on both sides) can say
+    # the excess is more than noise.
+    return ci.n >= 2 and ci.low > 1.0
+
+
 def _efficiency(p: PointStats, base: PointStats) -> None:
     b = base.per_worker
     if not b.median:
@@ -108,17 +125,8 @@ def _efficiency(p: PointStats, base: PointStats) -> None:
     p.efficiency = p.per_worker.median / b.median
     if p is base:
         return
-    iv = p.per_worker
-    p.efficiency_ci = Interval(
-        median=p.efficiency,
-        low=iv.low / b.high if b.high else float("inf"),
-        high=iv.high / b.low if b.low else float("inf"),
-        n=min(iv.n, b.n),
-        coverage=max(iv.coverage + b.coverage - 1.0, 0.0),
-    )
-    # Only a real interval (two repetitions or more on both sides) can say
-    # the excess is more than noise.
-    if p.efficiency_ci.n >= 2 and p.efficiency_ci.low > 1.0:
+    p.efficiency_ci = efficiency_interval(p.per_worker, b)
+    if is_superlinear(p.efficiency_ci):
         p.superlinear = True
         p.warnings.append(SUPERLINEAR_NOTE)
 

@@ -8,7 +8,7 @@ series, CPU count and CPU: I/Os submitted and completed there."""
 
 from __future__ import annotations
 
-from ..analysis.io import CPU_KINDS, QUANTILES, summarize
+from ..analysis.io import CPU_KINDS, QUANTILES, analyze
 from . import describe, table
 
 _KEY = {
@@ -28,8 +28,14 @@ COLUMNS = {
         "iops": ("float64", "median IOPS over the repetitions"),
         "iops_per_cpu": ("float64", "median IOPS per submitting CPU"),
         "efficiency": ("float64", "IOPS per CPU over the fewest CPUs' (1: the ideal line)"),
+        "superlinear": ("bool", "the efficiency's interval lies wholly above 1 (scale's rule): more than noise"),
         **{f"{q}_ns": ("float64", f"{q[1:]}th percentile of an I/O's latency, ns") for q in QUANTILES},
         **{f"cpu_{k}_us_per_io": ("float64", f"{k} time of every CPU per I/O, µs") for k in CPU_KINDS},
+        "cpu_irq_us_per_io": (
+            "float64",
+            "irq time of every CPU per I/O, µs (missing on a kernel that does not "
+            "account it: show's irq_unavailable says why)",
+        ),
         "local_share": ("float64", "share of the I/Os completed on the CPU that submitted them"),
         "uring_enters_per_io": ("float64", "io_uring: io_uring_enter calls per I/O (warm-up included)"),
         "uring_waits_per_io": ("float64", "io_uring: enters that waited for a completion, per I/O"),
@@ -45,7 +51,7 @@ __doc__ = (__doc__ or "") + describe(COLUMNS)
 
 
 def frames(run, records: list[dict]) -> dict:
-    s = summarize(run.params, records)
+    s = analyze(run, records)
     points, summary, comps = [], [], []
     for se in s.series:
         for p in se.points:
@@ -54,7 +60,8 @@ def frames(run, records: list[dict]) -> dict:
             cpu = p.cpu_us_per_io or {}
             summary.append(
                 key
-                | {"reps": p.reps, "iops": p.median_iops, "iops_per_cpu": p.per_cpu, "efficiency": se.efficiency(p)}
+                | {"reps": p.reps, "iops": p.median_iops, "iops_per_cpu": p.per_cpu, "efficiency": p.efficiency}
+                | {"superlinear": p.superlinear}
                 | {f"{q}_ns": p.latency.get(q) for q in QUANTILES}
                 | {f"cpu_{k}_us_per_io": cpu.get(k) for k in CPU_KINDS}
                 | {"local_share": p.completions.local_share if p.completions else None}

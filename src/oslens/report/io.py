@@ -40,7 +40,12 @@ def _cpu(p: IoPoint) -> str:
     c = p.cpu_us_per_io
     if not c:
         return "–"
-    return " / ".join(f"{c[k]:.2f}" for k in CPU_KINDS)
+    return " / ".join("n/a" if c[k] is None else f"{c[k]:.2f}" for k in CPU_KINDS)
+
+
+def efficiency_cell(p: IoPoint) -> str:
+    """vs ideal: ↑ on a point scale's rule finds superlinear."""
+    return "–" if p.efficiency is None else pct(p.efficiency) + (" ↑" if p.superlinear else "")
 
 
 def _completions(p: IoPoint) -> str:
@@ -77,15 +82,14 @@ def _series_table(s: IoSeries) -> Table:
     ):
         t.add_column(name, justify="left" if name in ("completions", "device counted") else "right")
     for p in s.points:
-        eff = s.efficiency(p)
         lat = [ns(p.latency[q]) if q in p.latency else "–" for q in ("p50", "p99", "p99.9")]
-        lo, hi = (min(p.iops), max(p.iops)) if p.iops else (float("nan"),) * 2
+        iops = f"{si(p.median_iops)} [{si(min(p.iops))}–{si(max(p.iops))}]" if p.timed else "–"
         t.add_row(
             str(p.workers),
-            Text(f"{si(p.median_iops)} [{si(lo)}–{si(hi)}]"),
+            Text(iops),
             si(p.per_cpu),
-            pct(eff) if eff is not None else "–",
-            f"{p.bandwidth / 1e6:.1f}",
+            Text(efficiency_cell(p), style="bold yellow" if p.superlinear else ""),
+            f"{p.bandwidth / 1e6:.1f}" if p.bandwidth is not None else "–",
             *lat,
             _cpu(p),
             Text(_completions(p)),
@@ -112,29 +116,31 @@ def show(console: Console, run, s: IoSummary) -> None:
     if not s.series:
         console.print("no complete point in this run")
         return
-    notes: list[str] = []
+    notes: dict[str, bool] = {}  # note -> a warning (yellow), in order, each once
+    if s.irq_unavailable:
+        notes[f"CPU µs per I/O, irq: {s.irq_unavailable}"] = True
     for series in s.series:
         console.print(_series_table(series))
         rings = [p.uring for p in series.points if p.uring]
         if rings:
-            notes.append(f"{series.label}: {_ring_line(rings)}")
+            notes[f"{series.label}: {_ring_line(rings)}"] = False
         for p in series.points:
             for w in p.warnings:
-                notes.append(f"{series.label} ×{p.workers}: {w}")
+                notes[f"{series.label} ×{p.workers}: {w}"] = True
             if p.completions is None and p.completions_unavailable:
-                notes.append(f"completions not followed: {p.completions_unavailable}")
+                notes[f"completions not followed: {p.completions_unavailable}"] = True
             if p.explained:
                 top = sorted(p.explained.causes, key=lambda c: -c.ns_per_op)[:4]
-                notes.append(
-                    f"{series.label} ×{p.workers} per I/O: " + ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in top)
-                )
+                causes = ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in top)
+                notes[f"{series.label} ×{p.workers} per I/O: {causes}"] = False
     res = [p.cpu_resolution_us for se in s.series for p in se.points if p.cpu_resolution_us]
     console.print(
         Text(
-            "IOPS: median of the repetitions [min–max]; vs ideal: IOPS per CPU over the fewest CPUs'. "
-            "CPU µs per I/O: every CPU's time in /proc/stat over the window, whoever ran it (the kernel "
-            "accounts it by tick sampling unless it was built with IRQ time accounting"
+            "IOPS: median of the repetitions [min–max]; vs ideal: IOPS per CPU over the fewest CPUs' (↑: "
+            "superlinear, more than noise). CPU µs per I/O: every CPU's time in /proc/stat over the window, "
+            "whoever ran it (the kernel accounts it by tick sampling unless it was built with IRQ time accounting"
             + (f": ±{max(res):.2g} µs per I/O here" if res else "")
+            + (", the irq column aside" if s.irq_unavailable else "")
             + "). completions: the share completed on the CPU that submitted them, and CPU:count where they "
             "completed, from one more repetition with each I/O followed by BPF (kept out of the others: the "
             "tracing slows each I/O). device counted: the kernel's /sys/block stat over the whole invocation "
@@ -142,5 +148,5 @@ def show(console: Console, run, s: IoSummary) -> None:
             style="dim",
         )
     )
-    for n in dict.fromkeys(notes):
-        console.print(Text(n), style="yellow" if "not" in n or "vary" in n else None)
+    for n, warning in notes.items():
+        console.print(Text(n), style="yellow" if warning else None)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ...analysis.io import CPU_KINDS, QUANTILES, summarize
+from ...analysis.io import CPU_KINDS, QUANTILES, analyze
 from ...format import ns, pct, si
-from ..io import target_line
+from ..io import efficiency_cell, target_line
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
@@ -19,36 +19,41 @@ TITLE = "Block I/O as submitting CPUs grow (io)"
 def sections(runs) -> list[Section]:
     blocks: list = []
     for rd in runs:
-        s = summarize(rd.run.params, rd.records)
+        s = analyze(rd.run, rd.records)
         blocks.append(Note(f"{rd.short}: target {target_line(s.target)}"))
         if not s.series:
             blocks.append(Note(f"{rd.short}: no complete point", warning=True))
             continue
-        rows, curve, lat, cpu, heat = [], [], [], [], []
+        rows, curve, lat, cpu, heat, zero = [], [], [], [], [], []
         for se in s.series:
             base = se.points[0]
             for p in se.points:
-                eff = se.efficiency(p)
                 rows.append(
                     [
                         se.label,
                         p.workers,
                         si(p.median_iops),
                         si(p.per_cpu),
-                        pct(eff) if eff is not None else "–",
+                        efficiency_cell(p),
                         *(ns(p.latency[q]) if q in p.latency else "–" for q in QUANTILES),
                         pct(p.completions.local_share) if p.completions else "–",
                     ]
                 )
-                curve += [
-                    {"series": se.label, "CPUs": p.workers, "IOPS": p.median_iops, "line": "measured"},
-                    {"series": se.label, "CPUs": p.workers, "IOPS": base.per_cpu * p.workers, "line": "ideal"},
-                ]
-                lat += [{"point": f"{se.label} ×{p.workers}", "percentile": q, "ns": p.latency[q]} for q in p.latency]
+                if p.median_iops is not None:
+                    curve.append({"series": se.label, "CPUs": p.workers, "IOPS": p.median_iops, "line": "measured"})
+                if base.per_cpu is not None:
+                    curve.append({"series": se.label, "CPUs": p.workers, "IOPS": base.per_cpu * p.workers,
+                                  "line": "ideal"})  # fmt: skip
+                # a log scale has no place for 0 (a percentile below the clock's resolution): said, not drawn
+                for q, v in p.latency.items():
+                    if v > 0:
+                        lat.append({"point": f"{se.label} ×{p.workers}", "percentile": q, "ns": v})
+                    else:
+                        zero.append(f"{se.label} ×{p.workers} {q}")
                 cpu += [
-                    {"point": f"{se.label} ×{p.workers}", "kind": k, "us": (p.cpu_us_per_io or {}).get(k, 0.0)}
-                    for k in CPU_KINDS
-                    if p.cpu_us_per_io
+                    {"point": f"{se.label} ×{p.workers}", "kind": k, "us": v}
+                    for k, v in (p.cpu_us_per_io or {}).items()
+                    if v is not None
                 ]
                 if p.completions:
                     heat += [
@@ -63,31 +68,31 @@ def sections(runs) -> list[Section]:
                 "IOPS: median of the repetitions; vs ideal: IOPS per CPU over the fewest CPUs'",
             )
         )
-        df = pd.DataFrame(curve)
-        chart = (
-            alt.Chart(df)
-            .mark_line(point=True)
-            .encode(
-                alt.X("CPUs:Q", title="submitting CPUs"),
-                alt.Y("IOPS:Q", title="IOPS"),
-                alt.Color("series:N", legend=alt.Legend(orient="bottom")),
-                alt.StrokeDash("line:N", title=None),
-                tooltip=["series:N", "CPUs:Q", "line:N", alt.Tooltip("IOPS:Q", format=",.0f")],
+        if curve:
+            chart = (
+                alt.Chart(pd.DataFrame(curve))
+                .mark_line(point=True)
+                .encode(
+                    alt.X("CPUs:Q", title="submitting CPUs"),
+                    alt.Y("IOPS:Q", title="IOPS"),
+                    alt.Color("series:N", legend=alt.Legend(orient="bottom")),
+                    alt.StrokeDash("line:N", title=None),
+                    tooltip=["series:N", "CPUs:Q", "line:N", alt.Tooltip("IOPS:Q", format=",.0f")],
+                )
+                .properties(width=420, height=260)
             )
-            .properties(width=420, height=260)
-        )
-        blocks.append(
-            Figure(
-                f"io-iops-{rd.run.id}",
-                f"{rd.short}: IOPS and the ideal line",
-                chart,
-                "dashed: the fewest CPUs' IOPS per CPU times the CPUs",
+            blocks.append(
+                Figure(
+                    f"io-iops-{rd.run.id}",
+                    f"{rd.short}: IOPS and the ideal line",
+                    chart,
+                    "dashed: the fewest CPUs' IOPS per CPU times the CPUs",
+                )
             )
-        )
         if lat:
             chart = (
                 alt.Chart(pd.DataFrame(lat))
-                .mark_bar()
+                .mark_point(filled=True, size=60)  # a bar on a log scale would start at 0, which it has not
                 .encode(
                     alt.X("percentile:N", title=None, sort=list(QUANTILES)),
                     alt.XOffset("point:N"),
@@ -104,8 +109,13 @@ def sections(runs) -> list[Section]:
                     f"io-lat-{rd.run.id}",
                     f"{rd.short}: latency tails per point",
                     chart,
-                    "from submission to the reap that found it done, every I/O of every repetition",
+                    "from submission to the reap that found it done, every I/O of every repetition"
+                    + (f"; 0 ns, not drawn on the log scale: {', '.join(zero)}" if zero else ""),
                 )
+            )
+        elif zero:
+            blocks.append(
+                Note(f"{rd.short}: latency per I/O of 0 ns (below the clock's resolution): {', '.join(zero)}")
             )
         if cpu:
             chart = (
@@ -124,7 +134,8 @@ def sections(runs) -> list[Section]:
                     f"io-cpu-{rd.run.id}",
                     f"{rd.short}: CPU time per I/O by kind",
                     chart,
-                    "every CPU's time in /proc/stat over the window, whoever ran it, per I/O",
+                    "every CPU's time in /proc/stat over the window, whoever ran it, per I/O"
+                    + (f"; irq {s.irq_unavailable}" if s.irq_unavailable else ""),
                 )
             )
         if heat:
