@@ -13,8 +13,11 @@ there (--cpus_allowed), the same random 4 KiB direct reads with
 --norandommap, its defaults otherwise (io_uring: an enter per I/O, rings set
 up with DEFER_TASKRUN where the kernel has it; it times every I/O too).
 bare: bench/uring_loop.c, the engine's io_uring loop with nothing around it
-(no histogram, no counter, no BPF), one process per CPU; it drives the ring
-either way (`wait`), so each of the engine's ways has its reference.
+(no histogram, no counter, no BPF), one process per CPU, each seeded by its
+index as the engine seeds its workers (loops of one seed read the same
+blocks in step and share them in the cache: that reference was up to 15 %
+faster on zram); it drives the ring either way (`wait`), so each of the
+engine's ways has its reference.
 
 CPU per I/O: the submitting processes' own user+system time over their
 I/Os (the engine's workers' rusage of the measured window; fio's usr_cpu
@@ -77,12 +80,18 @@ def run_fio(target: str, ioengine: str, qd: int, cpus: list[int], seconds: float
     return iops, cpu / ios * 1e6 if ios else float("nan")
 
 
-def run_bare(exe: Path, target: str, how: str, qd: int, cpus: list[int], seconds: float) -> tuple[float, float]:
+def run_bare(
+    exe: Path, target: str, how: str, qd: int, cpus: list[int], seconds: float, same_seed: bool = False
+) -> tuple[float, float]:
+    """One bare loop per CPU, each seeded by its index as the engine seeds
+    its workers (`same_seed`: all alike, the old reference, for comparison)."""
     procs = [
         subprocess.Popen(
-            [str(exe), target, how, str(qd), str(seconds), str(c), hex(COOP_TASKRUN)], stdout=subprocess.PIPE, text=True
-        )  # fmt: skip
-        for c in cpus
+            [str(exe), target, how, str(qd), str(seconds), str(c), hex(COOP_TASKRUN), str(0 if same_seed else i)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, c in enumerate(cpus)
     ]
     got = [json.loads(p.communicate()[0]) for p in procs]
     iops = sum(g["iops"] for g in got)
