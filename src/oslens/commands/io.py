@@ -20,7 +20,7 @@ from . import Context, common_options, measure
     "there is no zram; either is removed after the run). A device or file of yours is read; it is written "
     "only if it holds no filesystem or data (see --allow-overwrite), and never while mounted.",
 )
-@click.option("--size", show_default=DEFAULT_SIZE, metavar="SIZE", help="The size of a device oslens makes.")
+@click.option("--size", metavar="SIZE", help=f"The size of a device oslens makes (default {DEFAULT_SIZE}).")
 @click.option(
     "--engine",
     "engines",
@@ -29,7 +29,7 @@ from . import Context, common_options, measure
     metavar="E[,…]",
     help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
 )
-@click.option("--qd", show_default=DEFAULT_QD, metavar="N[,…]", help="io_uring's I/Os in flight per CPU.")
+@click.option("--qd", metavar="N[,…]", help=f"io_uring's I/Os in flight per CPU (default {DEFAULT_QD}).")
 @click.option(
     "--uring-wait",
     is_flag=True,
@@ -39,9 +39,8 @@ from . import Context, common_options, measure
 @click.option(
     "--taskrun",
     type=click.Choice(list(TASKRUN)),
-    show_default=DEFAULT_TASKRUN,
     help="io_uring: when the kernel runs completion work: interrupt (the task), coop (at its next kernel entry: "
-    "COOP_TASKRUN), defer (only when it reaps: DEFER_TASKRUN, as fio sets its rings up).",
+    f"COOP_TASKRUN), defer (only when it reaps: DEFER_TASKRUN, as fio sets its rings up); default {DEFAULT_TASKRUN}.",
 )
 @click.option("--bs", default="4k", show_default=True, metavar="SIZE", help="Bytes per I/O, random aligned offsets.")
 @click.option("--span", metavar="SIZE", help="I/Os land in the first SIZE of the target (default all; cached: ≤ 1G).")
