@@ -286,3 +286,54 @@ def test_envs_report_draws_every_percentile_in_chromium(tmp_path, browser):
         "return document.querySelectorAll('div.plot svg.marks g.mark-symbol.role-mark path').length"
     )
     assert drawn == 2 * 3  # p50, p99 and p99.9 of each operation
+
+
+@pytest.mark.parametrize(
+    "ratio, text",
+    [(31817.86, "×31,800"), (0.0000314159, "×0.0000314"), (1.04449, "×1.04"), (0.99996, "×1.00"), (213.4, "×213")],
+)
+def test_a_ratio_is_printed_to_three_significant_digits(ratio, text):
+    # two decimals printed ×31817.86, and ×0.00 for a throughput a fifty-thousandth of native's
+    from oslens.analysis.envs import Comparison
+    from oslens.report.envs import ratio_cell
+
+    assert ratio_cell(Comparison(ratio, None, 0.001, 0.001)).plain == text
+
+
+def test_a_ratio_to_a_figure_near_zero_is_unavailable_and_says_why(tmp_path):
+    # native's latencies 0 ns (below its clock's tick): the ratio was NaN in --json and the frames, '–' unexplained
+    import copy
+
+    from rich.console import Console
+
+    from oslens.analysis.envs import summarize
+    from oslens.frames import envs as envs_frames
+    from oslens.report.envs import show as render
+
+    db = tmp_path / "db"
+    oslens("envs", "getppid", "--envs", "native", "--ops", "2000", "--rounds", "3", "-q", db=db)
+    params, records = show(db)["params"], export_json(db)["records"]
+    twin = copy.deepcopy(records)  # the same rounds, as if measured in a second environment
+    for r in twin:
+        if r["type"] == "context":
+            r["environment"] = "twin"
+    for r in records:
+        if r["type"] == "hist":
+            r["hist"].update(sum=0, min=0, max=0, buckets=[[0, r["hist"]["count"]]])
+    params = {**params, "envs": ["native", "twin"]}
+    s = summarize(params, records + twin)
+    json.dumps(s.to_dict(), allow_nan=False)
+    row = next(r for r in s.operations["getppid:default"] if r.env == "twin")
+    for q in ("p50", "p99", "p99.9"):
+        c = row.vs_native[q]
+        assert c.ratio is None and c.why.startswith(f"native's {q} of getppid:default, 0 ns, is within 10 ticks")
+    assert row.vs_native["ops/s"].ratio == pytest.approx(1.0)  # the throughput is still compared
+    console = Console(record=True, width=200)
+    render(console, None, s)
+    text = console.export_text()
+    assert "n/a (twin p50): native's p50 of getppid:default, 0 ns, is within 10 ticks" in text
+    assert "nan" not in text.lower()
+    run = type("Run", (), {"id": 1, "params": params})()
+    summary = envs_frames.frames(run, records + twin)["summary"]
+    twin_row = summary[summary.environment == "twin"].iloc[0]
+    assert twin_row["p50_ns_why"].startswith("native's p50") and twin_row["ops_per_s_why"] == ""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..format import ns
 from ..records import complete_reps, invocations
 from .histogram import Histogram, merge_all, pooled_percentiles
 from .metrics import HIGHER, LOWER, Metrics
@@ -21,23 +22,36 @@ QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
 FIGURES = tuple(q for q, _ in QUANTILES) + ("ops/s",)
 ALPHA = 0.05
 NATIVE = "native"
+# A latency within this many ticks of its environment's clock is known to
+# no better than 1/TICKS (a guest's clock may be far coarser than the
+# host's): a ratio to or of it would be the clocks' ratio, not the kernels'.
+TICKS = 10
 
 
 @dataclass
 class Comparison:
-    """One figure of an environment against native's."""
+    """One figure of an environment against native's; without a ratio,
+    `why` says what it lacks."""
 
-    ratio: float
+    ratio: float | None
     interval: tuple[float, float] | None  # of the ratio of medians over rounds
     p: float | None  # Mann-Whitney on the rounds' figures
     q: float | None = None  # p adjusted for the run's false discovery rate
+    why: str | None = None  # why there is no ratio
 
     @property
     def told(self) -> bool:
         return self.q is not None and self.q < ALPHA
 
     def to_dict(self) -> dict:
-        return {"ratio": self.ratio, "interval": self.interval, "p": self.p, "q": self.q, "told": self.told}
+        return {
+            "ratio": self.ratio, "interval": self.interval, "p": self.p, "q": self.q, "told": self.told,
+            "why": self.why,
+        }  # fmt: skip
+
+
+def unavailable(why: str) -> Comparison:
+    return Comparison(None, None, None, why=why)
 
 
 @dataclass
@@ -49,6 +63,7 @@ class EnvFigures:
     figures: dict[str, float]  # p50/p99/p99.9 (ns, every round's operations pooled), ops/s (median round)
     per_round: dict[str, list[float]]  # the same per round
     throughput_interval: tuple[float, float] | None
+    tick_ns: float  # its clock's unit
     vs_native: dict[str, Comparison] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -60,6 +75,7 @@ class EnvFigures:
             "figures": self.figures,
             "per_round": self.per_round,
             "throughput_interval": self.throughput_interval,
+            "tick_ns": self.tick_ns,
             "vs_native": {k: c.to_dict() for k, c in self.vs_native.items()},
         }
 
@@ -109,6 +125,8 @@ def summarize(params: dict, records: list[dict]) -> EnvsSummary:
             if not per:
                 continue
             hists = [h for h, _ in per.values() if h.count]
+            if not hists:
+                continue
             pooled = pooled_percentiles(hists, [x for _, x in QUANTILES])
             per_round = {q: [h.percentile(x) for h in hists] for q, x in QUANTILES}
             per_round["ops/s"] = [rate for _, rate in per.values()]
@@ -124,6 +142,7 @@ def summarize(params: dict, records: list[dict]) -> EnvsSummary:
                     figures,
                     per_round,
                     (ci.low, ci.high) if ci and ci.low == ci.low else None,
+                    max(h.unit_ns for h in hists),
                 )  # fmt: skip
             )
         operations[op] = rows
@@ -139,23 +158,40 @@ def summarize(params: dict, records: list[dict]) -> EnvsSummary:
 
 def _compare(operations: dict[str, list[EnvFigures]]) -> None:
     tests = []
-    for rows in operations.values():
+    for op, rows in operations.items():
         native = next((r for r in rows if r.env == NATIVE), None)
-        if native is None:
-            continue
         for r in rows:
             if r is native:
                 continue
             for fig in FIGURES:
+                if native is None:
+                    r.vs_native[fig] = unavailable(f"native has no complete round of {op}")
+                    continue
                 a, b = native.per_round[fig], r.per_round[fig]
-                base = native.figures[fig]
-                ratio = r.figures[fig] / base if base else float("nan")
+                why = _unfit(native, fig) or _unfit(r, fig)
+                if why:
+                    r.vs_native[fig] = unavailable(why)
+                    continue
                 p = mann_whitney(a, b).p if len(a) > 1 and len(b) > 1 else None
-                r.vs_native[fig] = Comparison(ratio, bootstrap_ratio_ci(a, b), p)
+                r.vs_native[fig] = Comparison(r.figures[fig] / native.figures[fig], bootstrap_ratio_ci(a, b), p)
                 if p is not None:
                     tests.append(r.vs_native[fig])
     for c, q in zip(tests, adjust_fdr([c.p for c in tests])):
         c.q = q
+
+
+def _unfit(row: EnvFigures, fig: str) -> str | None:
+    """Why a figure cannot be one side of a ratio: a latency too near its
+    clock's tick (0 ns among them), a throughput of nothing."""
+    value = row.figures[fig]
+    if fig == "ops/s":
+        return None if value > 0 else f"{row.env} completed no operations"
+    if value < TICKS * row.tick_ns:
+        return (
+            f"{row.env}'s {fig} of {row.operation}, {ns(value)}, is within {TICKS} ticks of its clock "
+            f"({ns(row.tick_ns)} each)"
+        )
+    return None
 
 
 def analyze(run, records: list[dict]) -> EnvsSummary:

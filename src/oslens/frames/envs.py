@@ -39,6 +39,7 @@ COLUMNS = {
                 ("ratio", "float64", "ratio to native's"),
                 ("p", "float64", "Mann-Whitney p of the rounds against native's"),
                 ("q", "float64", "p adjusted for the run's false discovery rate"),
+                ("why", "str", "why there is no ratio (empty where there is)"),
             )
         },
     },
@@ -62,6 +63,6 @@ def frames(run, records: list[dict]) -> dict:
                 row[_col(f)] = e.figures[f]
                 c = e.vs_native.get(f)
                 row |= {f"{_col(f)}_ratio": c.ratio if c else None, f"{_col(f)}_p": c.p if c else None,
-                        f"{_col(f)}_q": c.q if c else None}  # fmt: skip
+                        f"{_col(f)}_q": c.q if c else None, f"{_col(f)}_why": (c.why or "") if c else ""}  # fmt: skip
             summary.append(row)
     return {"rounds": table(run.id, rows, COLUMNS["rounds"]), "summary": table(run.id, summary, COLUMNS["summary"])}

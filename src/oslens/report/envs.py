@@ -4,6 +4,8 @@ tell it apart — and how each environment was made."""
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -13,14 +15,34 @@ from ..envs import made
 from ..format import ns, si
 
 UNTOLD, UNTESTED = "~", "?"
+NO_RATIO = "n/a"  # with its reason below the table
+
+
+def no_ratio_reasons(rows) -> list[str]:
+    """Why ratios are not given, each reason once, naming the figures it takes."""
+    reasons: dict[str, list[str]] = {}
+    for r in rows:
+        for fig, c in r.vs_native.items():
+            if c.why:
+                reasons.setdefault(c.why, []).append(f"{r.env} {fig}")
+    return [f"{NO_RATIO} ({', '.join(where)}): {why}" for why, where in reasons.items()]
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio to three significant digits, as the figures it divides have
+    (×31,800, ×1.04, ×0.0000314): two decimals printed ×31817.86 and ×0.00."""
+    # TODO(format.py): the shared ratio formatter replaces this once it exists
+    rounded = float(f"{ratio:.3g}")
+    decimals = 2 - math.floor(math.log10(abs(rounded)))
+    return f"×{rounded:,.{max(decimals, 0)}f}"
 
 
 def ratio_cell(c: Comparison | None) -> Text:
     if c is None:
         return Text("–")
-    if c.ratio != c.ratio:
-        return Text("–")
-    text = f"×{c.ratio:.2f}"
+    if c.ratio is None:
+        return Text(NO_RATIO, style="dim")
+    text = ratio_text(c.ratio)
     if c.p is None:
         return Text(f"{text} {UNTESTED}", style="dim")
     return Text(text, style="bold") if c.told else Text(f"{text} {UNTOLD}", style="dim")
@@ -59,6 +81,8 @@ def show(console: Console, run, s: EnvsSummary) -> None:
                 cells += [figure_text(f, r.figures[f]), ratio_cell(r.vs_native.get(f)) if r.env != NATIVE else Text("")]
             t.add_row(*cells)
         console.print(t)
+        for line in no_ratio_reasons(rows):
+            console.print(Text(f"  {line}", style="yellow"))
     for label in s.envs:
         env = s.environments.get(label, {})
         style = "yellow" if env.get("note") else "dim"

@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from ...analysis.envs import FIGURES, NATIVE, QUANTILES, summarize
-from ..envs import UNTESTED, UNTOLD, figure_text, made_line, ratio_cell
+from ..envs import UNTESTED, UNTOLD, figure_text, made_line, no_ratio_reasons, ratio_cell
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
@@ -20,8 +20,9 @@ def sections(runs) -> list[Section]:
     blocks: list = []
     for rd in runs:
         s = summarize(rd.run.params, rd.records)
-        rows, points, zero = [], [], []
+        rows, points, zero, reasons = [], [], [], []
         for op, envs in s.operations.items():
+            reasons += [f"{op}: {line}" for line in no_ratio_reasons(envs)]
             for e in envs:
                 row = [op, e.env, e.rounds]
                 for f in FIGURES:
@@ -47,6 +48,7 @@ def sections(runs) -> list[Section]:
                 f"false discovery rate 5 %); {UNTESTED}: one round, untested",
             )  # fmt: skip
         )
+        blocks += [Note(line, warning=True) for line in reasons]
         if points:
             blocks.append(
                 Figure(
