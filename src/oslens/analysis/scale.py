@@ -43,6 +43,9 @@ class PointStats:
     fastest_s: Interval | None = None  # fixed work: time of the fastest worker (OSMark)
     slowest_s: Interval | None = None
     mean_s: Interval | None = None
+    # fixed work: the latest worker's start after the earliest's, as a share of
+    # the mean worker's time, worst repetition (past SKEW_LIMIT they did not run together)
+    start_skew: float | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -161,6 +164,7 @@ def _point(pt: ScalePoint) -> PointStats | None:
         p.slowest_s = median_ci([float(s.max()) for s in secs])
         p.mean_s = median_ci([float(s.mean()) for s in secs])
         worst_skew = max(max(w["start_offset_ns"] for w in ws) / 1e9 / float(s.mean()) for ws, s in zip(complete, secs))
+        p.start_skew = worst_skew
         if worst_skew > SKEW_LIMIT:
             p.warnings.append(
                 f"workers started up to {worst_skew:.0%} of the run apart; use more --ops so they overlap"

@@ -12,7 +12,8 @@ OSMARK = "fork,fork-static,mmap,dup,socket,sem"
 
 @click.group("study")
 def study():
-    """Re-run a published study of OS behaviour (see shared/STUDIES.md)."""
+    """Re-run a published study of OS behaviour beside the paper's findings
+    (kept as data in src/oslens/studies/; README.md, "oslens study osmark")."""
 
 
 @study.command("osmark")

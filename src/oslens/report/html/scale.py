@@ -14,6 +14,7 @@ import pandas as pd
 from ...analysis.scale import summarize
 from ...records import scale_points
 from ..scale import LEGEND, footer_lines, table_cells
+from . import study
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
@@ -194,7 +195,10 @@ def sections(runs) -> list[Section]:
             tables.append(Table(f"{rd.short} · {s.title}", cols, [_cells(cols, r) for r in rows]))
             tables += [Note(f"{rd.short} · {probe} ({s.mode}): {t}", warning=w) for t, w in footer_lines(s, notes)]
     if not points:
-        return [Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True), *tables])]
+        return [
+            Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True), *tables]),
+            *study.sections(runs),
+        ]
     m = pd.DataFrame(points)
     frames = {
         "dots": pd.concat(dots) if dots else pd.DataFrame(columns=["run", "probe", "mode", "workers", "rep", "rate"]),
@@ -234,7 +238,7 @@ def sections(runs) -> list[Section]:
         Note(LEGEND),
         *_explained_blocks(runs),
     ]
-    return [Section("Scalability (scale)", blocks)]
+    return [Section("Scalability (scale)", blocks), *study.sections(runs)]
 
 
 def _panels(m, frames, counts, field, title, dots, dot_field):

@@ -1,0 +1,115 @@
+"""`study osmark`: a verdict is a finding only where the run's own evidence
+holds it up (its workers ran together, with their CPUs to themselves, and
+the efficiency's interval on one side of the line), and carries its
+confidence; the HTML report has the paper beside this kernel."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from oslens.analysis.explain import Cause, ExplainedStats, Knee
+from oslens.analysis.osmark import CANNOT_TELL, DOES_NOT_SCALE, SCALES, WAITING, verdicts
+from oslens.analysis.scale import PointStats, Series
+from oslens.analysis.stats import Interval
+
+from conftest import TWO, oslens
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def point(workers: int, eff: float, low: float, high: float, skew: float = 0.0, reps: int = 3) -> PointStats:
+    rate = Interval(1e6 * eff, 1e6 * low, 1e6 * high, reps, 0.75)
+    ci = None if workers == 1 else Interval(eff, low, high, reps, 0.5)
+    return PointStats(workers, reps, rate, rate, 1.0, 0.5, 0.0, eff, ci, start_skew=skew)
+
+
+def explained(workers: int, ns_per_op: float, runq: float) -> ExplainedStats:
+    causes = [Cause("runq", WAITING, "runq", runq, 0.1), Cause("user", "user", "user", ns_per_op - runq, 1.0)]
+    return ExplainedStats(workers, 1, ns_per_op, causes, 0.0, 0.0, 0.0, {}, None, None, [])
+
+
+def series(probe: str, variant: str, points: list[PointStats], knee: Knee | None = None) -> Series:
+    return Series(probe, variant, "process", "compact", "ops", points, knee=knee)
+
+
+def row(rows: list[dict], probe: str) -> dict:
+    return next(r for r in rows if r["probe"] == probe)
+
+
+def test_workers_that_did_not_run_together_give_no_finding():
+    # Issue 28, item 6: "dup scales: efficiency 97 %" beside "workers started
+    # up to 448 % of the run apart" — one after another, not together.
+    s = series("dup", "default", [point(1, 1.0, 1.0, 1.0), point(8, 0.97, 0.95, 0.99, skew=4.48)])
+    r = row(verdicts([s], "6.x"), "dup:default")
+    assert r["finding"] == CANNOT_TELL and r["scaled"] is None and r["confidence"] is None
+    assert r["cannot_tell"] == ["the 8 workers did not run together (started up to 448% of the run apart)"]
+    assert r["today"].startswith("cannot tell here: ")
+    # The same point with its workers together is a finding, with its confidence.
+    s.points[-1].start_skew = 0.001
+    r = row(verdicts([s], "6.x"), "dup:default")
+    assert (r["finding"], r["scaled"], r["confidence"]) == (SCALES, True, 0.5)
+    assert "(95%–99%, 50% confidence)" in r["today"]
+
+
+def test_a_knee_of_waiting_for_a_cpu_gives_no_finding_and_a_share_over_all_of_the_rise_is_explained():
+    # "mmap does not scale … top cause waiting for a CPU (107 %)" when another
+    # program had the CPUs. The share is of the rise in time per op: 1.07 µs
+    # of a 1 µs rise, because user space fell 0.1 µs meanwhile (0.03 µs
+    # unexplained): 1.07 − 0.1 + 0.03 = 1.
+    knee = Knee(1, 2, 1.0, 0.5, 1000.0, [(WAITING, 1070.0, 1.07)], 30.0, "")
+    s = series("mmap", "shared", [point(1, 1.0, 1.0, 1.0), point(2, 0.5, 0.45, 0.55)], knee)
+    s.explained = [explained(1, 1000.0, runq=0.0), explained(2, 2000.0, runq=1070.0)]
+    r = row(verdicts([s], "6.x"), "mmap:shared")
+    assert r["finding"] == CANNOT_TELL and r["scaled"] is None
+    assert r["cannot_tell"] == [
+        f"at 2 workers, 54% of the time per op was {WAITING}",
+        f"107% of the knee's rise was {WAITING}: another task had the workers' CPUs, "
+        "a shared machine rather than the primitive",
+    ]
+    assert f"is {WAITING} (107% of the rise: other causes fell 100 ns)" in r["today"]
+    # A lock's knee on CPUs of their own is a finding.
+    s.knee = Knee(1, 2, 1.0, 0.5, 1000.0, [("i_mmap_rwsem (rwsem)", 900.0, 0.9)], 100.0, "")
+    s.explained = [explained(1, 1000.0, runq=0.0), explained(2, 2000.0, runq=10.0)]
+    r = row(verdicts([s], "6.x"), "mmap:shared")
+    assert (r["finding"], r["scaled"], r["cannot_tell"]) == (DOES_NOT_SCALE, False, [])
+    assert "is i_mmap_rwsem (rwsem) (90% of the rise)" in r["today"]
+    # ... unless the points themselves waited for their CPUs (the baseline
+    # too: the knee's rise is then no measure of the primitive).
+    s.explained = [explained(1, 1000.0, runq=840.0), explained(2, 2000.0, runq=200.0)]
+    r = row(verdicts([s], "6.x"), "mmap:shared")
+    assert r["cannot_tell"] == [f"at 1 worker, 84% of the time per op was {WAITING}"]  # 2 workers: 10 %, tolerated
+
+
+def test_an_interval_across_the_line_or_none_at_all_cannot_tell():
+    across = series("sem", "default", [point(1, 1.0, 1.0, 1.0), point(4, 0.92, 0.8, 1.05)])
+    once = series("socket", "inet", [point(1, 1.0, 1.0, 1.0, reps=1), point(4, 0.5, 0.5, 0.5, reps=1)])
+    rows = verdicts([across, once], "6.x")
+    assert row(rows, "sem:default")["cannot_tell"] == ["the efficiency's interval 80%–105% spans the 90% line"]
+    assert row(rows, "socket:inet")["cannot_tell"] == [
+        "one repetition: no interval for the efficiency (use --reps 3 or more)"
+    ]
+
+
+def test_study_help_points_to_files_in_the_clone(tmp_path):
+    # It pointed to shared/STUDIES.md, which is not in a clone.
+    text = " ".join(oslens("study", "--help", db=tmp_path / "s.db").stdout.split())
+    named = re.findall(r"[\w./-]+\.(?:md|csv)|src/[\w./-]+/", text)
+    assert named and all((REPO / n).exists() for n in named), named
+
+
+def test_study_report_has_the_paper_beside_this_kernel(tmp_path, no_leaks):
+    db = tmp_path / "s.db"
+    args = ["--workers", f"1,{TWO}", "--ops", "50", "--reps", "1", "--warmup", "0", "--no-explain"]
+    p = oslens("study", "osmark", *args, "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["study"]
+    # One repetition gives no interval: no finding, and each row says so.
+    assert {r["finding"] for r in rows} == {CANNOT_TELL} and all(r["confidence"] is None for r in rows)
+    assert all(any(d.startswith("one repetition") for d in r["cannot_tell"]) for r in rows)
+    page = tmp_path / "r.html"
+    assert oslens("report", "last", "-o", str(page), db=db).returncode == 0
+    html = page.read_text()
+    assert "OSMark: the paper and this kernel" in html and "the paper (32-core AMD, Linux 2.6.26)" in html
+    assert all(r["paper"].split(";")[0] in html for r in rows)
