@@ -80,6 +80,9 @@ def test_a_knee_of_waiting_for_a_cpu_gives_no_finding_and_a_share_over_all_of_th
     s.explained = [explained(1, 1000.0, runq=840.0), explained(2, 2000.0, runq=200.0)]
     r = row(verdicts([s], "6.x"), "mmap:shared")
     assert r["cannot_tell"] == [f"at 1 worker, 84% of the time per op was {WAITING}"]  # 2 workers: 10 %, tolerated
+    # The baseline counts without a knee too: every efficiency is over its rate.
+    s.knee = None
+    assert row(verdicts([s], "6.x"), "mmap:shared")["cannot_tell"] == r["cannot_tell"]
 
 
 def test_an_interval_across_the_line_or_none_at_all_cannot_tell():

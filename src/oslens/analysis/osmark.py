@@ -70,7 +70,8 @@ def verdicts(series: list, kernel: str) -> list[dict]:
 def _finding(s, last) -> tuple[str, float | None, list[str]]:
     """(finding, its confidence, why it cannot be told) of a series."""
     doubts = []
-    resting = {last.workers} | ({s.knee.from_workers, s.knee.to_workers} if s.knee else set())
+    # the efficiency is the last point's rate over the first's; a knee, its two points'
+    resting = {s.points[0].workers, last.workers} | ({s.knee.from_workers, s.knee.to_workers} if s.knee else set())
     for p in s.points:
         if p.workers in resting and p.start_skew is not None and p.start_skew > SKEW_LIMIT:
             doubts.append(
