@@ -111,10 +111,12 @@ def test_synthetic_20_percent_regression_is_flagged(store):
     text = rendered(c)
     assert "Mann-Whitney U" in text and "regression" in text and "6.2.0" in text
     # Regressions come first: the flagged table precedes the per-series one.
-    assert text.index("1 regression(s)") < text.index("dup:default (processes)")
+    assert text.index("1 regression,") < text.index("dup:default (processes)")
     # A 20 % regression is within a 25 % threshold: significant, not a regression.
     loose = cmp.compare(store, a, b, threshold=0.25)
-    assert {m.name: m for m in loose.metrics}[PER_WORKER_2].verdict == cmp.WITHIN
+    within = {m.name: m for m in loose.metrics}[PER_WORKER_2]
+    assert within.verdict == cmp.WITHIN
+    assert within.reason.startswith("significant (adjusted p ") and "within the 25% threshold" in within.reason
     assert cmp.exit_status(loose, fail_on_regression=True) == 0
 
 

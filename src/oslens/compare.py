@@ -38,7 +38,7 @@ from .analysis.stats import (
     repetitions_needed,
 )
 from .errors import UsageError
-from .format import seconds, si
+from .format import p_is, p_value, plural, seconds, si, sig
 from .store import Run, Store
 
 DEFAULT_THRESHOLD = 0.05
@@ -185,9 +185,9 @@ class Comparison:
         how = f" ({', '.join(methods)})" if methods else ""
         return (
             f"two-sided {TEST_NAME} test over repetitions{how}; significant when the p-value adjusted "
-            f"over the {self.tested} testable metric(s) (Benjamini-Hochberg; those whose values cannot "
+            f"over the {plural(self.tested, 'testable metric')} (Benjamini-Hochberg; those whose values cannot "
             f"reach significance are left out, as Tarone's procedure does) is below "
-            f"{fmt_p(1 - self.confidence)}; regression or improvement when also beyond "
+            f"{p_value(1 - self.confidence)}; regression or improvement when also beyond "
             f"{fmt_pct(self.threshold)} of run A's median"
         )
 
@@ -286,7 +286,7 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
         need = repetitions_for_test(confidence)
         mc.reason = (
             f"not testable with n={n_a} and n={n_b}: the smallest two-sided p-value possible is "
-            f"{fmt_p(min_two_sided_p(n_a, n_b))}, above {fmt_p(alpha)}; at least {need} repetitions in "
+            f"{p_value(min_two_sided_p(n_a, n_b))}, above {p_value(alpha)}; at least {need} repetitions in "
             f"each run are needed (more to detect anything short of a complete separation)"
         )
     elif len(set(ma.values) | set(mb.values)) == 1:
@@ -299,8 +299,8 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
         mc.untestable_because = "tied values"
         mc.reason = (
             f"not testable with n={n_a} and n={n_b}: so many repetitions measured the same value "
-            f"(a quantised figure) that the smallest two-sided p-value possible is {fmt_p(min_p)}, "
-            f"above {fmt_p(alpha)}; more repetitions are needed"
+            f"(a quantised figure) that the smallest two-sided p-value possible is {p_value(min_p)}, "
+            f"above {p_value(alpha)}; more repetitions are needed"
         )
     else:
         t = mann_whitney(ma.values, mb.values)
@@ -322,19 +322,21 @@ def _decide(mc: MetricComparison, confidence: float, threshold: float) -> None:
     if mc.q >= alpha:
         mc.verdict = NOT_SIGNIFICANT
         mc.reason = (
-            f"not significant (p={fmt_p(mc.p)}, adjusted {fmt_p(mc.q)} ≥ {fmt_p(alpha)}): the difference is "
+            f"not significant (p {p_is(mc.p)}, adjusted {p_value(mc.q)} ≥ {p_value(alpha)}): the difference is "
             f"within the repetitions' noise"
         )
     elif not beyond or mc.worse is None:
         mc.verdict = WITHIN
-        f"significant (adjusted p={fmt_p(mc.q)}) but {fmt_signed_pct(change)} "
-        f"is within the {fmt_pct(threshold)} threshold"
+        mc.reason = (
+            f"significant (adjusted p {p_is(mc.q)}) but {fmt_signed_pct(change)} "
+            f"is within the {fmt_pct(threshold)} threshold"
+        )
     else:
         mc.verdict = REGRESSION if mc.worse else IMPROVEMENT
         better = "higher" if mc.metric.direction == HIGHER else "lower"
         mc.reason = (
             f"{mc.verdict}: {fmt_signed_pct(change)} ({better} is better), significant (adjusted "
-            f"p={fmt_p(mc.q)}), beyond the {fmt_pct(threshold)} threshold"
+            f"p {p_is(mc.q)}), beyond the {fmt_pct(threshold)} threshold"
         )
 
 
@@ -522,14 +524,8 @@ def _load(machine: dict | None) -> dict:
 # ------------------------------------------------------------------- render
 
 
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
-
-
 def fmt_pct(x: float) -> str:
-    return f"{x * 100:.3g}%"
+    return f"{sig(x * 100)}%"
 
 
 def fmt_signed_pct(x: float | None) -> str:
@@ -552,7 +548,7 @@ def fmt_value(x: float | None, unit: str) -> str:
     if unit == "s":
         return seconds(x)
     if unit == "share":
-        return f"{x * 100:.3g}%"
+        return fmt_pct(x)
     if unit in ("ops/s", "/s"):
         return f"{si(x)}/s"
     return si(x)

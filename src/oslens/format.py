@@ -1,42 +1,133 @@
 """Number formatting: the bottom of the package, shared by analysis, the
 terminal, the HTML report and compare, so that a figure reads the same
-everywhere. It imports nothing of oslens."""
+everywhere and as a person reads it — never in exponent form, never as a
+Python literal (`True`, `nan`), counts with thousands separators, units
+chosen after rounding (999.7 ms is `1 s`, not `1e+03 ms`), and `–` where
+there is no figure. It imports nothing of oslens."""
 
 from __future__ import annotations
 
 import math
 
-_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+MISSING = "–"
+
+_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+_BYTE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def _finite(x) -> bool:
+    return x is not None and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _round_sig(x: float, digits: int) -> float:
+    if x == 0:
+        return 0.0
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
+def sig(x: float | None, digits: int = 3) -> str:
+    """`digits` significant digits, in positional notation: 0.000123, 1230,
+    1,230,000 (a figure this large or small usually wants a unit: si)."""
+    if not _finite(x):
+        return MISSING
+    r = _round_sig(float(x), digits)
+    if r == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(r))))
+    text = f"{r:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _scaled(x: float, units, digits: int, sep: str) -> str:
+    """x in the largest unit that leaves it ≥ 1 once rounded to `digits`."""
+    for scale, unit in units:
+        v = _round_sig(x / scale, digits)
+        if abs(v) >= 1:
+            return f"{sig(v, digits)}{sep}{unit}".rstrip()
+    scale, unit = units[-1]
+    return f"{sig(x / scale, digits)}{sep}{unit}".rstrip()
 
 
 def si(x: float | None, digits: int = 3) -> str:
     """4351234.0 -> '4.35M': rates span nine orders of magnitude across probes."""
-    if x is None or not math.isfinite(x):
-        return "–"
-    for scale, prefix in _PREFIXES:
-        if abs(x) >= scale:
-            return f"{x / scale:.{digits}g}{prefix}"
-    return f"{x:.{digits}g}"
+    if not _finite(x):
+        return MISSING
+    if abs(x) < 1:
+        return sig(x, digits)
+    return _scaled(float(x), _PREFIXES, digits, "")
 
 
-def seconds(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "–"
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x * 1e9:.3g} ns"
+def seconds(x: float | None, digits: int = 3) -> str:
+    """A duration in seconds, in the unit that gives `digits` digits."""
+    if not _finite(x):
+        return MISSING
+    if x == 0:
+        return "0 s"
+    return _scaled(float(x), _TIME_UNITS, digits, " ")
 
 
-def pct(x: float | None) -> str:
-    return "–" if x is None or not math.isfinite(x) else f"{x:.0%}"
+def ns(x: float | None, digits: int = 3) -> str:
+    """A duration in nanoseconds, in the unit that gives `digits` digits."""
+    if not _finite(x):
+        return MISSING
+    return "0 ns" if x == 0 else seconds(x / 1e9, digits)
 
 
-def ns(x: float) -> str:
-    """A duration in nanoseconds, in the unit that gives three digits."""
-    if x != x:  # NaN
-        return "–"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.3g} ns"
+def pct(x: float | None, decimals: int = 0) -> str:
+    """A fraction as a percentage: 0.973 -> '97%'."""
+    return MISSING if not _finite(x) else f"{x:.{decimals}%}"
+
+
+def count(n: float | None) -> str:
+    """A count, with thousands separators: 1,658,598."""
+    return MISSING if not _finite(n) else f"{n:,.0f}"
+
+
+def ratio(x: float | None, digits: int = 3) -> str:
+    """A ratio of two figures: '×1.23', '×31,800'; '–' where it has none."""
+    return MISSING if not _finite(x) else f"×{sig(x, digits)}"
+
+
+def size(n_bytes: float | None) -> str:
+    """Bytes in binary units: 24793120768 -> '23.1 GiB'."""
+    if not _finite(n_bytes):
+        return MISSING
+    for scale, unit in _BYTE_UNITS:
+        if abs(n_bytes) >= scale:
+            return f"{sig(n_bytes / scale)} {unit}"
+    return f"{n_bytes:,.0f} B"
+
+
+def p_value(p: float | None) -> str:
+    """A test's p-value, to two digits; below 0.001 only that it is."""
+    if not _finite(p):
+        return MISSING
+    return "< 0.001" if p < 1e-3 else sig(p, 2)
+
+
+def p_is(p: float | None) -> str:
+    """A p-value as said after its name: '= 0.043', '< 0.001'."""
+    text = p_value(p)
+    return text if text.startswith("<") or text == MISSING else f"= {text}"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """'1 CPU', '2 CPUs', '1 repetition', '3 repetitions'."""
+    return f"{count(n)} {word if n == 1 else (words or word + 's')}"
+
+
+def value(x: object) -> str:
+    """Any figure of a record (metadata, a table cell), as text: booleans
+    as yes/no, None as '–', floats as sig(), integers with separators."""
+    if x is None:
+        return MISSING
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return count(x)
+    if isinstance(x, float):
+        return sig(x)
+    return str(x)

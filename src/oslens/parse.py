@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import engine
 from .cpulist import expand
 from .errors import UsageError
+from .format import plural
 
 OSMARK_PROBES = ("fork", "mmap", "dup", "socket", "sem")
 
@@ -130,7 +131,7 @@ def parse_worker_counts(
         got = _counts_of(part, ncpus, option)
         if got[-1] > ncpus:
             what = "workers" if option == "--workers" else "CPUs"
-            raise UsageError(f"{option}: {got[-1]} {what} but this machine gives us {ncpus} CPUs")
+            raise UsageError(f"{option}: {got[-1]:,} {what} but this machine gives us {plural(ncpus, 'CPU')}")
         counts.update(got)
     return sorted(counts)
 

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from .. import kinds
 from ..errors import UsageError
+from ..format import plural
 from ..store import Store, default_path
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -217,8 +218,8 @@ def print_dry_run(ctx: Context, doc: dict, what: str) -> None:
     m = doc["machine"]
     ctx.out.print(
         f"dry run, nothing measured or stored: {what}\n"
-        f"machine: {m['cpus']} CPUs, {m['sockets']} socket{'s' if m['sockets'] > 1 else ''}, {m['cores']} cores, "
-        f"{m['threads_per_core']} thread{'s' if m['threads_per_core'] > 1 else ''} per core; "
+        f"machine: {plural(m['cpus'], 'CPU')}, {plural(m['sockets'], 'socket')}, {plural(m['cores'], 'core')}, "
+        f"{plural(m['threads_per_core'], 'thread')} per core; "
         f"placement {doc['params']['placement']}",
         highlight=False,
         markup=False,

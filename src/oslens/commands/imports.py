@@ -8,6 +8,7 @@ import json
 
 import click
 
+from ..format import plural
 from ..store import Source
 from . import Context, common_options
 
@@ -61,4 +62,4 @@ def import_(ctx: Context, source: str, run_ids: tuple[int, ...]) -> None:
         if d.snapshot:
             note += " (still running there: an incomplete snapshot; import again once it has ended)"
         ctx.out.print(f"run {d.old_id} → {d.new_id}  {d.kind}{note}", highlight=False, markup=False)
-    ctx.say(f"{copied} run(s) imported from {src.path} into {ctx.db_path}, {len(done) - copied} already here")
+    ctx.say(f"{plural(copied, 'run')} imported from {src.path} into {ctx.db_path}, {len(done) - copied:,} already here")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..format import plural
 from ..parse import OSMARK_PROBES
 from . import Context, common_options, environment_option, measure, print_dry_run
 
@@ -86,7 +87,7 @@ def command(ctx: Context, quick: bool, dry_run: bool, **kw):
         ctx,
         "scale",
         plan,
-        f"{sum(not p.explained for p in plan.points)} points × {plan.reps} repetitions"
+        f"{plural(sum(not p.explained for p in plan.points), 'point')} × {plural(plan.reps, 'repetition')}"
         + (", each explained" if plan.params["explain"] else "")
         + f", workers {','.join(map(str, plan.params['workers']))}",
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import engine
 from ..errors import UsageError
+from ..format import seconds, sig
 
 
 @dataclass(frozen=True)
@@ -88,27 +89,32 @@ def check_amounts(
     for name, value in (("--duration", duration), ("--warmup", warmup), ("--interval", interval)):
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name}: {value} is not a finite number of seconds")
-    most = _bound("--duration")["max"]
-    if duration is not None and not 0 < duration <= most:
-        raise UsageError(f"--duration: {duration:g} is not a number of seconds in (0, {most:g}]")
+    if duration is not None:
+        _check_seconds("--duration", duration, _bound("--duration")["max"], zero_allowed=False)
     most = _bound("--ops")["max"]
     if ops is not None and not 0 < ops <= most:
-        raise UsageError(f"--ops: {ops} is not a number of operations from 1 to {most}")
+        raise UsageError(f"--ops: {ops:,} is not a number of operations from 1 to {most:,}")
     check_reps(reps)
-    most = _bound("--warmup")["max"]
-    if not 0 <= warmup <= most:
-        raise UsageError(f"--warmup: {warmup:g} is not a number of seconds in [0, {most:g}]")
-    most = _bound("--interval")["max"]
-    if not 0 < interval <= most:
-        raise UsageError(f"--interval: {interval:g} is not a number of seconds in (0, {most:g}]")
+    _check_seconds("--warmup", warmup, _bound("--warmup")["max"], zero_allowed=True)
+    _check_seconds("--interval", interval, _bound("--interval")["max"], zero_allowed=False)
     return duration
+
+
+def _check_seconds(name: str, value: float, most: float, zero_allowed: bool) -> None:
+    """A number of seconds within the engine's bound, refused in words a
+    person reads (a huge value is said to be too large, not echoed as 1e+19)."""
+    low = "[0" if zero_allowed else "(0"
+    if value > most:
+        raise UsageError(f"{name}: more than the {sig(most, 9)} s the engine allows")
+    if value < 0 or (value == 0 and not zero_allowed):
+        raise UsageError(f"{name}: {sig(value, 6)} is not a number of seconds in {low}, {sig(most, 9)}]")
 
 
 def check_reps(reps: int) -> None:
     """--reps within the engine's bound, which every kind of run shares."""
     most = _bound("--reps")["max"]
     if not 1 <= reps <= most:
-        raise UsageError(f"--reps: {reps} is not a number of repetitions from 1 to {most}")
+        raise UsageError(f"--reps: {reps:,} is not a number of repetitions from 1 to {most:,}")
 
 
 def time_limit(reps: int, seconds_per_rep: float) -> float:
@@ -119,8 +125,8 @@ def time_limit(reps: int, seconds_per_rep: float) -> float:
     most = _bound("--time-limit")["max"]
     if limit > most:
         raise UsageError(
-            f"--duration/--warmup × --reps: {reps} × {seconds_per_rep:g} s in one invocation "
-            f"needs a time limit of {limit:g} s; the engine allows at most {most:g} s "
+            f"--duration/--warmup × --reps: {reps:,} × {seconds(seconds_per_rep)} in one invocation "
+            f"needs a time limit of {seconds(limit)}; the engine allows at most {seconds(most)} "
             f"(measure less per repetition or use fewer repetitions)"
         )
     return limit

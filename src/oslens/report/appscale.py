@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..format import pct, seconds, si
+from ..format import pct, plural, seconds, si, sig
 from .usl import usl_line
 
 
@@ -19,7 +19,7 @@ def _interval(iv: dict) -> str:
 
 
 def _s(x: float | None) -> str:  # None: not measured (the notes say why)
-    return "–" if x is None else f"{x:.3g}"
+    return sig(x)
 
 
 def render(console: Console, what: str, s: dict) -> None:
@@ -101,15 +101,15 @@ def fit_lines(fits: dict, measured: list[int]) -> list[str]:
     lines = []
     a = fits.get("amdahl", {})
     if a.get("fitted"):
-        top = f", at most {a['max_speedup']:.3g}× with unlimited CPUs (extrapolated)" if a.get("max_speedup") else ""
-        se = f" ± {a['serial_fraction_se']:.2g}" if a.get("serial_fraction_se") is not None else ""
-        lines.append(f"Amdahl: serial fraction {a['serial_fraction']:.3g}{se}{top}")
+        top = f", at most {sig(a['max_speedup'])}× with unlimited CPUs (extrapolated)" if a.get("max_speedup") else ""
+        se = f" ± {sig(a['serial_fraction_se'], 2)}" if a.get("serial_fraction_se") is not None else ""
+        lines.append(f"Amdahl: serial fraction {sig(a['serial_fraction'])}{se}{top}")
     else:
         lines.append(f"Amdahl: not fitted, {a.get('why', 'no data')}")
     u = fits.get("usl", {})
-    peak = f"speedup {u['peak_speedup']:.3g}×" if u.get("peak_speedup") is not None else ""
+    peak = f"speedup {sig(u['peak_speedup'])}×" if u.get("peak_speedup") is not None else ""
     lines.append(usl_line(u, measured, "CPUs", peak))
-    preds = ", ".join(f"{p['n']} CPUs {p['speedup']:.3g}×" for p in u.get("predicted", []))
+    preds = ", ".join(f"{plural(p['n'], 'CPU')} {sig(p['speedup'])}×" for p in u.get("predicted", []))
     if u.get("fitted") and preds:
         lines.append(f"USL predicts (extrapolated): {preds}")
     return lines

@@ -23,11 +23,11 @@ from ..compare import (
     MetricComparison,
     dig,
     few,
-    fmt_p,
     fmt_pct,
     fmt_signed_pct,
     fmt_value,
 )
+from ..format import p_value, plural
 from ..store import Run
 
 
@@ -87,8 +87,8 @@ def _table(
             _interval(m.a, m.metric.unit),
             _interval(m.b, m.metric.unit),
             _change_cell(m),
-            fmt_p(m.p),
-            fmt_p(m.q),
+            p_value(m.p),
+            p_value(m.q),
             _verdict_cell(m),
             Text(",".join(marks), style="yellow"),
         ]
@@ -153,7 +153,7 @@ def render(console: Console, comparison: Comparison) -> None:
         flagged.sort(key=lambda m: (m.verdict != REGRESSION, -abs(m.change or 0)))
         console.print(
             _table(
-                f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
+                f"{plural(len(c.regressions), 'regression')}, {plural(len(c.improvements), 'improvement')} "
                 f"beyond {fmt_pct(c.threshold)}",
                 flagged,
                 c,

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.scale import PointStats, Series, confidence_note
-from ..format import ns, pct, seconds, si
+from ..format import ns, pct, seconds, si, sig
 from .usl import usl_line
 
 LEGEND = (
@@ -146,10 +146,10 @@ def explanation_lines(s: Series) -> list[str]:
     for e in got:
         extras = []
         if e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
-            extras.append(f"IPIs sent {e.ipis_sent_per_op:.2g}/op, received {e.ipis_received_per_op:.2g}/op")
+            extras.append(f"IPIs sent {sig(e.ipis_sent_per_op, 2)}/op, received {sig(e.ipis_received_per_op, 2)}/op")
         remote = e.tlb_flushes_per_op.get("remote_shootdown", 0)
         if remote >= 0.01:
-            extras.append(f"TLB shootdowns received {remote:.2g}/op")
+            extras.append(f"TLB shootdowns received {sig(remote, 2)}/op")
         if e.latency_ns:
             lat = e.latency_ns
             extras.append(f"op p50 {ns(lat['p50'])} p99 {ns(lat['p99'])} p99.9 {ns(lat['p99.9'])}")

@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..analysis.scaling import peak_is_extrapolated
+from ..format import sig
 
 
 def _estimate(x: float, se: float | None) -> str:
-    return f"{x:.3g} ± {se:.2g}" if se is not None else f"{x:.3g} (standard error not estimable)"
+    return f"{sig(x)} ± {sig(se, 2)}" if se is not None else f"{sig(x)} (standard error not estimable)"
 
 
 def _counts(measured: Sequence[float], unit: str) -> str:
     lo, hi = min(measured), max(measured)
-    return f"{lo:g}–{hi:g} {unit}" if lo != hi else f"{lo:g} {unit}"
+    return f"{sig(lo, 6)}–{sig(hi, 6)} {unit}" if lo != hi else f"{sig(lo, 6)} {unit}"
 
 
 def usl_line(fit: dict | None, measured: Sequence[float], unit: str, peak: str = "", why: str | None = None) -> str:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...analysis.appscale import summarize
 from ...analysis.scaling import amdahl, usl
+from ...format import pct
 from ..appscale import fit_lines
 from .page import Figure, Note, Section, Table
 
@@ -57,10 +58,10 @@ def sections(runs) -> list[Section]:
                     r["n"],
                     r["wall_s"]["median"],
                     r["speedup"],
-                    r["efficiency"],
+                    pct(r["efficiency"]),
                     r["user_s"],
                     r["system_s"],
-                    r["system_share"],
+                    pct(r["system_share"], 1),
                     "",
                 ]
             )
@@ -102,7 +103,10 @@ def sections(runs) -> list[Section]:
             )
         ]
     p = pd.DataFrame(points)
-    x = alt.X("cpus:Q", title="CPUs", scale=alt.Scale(type="log", base=2))
+    # ticks at whole CPU counts only: those measured, and powers of two out to the extrapolated end
+    top = max(p.cpus.max(), *(c["cpus"] for c in curves)) if curves else p.cpus.max()
+    ticks = sorted({int(n) for n in p.cpus} | {2**k for k in range(int(np.log2(top)) + 1)})
+    x = alt.X("cpus:Q", title="CPUs", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=ticks, format="d"))
     speed = (
         alt.Chart(p)
         .mark_line(point=True)

@@ -4,6 +4,7 @@ their numbers less trustworthy."""
 from __future__ import annotations
 
 from ...envs import made
+from ...format import pct, size
 from .page import Note, Section, Table
 
 LOAD_LIMIT = 0.10
@@ -17,6 +18,11 @@ def _get(d: dict, *path, default="–"):
     if isinstance(d, dict) and "unavailable" in d:
         return f"unavailable: {d['unavailable']}"
     return d
+
+
+def _as(fmt, x, *args):
+    """A figure through its formatter; what _get said instead of one, as it is."""
+    return fmt(x, *args) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
 
 
 def _governors(freq) -> str:
@@ -51,8 +57,8 @@ def rows(m: dict) -> list[tuple[str, object]]:
         ("preemption", _get(kernel, "preemption", "build")),
         ("THP", _get(kernel, "thp", "enabled")),
         ("vulnerable to", ", ".join(vulnerable) or "nothing listed"),
-        ("load before the run (busy share)", _get(load, "busy_share")),
-        ("memory available", _get(load, "mem_available_bytes")),
+        ("load before the run (busy share)", _as(pct, _get(load, "busy_share"), 1)),
+        ("memory available", _as(size, _get(load, "mem_available_bytes"))),
     ]
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import altair as alt
 
+from ...format import value
+
 # Thousands of points in one plot (a noise run's detours) are drawn, not refused.
 alt.data_transformers.disable_max_rows()
 
@@ -79,11 +81,7 @@ def _script_json(obj) -> str:
 
 
 def _cell(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return html.escape(str(v))
+    return html.escape(value(v))
 
 
 CSS = """
