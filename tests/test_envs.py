@@ -276,7 +276,7 @@ def test_envs_by_default_skips_what_cannot_be_made_here_and_says_why(tmp_path, m
 def test_envs_report_draws_every_percentile_in_chromium(tmp_path, browser):
     # bars on the log axis began at 0: Vega warned "Log scale domain includes zero" and drew nothing
     db = tmp_path / "db"
-    oslens("envs", "getppid", "fault:anon", "--envs", "native", "--ops", "2000", "--rounds", "2", "-q", db=db)
+    oslens("envs", "getppid", "fault:anon", "--envs", "native", "--ops", "5000", "--rounds", "2", "-q", db=db)
     out = tmp_path / "envs.html"
     oslens("report", "last", "-o", str(out), db=db)
     page = load(browser, str(out))
@@ -311,7 +311,7 @@ def test_a_ratio_to_a_figure_near_zero_is_unavailable_and_says_why(tmp_path):
     from oslens.report.envs import show as render
 
     db = tmp_path / "db"
-    oslens("envs", "getppid", "--envs", "native", "--ops", "2000", "--rounds", "3", "-q", db=db)
+    oslens("envs", "getppid", "--envs", "native", "--ops", "4000", "--rounds", "3", "-q", db=db)  # p99.9 told
     params, records = show(db)["params"], export_json(db)["records"]
     twin = copy.deepcopy(records)  # the same rounds, as if measured in a second environment
     for r in twin:
@@ -337,3 +337,22 @@ def test_a_ratio_to_a_figure_near_zero_is_unavailable_and_says_why(tmp_path):
     summary = envs_frames.frames(run, records + twin)["summary"]
     twin_row = summary[summary.environment == "twin"].iloc[0]
     assert twin_row["p50_ns_why"].startswith("native's p50") and twin_row["ops_per_s_why"] == ""
+
+
+def test_a_percentile_too_few_operations_tell_is_not_given(tmp_path):
+    # 2 rounds of 500: p99.9 was printed from 1,000 operations, one beyond it (histogram.TAIL_RULE)
+    db = tmp_path / "db"
+    proc = oslens("envs", "getppid", "--envs", "native", "--ops", "500", "--rounds", "2", db=db)
+    doc = show(db)
+    figures = doc["operations"]["getppid:default"][0]["figures"]
+    assert figures["p99.9"] is None and figures["p99"] > 0 and figures["p50"] > 0  # p99 from 1,000, p99.9 from 10,000
+    assert doc["percentile_rule"] and "– where the operations cannot tell the percentile" in proc.stdout
+    summary = list(
+        csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", "--frame", "summary", db=db).stdout))
+    )
+    assert summary[0]["p99.9_ns"] == "" and float(summary[0]["p99_ns"]) > 0
+    rounds = list(
+        csv.DictReader(io.StringIO(oslens("export", "last", "--format", "csv", "--frame", "rounds", db=db).stdout))
+    )
+    assert [(r["p99_ns"], r["p99.9_ns"]) for r in rounds] == [("", "")] * 2  # 500 a round tell neither
+    assert all(float(r["p50_ns"]) > 0 for r in rounds)

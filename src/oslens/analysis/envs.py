@@ -3,7 +3,8 @@ merged histogram (every round, every worker) and the throughput, each
 against native's: the ratio, and whether the rounds tell the two apart
 (Mann-Whitney on the per-round figures, false discovery rate held at 5 %
 over every test of the run). A ratio the rounds cannot tell from 1 is
-printed as such, never as a difference."""
+printed as such, never as a difference. A percentile is given only where
+the operations tell it (histogram.TAIL_RULE)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..format import ns
 from ..records import complete_reps, invocations
-from .histogram import Histogram, merge_all, pooled_percentiles
+from .histogram import TAIL_RULE, Histogram, merge_all, pooled_percentiles, samples_to_tell, untold
 from .metrics import HIGHER, LOWER, Metrics
 from .stats import adjust_fdr, bootstrap_ratio_ci, mann_whitney, median_ci
 
@@ -60,7 +61,8 @@ class EnvFigures:
     env: str
     count: int  # operations timed
     rounds: int
-    figures: dict[str, float]  # p50/p99/p99.9 (ns, every round's operations pooled), ops/s (median round)
+    # p50/p99/p99.9 (ns, every round's operations pooled; None where too few tell it), ops/s (median round)
+    figures: dict[str, float | None]
     per_round: dict[str, list[float]]  # the same per round
     throughput_interval: tuple[float, float] | None
     tick_ns: float  # its clock's unit
@@ -92,6 +94,7 @@ class EnvsSummary:
             "envs": self.envs,
             "environments": self.environments,
             "operations": {op: [f.to_dict() for f in rows] for op, rows in self.operations.items()},
+            "percentile_rule": TAIL_RULE,
             "warnings": self.warnings,
         }
 
@@ -127,17 +130,19 @@ def summarize(params: dict, records: list[dict]) -> EnvsSummary:
             hists = [h for h, _ in per.values() if h.count]
             if not hists:
                 continue
+            count = sum(h.count for h in hists)
             pooled = pooled_percentiles(hists, [x for _, x in QUANTILES])
-            per_round = {q: [h.percentile(x) for h in hists] for q, x in QUANTILES}
+            per_round = {q: told_per_round(hists, x) for q, x in QUANTILES}
             per_round["ops/s"] = [rate for _, rate in per.values()]
-            figures = {q: float(v) for (q, _), v in zip(QUANTILES, pooled)}
+            # a percentile the operations cannot tell (TAIL_RULE) is not given
+            figures = {q: float(v) if count >= samples_to_tell(x) else None for (q, x), v in zip(QUANTILES, pooled)}
             figures["ops/s"] = float(np.median(per_round["ops/s"]))
             ci = median_ci(per_round["ops/s"]) if len(per_round["ops/s"]) > 1 else None
             rows.append(
                 EnvFigures(
                     op,
                     env,
-                    sum(h.count for h in hists),
+                    count,
                     len(per),
                     figures,
                     per_round,
@@ -180,12 +185,20 @@ def _compare(operations: dict[str, list[EnvFigures]]) -> None:
         c.q = q
 
 
+def told_per_round(hists: list[Histogram], x: float) -> list[float]:
+    """Percentile x of each round that has the operations to tell it (TAIL_RULE)."""
+    return [h.percentile(x) for h in hists if h.count >= samples_to_tell(x)]
+
+
 def _unfit(row: EnvFigures, fig: str) -> str | None:
-    """Why a figure cannot be one side of a ratio: a latency too near its
-    clock's tick (0 ns among them), a throughput of nothing."""
+    """Why a figure cannot be one side of a ratio: a percentile too few
+    operations tell, a latency too near its clock's tick (0 ns among them),
+    a throughput of nothing."""
     value = row.figures[fig]
     if fig == "ops/s":
         return None if value > 0 else f"{row.env} completed no operations"
+    if value is None:
+        return f"{row.env}'s {untold(fig, dict(QUANTILES)[fig], row.count)}"
     if value < TICKS * row.tick_ns:
         return (
             f"{row.env}'s {fig} of {row.operation}, {ns(value)}, is within {TICKS} ticks of its clock "
@@ -201,11 +214,9 @@ def analyze(run, records: list[dict]) -> EnvsSummary:
 def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for (op, env), per in rounds(records).items():
+        hists = [h for h, _ in per.values()]
         for q, x in QUANTILES:
-            out.add(
-                f"envs/{op}/{env}/{q} ns", [h.percentile(x) for h, _ in per.values() if h.count], "ns", LOWER,
-                f"{op} in {env}", q,
-            )  # fmt: skip
+            out.add(f"envs/{op}/{env}/{q} ns", told_per_round(hists, x), "ns", LOWER, f"{op} in {env}", q)
         out.add(
             f"envs/{op}/{env}/ops per s", [rate for _, rate in per.values()], "ops/s", HIGHER, f"{op} in {env}", "ops/s"
         )

@@ -9,7 +9,8 @@ native with the test of it (what `show --json` reports under "operations").
 
 from __future__ import annotations
 
-from ..analysis.envs import FIGURES, QUANTILES, rounds, summarize
+from ..analysis.envs import FIGURES, QUANTILES, rounds, summarize, told_per_round
+from ..analysis.histogram import TAIL_RULE
 from . import describe, table
 
 _KEY = {
@@ -44,17 +45,17 @@ COLUMNS = {
         },
     },
 }
-__doc__ = (__doc__ or "") + describe(COLUMNS)
+__doc__ = (
+    (__doc__ or "") + f"\nPercentiles (empty where too few operations tell them): {TAIL_RULE}.\n" + describe(COLUMNS)
+)
 
 
 def frames(run, records: list[dict]) -> dict:
     rows = []
     for (op, env), per in rounds(records).items():
         for r, (h, rate) in sorted(per.items()):
-            rows.append(
-                {"operation": op, "environment": env, "round": r, **{f"{q}_ns": h.percentile(x) for q, x in QUANTILES},
-                 "ops_per_s": rate}
-            )  # fmt: skip
+            told = {f"{q}_ns": next(iter(told_per_round([h], x)), None) for q, x in QUANTILES}
+            rows.append({"operation": op, "environment": env, "round": r, **told, "ops_per_s": rate})
     summary = []
     for op, envs in summarize(run.params, records).operations.items():
         for e in envs:

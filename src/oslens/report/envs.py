@@ -11,10 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.envs import FIGURES, NATIVE, Comparison, EnvsSummary
+from ..analysis.histogram import TAIL_RULE
 from ..envs import made
 from ..format import ns, si
 
 UNTOLD, UNTESTED = "~", "?"
+UNTESTED_MEANS = "untested (one round, or rounds too short to tell the percentile)"
 NO_RATIO = "n/a"  # with its reason below the table
 
 
@@ -48,9 +50,19 @@ def ratio_cell(c: Comparison | None) -> Text:
     return Text(text, style="bold") if c.told else Text(f"{text} {UNTOLD}", style="dim")
 
 
-def figure_text(figure: str, value: float) -> str:
-    """A figure of FIGURES as printed: a latency, or the throughput."""
+def figure_text(figure: str, value: float | None) -> str:
+    """A figure of FIGURES as printed: a latency, or the throughput; – for
+    a percentile too few operations tell."""
+    if value is None:
+        return "–"
     return si(value) if figure == "ops/s" else ns(value)
+
+
+def untold_line(rows) -> str | None:
+    """What a – among the percentiles means, where there is one."""
+    if any(v is None for r in rows for v in r.figures.values()):
+        return f"– where the operations cannot tell the percentile: {TAIL_RULE}"
+    return None
 
 
 def made_line(label: str, env: dict) -> str:
@@ -89,12 +101,14 @@ def show(console: Console, run, s: EnvsSummary) -> None:
         console.print(Text(f"  {made_line(label, env)}", style=style))
     for w in s.warnings:
         console.print(Text(f"  {w}", style="yellow"))
+    if line := untold_line(r for rows in s.operations.values() for r in rows):
+        console.print(Text(line, style="dim"))
     console.print(
         Text(
             "p50/p99/p99.9 = percentiles of every round's operations pooled · ops/s = median round's throughput, "
             "all workers · vs native = ratio to native's figure; bold: the rounds tell the two apart (Mann-Whitney "
             f"on the per-round figures, false discovery rate 5 % over the run); {UNTOLD}: they cannot; "
-            f"{UNTESTED}: one round, untested",
+            f"{UNTESTED}: {UNTESTED_MEANS}",
             style="dim",
         )
     )

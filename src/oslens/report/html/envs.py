@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from ...analysis.envs import FIGURES, NATIVE, QUANTILES, summarize
-from ..envs import UNTESTED, UNTOLD, figure_text, made_line, no_ratio_reasons, ratio_cell
+from ..envs import UNTESTED, UNTESTED_MEANS, UNTOLD, figure_text, made_line, no_ratio_reasons, ratio_cell, untold_line
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
@@ -20,9 +20,10 @@ def sections(runs) -> list[Section]:
     blocks: list = []
     for rd in runs:
         s = summarize(rd.run.params, rd.records)
-        rows, points, zero, reasons = [], [], [], []
+        rows, points, zero, reasons, untold = [], [], [], [], None
         for op, envs in s.operations.items():
             reasons += [f"{op}: {line}" for line in no_ratio_reasons(envs)]
+            untold = untold or untold_line(envs)
             for e in envs:
                 row = [op, e.env, e.rounds]
                 for f in FIGURES:
@@ -32,6 +33,8 @@ def sections(runs) -> list[Section]:
                     ]
                 rows.append(row)
                 for q, _ in QUANTILES:
+                    if e.figures[q] is None:
+                        continue  # too few operations tell it: not drawn, as not printed
                     if e.figures[q] > 0:
                         points.append({"operation": op, "environment": e.env, "percentile": q, "ns": e.figures[q]})
                     else:  # below the clock's resolution: no place on a log axis
@@ -45,10 +48,10 @@ def sections(runs) -> list[Section]:
                 ["operation", "environment", "rounds", *(h for f in FIGURES for h in (f, "vs native"))],
                 rows,
                 f"vs native: ratio to native's figure; {UNTOLD}: the rounds cannot tell it from native (Mann-Whitney, "
-                f"false discovery rate 5 %); {UNTESTED}: one round, untested",
+                f"false discovery rate 5 %); {UNTESTED}: {UNTESTED_MEANS}",
             )  # fmt: skip
         )
-        blocks += [Note(line, warning=True) for line in reasons]
+        blocks += [Note(line, warning=True) for line in reasons] + ([Note(untold)] if untold else [])
         if points:
             blocks.append(
                 Figure(
