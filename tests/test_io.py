@@ -154,7 +154,8 @@ def test_the_workers_own_cpu_per_io_is_of_the_window_and_within_every_cpus(tmp_p
                "--size", "32M", db=tmp_path / "r.db")  # fmt: skip
     assert p.returncode == 0, p.stderr
     (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
-    own, every = sum(pt["worker_us_per_io"].values()), sum(pt["cpu_us_per_io"].values())
+    # (irq is None on a kernel that does not account it)
+    own, every = sum(pt["worker_us_per_io"].values()), sum(v for v in pt["cpu_us_per_io"].values() if v is not None)
     slack = 4 * pt["cpu_resolution_us"] * os.cpu_count()
     assert 0 < own <= every * 1.1 + slack, (pt["worker_us_per_io"], pt["cpu_us_per_io"])
 
