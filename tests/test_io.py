@@ -461,7 +461,7 @@ def test_io_uring_options_without_an_io_uring_engine_are_refused(tmp_path, args,
     "args,words",
     [
         (["--target", "loop", "--scheduler", "nosuch"], "no I/O scheduler 'nosuch'"),
-        (["--size", "16M", "--span", "1T"], f"--span: 1T is more than the {16 << 20} bytes"),
+        (["--size", "16M", "--span", "1T"], "--span: 1T is more than the 16 MiB"),
         (["--size", "16M", "--db", "{tmp}"], "cannot open results store"),
     ],
 )
@@ -502,9 +502,9 @@ def test_a_file_with_holes_is_refused_unless_oslens_may_write_them(tmp_path):
     if blockdev.hole_bytes(str(f), 16 << 20) == 0:
         pytest.skip("this filesystem does not keep holes")
     msg = _refused(tmp_path, "--target", str(f), "--engine", "pread")
-    assert f"{15 << 20} of the {16 << 20} bytes the I/Os reach are holes" in msg and "--allow-overwrite" in msg
+    assert "15 MiB of the 16 MiB the I/Os reach are holes" in msg and "--allow-overwrite" in msg
     assert "are holes" in _refused(tmp_path, "--target", str(f), "--engine", "pread", "--span", "2M")
-    assert f"--span: 32M is more than the {16 << 20} bytes" in _refused(tmp_path, "--target", str(f), "--span", "32M")
+    assert "--span: 32M is more than the 16 MiB" in _refused(tmp_path, "--target", str(f), "--span", "32M")
     assert "--size: the size of a device oslens makes" in _refused(tmp_path, "--target", str(f), "--size", "16M")
     g = tmp_path / "fallocated"
     with open(g, "wb") as fh:
@@ -526,7 +526,7 @@ def test_allow_overwrite_writes_the_holes_and_the_reads_reach_the_device(tmp_pat
     if p.returncode == 2 and "direct I/O" in p.stderr:
         pytest.skip(one_line_error(p.stderr))
     assert p.returncode == 0, p.stderr
-    assert f"writing the {15 << 20} bytes of holes" in p.stderr
+    assert "writing the 15 MiB of holes" in p.stderr
     assert blockdev.hole_bytes(str(f), 16 << 20) == 0
     assert f.read_bytes()[: 1 << 20] == head and f.stat().st_size == 16 << 20  # its data as it was
     (pt,) = show(tmp_path / "r.db")["series"][0]["points"]

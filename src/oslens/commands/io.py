@@ -8,6 +8,7 @@ import os
 import click
 
 from ..errors import UsageError
+from ..format import size
 from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
 from . import Context, common_options, measure
 
@@ -85,7 +86,7 @@ def command(ctx: Context, **kw):
             blockdev.set_scheduler(target, choices["scheduler"])
             plan.params["target"] = target.describe()  # with the scheduler the run has
         if choices["layout"]:
-            ctx.say(f"oslens io: writing the {choices['layout']} bytes of holes in {target.path}")
+            ctx.say(f"oslens io: writing the {size(choices['layout'])} of holes in {target.path}")
             blockdev.lay_out(target.path, choices["span"] or target.size())
         p = plan.params
         measure(

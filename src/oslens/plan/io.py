@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import blockdev, engine
 from ..errors import UsageError
+from ..format import size as size_text
 from ..parse import parse_worker_counts, whole_number
 from ..profile.procfs import diff_interrupts
 from . import Plan, check_amounts, time_limit
@@ -174,7 +175,7 @@ def check(
     target_size = user_target.size() if user_target else made_size
     if span_bytes is not None and span_bytes > target_size:
         what = user_target.path if user_target else f"the {kind} device (--size)"
-        raise UsageError(f"--span: {span} is more than the {target_size} bytes of {what}")
+        raise UsageError(f"--span: {span} is more than the {size_text(target_size)} of {what}")
     if scheduler is not None:
         if kind == "zram":
             raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
@@ -199,9 +200,9 @@ def _holes(target: blockdev.Target, end: int, allow_overwrite: bool) -> int:
     holes = blockdev.hole_bytes(target.path, end)
     if holes and not allow_overwrite:
         raise UsageError(
-            f"--target {target.path}: {holes} of the {end} bytes the I/Os reach are holes (sparse or fallocated, "
-            f"never written): reads of a hole never reach the device; write the file first, or give "
-            f"--allow-overwrite to have oslens write its holes (its data is left as it is)"
+            f"--target {target.path}: {size_text(holes)} of the {size_text(end)} the I/Os reach are holes (sparse or "
+            "fallocated, never written): reads of a hole never reach the device; write the file first, or give "
+            "--allow-overwrite to have oslens write its holes (its data is left as it is)"
         )
     return holes
 
