@@ -4,6 +4,7 @@ behind — also when oslens is killed."""
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -300,27 +301,40 @@ def test_a_ratio_is_printed_to_three_significant_digits(ratio, text):
     assert ratio_cell(Comparison(ratio, None, 0.001, 0.001)).plain == text
 
 
+def native_and_twin(db, ops: int, rounds: int) -> tuple[dict, list[dict], list[dict]]:
+    """A native run's params and records, and the same records again as if
+    measured in a second environment, 'twin'."""
+    oslens("envs", "getppid", "--envs", "native", "--ops", str(ops), "--rounds", str(rounds), "-q", db=db)
+    params, records = show(db)["params"], export_json(db)["records"]
+    twin = copy.deepcopy(records)
+    for r in twin:
+        if r["type"] == "context":
+            r["environment"] = "twin"
+    return {**params, "envs": ["native", "twin"]}, records, twin
+
+
+def test_a_percentile_the_pool_tells_and_no_round_does_has_an_untested_ratio(tmp_path):
+    # 2 rounds of 5,000: p99.9 from the pool of 10,000, from no round alone; the analysis raised 'no values'
+    from oslens.analysis.envs import summarize
+
+    params, records, twin = native_and_twin(tmp_path / "db", 5000, 2)
+    row = next(r for r in summarize(params, records + twin).operations["getppid:default"] if r.env == "twin")
+    assert row.vs_native["p99.9"].ratio == pytest.approx(1.0) and row.vs_native["p99.9"].p is None
+    assert row.vs_native["p50"].p is not None
+
+
 def test_a_ratio_to_a_figure_near_zero_is_unavailable_and_says_why(tmp_path):
     # native's latencies 0 ns (below its clock's tick): the ratio was NaN in --json and the frames, '–' unexplained
-    import copy
-
     from rich.console import Console
 
     from oslens.analysis.envs import summarize
     from oslens.frames import envs as envs_frames
     from oslens.report.envs import show as render
 
-    db = tmp_path / "db"
-    oslens("envs", "getppid", "--envs", "native", "--ops", "4000", "--rounds", "3", "-q", db=db)  # p99.9 told
-    params, records = show(db)["params"], export_json(db)["records"]
-    twin = copy.deepcopy(records)  # the same rounds, as if measured in a second environment
-    for r in twin:
-        if r["type"] == "context":
-            r["environment"] = "twin"
+    params, records, twin = native_and_twin(tmp_path / "db", 4000, 3)  # p99.9 told
     for r in records:
         if r["type"] == "hist":
             r["hist"].update(sum=0, min=0, max=0, buckets=[[0, r["hist"]["count"]]])
-    params = {**params, "envs": ["native", "twin"]}
     s = summarize(params, records + twin)
     json.dumps(s.to_dict(), allow_nan=False)
     row = next(r for r in s.operations["getppid:default"] if r.env == "twin")

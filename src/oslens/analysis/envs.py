@@ -177,8 +177,10 @@ def _compare(operations: dict[str, list[EnvFigures]]) -> None:
                 if why:
                     r.vs_native[fig] = unavailable(why)
                     continue
+                # rounds may each be too short to tell a percentile their pool tells: a ratio, untested
                 p = mann_whitney(a, b).p if len(a) > 1 and len(b) > 1 else None
-                r.vs_native[fig] = Comparison(r.figures[fig] / native.figures[fig], bootstrap_ratio_ci(a, b), p)
+                interval = bootstrap_ratio_ci(a, b) if a and b else None
+                r.vs_native[fig] = Comparison(r.figures[fig] / native.figures[fig], interval, p)
                 if p is not None:
                     tests.append(r.vs_native[fig])
     for c, q in zip(tests, adjust_fdr([c.p for c in tests])):
