@@ -133,6 +133,8 @@ def test_the_scale_table_states_the_workers_image(tmp_path):
     assert " mappings, " in fork and " KiB anonymous" in fork
     assert "worker image: a copy of the engine, " in getppid
     threads = oslens(
-        "scale", "--probe", "getppid", "--threads", "--workers", "1", "--ops", "20", "--reps", "1", db=tmp_path / "db"
-    ).stdout
-    assert "worker image" not in threads
+        "scale", "--probe", "getppid", "--mode", "thread", "--workers", "1", "--ops", "20", "--reps", "1",
+        db=tmp_path / "db",
+    )  # fmt: skip
+    assert threads.returncode == 0, threads.stderr
+    assert "getppid:default (threads" in threads.stdout and "worker image" not in threads.stdout

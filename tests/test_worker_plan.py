@@ -95,7 +95,7 @@ def test_dry_run_says_which_cpus_sockets_and_siblings_each_count_uses(two_by_24_
         assert {int(k): v for k, v in p["sockets"].items()} == sockets
         # compact: socket 0's cores, socket 1's cores, then the siblings, socket by socket
         socket0 = min(n, CORES) + min(max(n - 2 * CORES, 0), CORES)
-        assert sockets == {0: socket0, 1: n - socket0} if n > CORES else {0: n}
+        assert sockets == ({0: socket0, 1: n - socket0} if n > CORES else {0: n})
         shared = p["smt_shared"]
         assert len(shared) == max(0, n - SOCKETS * CORES) == n - p["cores"]
         for pair in shared:
