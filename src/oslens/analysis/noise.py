@@ -143,9 +143,7 @@ def summarize(records: list[dict]) -> NoiseSummary:
     attribution = (
         "bpf"
         if trace and trace.get("available")
-        else (
-            trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)"
-        )
+        else (trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)")
     )
     lost = sum(t.get("lost", 0) for t in traces)
     shared = [h for h in records if h["type"] == "header" and not h.get("master_apart", True)]
