@@ -17,6 +17,7 @@ from oslens.analysis.histogram import Histogram
 from oslens.profile import collect
 
 from conftest import (
+    NCPU,
     SESSION_TMP,
     bpf_programs,
     can_run_as_nobody,
@@ -214,6 +215,44 @@ def test_contended_mmap_lock_shows_in_the_lock_table(build, no_leaks):
     assert mmap and all(r["kind"].startswith("rwsem") for r in mmap)
     assert all(r["count"] > 0 and 0 < r["max_ns"] <= r["total_ns"] for r in mmap)
     assert any(r["caller"] for r in mmap)
+
+
+@pytest.mark.skipif(NCPU < 2, reason="threads must wake each other across CPUs")
+def test_locks_are_named_as_explain_names_them(build, no_leaks):
+    """Pipe ping-pong: each wake-up takes the sleeper's run queue lock. The
+    table showed '0xffff888627c2ba80 spinlock try_to_wake_up+0x206' where
+    --explain says rq_lock: one naming (engine/bpf/locknames.h, and
+    analysis/locknames.py for the rest), and why a static lock has no name."""
+    from oslens.profile.kallsyms import Kallsyms
+    from oslens.profile.records import Records
+    from oslens.profile.sections import locks as section
+
+    prof = profile(build["wakeups"], "4", "20000", syscalls=False)
+    bpf_or_skip(prof)
+    if "lock_contention" in prof.first("bpf")["missing"]:
+        pytest.skip("this kernel has no lock:contention_* tracepoints")
+    rec = prof.first("locks")
+    s = section.summarize(Records(prof.records))
+    syms = Kallsyms()
+    if syms.usable:  # every lock is called by a name, a symbol or who waited: never by its address alone
+        assert all(not r["lock"].startswith(("0x", "lock 0x")) for r in s["rows"]), s["rows"]
+        if not syms.has_data_symbols:
+            assert rec["lock_symbols_unavailable"] in s["notes"]
+    else:
+        pytest.skip("kallsyms gives no addresses here: which locks are run queue locks is not known")
+    # __schedule and __task_rq_lock take no spinlock but their CPU's run queue lock
+    rq = [r for r in rec["rows"] if _spin_lock_taker(r["stack_symbols"]).startswith(("__schedule+", "__task_rq_lock+"))]
+    if not rq:
+        pytest.skip("no run queue lock was contended (wake-ups queued to the other CPU?): its naming is not exercised")
+    cpus = set(prof.first("header")["cpus_online"])
+    assert all((r["lock_name"] or "").startswith("rq_lock (cpu ") for r in rq), rq
+    assert all(int(r["lock_name"].split("cpu ")[1].rstrip(")")) in cpus for r in rq)
+
+
+def _spin_lock_taker(frames: list[str]) -> str:
+    """The function that called _raw_spin_lock*, or ''."""
+    at = next((i for i, f in enumerate(frames) if f.startswith("_raw_spin_lock")), None)
+    return frames[at + 1] if at is not None and at + 1 < len(frames) else ""
 
 
 def test_attaching_to_a_running_process_and_detaching(build, no_leaks):

@@ -660,8 +660,32 @@ def test_locks_by_total_wait_with_their_caller():
     first, second = s["rows"]
     assert (first["lock"], first["kind"], first["caller"]) == ("mmap_lock", "rwsem:W", "down_write_killable+0x5c")
     assert first["avg_ns"] == 1000 and first["max_ns"] == 2000
-    assert second["lock"] == "0xffff888100001000" and second["caller"] == "0xffffffff8123abcd (unresolved)"
+    assert second["lock"] == "lock 0xffff888100001000" and second["caller"] == "0xffffffff8123abcd (unresolved)"
     assert s["total"] == {"locks": 2, "count": 15, "total_ns": 6000}
+
+
+def test_a_lock_is_called_as_explain_calls_it():
+    """The same lock, as the profile's table and --explain's causes call it:
+    by the kernel side's name, by its symbol, else by who waited, and the
+    note on static locks where kallsyms has no data symbols."""
+    from oslens.analysis.explain import _cause
+
+    unnamed = {"lock": "0xffff8881003c4cec", "lock_name": None, "lock_symbol": None}
+    for named, symbol, callers, expected in (
+        ("rq_lock (cpu 1)", None, ["try_to_wake_up+0x206"], "rq_lock"),
+        (None, "tasklist_lock", ["copy_process+0x9a"], "tasklist_lock"),
+        (None, None, ["try_to_wake_up+0x4e"], "a lock taken in try_to_wake_up+0x4e"),
+    ):
+        records = profile()
+        locks = next(r for r in records if r["type"] == "locks")
+        row = {**locks["rows"][0], **unnamed, "lock_name": named, "lock_symbol": symbol, "callers": callers}
+        locks["rows"] = [row]
+        locks["lock_symbols_unavailable"] = "kallsyms lists no data symbols"
+        s = sections(records)["locks"]
+        charge = {"kind": "lock", "id": row["lock"], "name": named, "lock_symbol": symbol, "callers": callers}
+        _, label, _ = _cause({**charge, "lock_kind": "spinlock"})
+        assert s["rows"][0]["lock"].startswith(expected) and label.startswith(expected), (s["rows"][0], label)
+        assert "kallsyms lists no data symbols" in s["notes"]
 
 
 def test_a_part_this_kernel_lacks_is_named():

@@ -9,6 +9,7 @@
 #include "common.bpf.h"
 
 #include "explain.h"
+#include "locknames.bpf.h"
 
 /* The processes whose threads are charged, one bit per tgid. */
 #define EXPLAIN_PID_WORDS ((1u << 22) / 64)
@@ -40,14 +41,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct explain_cpu);
 } cpus SEC(".maps");
-
-/* lock address -> CPU, for the run queue locks seen (learn_rq_lock). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EXPLAIN_MAX_CPUS);
-	__type(key, __u64);
-	__type(value, __u32);
-} rq_locks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); /* a line per CPU, not one every CPU writes */
@@ -345,34 +338,6 @@ int oslens_ex_fault_maj(struct bpf_perf_event_data *ctx)
 
 /* ---- kernel locks ---- */
 
-static __always_inline __u32 lock_named(__u64 lock)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	if (mm && bpf_core_field_exists(mm->mmap_lock) &&
-	    lock == (__u64)__builtin_preserve_access_index(&mm->mmap_lock))
-		return EXL_MMAP;
-	struct sighand_struct *sh = BPF_CORE_READ(task, sighand);
-	if (sh && lock == (__u64)__builtin_preserve_access_index(&sh->siglock))
-		return EXL_SIGHAND;
-	struct files_struct *files = BPF_CORE_READ(task, files);
-	if (files && lock == (__u64)__builtin_preserve_access_index(&files->file_lock))
-		return EXL_FILES;
-	struct ipc_namespace *ns = BPF_CORE_READ(task, nsproxy, ipc_ns);
-	if (ns) {
-		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[0].rwsem))
-			return EXL_IPC_SEM;
-		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[1].rwsem))
-			return EXL_IPC_MSG;
-		if (lock == (__u64)__builtin_preserve_access_index(&ns->ids[2].rwsem))
-			return EXL_IPC_SHM;
-	}
-	__u32 *cpu = bpf_map_lookup_elem(&rq_locks, &lock);
-	if (cpu)
-		return EXL_RQ | (*cpu << 16);
-	return EXL_NONE;
-}
-
 SEC("raw_tp/contention_begin")
 int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 {
@@ -425,43 +390,20 @@ int BPF_PROG(oslens_ex_lock_end, void *lock, int ret)
 
 /* ---- on and off the CPU ---- */
 
-/* struct rq without CONFIG_FAIR_GROUP_SCHED's cfs_rq.rq */
-struct cfs_rq___group {
-	struct rq *rq;
-} __attribute__((preserve_access_index));
-
-/* This CPU's run queue lock, learned from a task switching on it: its
- * cfs_rq belongs to this CPU's rq (through cfs_rq.rq, or as rq.cfs itself
- * when the kernel has no group scheduling). No symbol is needed, so it
- * works where kallsyms has no data symbols and `runqueues` cannot be
- * looked up. */
-static __always_inline void learn_rq_lock(struct task_struct *p)
+/* This CPU's run queue lock, for lock_named() (locknames.bpf.h). */
+static __always_inline void learn_this_rq_lock(struct task_struct *p)
 {
 	__u32 zero = 0;
 	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
-	if (!c || c->rq_known || !BPF_CORE_READ(p, pid))
-		return;
-	struct cfs_rq *cfs = BPF_CORE_READ(p, se.cfs_rq);
-	if (!cfs)
-		return;
-	__u64 rq;
-	if (bpf_core_field_exists(((struct cfs_rq___group *)cfs)->rq))
-		rq = (__u64)BPF_CORE_READ((struct cfs_rq___group *)cfs, rq);
-	else
-		rq = (__u64)cfs - bpf_core_field_offset(struct rq, cfs);
-	if (!rq)
-		return;
-	__u64 lock = rq + bpf_core_field_offset(struct rq, __lock);
-	__u32 cpu = bpf_get_smp_processor_id();
-	bpf_map_update_elem(&rq_locks, &lock, &cpu, BPF_ANY);
-	c->rq_known = 1;
+	if (c)
+		learn_rq_lock(p, &c->rq_known);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
-	learn_rq_lock(prev);
+	learn_this_rq_lock(prev);
 	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
 		struct explain_task *t = task_of(tid, 1);

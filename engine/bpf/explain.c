@@ -2,6 +2,7 @@
  * of `run --explain`, charges the workers' threads within the measured
  * window, and writes what was charged as one `explain` record. */
 #include "explain.h"
+#include "locknames.h"
 #include "../json.h"
 #include "loader.h"
 
@@ -84,17 +85,6 @@ static const char *const vector_names[EV_MAX] = {
 	[EV_IRQ_WORK] = "irq_work",
 };
 
-static const char *const lock_names[] = {
-	[EXL_MMAP] = "mmap_lock",
-	[EXL_SIGHAND] = "siglock",
-	[EXL_FILES] = "files_struct.file_lock",
-	[EXL_RQ] = "rq_lock",
-	[EXL_IPC_SEM] = "ipc_ids(sem).rwsem",
-	[EXL_IPC_MSG] = "ipc_ids(msg).rwsem",
-	[EXL_IPC_SHM] = "ipc_ids(shm).rwsem",
-	[EXL_TASKLIST] = "tasklist_lock",
-};
-
 /* enum tlb_flush_reason of include/linux/mm_types.h */
 static const char *const tlb_reasons[] = {"on_task_switch", "remote_shootdown", "local_shootdown", "local_mm_shootdown",
 					  "remote_send_ipi"};
@@ -114,14 +104,7 @@ static void name_of(const struct explain_key *k, char *buf, size_t len)
 			snprintf(buf, len, "syscall %" PRId64, (int64_t)k->id);
 		break;
 	case EX_FAULT: snprintf(buf, len, "%s", k->id == 1 ? "major" : k->id == 0 ? "minor" : "end not seen"); break;
-	case EX_LOCK: {
-		unsigned named = k->named & 0xffff;
-		if (named == EXL_RQ)
-			snprintf(buf, len, "rq_lock (cpu %u)", k->named >> 16);
-		else if (named && named < sizeof lock_names / sizeof lock_names[0] && lock_names[named])
-			snprintf(buf, len, "%s", lock_names[named]);
-		break;
-	}
+	case EX_LOCK: lock_name_of(k->named, buf, len); break;
 	case EX_IRQ: snprintf(buf, len, "irq %" PRId64, (int64_t)k->id); break;
 	case EX_SOFTIRQ: snprintf(buf, len, "%s", loader_softirq_name(k->id) ? loader_softirq_name(k->id) : "?"); break;
 	case EX_VECTOR:

@@ -40,31 +40,15 @@ enum explain_vector {
 	EV_MAX
 };
 
-/* Locks named on the BPF side, from where they live (perf lock contention
- * names them the same way): a field of the waiter's own task, or a per-CPU
- * run queue. Others are named in user space from their callers. */
-enum explain_lock_name {
-	EXL_NONE = 0,
-	EXL_MMAP,    /* mm_struct.mmap_lock of the waiter's address space */
-	EXL_SIGHAND, /* sighand_struct.siglock */
-	EXL_FILES,   /* files_struct.file_lock */
-	EXL_RQ,	     /* a CPU's run queue lock (rq.__lock) */
-	EXL_IPC_SEM, /* the IPC namespace's semaphore ids rw-semaphore */
-	EXL_IPC_MSG,
-	EXL_IPC_SHM,
-	EXL_TASKLIST, /* tasklist_lock */
-};
-
 #define EXPLAIN_STACK_DEPTH 24
-#define EXPLAIN_NEST 8	      /* system call, fault, lock, ... kept per thread (a power of 2) */
-#define EXPLAIN_MAX_CPUS 8192 /* run queue locks kept */
+#define EXPLAIN_NEST 8 /* system call, fault, lock, ... kept per thread (a power of 2) */
 
 struct explain_key {
 	__u32 tid;
 	__u16 kind;  /* enum explain_kind */
 	__u16 flags; /* EX_LOCK: LCB_F_* of contention_begin */
 	__s32 stack; /* EX_LOCK: in the stacks map, < 0 none */
-	__u32 named; /* EX_LOCK: enum explain_lock_name; for EXL_RQ the CPU in the upper 16 bits */
+	__u32 named; /* EX_LOCK: enum lock_name (locknames.h) */
 	__s64 id;
 };
 

@@ -13,6 +13,7 @@
 #include "common.bpf.h"
 
 #include "profile.h"
+#include "locknames.bpf.h"
 
 /* The processes followed, one bit per tgid: a plain load on every event
  * (a hash lookup would cost more than the rest of a system call's
@@ -374,6 +375,7 @@ int BPF_PROG(oslens_prof_switch, bool preempt, struct task_struct *prev, struct 
 	struct prof_cpu *c = this_cpu();
 	if (!c)
 		return 0;
+	learn_rq_lock(prev, &c->rq_known);
 
 	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
 		if (task_sched_state(prev) & TASK_DEAD)
@@ -664,27 +666,6 @@ VECTOR(call_function_single, PV_CALL_FUNCTION_SINGLE)
 VECTOR(irq_work, PV_IRQ_WORK)
 
 /* ---- kernel lock contention ---- */
-
-/* Locks that are fields of the waiter's own task: named here, since their
- * address says nothing in user space (perf lock contention does the same). */
-static __always_inline __u32 lock_named(__u64 lock)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	if (mm) {
-		if (bpf_core_field_exists(mm->mmap_lock)) {
-			if (lock == (__u64)__builtin_preserve_access_index(&mm->mmap_lock))
-				return PROF_LOCK_MMAP;
-		}
-	}
-	struct sighand_struct *sh = BPF_CORE_READ(task, sighand);
-	if (sh && lock == (__u64)__builtin_preserve_access_index(&sh->siglock))
-		return PROF_LOCK_SIGHAND;
-	struct files_struct *files = BPF_CORE_READ(task, files);
-	if (files && lock == (__u64)__builtin_preserve_access_index(&files->file_lock))
-		return PROF_LOCK_FILES;
-	return 0;
-}
 
 SEC("raw_tp/contention_begin")
 int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)

@@ -2,6 +2,7 @@
  * it, and the JSON records of its aggregates (see profile.h for the maps).
  * Per-CPU values are summed here; histograms keep the engine's layout. */
 #include "profile.h"
+#include "locknames.h"
 #include "../json.h"
 #include "loader.h"
 
@@ -407,7 +408,6 @@ static void emit_syscalls(void)
 
 static void emit_locks(void)
 {
-	static const char *const named[] = {NULL, "mmap_lock", "siglock", "files_lock"};
 	struct json *j = json_record("locks");
 	json_arr(j, "rows");
 	struct prof_lock_key k, *prev = NULL;
@@ -415,12 +415,13 @@ static void emit_locks(void)
 	while (bpf_map__get_next_key(skel->maps.locks, prev, &k, sizeof k) == 0) {
 		struct prof_lock l;
 		if (bpf_map__lookup_elem(skel->maps.locks, &k, sizeof k, &l, sizeof l, 0) == 0) {
-			char addr[32];
+			char addr[32], name[64];
 			json_obj(j, NULL);
 			snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k.lock);
 			json_str(j, "lock", addr);
-			if (l.named > 0 && l.named < sizeof named / sizeof named[0])
-				json_str(j, "lock_name", named[l.named]);
+			lock_name_of(l.named, name, sizeof name);
+			if (name[0])
+				json_str(j, "lock_name", name);
 			else
 				json_null(j, "lock_name");
 			json_uint(j, "flags", k.flags);

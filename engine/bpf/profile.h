@@ -70,6 +70,9 @@ struct prof_cpu {
 	__u64 lost;	  /* a map was full */
 	__u64 exits_lost; /* threads whose exit the exits map had no room for */
 	struct prof_hist offcpu_voluntary, offcpu_involuntary, runq, fault, major_fault;
+	__u16 rq_known; /* this CPU's run queue lock is in rq_locks (locknames.bpf.h) */
+	__u16 pad16;
+	__u32 pad32;
 };
 
 /* Followed processes: a bitmap over every possible pid (PID_MAX_LIMIT is
@@ -135,12 +138,9 @@ struct prof_lock_key {
 
 struct prof_lock {
 	__u64 count, total_ns, max_ns;
-	__u32 named; /* PROF_LOCK_* when the lock is a known field of the waiter's task */
+	__u32 named; /* enum lock_name (locknames.h) */
 	__u32 pad;
 };
-#define PROF_LOCK_MMAP 1
-#define PROF_LOCK_SIGHAND 2
-#define PROF_LOCK_FILES 3
 
 #ifndef __bpf__ /* ---- the loader's interface (profile.c, profile_none.c) */
 

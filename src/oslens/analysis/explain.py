@@ -19,6 +19,7 @@ from pathlib import Path
 from ..format import ns as fmt_ns
 from ..records import ExplainedPoint
 from .histogram import Histogram, merge_all
+from .locknames import lock_label
 from .runlengths import RunLengths
 
 # A knee: where the per-worker rate falls below this share of the smallest
@@ -28,6 +29,9 @@ KNEE_EFFICIENCY = 0.90
 # Below this share of a knee's rise explained, the kernel side is not the
 # (whole) story: say so, and what to try.
 EXPLAINED_ENOUGH = 0.5
+# What a runnable worker waiting for its CPU is called: time some other task
+# had that CPU (the study's verdicts look for it by this name).
+RUNQ_LABEL = "waiting for a CPU"
 # Vectors that are another CPU asking this one to do work.
 IPI_VECTORS = ("call_function", "call_function_single", "reschedule")
 
@@ -106,7 +110,7 @@ def _cause(c: dict) -> tuple[str, str, str]:
     if kind == "lock":
         lock = (name or "").split(" (cpu")[0] or c.get("lock_symbol")
         callers = c.get("callers") or []
-        where = lock or (f"a lock taken in {callers[0]}" if callers else f"lock {c['id']}")
+        where = lock_label(lock, None, callers, c["id"])
         return (
             f"lock:{lock or (callers[0] if callers else c['id'])}:{c['lock_kind']}",
             f"{where} ({c['lock_kind']})",
@@ -118,7 +122,7 @@ def _cause(c: dict) -> tuple[str, str, str]:
         what = f"{name} softirq" if kind == "softirq" else f"{name} interrupts"
         return f"interrupt:{kind}:{name}", what, "interrupt"
     if kind == "runq":
-        return "runq", "waiting for a CPU", "runq"
+        return "runq", RUNQ_LABEL, "runq"
     if kind == "blocked":
         return (f"blocked:{name}", f"asleep in {name}()", "blocked") if name else ("blocked", "asleep", "blocked")
     raise ValueError(kind)

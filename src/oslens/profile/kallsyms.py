@@ -8,6 +8,8 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..analysis.locknames import NO_DATA_SYMBOLS
+
 # Frames that are the waiting itself, not who waited: skipped to find the
 # caller of a contended lock (the same idea as perf lock contention's
 # list of lock functions, by prefix).
@@ -124,26 +126,24 @@ def _is_lock_internal(name: str) -> bool:
     return name.startswith(LOCK_INTERNAL_PREFIXES) or "contention" in name
 
 
-def resolve_locks(record: dict, syms: Kallsyms) -> dict:
-    """Adds to a `locks` record's rows: the resolved stack, the caller (the
-    first frame outside the locking code) and, for a lock that is a kernel
-    variable, its name; or says why nothing could be resolved."""
+def _resolvable(record: dict, syms: Kallsyms) -> bool:
+    """False, with why in the record, when kallsyms gives no addresses; notes
+    in the record why static locks stay unnamed where it has no data symbols."""
     if not syms.usable:
         record["unresolved_because"] = (
             "/proc/kallsyms gives no addresses here (unreadable, or hidden by kernel.kptr_restrict)"
         )
-        return record
-    for row in record.get("rows", []):
-        frames = [syms.lookup(int(a, 16)) for a in row.get("stack", [])]
-        row["stack_symbols"] = [str(f) if f else a for f, a in zip(frames, row.get("stack", []))]
-        # unresolved frames are the BPF program itself (JIT code outside kallsyms)
-        caller = next((f for f in frames if f and not _is_lock_internal(f.name)), None)
-        row["caller"] = str(caller) if caller else None
-        # a heap object's address may follow some unrelated symbol: only a
-        # data symbol close by names it
-        lock = syms.lookup(int(row["lock"], 16), max_offset=4096)
-        row["lock_symbol"] = str(lock) if lock and lock.is_data else None
-    return record
+        return False
+    if not syms.has_data_symbols:
+        record["lock_symbols_unavailable"] = NO_DATA_SYMBOLS
+    return True
+
+
+def _lock_symbol(address: str, syms: Kallsyms) -> str | None:
+    """A lock that is a kernel variable: its symbol. A heap object's address
+    may follow some unrelated symbol: only a data symbol close by names it."""
+    lock = syms.lookup(int(address, 16), max_offset=4096)
+    return str(lock) if lock and lock.is_data else None
 
 
 def callers(frames: list[Symbol | None], depth: int = 3) -> list[str]:
@@ -152,24 +152,31 @@ def callers(frames: list[Symbol | None], depth: int = 3) -> list[str]:
     return [str(f) for f in frames if f and not _is_lock_internal(f.name)][:depth]
 
 
+def resolve_locks(record: dict, syms: Kallsyms) -> dict:
+    """Adds to a `locks` record's rows: the resolved stack, the callers (the
+    first frames outside the locking code) and, for a lock that is a kernel
+    variable, its name; or says why nothing could be resolved."""
+    if not _resolvable(record, syms):
+        return record
+    for row in record.get("rows", []):
+        frames = [syms.lookup(int(a, 16)) for a in row.get("stack", [])]
+        # unresolved frames are the BPF program itself (JIT code outside kallsyms)
+        row["stack_symbols"] = [str(f) if f else a for f, a in zip(frames, row.get("stack", []))]
+        row["callers"] = callers(frames)
+        row["caller"] = row["callers"][0] if row["callers"] else None
+        row["lock_symbol"] = _lock_symbol(row["lock"], syms)
+    return record
+
+
 def resolve_charges(record: dict, syms: Kallsyms) -> dict:
     """Adds to an `explain` record's lock charges their callers (the chain
     outside the locking code) and, for a lock that is a kernel variable, its
     symbol; or says why nothing could be resolved."""
-    if not syms.usable:
-        record["unresolved_because"] = (
-            "/proc/kallsyms gives no addresses here (unreadable, or hidden by kernel.kptr_restrict)"
-        )
+    if not _resolvable(record, syms):
         return record
     for c in record.get("charges", []):
         if c.get("kind") != "lock":
             continue
-        frames = [syms.lookup(int(a, 16)) for a in c.get("stack", [])]
-        c["callers"] = callers(frames)
-        lock = syms.lookup(int(c["id"], 16), max_offset=4096)
-        c["lock_symbol"] = str(lock) if lock and lock.is_data else None
-    if not syms.has_data_symbols:
-        record["lock_symbols_unavailable"] = (
-            "kallsyms lists no data symbols (CONFIG_KALLSYMS_ALL is off): a static lock is named only by its callers"
-        )
+        c["callers"] = callers([syms.lookup(int(a, 16)) for a in c.get("stack", [])])
+        c["lock_symbol"] = _lock_symbol(c["id"], syms)
     return record

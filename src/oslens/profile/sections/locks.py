@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ...analysis.locknames import lock_label
 from .common import bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:
@@ -27,8 +28,9 @@ def _caller(row: dict) -> str:
 
 
 def _row(row: dict, wall_s: float | None) -> dict:
+    callers = row.get("callers") or ([row["caller"]] if row.get("caller") else [])  # a run stored with one caller
     return {
-        "lock": row.get("lock_name") or row.get("lock_symbol") or row["lock"],
+        "lock": lock_label(row.get("lock_name"), row.get("lock_symbol"), callers, row["lock"]),
         "address": row["lock"],
         "kind": row.get("kind"),
         "caller": _caller(row),
@@ -65,6 +67,8 @@ def summarize(recs: Records) -> dict:
     rec = bpf_record(recs, section, "locks", BPF_PARTS)
     if rec and rec.get("unresolved_because"):
         section["notes"].append(f"callers and lock names unresolved: {rec['unresolved_because']}")
+    if rec and rec.get("lock_symbols_unavailable"):
+        section["notes"].append(rec["lock_symbols_unavailable"])
     rows = _merge_by_caller([_row(r, recs.wall_s) for r in (rec or {}).get("rows", [])], recs.wall_s)
     section["rows"] = rows[:TOP]
     section["total"] = (
@@ -146,7 +150,7 @@ def html(profiles) -> Section:
                 ["run", "lock", "kind", "waited in", "waits", "total wait", "avg", "max"],
                 rows,
                 "wait = contention_begin to contention_end: spinning and sleeping both count; a lock "
-                "without a symbol is shown by its address",
+                "without a name or symbol is named by the code that waited for it",
             )
         )
     blocks += crosschecks(profiles, "locks")
