@@ -16,7 +16,9 @@ import io
 import json
 import os
 import re
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,9 +30,10 @@ import pytest
 
 from oslens import engine, envs, leftovers, runtime
 from oslens.cli import main
+from oslens.envs import kvm
 from oslens.errors import UsageError
 
-from conftest import one_line_error, oslens
+from conftest import can_run_as_nobody, one_line_error, oslens
 
 
 def _guest_unavailable() -> str | None:
@@ -354,3 +357,100 @@ def test_latency_with_one_worker_per_cpu(big_guest, tmp_path):
     rows = [r for r in csv_rows(db) if r["probe"] == "getppid"]
     assert sorted(int(r["cpu"]) for r in rows) == list(range(SPEC["cpus"]))
     assert all(int(r["count"]) == 500 for r in rows)
+
+
+# ------------------------------------------------------------ who may use a guest
+# (the guest is the tier's: no boot of its own)
+
+# Another local user at the port QEMU forwards to the agent: it connects,
+# sends what it sends, and prints what came back (hex) once the agent closes.
+STRANGER = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=120)
+s.sendall(bytes.fromhex(sys.argv[2]))
+got = b""
+while chunk := s.recv(65536):
+    got += chunk
+print(got.hex())
+"""
+
+
+def _frame(kind: bytes, data: bytes) -> bytes:
+    return kind + len(data).to_bytes(4, "little") + data  # engine/guest/wire.h
+
+
+def _tally(guest) -> dict:
+    """The agent's count of commands begun (this one among them) and of
+    connections refused, asked as oslens asks, with the key."""
+    proc = subprocess.run([*guest.engine_argv()[:-1], "@tally"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
+def test_another_user_cannot_run_anything_in_the_guest(big_guest):
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    argv = _frame(b"A", b"@facts\0")
+    attempts = {
+        "no key": argv,  # what the agent took from anyone before it asked for a key
+        "a wrong key": _frame(b"K", secrets.token_bytes(32)) + argv,
+        "a key of the wrong length": _frame(b"K", secrets.token_bytes(33)) + argv,
+    }
+
+    def attempt(frames: bytes) -> bytes:
+        proc = subprocess.run(
+            [*as_nobody, "/usr/bin/python3", "-c", STRANGER, str(big_guest.port), frames.hex()],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return bytes.fromhex(proc.stdout.strip())
+
+    for what, frames in attempts.items():
+        # refused, and nothing else: no output, no exit status of a command
+        assert attempt(frames) == _frame(b"R", b""), what
+    before = _tally(big_guest)
+    assert before["refused"] == len(attempts)  # since the guest booted: no other test is refused
+    assert attempt(attempts["no key"]) == _frame(b"R", b"")
+    after = _tally(big_guest)
+    assert after["refused"] == before["refused"] + 1
+    assert after["run"] == before["run"] + 1  # the @tally that read it, nothing of the stranger's
+    # the key is where only its user reaches it, and nowhere else a stranger can read
+    key = big_guest.key_file.read_bytes()
+    assert big_guest.key_file.stat().st_mode & 0o777 == 0o600 and big_guest.dir.stat().st_mode & 0o777 == 0o700
+    assert subprocess.run([*as_nobody, "cat", str(big_guest.key_file)], capture_output=True).returncode != 0
+    assert not (big_guest.dir / "initramfs.cpio").exists()  # QEMU loaded it at start
+    cmdline = Path(f"/proc/{big_guest.proc.pid}/cmdline").read_bytes()
+    assert key not in cmdline and key.hex().encode() not in cmdline
+    # oslens itself, with the key, still runs what it asks
+    with engine.inside(big_guest):
+        assert len(engine.topology()["cpus"]) == SPEC["cpus"]
+
+
+def test_the_relay_believes_only_an_agent_that_proves_the_key(tmp_path):
+    """Whoever else listens at the port (one taken before QEMU bound it, or
+    after QEMU died) is sent the host's half of the key alone, and what it
+    answers never comes out of the relay as the engine's."""
+    relay = engine.engine_path().with_name(kvm.GUEST)
+    key = secrets.token_bytes(kvm.KEY_LEN)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(key)
+    forged = _frame(b"O", b'{"type":"topology","forged":true}\n') + _frame(b"X", bytes(4))
+    for proof in (b"", _frame(b"K", secrets.token_bytes(32))):
+        with socket.create_server(("127.0.0.1", 0)) as impostor:
+            relay_proc = subprocess.Popen(
+                [relay, "relay", str(impostor.getsockname()[1]), key_file, "/oslens/oslens-engine", "topology"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            conn, _ = impostor.accept()
+            with conn, conn.makefile("rb") as stream:
+                told = b""  # what the relay said, up to its command
+                while True:
+                    head = stream.read(5)
+                    told += head + stream.read(int.from_bytes(head[1:], "little"))
+                    if head[:1] in (b"A", b""):
+                        break
+                conn.sendall(proof + forged)
+            out, err = relay_proc.communicate(timeout=60)
+        assert relay_proc.returncode == 1 and b"forged" not in out, (out, err)
+        assert "is not the guest's agent" in err.decode()
+        assert key[32:] not in told  # the guest's half is the agent's to say

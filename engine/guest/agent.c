@@ -2,8 +2,9 @@
  * (src/oslens/envs/kvm.py makes it). It mounts what the engine reads
  * (/proc, /sys, tracefs, debugfs, bpffs), loads the modules the host listed
  * for the guest's network card, brings the network up at QEMU's user-mode
- * address, and serves: each connection is one command (an engine
- * invocation, or @facts), run with its output framed back (wire.h). */
+ * address, and serves: each connection that opens with the guest's key is
+ * one command (an engine invocation, @facts or @tally), run with its output
+ * framed back (wire.h); any other is refused with nothing run. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
@@ -32,6 +34,20 @@
 #define GUEST_ADDR "10.0.2.15" /* QEMU user networking's first guest address */
 #define GUEST_MASK "255.255.255.0"
 #define MODULES_LIST "/oslens/modules"
+/* How long a connection may take to present the key: oslens's relay sends
+ * it at once; anyone else's connection holds a process here no longer. */
+#define KEY_WAIT_S 10
+
+/* The host's half, then the guest's; without one, every connection is refused. */
+static unsigned char guest_key[2 * GUEST_KEY_LEN];
+static int have_key;
+
+/* What the sessions did, shared by them all (each is a forked child):
+ * commands begun, connections refused. @tally reports them. */
+struct tally {
+	_Atomic long run, refused;
+};
+static struct tally *tally;
 
 static void say(const char *fmt, const char *arg, int err)
 {
@@ -79,6 +95,41 @@ static void load_modules(void)
 			close(fd);
 	}
 	fclose(f);
+}
+
+/* The key the host built into the initramfs, taken out of the file system
+ * so that no command run here can read it there. */
+static void load_key(void)
+{
+	int fd = open(GUEST_KEY_FILE, O_RDONLY | O_CLOEXEC);
+	have_key = fd >= 0 && read(fd, guest_key, sizeof guest_key) == (ssize_t)sizeof guest_key;
+	if (!have_key)
+		say("no key in %s: every connection will be refused", GUEST_KEY_FILE, 0);
+	if (fd >= 0)
+		close(fd);
+	unlink(GUEST_KEY_FILE);
+}
+
+/* The connection's first frame is the host's half of the key, within
+ * KEY_WAIT_S (SIGALRM ends this session otherwise), answered with the
+ * guest's. Anything else is answered REFUSED alone; what the peer sent after
+ * it is read and dropped until it closes, so that the answer is not lost to
+ * a reset. */
+static int key_accepted(int conn)
+{
+	char type, key[GUEST_KEY_LEN];
+	alarm(KEY_WAIT_S);
+	long len = frame_recv_at_most(conn, &type, key, sizeof key);
+	if (have_key && len == GUEST_KEY_LEN && type == FRAME_KEY && same_key(key, (char *)guest_key)) {
+		alarm(0);
+		return frame_send(conn, FRAME_KEY, guest_key + GUEST_KEY_LEN, GUEST_KEY_LEN) == 0;
+	}
+	tally->refused++;
+	frame_send(conn, FRAME_REFUSED, "", 0);
+	shutdown(conn, SHUT_WR);
+	while (read(conn, key, sizeof key) > 0)
+		;
+	return 0;
 }
 
 static int if_set(int s, const char *name, unsigned long req, const char *addr)
@@ -131,6 +182,16 @@ static void facts(void)
 	json_emit(j);
 }
 
+/* @tally: the commands begun (this one among them) and the connections
+ * refused since the guest booted. */
+static void report_tally(void)
+{
+	struct json *j = json_record("tally");
+	json_int(j, "run", tally->run);
+	json_int(j, "refused", tally->refused);
+	json_emit(j);
+}
+
 static void pump(int *from, int to, char type)
 {
 	char buf[65536];
@@ -151,6 +212,9 @@ static int session(int conn)
 	static char buf[GUEST_MAX_FRAME];
 	char type, *argv[256];
 	int argc = 0, out[2], err[2];
+	signal(SIGPIPE, SIG_IGN); /* a relay gone mid-frame is seen as a write error */
+	if (!key_accepted(conn))
+		return 1;
 	long len = frame_recv(conn, &type, buf);
 	if (len <= 0 || type != FRAME_ARGV || buf[len - 1] != 0)
 		return 1;
@@ -159,8 +223,10 @@ static int session(int conn)
 	argv[argc] = NULL;
 	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
 		return 1;
+	tally->run++;
 	pid_t pid = fork();
 	if (pid == 0) {
+		signal(SIGPIPE, SIG_DFL); /* ignored by the session only: exec would keep it ignored */
 		dup2(out[1], 1);
 		dup2(err[1], 2);
 		int null = open("/dev/null", O_RDONLY);
@@ -173,11 +239,14 @@ static int session(int conn)
 			facts();
 			_exit(0);
 		}
+		if (!strcmp(argv[0], "@tally")) {
+			report_tally();
+			_exit(0);
+		}
 		execv(argv[0], argv);
 		dprintf(2, "oslens-guest: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	signal(SIGPIPE, SIG_IGN); /* a relay gone mid-frame is seen as a write error */
 	close(out[1]);
 	close(err[1]);
 	int relay = conn; /* -1 once the relay is gone */
@@ -219,6 +288,12 @@ static void reap(int sig)
 int agent_main(void)
 {
 	mount_all();
+	load_key();
+	tally = mmap(NULL, sizeof *tally, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (tally == MAP_FAILED) {
+		say("mapping %s", "the tally", errno);
+		reboot(RB_POWER_OFF);
+	}
 	load_modules();
 	network_up();
 	struct sigaction sa = {.sa_handler = reap, .sa_flags = SA_RESTART | SA_NOCLDSTOP};

@@ -13,6 +13,6 @@ int main(int argc, char **argv)
 		return agent_main();
 	if (argc >= 2 && !strcmp(argv[1], "relay"))
 		return relay_main(argc, argv);
-	fprintf(stderr, "usage: oslens-guest relay PORT PROGRAM [ARG...] (as PID 1: the guest's agent)\n");
+	fprintf(stderr, "usage: oslens-guest relay PORT KEYFILE PROGRAM [ARG...] (as PID 1: the guest's agent)\n");
 	return 2;
 }

@@ -1,11 +1,15 @@
-/* The relay: `oslens-guest relay PORT PROGRAM [ARG…]` on the host runs
- * PROGRAM in the KVM guest whose agent QEMU forwards from 127.0.0.1:PORT,
- * and behaves as if PROGRAM ran here: its stdout and stderr come out on
- * ours, SIGINT, SIGTERM and SIGHUP reach it, its exit status is ours. So
- * the runner starts and stops an engine in a guest exactly as a local one.
+/* The relay: `oslens-guest relay PORT KEYFILE PROGRAM [ARG…]` on the host
+ * runs PROGRAM in the KVM guest whose agent QEMU forwards from
+ * 127.0.0.1:PORT, with the guest's key read from KEYFILE (wire.h: the relay
+ * presents the host's half, and believes nothing from an agent that has not
+ * answered with the guest's), and behaves as if PROGRAM ran here: its
+ * stdout and stderr come out on ours, SIGINT, SIGTERM and SIGHUP reach it,
+ * its exit status is ours. So the runner starts and stops an engine in a
+ * guest exactly as a local one.
  * Exit 75 (EX_TEMPFAIL): no agent answered (the guest is not up yet). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -51,13 +55,29 @@ static int connect_agent(const char *port)
 	return s;
 }
 
+static void read_key(const char *path, char *key)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, key, 2 * GUEST_KEY_LEN + 1);
+	if (n != 2 * GUEST_KEY_LEN) {
+		if (n < 0)
+			fprintf(stderr, "oslens-guest: relay: cannot read the key %s: %s\n", path, strerror(errno));
+		else
+			fprintf(stderr, "oslens-guest: relay: %s is not a key of %d bytes\n", path, 2 * GUEST_KEY_LEN);
+		exit(2);
+	}
+	close(fd);
+}
+
 int relay_main(int argc, char **argv)
 {
 	static char buf[GUEST_MAX_FRAME];
-	if (argc < 4) {
-		fprintf(stderr, "usage: oslens-guest relay PORT PROGRAM [ARG...]\n");
+	char key[2 * GUEST_KEY_LEN + 1];
+	if (argc < 5) {
+		fprintf(stderr, "usage: oslens-guest relay PORT KEYFILE PROGRAM [ARG...]\n");
 		return 2;
 	}
+	read_key(argv[3], key);
 	/* the command dies with whoever started us, as a local engine would */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (pipe(signal_pipe))
@@ -69,7 +89,7 @@ int relay_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int s = connect_agent(argv[2]);
 	size_t len = 0;
-	for (int i = 3; i < argc; i++) {
+	for (int i = 4; i < argc; i++) {
 		size_t n = strlen(argv[i]) + 1;
 		if (len + n > sizeof buf) {
 			fprintf(stderr, "oslens-guest: relay: arguments too long\n");
@@ -78,7 +98,7 @@ int relay_main(int argc, char **argv)
 		memcpy(buf + len, argv[i], n);
 		len += n;
 	}
-	if (frame_send(s, FRAME_ARGV, buf, len))
+	if (frame_send(s, FRAME_KEY, key, GUEST_KEY_LEN) || frame_send(s, FRAME_ARGV, buf, len))
 		return NO_AGENT;
 	int answered = 0;
 	for (;;) {
@@ -100,7 +120,19 @@ int relay_main(int argc, char **argv)
 			fprintf(stderr, "oslens-guest: the guest closed the connection\n");
 			return 1;
 		}
-		answered = 1;
+		if (type == FRAME_REFUSED) {
+			fprintf(stderr, "oslens-guest: relay: the guest's agent refused the key in %s\n", argv[3]);
+			return 1;
+		}
+		if (!answered) { /* the guest's half of the key, before anything said is believed */
+			if (type != FRAME_KEY || n != GUEST_KEY_LEN || !same_key(buf, key + GUEST_KEY_LEN)) {
+				fprintf(stderr, "oslens-guest: relay: 127.0.0.1:%s is not the guest's agent\n",
+					argv[2]);
+				return 1;
+			}
+			answered = 1;
+			continue;
+		}
 		if (type == FRAME_STDOUT && write_all(1, buf, (size_t)n))
 			return 1;
 		if (type == FRAME_STDERR)

@@ -26,6 +26,14 @@ static void put_u32(unsigned char *p, uint32_t v)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
+int same_key(const char *a, const char *b)
+{
+	unsigned char diff = 0;
+	for (size_t i = 0; i < GUEST_KEY_LEN; i++)
+		diff |= (unsigned char)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
 uint32_t frame_u32(const char *buf)
 {
 	const unsigned char *p = (const unsigned char *)buf;
@@ -50,11 +58,16 @@ int frame_send_u32(int fd, char type, uint32_t value)
 
 long frame_recv(int fd, char *type, char *buf)
 {
+	return frame_recv_at_most(fd, type, buf, GUEST_MAX_FRAME);
+}
+
+long frame_recv_at_most(int fd, char *type, char *buf, size_t max)
+{
 	char head[5];
 	if (read_all(fd, head, sizeof head))
 		return -1;
 	uint32_t len = frame_u32(head + 1);
-	if (len > GUEST_MAX_FRAME)
+	if (len > max)
 		return -1;
 	*type = head[0];
 	if (read_all(fd, buf, len))

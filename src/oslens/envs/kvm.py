@@ -6,9 +6,18 @@ that holds the engines, the modules the guest's network card needs, and
 The guest's init is an agent (engine/guest/agent.c): each engine invocation
 is a connection to it through a port QEMU's user-mode network forwards
 from 127.0.0.1 (restricted: the guest reaches nothing else), and the host
-runs `oslens-guest relay PORT ENGINE ARG…`, which behaves like the engine run
-here (its output, its signals, its exit status). So a guest is, for the
-runner, one more way to start the engine.
+runs `oslens-guest relay PORT KEYFILE ENGINE ARG…`, which behaves like the
+engine run here (its output, its signals, its exit status). So a guest is,
+for the runner, one more way to start the engine.
+
+Every local user can connect to that port, and the agent runs what it is
+sent as root; so it runs only what comes after the host's half of the
+guest's key, and answers with the guest's half before anything else (what
+listens at the port is the guest's agent): 2×32 random bytes made for each
+guest, built into its initramfs and kept here in the
+guest's directory (0700, the file 0600, beside QEMU's monitor socket, which
+commands the guest as fully), never on a command line or in an environment
+that a process run as someone else could inherit.
 
 SPEC sets the guest's shape — vCPUs, sockets, cores, threads, NUMA nodes,
 memory — checked before anything is made. vCPUs are pinned one to a host
@@ -23,6 +32,7 @@ import lzma
 import os
 import platform
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -53,6 +63,8 @@ KEYS = {
 MAX_CPUS = 255  # QEMU's limit for a guest without an interrupt-remapping IOMMU
 GUEST = "oslens-guest"
 GUEST_PORT = 5501  # engine/guest/wire.h
+KEY_LEN = 2 * 32  # engine/guest/wire.h: two halves of GUEST_KEY_LEN
+KEY_INSIDE = "oslens/key"  # engine/guest/wire.h: GUEST_KEY_FILE
 NO_AGENT = 75  # the relay's status when no agent answered (not up yet)
 # The modules the guest's virtio network card needs, with what they need.
 MODULES = ("virtio_pci", "virtio_net")
@@ -203,7 +215,7 @@ def _cpio_newc(entries: list[tuple[str, int, bytes, int]]) -> bytes:
     return bytes(out)
 
 
-def initramfs(guest: Path, modules: list[Path]) -> bytes:
+def initramfs(guest: Path, modules: list[Path], key: bytes) -> bytes:
     files = {**engine_files("kvm"), **{f"/lib/modules/{m.name}": m for m in modules}}
     dirs = {"dev", "proc", "sys", "tmp", "oslens"}
     for inside in files:
@@ -215,7 +227,15 @@ def initramfs(guest: Path, modules: list[Path]) -> bytes:
     entries += [(inside.lstrip("/"), 0o100755, path.read_bytes(), 0) for inside, path in sorted(files.items())]
     listing = "".join(f"/lib/modules/{m.name}\n" for m in modules).encode()
     entries.append(("oslens/modules", 0o100644, listing, 0))
+    entries.append((KEY_INSIDE, 0o100600, key, 0))
     return _cpio_newc(entries)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """A new file that only this user can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as f:
+        f.write(data)
 
 
 def _config(image: Path) -> list[str]:
@@ -323,6 +343,7 @@ class Guest:
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.dir: Path | None = None
+        self.key_file: Path | None = None
         self.facts: dict = {}
         self.pinned: dict[int, int] | None = None
         self.boot_s: float | None = None
@@ -406,9 +427,12 @@ class Guest:
     def __enter__(self) -> "Guest":
         key = runtime.entry()
         name = f"oslens.{key.name if key else os.getpid()}.kvm"
-        self.dir = Path(tempfile.mkdtemp(prefix="kvm."))
+        self.dir = Path(tempfile.mkdtemp(prefix="kvm."))  # 0700
+        key = secrets.token_bytes(KEY_LEN)
+        self.key_file = self.dir / "key"
+        _write_private(self.key_file, key)
         initrd = self.dir / "initramfs.cpio"
-        initrd.write_bytes(initramfs(self.guest, _module_order(self.modules, MODULES)))
+        _write_private(initrd, initramfs(self.guest, _module_order(self.modules, MODULES), key))
         kernel = _uncompressed(self.kernel, self.dir) or self.kernel
         self.port = _free_port()
         runtime.note("guest", name)
@@ -423,6 +447,7 @@ class Guest:
         )
         try:
             self._wait_ready(started)
+            initrd.unlink()  # QEMU loaded it at start; one copy of the key fewer
             self._pin()
         except BaseException:
             self.__exit__()
@@ -445,7 +470,7 @@ class Guest:
     # -- using it
 
     def engine_argv(self) -> list[str]:
-        return [str(self.guest), "relay", str(self.port), INSIDE]
+        return [str(self.guest), "relay", str(self.port), str(self.key_file), INSIDE]
 
     def describe(self) -> dict:
         out = {
