@@ -66,6 +66,11 @@ GUEST_PORT = 5501  # engine/guest/wire.h
 KEY_LEN = 2 * 32  # engine/guest/wire.h: two halves of GUEST_KEY_LEN
 KEY_INSIDE = "oslens/key"  # engine/guest/wire.h: GUEST_KEY_FILE
 NO_AGENT = 75  # the relay's status when no agent answered (not up yet)
+# QEMU takes a connection to the forwarded port at once, even while the guest
+# boots, and its SYNs to the guest back off (seconds apart, up to 75 s before
+# it gives up): a connection made early may wait long after the agent is up.
+# So an attempt that has no answer in this long is dropped for a fresh one.
+ATTEMPT_S = 10
 # The modules the guest's virtio network card needs, with what they need.
 MODULES = ("virtio_pci", "virtio_net")
 # per architecture: QEMU's machine and the console
@@ -401,11 +406,16 @@ class Guest:
             if self.proc.poll() is not None:
                 why = last_line(self.proc.stderr.read() if self.proc.stderr else "") or self._console_tail()
                 raise MeasurementError(f"kvm: the guest did not start (QEMU exited {self.proc.returncode}): {why}")
-            relay = subprocess.run([*self.engine_argv()[:-1], "@facts"], capture_output=True, text=True, timeout=60)
-            if relay.returncode == 0:
+            try:
+                relay = subprocess.run(
+                    [*self.engine_argv()[:-1], "@facts"], capture_output=True, text=True, timeout=ATTEMPT_S
+                )
+            except subprocess.TimeoutExpired:
+                relay = None
+            if relay is not None and relay.returncode == 0:
                 self.facts = json.loads(relay.stdout.splitlines()[0])
                 return
-            if relay.returncode != NO_AGENT:
+            if relay is not None and relay.returncode != NO_AGENT:
                 raise MeasurementError(f"kvm: the guest's agent failed: {last_line(relay.stderr)}")
             if time.monotonic() > deadline:
                 said = self._console_tail() or "no console output"
