@@ -148,7 +148,8 @@ class StreamingEngine:
 
 
 def sem_ids() -> set[int]:
-    out = subprocess.run(["ipcs", "-s"], capture_output=True, text=True).stdout
+    # check: an ipcs that fails must not read as "no set left"
+    out = subprocess.run(["ipcs", "-s"], capture_output=True, text=True, check=True).stdout
     return {int(f[1]) for f in (line.split() for line in out.splitlines()) if len(f) > 2 and f[1].isdigit()}
 
 

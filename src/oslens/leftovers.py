@@ -44,11 +44,14 @@ def exe_of(pid: int) -> str:
 
 def bpf_programs() -> list[dict]:
     """Loaded BPF programs of ours (all named oslens_*), as bpftool shows
-    them; none where bpftool is missing."""
+    them; none where bpftool is missing. A bpftool that fails raises: it
+    would otherwise read as nothing left."""
     if shutil.which("bpftool") is None:
         return []
-    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-    return [p for p in json.loads(out or "[]") if str(p.get("name", "")).startswith("oslens")]
+    p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"bpftool prog show failed ({p.returncode}): {p.stderr.strip()}")
+    return [prog for prog in json.loads(p.stdout or "[]") if str(prog.get("name", "")).startswith("oslens")]
 
 
 def bpf_of_session(sid: int) -> set[int]:
