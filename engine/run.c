@@ -608,9 +608,14 @@ static void emit_end(const char *status)
 
 int run_probe(const struct run_config *cfg, const struct topology *topo)
 {
-	if (got_signal) { /* asked to stop before anything was made */
-		emit_end("interrupted");
-		return 128 + got_signal;
+	/* Asked to stop before anything was made. The ranks of a job decide
+	 * it together: one returning here alone would skip the collectives the
+	 * others wait in, and the job would hang. */
+	if (cluster_agree(got_signal != 0)) {
+		if (!got_signal)
+			emit_error("another rank of the job was stopped before the start", -1);
+		emit_end(got_signal ? "interrupted" : "failed");
+		return got_signal ? 128 + got_signal : EXIT_MEASURE_FAILED;
 	}
 	struct master m = {.cfg = cfg, .topo = topo};
 	static char tmpl[4096];

@@ -4,6 +4,7 @@ node left unbound each take their slice)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -50,9 +51,74 @@ def show(db, run: str = "last") -> dict:
     return json.loads(p.stdout)
 
 
-def mpi_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "oslens-engine-mpi|mpirun|orted"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+def mpi_processes(db) -> list[str]:
+    """The launchers and ranks of this test's runs (known by their OSLENS_DB:
+    other runs of MPI may share the machine), as `pid argv`."""
+    mark, out = f"\0OSLENS_DB={db}\0".encode(), []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            env = b"\0" + open(f"{d}/environ", "rb").read()
+            argv = open(f"{d}/cmdline").read().split("\0")
+        except OSError:
+            continue
+        if mark in env and any(n in os.path.basename(argv[0]) for n in ("oslens-engine-mpi", "mpirun", "orted")):
+            out.append(f"{d[6:]} {' '.join(argv).strip()}")
+    return out
+
+
+def start_cluster(*args: str, db) -> subprocess.Popen:
+    """`oslens cluster ARGS` in a process group of its own, to be signalled."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "oslens", "cluster", *args, "--quiet"],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=on_two_cpus,
+        start_new_session=True,
+    )
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = open(f"/proc/{pid}/task/{pid}/children").read()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().split("\0")
+    except OSError:
+        return []
+
+
+def job_of(proc: subprocess.Popen, command: str, ranks: int = 2, timeout: float = 60) -> tuple[int, list[int]]:
+    """The launcher oslens started and its ranks, once they all run
+    `command` (`run`, `topology`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        for launcher in _children(proc.pid):
+            running = [r for r in _children(launcher) if _argv(r)[1:2] == [command]]
+            if len(running) == ranks:
+                return launcher, sorted(running)
+        time.sleep(0.01)
+    raise AssertionError(f"no job running {command!r}: {proc.communicate()}")
+
+
+def mapped(pid: int, name: str) -> set[str]:
+    """The files named so that process pid has mapped."""
+    try:
+        lines = open(f"/proc/{pid}/maps").read().splitlines()
+    except OSError:
+        return set()
+    return {line.split(None, 5)[5] for line in lines if name in line and len(line.split(None, 5)) == 6}
+
+
+def mpi_files() -> set[str]:
+    """Open MPI's shared-memory segments and oslens's directories for them."""
+    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi"))
 
 
 def inject(cpu: int, seconds: float, period_us: int = 5000, busy_us: int = 1000) -> subprocess.Popen:
@@ -88,7 +154,7 @@ def test_cluster_noise_stores_one_run_with_a_row_per_rank(tmp_path):
     assert all(r["share"] > 0 for r in ranks)
     if all(r["attribution"] == "bpf" for r in ranks):
         assert all(r["causes"] for r in ranks)
-    assert mpi_processes() == []
+    assert mpi_processes(db) == []
 
 
 def test_one_rank_measures_every_cpu_of_its_share(tmp_path):
@@ -112,7 +178,7 @@ def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_pa
         assert all(0 < r["p50_ns"] <= r["p99_ns"] <= r["p99.9_ns"] <= r["max_ns"] for r in o["ranks"])
         low, mid, high = o["across"]["p99_ns"]
         assert low <= mid <= high and {low, high} == {r["p99_ns"] for r in o["ranks"]}
-    assert mpi_processes() == []
+    assert mpi_processes(db) == []
     # the same rows in the tidy frame and the HTML report
     e = oslens("export", "last", "--format", "csv", "--frame", "latency", db=db)
     assert e.returncode == 0, e.stderr
@@ -191,7 +257,7 @@ def test_a_rank_killed_mid_run_ends_the_run_naming_it_and_leaves_nothing(tmp_pat
     # the ranks' masters: engine processes whose parent is the launcher
     deadline, victim = time.monotonic() + 30, None
     while victim is None and time.monotonic() < deadline:
-        for line in mpi_processes():
+        for line in mpi_processes(db):
             pid, _, cmd = line.partition(" ")
             if "oslens-engine-mpi run" in cmd and "mpirun" not in cmd:
                 parent = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
@@ -210,9 +276,9 @@ def test_a_rank_killed_mid_run_ends_the_run_naming_it_and_leaves_nothing(tmp_pat
     doc = show(db)
     assert doc["status"] == "failed"
     deadline = time.monotonic() + 10
-    while mpi_processes() and time.monotonic() < deadline:
+    while mpi_processes(db) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert mpi_processes() == []
+    assert mpi_processes(db) == []
 
 
 @pytest.mark.parametrize(
@@ -241,3 +307,87 @@ def test_a_launcher_refusing_root_says_what_it_needs(tmp_path):
     p = cluster("noise", "--launch", "mpirun -n 2 --bind-to none", db=tmp_path / "c.db")
     assert p.returncode == 2
     assert "--allow-run-as-root" in one_line_error(p.stderr)
+
+
+@pytest.mark.parametrize("to", ["oslens", "its group"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_ranks_measure_keeps_the_run_as_incomplete_and_leaves_nothing(tmp_path, to, sig):
+    """The ranks are stopped in order: a signal to the launcher would abort
+    the job, which cut a rank's record in two (a JSON traceback, the run
+    left 'running')."""
+    db = tmp_path / "c.db"
+    proc = start_cluster("noise", "--duration", "4", "--ranks", "2", db=db)
+    _, ranks = job_of(proc, "run")
+    time.sleep(1.0)  # measuring
+    segments = {m for r in ranks for m in mapped(r, "vader_segment")}
+    (os.kill(proc.pid, sig) if to == "oslens" else os.killpg(proc.pid, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert one_line_error(err) == f"oslens: interrupted by {sig.name}; the run is kept as incomplete"
+    assert show(db)["status"] == "incomplete"
+    assert mpi_processes(db) == []
+    assert segments and not segments & mpi_files()
+    assert not any(f"/oslens.{proc.pid}." in f for f in mpi_files())
+
+
+def test_a_rank_stopped_before_it_measures_ends_the_job_at_once_naming_it(tmp_path):
+    """One rank that takes its stop before the start while the other goes
+    on: the job hung in its collectives (a 3 s run still going at 40 s)."""
+    db = tmp_path / "c.db"
+    proc = start_cluster("noise", "--duration", "3", "--ranks", "2", "--no-bpf", db=db)
+    _, ranks = job_of(proc, "run")
+    time.sleep(0.3)  # joining the job, before the repetition
+    os.kill(ranks[1], signal.SIGINT)
+    stopped_at = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - stopped_at < 10
+    assert proc.returncode == 1, err
+    line = one_line_error(err)
+    assert "rank 1 on" in line and ("SIGINT" in line or "signal 2" in line), line
+    assert show(db)["status"] == "failed"
+    assert mpi_processes(db) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_launcher_killed_while_checked_is_no_usage_error(tmp_path, sig):
+    """The check job's ranks had written their records: killed then, the
+    launcher's exit was taken for bad usage (exit 2) with a rank's raw JSON
+    as the message."""
+    db = tmp_path / "c.db"
+    proc = start_cluster("noise", "--duration", "1", "--ranks", "2", db=db)
+    launcher, _ = job_of(proc, "topology")
+    os.kill(launcher, sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    line = one_line_error(err)
+    assert line.startswith("oslens: measurement failed:") and "{" not in line
+    assert mpi_processes(db) == []
+
+
+@pytest.mark.parametrize("to", ["oslens", "its group"])
+def test_mpi_shared_memory_of_a_killed_run_is_removed_by_the_next_start(tmp_path, to):
+    """Open MPI keeps 4 MiB per rank in /dev/shm (vader_segment.*), which a
+    job killed outright left there for good. A job's go to a directory
+    oslens owns, which the next start sweeps; a live job's are left alone."""
+    db = tmp_path / "c.db"
+    live = start_cluster("noise", "--duration", "30", "--ranks", "1", "--no-bpf", db=tmp_path / "live.db")
+    job_of(live, "run", ranks=1)
+    proc = start_cluster("noise", "--duration", "30", "--ranks", "2", "--no-bpf", db=db)
+    _, ranks = job_of(proc, "run")
+    time.sleep(0.5)
+    segments = {m for r in ranks for m in mapped(r, "vader_segment")}
+    assert segments and all(f.startswith(f"/dev/shm/oslens.{proc.pid}.") for f in segments), segments  # in ours
+    (os.kill(proc.pid, signal.SIGKILL) if to == "oslens" else os.killpg(proc.pid, signal.SIGKILL))
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 15
+    while mpi_processes(db) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the launcher, told by PR_SET_PDEATHSIG, ends its job
+    p = oslens("runs", db=db)  # any command's start sweeps (another oslens's may have already)
+    assert p.returncode == 0, p.stderr
+    assert not any(f"/oslens.{proc.pid}." in f for f in mpi_files())
+    assert any(f"/oslens.{live.pid}." in f for f in mpi_files())  # the live run's, untouched
+    os.kill(live.pid, signal.SIGTERM)
+    live.communicate(timeout=60)
+    assert not any(f"/oslens.{live.pid}." in f for f in mpi_files())
+    assert not segments & mpi_files()
+    assert mpi_processes(db) == []

@@ -5,9 +5,11 @@ touched, K children forked), never a machine-dependent speed."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -215,6 +217,41 @@ def test_contended_mmap_lock_shows_in_the_lock_table(build, no_leaks):
     assert mmap and all(r["kind"].startswith("rwsem") for r in mmap)
     assert all(r["count"] > 0 and 0 < r["max_ns"] <= r["total_ns"] for r in mmap)
     assert any(r["caller"] for r in mmap)
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+# Forks a child, then has the kernel give its pid to a second child (the
+# next pid is the one after ns_last_pid), and writes both pids down.
+REUSE_A_PID = """
+import os, sys
+def child():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+first = child()
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(first - 1))
+second = child()
+with open(sys.argv[1], "w") as f:
+    f.write(f"{first} {second}")
+"""
+
+
+@pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="needs root to set the next pid")
+def test_a_reused_thread_id_keeps_both_lifetimes(tmp_path, no_leaks):
+    """The kernel's exit records were keyed by tid alone: a child given a pid
+    an earlier child of the workload had (a fork loop longer than pid_max)
+    replaced that child's record, and its time was lost without a word."""
+    pids = tmp_path / "pids"
+    prof = profile(sys.executable, "-c", REUSE_A_PID, str(pids), syscalls=False)
+    bpf_or_skip(prof)
+    first, second = map(int, pids.read_text().split())
+    if first != second:
+        pytest.skip(f"another process took pid {first} before the second child: no reuse to count")
+    assert len([t for t in threads(prof) if t["tid"] == first]) == 2
 
 
 @pytest.mark.skipif(NCPU < 2, reason="threads must wake each other across CPUs")

@@ -73,7 +73,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	__type(key, __u32);
+	__type(key, struct prof_exit_key);
 	__type(value, struct prof_exit);
 } exits SEC(".maps");
 
@@ -286,7 +286,8 @@ int BPF_PROG(oslens_prof_exit)
 	read_exit(p, &e);
 	e.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(e.comm, sizeof e.comm);
-	if (bpf_map_update_elem(&exits, &e.tid, &e, BPF_ANY)) {
+	struct prof_exit_key k = {.tid = e.tid, .start_ns = BPF_CORE_READ(p, start_time)};
+	if (bpf_map_update_elem(&exits, &k, &e, BPF_ANY)) {
 		struct prof_cpu *c = this_cpu();
 		if (c)
 			c->exits_lost++;
@@ -299,8 +300,8 @@ int BPF_PROG(oslens_prof_exit)
  * its figures are final. */
 static __always_inline void exit_completed(struct task_struct *prev, __u32 cpu)
 {
-	__u32 tid = BPF_CORE_READ(prev, pid);
-	struct prof_exit *e = bpf_map_lookup_elem(&exits, &tid);
+	struct prof_exit_key k = {.tid = BPF_CORE_READ(prev, pid), .start_ns = BPF_CORE_READ(prev, start_time)};
+	struct prof_exit *e = bpf_map_lookup_elem(&exits, &k);
 	if (!e)
 		return; /* its exit was counted in exits_lost */
 	read_exit(prev, e);

@@ -441,11 +441,11 @@ static void emit_locks(void)
 
 static void emit_exits(void)
 {
-	__u32 tid, *prev = NULL;
-	static __u32 cur;
-	while (bpf_map__get_next_key(skel->maps.exits, prev, &tid, sizeof tid) == 0) {
+	struct prof_exit_key k, *prev = NULL;
+	static struct prof_exit_key cur;
+	while (bpf_map__get_next_key(skel->maps.exits, prev, &k, sizeof k) == 0) {
 		struct prof_exit e;
-		if (bpf_map__lookup_elem(skel->maps.exits, &tid, sizeof tid, &e, sizeof e, 0) == 0) {
+		if (bpf_map__lookup_elem(skel->maps.exits, &k, sizeof k, &e, sizeof e, 0) == 0) {
 			char comm[PROF_COMM + 1];
 			memcpy(comm, e.comm, PROF_COMM);
 			comm[PROF_COMM] = 0;
@@ -465,7 +465,7 @@ static void emit_exits(void)
 			json_int(j, "cpu", e.cpu);
 			json_emit(j);
 		}
-		cur = tid;
+		cur = k;
 		prev = &cur;
 	}
 }

@@ -111,6 +111,14 @@ struct prof_inflight {
 	__u32 lock_flags;
 };
 
+/* One thread lifetime: a tid is given again once its thread is gone (a fork
+ * loop longer than pid_max), and each lifetime has its own exit record. */
+struct prof_exit_key {
+	__u32 tid;
+	__u32 pad;
+	__u64 start_ns; /* task_struct.start_time */
+};
+
 /* A thread's accounting when it exited. */
 struct prof_exit {
 	__u32 tid, tgid;

@@ -149,12 +149,14 @@ int cmd_bsp(int argc, char **argv)
 {
 	struct bsp_config c;
 	parse(argc, argv, &c);
-	cluster_begin(&argc, &argv);
+	/* caught before the job is joined: a stop forwarded to a rank still
+	 * joining (cluster_begin) must not kill it */
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	cluster_begin(&argc, &argv);
 
 	/* One CPU per rank: the first of its share. */
 	cpu_set_t set;

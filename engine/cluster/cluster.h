@@ -20,7 +20,9 @@
 int cluster_begin(int *argc, char ***argv);
 /* Every rank says whether it failed so far; returns 1 if any rank did.
  * Collective, so also the common start: no rank returns before every rank
- * has called it. All ranks call it at the same points of a run. */
+ * has called it. All ranks call it at the same points of a run. A rank
+ * that failed because a stop signal was sent to it alone ends the job
+ * instead (MPI_Abort), saying so on stderr. */
 int cluster_agree(int failed);
 /* Gathers every rank's records written since the last call to rank 0,
  * which writes them in rank order; collective. */

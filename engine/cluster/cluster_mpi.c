@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,11 +175,59 @@ static void emit_node(void)
 	json_emit(j);
 }
 
+/* SIGUSR1 is how oslens stops a job in order: launchers forward it to
+ * every rank (Open MPI's mpirun does, srun does), while a SIGINT or SIGTERM
+ * to mpirun aborts the job, killing the ranks before they report. A rank
+ * takes it as the SIGINT the single-node engine is stopped with.
+ *
+ * A stop signal sent to one rank alone stops that rank only: the others
+ * would measure on to the end of their repetition before they heard of
+ * it. Such a rank, once stopped in order, ends the job at once instead
+ * (cluster_agree): the run cannot be whole anyway. */
+static volatile sig_atomic_t forwarded, stopped_alone;
+static struct sigaction caller[NSIG]; /* the command's own stop handlers */
+
+static void stop_forwarded(int sig)
+{
+	(void)sig;
+	forwarded = 1;
+	kill(getpid(), SIGINT);
+}
+
+static void stop_here(int sig, siginfo_t *info, void *ctx)
+{
+	(void)ctx;
+	/* from the launcher (mpirun's SIGTERM as it aborts the job) it is no stop of ours */
+	if (!forwarded && !stopped_alone && info->si_pid != getppid())
+		stopped_alone = sig;
+	caller[sig].sa_handler(sig);
+}
+
+/* Wraps the command's handler of each stop signal, if it has one. */
+static void watch_stops(void)
+{
+	static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+		struct sigaction sa;
+		if (sigaction(stops[i], NULL, &sa) != 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN ||
+		    (sa.sa_flags & SA_SIGINFO))
+			continue;
+		caller[stops[i]] = sa;
+		sa.sa_sigaction = stop_here;
+		sa.sa_flags |= SA_SIGINFO;
+		sigaction(stops[i], &sa, NULL);
+	}
+}
+
 int cluster_begin(int *argc, char ***argv)
 {
 	for (int i = 2; i < *argc; i++)
 		if (!strcmp((*argv)[i], "--dry-run"))
 			return 0; /* a dry run checks arguments: it joins no job */
+	struct sigaction sa = {.sa_handler = stop_forwarded};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	watch_stops();
 	int provided;
 	if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
 		die_usage("MPI_Init failed: this engine must be started by an MPI launcher (mpirun, srun)");
@@ -229,6 +278,11 @@ int cluster_agree(int failed)
 {
 	if (!joined)
 		return failed;
+	if (failed && stopped_alone) {
+		fprintf(stderr, "oslens-engine: rank %d on %s was stopped by SIG%s alone: the job is ended\n", rank,
+			host, sigabbrev_np(stopped_alone));
+		MPI_Abort(MPI_COMM_WORLD, 128 + stopped_alone);
+	}
 	int any = 0;
 	MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	return any;

@@ -27,6 +27,7 @@ from .errors import Interrupted, MeasurementError, UsageError
 
 ENGINE = "oslens-engine"
 STOP_GRACE_S = 20.0
+LAUNCHER_ABORT_S = 10.0  # mpirun's own abort: SIGTERM to the ranks, SIGKILL a second later
 
 
 def engine_path() -> Path:
@@ -314,14 +315,83 @@ def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
         raise MeasurementError(f"preparing {workload}'s input: {proc.stderr.strip()}")
 
 
+_echo = None
+
+
+def echo_invocations(say) -> None:
+    """With -v: `say(argv)` before each engine is started."""
+    global _echo
+    _echo = say
+
+
 def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> subprocess.Popen:
     """Starts the engine with these arguments (the only place that does);
     with `launch`, the MPI engine as ranks of a job that launcher starts.
     The engine dies with us: SIGTERM when we die, however we die (it then
     ends in order and removes what it made), never an orphan measuring on."""
     exe = [*launch, str(mpi_engine_path())] if launch else _exe()
-    popen["preexec_fn"] = runtime.dies_with_parent(signal.SIGTERM, popen.get("preexec_fn"))
+    then = popen.get("preexec_fn")
+    if launch:
+        # A launcher in our process group would take a ^C (a signal to the
+        # group) as an abort and kill the ranks before they report: it gets
+        # its own group, and is stopped by us, in order (stop_in_order). It
+        # reads no terminal: mpirun would relay stdin to a rank.
+        popen.setdefault("stdin", subprocess.DEVNULL)
+        then = _own_group(then)
+        shm = runtime.shm_dir() if tuple(launch) in _jobs_here else None
+        if shm:
+            popen["env"] = {**(popen.get("env") or os.environ), **dict.fromkeys(MPI_FILES, shm)}
+    popen["preexec_fn"] = runtime.dies_with_parent(signal.SIGTERM, then)
     return subprocess.Popen([*exe, *args], **popen)
+
+
+# Open MPI's shared-memory segments (4 MiB a rank, in /dev/shm) and session
+# directory, which a job killed outright leaves, go to a directory oslens
+# owns (runtime.shm_dir), removed when it exits or, killed, by the next
+# oslens. Only for jobs whose ranks all run on this host (there the
+# directory exists): a launcher passes OMPI_MCA_* to every host.
+MPI_FILES = ("OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_orte_tmpdir_base")
+_jobs_here: set[tuple[str, ...]] = set()
+
+
+def job_on_this_host(launch: list[str] | tuple[str, ...]) -> None:
+    """Says that this launcher starts every rank on this host (plan/cluster.py)."""
+    _jobs_here.add(tuple(launch))
+
+
+def run_job(args: list[str], launch: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """A short job run to its end, its output read whole. Stopped by a
+    signal or past `timeout`, the launcher first ends the job itself."""
+    proc = spawn(args, launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.send_signal(signal.SIGTERM)  # mpirun's abort: the ranks go with it
+        try:
+            proc.communicate(timeout=LAUNCHER_ABORT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _own_group(then):
+    def preexec() -> None:
+        os.setpgid(0, 0)
+        if then:
+            then()
+
+    return preexec
+
+
+# How an engine is asked to end its repetition. A job's ranks get SIGUSR1:
+# a launcher forwards it to every rank (which takes it as SIGINT), whereas
+# a SIGINT or SIGTERM to mpirun aborts the job, killing the ranks before
+# they report; if the launcher has not ended the job within the grace,
+# SIGTERM has it do so.
+STOP_ENGINE = signal.SIGINT
+STOP_JOB = signal.SIGUSR1
 
 
 # The engine whose records are being read to their end (read_to_end): a
@@ -341,7 +411,7 @@ def stop_in_order(signum: int) -> bool:
         return False
     er.stopped_by = signum
     if er.proc.poll() is None:
-        er.proc.send_signal(signal.SIGINT)
+        er.proc.send_signal(er.stop_signal)
         signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
     return True
 
@@ -377,16 +447,30 @@ class EngineRun:
         self.stopped_by: int | None = None  # the signal that asked us to stop it (stop_in_order)
         self._closed = False
         self.errors: list[str] = []
+        self.cut_records = 0  # lines that were not whole records (see __iter__)
         self.stderr = ""
         # what an engine inside an environment made is that environment's to remove
         self.on_host = _inside is None
+
+    @property
+    def stop_signal(self) -> int:
+        return STOP_JOB if self.launch else STOP_ENGINE
 
     def __iter__(self) -> Iterator[dict]:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if not line.strip():
                 continue
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                # a record cut short: the engine, or the launcher relaying
+                # a rank's records, was killed while writing it
+                self.cut_records += 1
+                continue
+            if not isinstance(rec, dict):
+                self.cut_records += 1
+                continue
             kind = rec.get("type")
             if kind == "resources":
                 self.resources = rec
@@ -434,14 +518,21 @@ class EngineRun:
         return rc
 
     def _stop(self, grace: float) -> None:
-        """SIGINT, then its clean-up, reading what it still writes: an
-        engine blocked on a full pipe would never see its stop flag."""
-        self.proc.send_signal(signal.SIGINT)
+        """Its stop signal, then its clean-up, reading what it still writes:
+        an engine blocked on a full pipe would never see its stop flag."""
         drain = threading.Thread(target=self._discard_output, daemon=True)
         drain.start()
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+        # a launcher killed outright would leave its ranks running: it is
+        # first told to abort the job itself (SIGTERM)
+        steps = [(self.stop_signal, grace)] + ([(signal.SIGTERM, LAUNCHER_ABORT_S)] if self.launch else [])
+        for sig, wait_s in steps:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
             # The engine's workers die with it (PR_SET_PDEATHSIG).
             self.proc.kill()
             self.proc.wait()

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import collectors, engine, runtime, stopsignals
 from .errors import Interrupted, MeasurementError, UsageError
+from .format import plural
 from .store import Store, StoreError
 
 
@@ -196,10 +197,13 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
     try:
         batch: list[dict] = []
         hosts: dict[int, str] = {}  # a job's ranks, by the records they sent
+        stopped: dict[int, int] = {}  # a job's ranks that a signal stopped: rank -> signal
         for rec in er.read_to_end():
             batch.append(_named(rec, syms))
             if rec["type"] == "rank":
                 hosts[rec["rank"]] = rec["host"]
+            if rec["type"] == "end" and "signal" in rec and "rank" in rec:
+                stopped[rec["rank"]] = rec["signal"]
             if rec["type"] == "rep":
                 store.add_records(run_id, batch)
                 batch = []
@@ -210,21 +214,35 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
         rc = er.close()
     if er.stopped_by:
         raise Interrupted(er.stopped_by)
-    if er.end and er.end.get("status") == "interrupted":
+    # a rank of a job stopped by a signal that was not ours: the job failed there
+    if er.end and er.end.get("status") == "interrupted" and not launch:
         raise Interrupted(er.end.get("signal", signal.SIGINT))
-    failure = (launch_failure(er.stderr, hosts) if launch else None) or er.failure()
-    if er.refused:
+    failure = (launch_failure(er.stderr, hosts, stopped, er.end) if launch else None) or er.failure()
+    if er.refused and not stopped:
         raise UsageError(failure)
-    if rc != 0:
+    if rc != 0 or stopped:
         raise MeasurementError(f"{inv.label}: {failure}")
+    if er.cut_records:
+        raise MeasurementError(f"{inv.label}: {plural(er.cut_records, 'record')} of the engine's came cut short")
 
 
-def launch_failure(stderr: str, hosts: dict[int, str]) -> str | None:
-    """Which rank of a job failed, on which host, and the engine's words,
-    from what the launcher printed (Open MPI's wording; None otherwise)."""
+def launch_failure(stderr: str, hosts: dict[int, str], stopped: dict[int, int], end: dict | None) -> str | None:
+    """Which rank of a job failed, on which host, and the engine's words:
+    the ranks a signal stopped, from their own records, else from what the
+    launcher printed (Open MPI's wording; None otherwise)."""
     import re
 
+    if stopped:
+        return "; ".join(
+            f"rank {r}{f' on {hosts[r]}' if r in hosts else ''} was stopped by {_signal_name(s)}"
+            for r, s in sorted(stopped.items())
+        )
     said = [m.group(1) for m in re.finditer(r"^oslens-engine: (.+)$", stderr, re.M)]
+    # a rank stopped alone ends the job (engine/cluster/cluster_mpi.c), in its own words (those
+    # of mpirun that follow, MPI_ABORT's, it sometimes fails to print)
+    alone = [w for w in said if re.match(r"rank \d+ on \S+ was stopped by SIG\w+ alone", w)]
+    if alone:
+        return alone[0]
     signal_ = re.search(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \((.+?)\))?", stderr)
     if signal_:
         rank, host, sig, name = signal_.groups()
@@ -234,4 +252,15 @@ def launch_failure(stderr: str, hosts: dict[int, str]) -> str | None:
         rank, code = status.groups()
         on = f" on {hosts[int(rank)]}" if int(rank) in hosts else ""
         return f"rank {rank}{on} exited with status {code}" + (f": {said[0]}" if said else "")
+    if end is None and not said:
+        # mpirun ends so when it is sent SIGINT, SIGTERM or SIGHUP itself:
+        # it kills the ranks and stops relaying their records mid-line
+        return "the launcher ended the job before its ranks reported their end, without a word"
     return None
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -218,14 +218,35 @@ def private_tmp() -> None:
     if here.name == f"oslens.{os.getpid()}.{start}":
         return  # a second command in this process (the API, tests) keeps the first one's, not one inside it
     d = here / f"oslens.{os.getpid()}.{start}"
+    if _make_owned(d):
+        tempfile.tempdir = str(d)
+
+
+def _make_owned(d: Path) -> bool:
+    """Makes directory d, written down first as this process's; False if it cannot."""
     note("tmpdir", d)
     try:
         d.mkdir(mode=0o700)
     except FileExistsError:
         pass  # left by a process of this pid and start on another boot
     except OSError:
-        return
-    tempfile.tempdir = str(d)
+        return False
+    return True
+
+
+SHM = Path("/dev/shm")
+
+
+def shm_dir() -> str | None:
+    """A directory of this process's in /dev/shm (made once, written down
+    first): where the MPI jobs it launches keep their shared-memory segments
+    and session files, which a job killed outright leaves behind. None
+    where it cannot be made (the jobs then use their defaults)."""
+    start = proc_start(os.getpid())
+    if entry() is None or start is None or not SHM.is_dir():
+        return None
+    d = SHM / f"oslens.{os.getpid()}.{start}.mpi"
+    return str(d) if d.is_dir() or _make_owned(d) else None
 
 
 # oslens.cgroups writes its groups down here, so it imports this module; it

@@ -30,12 +30,12 @@ def launch_options(fn):
     return wrapper
 
 
-def _job(argv: list[str]):
+def _job(argv: list[str], launch: str | None):
     """The launcher started once: the ranks it starts and their CPUs. After
     every option is checked, so that bad input starts no job."""
     from ..plan.cluster import check_launcher
 
-    return check_launcher(argv)
+    return check_launcher(argv, ours=launch is None)
 
 
 def _measure(ctx: Context, what: str, plan, job, note: str | None, headline: str) -> None:
@@ -79,7 +79,7 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     inner = noise_plan(
         cpus=None, mode="thread", compete=None, attribution=not no_bpf, step_us=step_us, ftq_us=None, **kw
     )
-    job = _job(argv)
+    job = _job(argv, launch)
     plan = plan_run(inner, "noise", job, _params("noise", job), workers="max")
     where = shlex.join(job.launch)
     _measure(
@@ -109,7 +109,7 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
         attribution=not no_bpf,
         launch=argv,
     )
-    job = _job(argv)
+    job = _job(argv, launch)
     plan.params.update(_params("bsp", job))
     _measure(ctx, "bsp", plan, job, note, f"{compute_us} µs × {iterations} steps, {collective}")
 
@@ -136,7 +136,7 @@ def latency(ctx: Context, launch, ranks, workers, placement, **kw):
     # planned for one worker here (options refused before any launch); each rank places its own n
     argv, note = launcher(launch, ranks)
     inner = latency_plan(workers="1", placement=placement, compete=None, mix=False, **kw)
-    job = _job(argv)
+    job = _job(argv, launch)
     n = worker_counts(workers, job, placement, one=True)[0]
     params = {**_params("latency", job), "workers_per_rank": n, "placement": placement}
     plan = plan_run(inner, "latency", job, params, workers=str(n))
@@ -169,7 +169,7 @@ def scale(ctx: Context, launch, ranks, workers, placement, **kw):
 
     argv, note = launcher(launch, ranks)
     scale_plan(workers="1", placement=placement, available=1, explain=False, **kw)  # refuses bad options now
-    job = _job(argv)
+    job = _job(argv, launch)
     counts = worker_counts(workers, job, placement)
     _, fewest = job.fewest
     inner = scale_plan(workers=",".join(map(str, counts)), placement=placement, available=fewest, explain=False, **kw)

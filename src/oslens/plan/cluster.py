@@ -10,11 +10,12 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
 from .. import engine
-from ..errors import UsageError
+from ..errors import MeasurementError, UsageError
 from ..parse import parse_worker_counts
 from . import Plan
 
@@ -60,6 +61,7 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], str | No
     if os.geteuid() == 0:
         argv.append(ROOT_OPT_IN)
         note = f"ranks run as root: launched with Open MPI's {ROOT_OPT_IN}"
+    engine.job_on_this_host(argv)
     return argv, note
 
 
@@ -86,37 +88,52 @@ class Job:
         return f"{len(self.ranks)} rank(s) on {self.hosts} host(s), {cpus} CPU(s) each"
 
 
-def check_launcher(argv: list[str]) -> Job:
+def check_launcher(argv: list[str], ours: bool = False) -> Job:
     """Launches a job whose ranks only report their share of their node's
     CPUs: a launcher that cannot start the MPI engine says so here, in one
     line, before anything is stored; one that can tells how many CPUs each
-    rank will measure, which worker counts are planned from."""
+    rank will measure, which worker counts are planned from. The launcher
+    oslens made (ours) has no command line of the user's to blame: its
+    failures are failures to measure."""
     exe = str(engine.mpi_engine_path())
     try:
-        proc = subprocess.run([*argv, exe, "topology"], capture_output=True, text=True, timeout=60)
+        proc = engine.run_job(["topology"], argv, timeout=60)
     except subprocess.TimeoutExpired:
         raise UsageError(f"--launch: '{shlex.join(argv)}' did not start a job within 60 s") from None
     except OSError as e:
         raise UsageError(f"--launch: {e.strerror}: {argv[0]}") from None
+    ranks, chatter, started = {}, [], False
+    for line in (proc.stderr + proc.stdout).splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            if line.strip() and not set(line.strip()) <= set("-"):
+                chatter.append(line.strip())  # the launcher's words
+            continue
+        started = started or isinstance(r, dict)  # a rank's record, whole or not
+        if isinstance(r, dict) and r.get("type") == "topology" and "rank" in r:
+            ranks[int(r["rank"])] = (str(r.get("host", "?")), int(r["available"]))
+    started = started or any(x.startswith("{") for x in chatter)  # a record cut short
+    chatter = [x for x in chatter if not x.startswith("{")]
+    if proc.returncode < 0:  # the launcher itself was killed: no fault of the command line
+        raise MeasurementError(
+            f"the launcher '{shlex.join(argv)}' was killed by {signal.Signals(-proc.returncode).name} "
+            "while its job was being checked"
+        )
     if proc.returncode != 0:
-        text = proc.stderr + proc.stdout
+        text = "\n".join(chatter)
         if "run as root" in text or "allow-run-as-root" in text:
             raise UsageError(
                 f"--launch: the launcher refuses to start ranks as root; Open MPI needs {ROOT_OPT_IN} in --launch"
             )
-        lines = [x.strip() for x in text.splitlines() if x.strip() and not set(x.strip()) <= set("-")]
-        why = lines[0] if lines else f"exit status {proc.returncode}"
+        why = chatter[0] if chatter else f"exit status {proc.returncode}"
+        if started or ours:  # it can start the engine's ranks: its job failed, the command line did not
+            raise MeasurementError(f"the launcher's check job '{shlex.join(argv)}' failed: {why}")
         raise UsageError(f"--launch: '{shlex.join(argv)}' failed: {why}")
-    ranks = {}
-    for line in proc.stdout.splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue  # a launcher's own chatter on stdout
-        if isinstance(r, dict) and r.get("type") == "topology" and "rank" in r:
-            ranks[int(r["rank"])] = (str(r.get("host", "?")), int(r["available"]))
     if not ranks:
         raise UsageError(f"--launch: '{shlex.join(argv)}' started no rank of {exe} (is it an MPI launcher?)")
+    if {h for h, _ in ranks.values()} == {os.uname().nodename}:
+        engine.job_on_this_host(argv)
     return Job(tuple(argv), dict(sorted(ranks.items())))
 
 
