@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -437,3 +438,19 @@ def test_markup_in_a_stored_command_is_printed_as_text(tmp_path):
     p = oslens("profile", "-q", "--no-bpf", "--", "/bin/echo", "[/]", db=db)
     assert p.returncode == 0, p.stderr
     assert "[/]" in ok("runs", db=db)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_prints_each_engine_invocation_which_runs_again_by_hand(tmp_path, where):
+    """-v (before or after the command) says every engine command line on
+    stderr, as one that can be run again by hand; without it, none."""
+    args = ["scale", "--probe", "getppid", "--workers", "1", "--ops", "1000", "--reps", "1"]
+    p = oslens(*(["-v", *args] if where == "before" else [*args, "-v"]), db=tmp_path / "store.db")
+    assert p.returncode == 0, p.stderr
+    said = [line.removeprefix("oslens: runs ") for line in p.stderr.splitlines() if line.startswith("oslens: runs ")]
+    assert len(said) == 1 and "run --probe getppid:default" in said[0], p.stderr
+    again = subprocess.run(shlex.split(said[0]), capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert [json.loads(line)["type"] for line in again.stdout.splitlines()][-1] == "end"
+    quiet = oslens(*args, db=tmp_path / "store.db")
+    assert quiet.returncode == 0 and "oslens: runs" not in quiet.stderr

@@ -61,6 +61,18 @@ def test_compact_defaults_include_a_socket_all_cores_and_all_cpus(two_by_24_smt2
     assert doc["machine"] == {"cpus": ALL, "sockets": SOCKETS, "cores": SOCKETS * CORES, "threads_per_core": THREADS}
 
 
+def test_quick_is_the_osmark_five_at_the_default_counts_half_a_second_three_times(two_by_24_smt2, tmp_path):
+    """The README's `make run`: `scale --quick` is the OSMark five at 1, 2,
+    4, …, each socket boundary, all physical cores and all CPUs, 0.5 s per
+    point, 3 repetitions."""
+    doc = dry_run(tmp_path / "store.db", "--quick")
+    probes = [p.split(":")[0] for p in doc["params"]["probes"]]
+    assert probes == ["fork", "mmap", "dup", "socket", "sem"]
+    assert (doc["params"]["duration_s"], doc["params"]["reps"], doc["params"]["modes"]) == (0.5, 3, ["process"])
+    assert set(doc["params"]["workers"]) == powers_of_two_below(ALL) | {24, 48, 72, ALL}
+    assert doc["invocations"] == len(probes) * len(doc["points"])
+
+
 def test_spread_defaults_include_every_socket_all_cores_and_all_cpus(two_by_24_smt2, tmp_path):
     doc = dry_run(tmp_path / "store.db", "--probe", "dup", "--placement", "spread")
     counts = {p["workers"] for p in doc["points"]}

@@ -342,6 +342,8 @@ def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> 
         if shm:
             popen["env"] = {**(popen.get("env") or os.environ), **dict.fromkeys(MPI_FILES, shm)}
     popen["preexec_fn"] = runtime.dies_with_parent(signal.SIGTERM, then)
+    if _echo is not None:
+        _echo([*exe, *args])
     return subprocess.Popen([*exe, *args], **popen)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.text import Text
 
-from .. import kinds
+from .. import engine, kinds
 from ..errors import UsageError
 from ..format import plural
 from ..store import Store, default_path
@@ -33,6 +34,12 @@ class Context:
         # Wide enough for the tables when stdout is a file or a pipe.
         self.out = Console(width=None if sys.stdout.isatty() else 160)
         self.err = Console(stderr=True)
+        if verbose and not quiet:
+            # every engine invocation, as a command line that can be run again by hand
+            engine.echo_invocations(self._echo)
+
+    def _echo(self, argv: list[str]) -> None:
+        self.err.print(f"oslens: runs {shlex.join(argv)}", highlight=False, markup=False, soft_wrap=True)
 
     def store(self, write: bool = True) -> Store:
         """Commands that only read never create a store (at a mistyped path)
@@ -58,7 +65,9 @@ def shared_options(fn):
             ),
             click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout."),
             click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr."),
-            click.option("-v", "--verbose", count=True, help="More detail."),
+            click.option(
+                "-v", "--verbose", count=True, help="Print each engine invocation on stderr, to run it again by hand."
+            ),
         )
     ):
         fn = option(fn)
