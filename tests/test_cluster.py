@@ -179,10 +179,12 @@ def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_pa
         low, mid, high = o["across"]["p99_ns"]
         assert low <= mid <= high and {low, high} == {r["p99_ns"] for r in o["ranks"]}
     assert mpi_processes(db) == []
-    # the same rows in the tidy frame and the HTML report
-    e = oslens("export", "last", "--format", "csv", "--frame", "latency", db=db)
-    assert e.returncode == 0, e.stderr
-    assert len(e.stdout.strip().splitlines()) == 1 + 2 * 2
+    # the same rows in the tidy frame, the main one (it was the empty noise frame), and the HTML report
+    for frame in ([], ["--frame", "latency"]):
+        e = oslens("export", "last", "--format", "csv", *frame, db=db)
+        assert e.returncode == 0, e.stderr
+        assert len(e.stdout.strip().splitlines()) == 1 + 2 * 2
+        assert e.stdout.startswith("run_id,rank,host,operation,")
     html = tmp_path / "r.html"
     r = oslens("report", "last", "-o", str(html), db=db)
     assert r.returncode == 0, r.stderr
@@ -200,9 +202,16 @@ def test_cluster_scale_sweeps_each_ranks_share_and_sums_the_job(tmp_path, ranks,
         total = sum(r["ops_per_s"][i] for r in curve["ranks"])
         assert curve["job_ops_per_s"][i] == pytest.approx(total)
     assert all(x > 0 for r in curve["ranks"] for x in r["ops_per_s"])
+    e = oslens("export", "last", "--format", "csv", db=db)  # the main frame: one row per rank and count
+    assert e.returncode == 0, e.stderr
+    assert len(e.stdout.strip().splitlines()) == 1 + int(ranks) * len(counts)
 
 
-def test_the_rank_with_injected_noise_is_the_outlier_and_the_last_to_arrive(tmp_path):
+def test_the_rank_with_injected_noise_is_told_by_what_it_alone_has_and_is_the_last_to_arrive(tmp_path):
+    """Two ranks are too few for an outlier verdict (against one other rank,
+    any gap beyond 10 % made the higher one an outlier); the noisier one is
+    still named, with the causes it has that the other has not (its largest
+    ones, 'unexplained' among them, every rank may have)."""
     db = tmp_path / "c.db"
     noisy = TWO[1]  # rank 1's slice of the two CPUs
     inj = inject(noisy, 3.0)
@@ -210,11 +219,18 @@ def test_the_rank_with_injected_noise_is_the_outlier_and_the_last_to_arrive(tmp_
     p = cluster("noise", "--duration", "1.5", "--warmup", "0.1", "--ranks", "2", db=db)
     inj.communicate(timeout=30)
     assert p.returncode == 0, p.stderr
-    ranks = {r["rank"]: r for r in show(db)["ranks"]}
+    doc = show(db)
+    ranks = {r["rank"]: r for r in doc["ranks"]}
     assert ranks[1]["cpus"] == [noisy]
-    assert ranks[1]["outlier"] and not ranks[0]["outlier"], ranks
+    assert not ranks[0]["outlier"] and not ranks[1]["outlier"], ranks
+    assert ranks[0]["threshold"] is None and ranks[1]["threshold"] is None
+    assert any("too few for an outlier verdict" in n for n in doc["notes"]), doc["notes"]
     if ranks[1]["attribution"] == "bpf":
-        assert ranks[1]["causes"][0][0].startswith("oslens-inject"), ranks[1]["causes"]
+        injected = [d for d in ranks[1]["distinct"] if d[0].startswith("oslens-inject")]
+        assert injected and injected[0][1] > 0 and injected[0][2] == 0, ranks[1]["distinct"]  # none elsewhere
+        assert not any(c.startswith("oslens-inject") for c, *_ in ranks[0]["distinct"])
+        assert f"rank 1 on {ranks[1]['host']}: " in p.stdout, p.stdout
+        assert "what it has that the other ranks do not: oslens-inject" in " ".join(p.stdout.split()), p.stdout
 
     inj = inject(noisy, 6.0)
     time.sleep(0.3)
@@ -226,6 +242,17 @@ def test_the_rank_with_injected_noise_is_the_outlier_and_the_last_to_arrive(tmp_
     assert late[1]["last_when_hit"] >= 0.9, late
     if late[1]["attribution"] == "bpf":
         assert late[1]["causes"][0][0].startswith("oslens-inject"), late[1]["causes"]
+
+
+def test_bsp_without_tracing_says_the_causes_were_not_traced(tmp_path):
+    """--no-bpf: the late ranks' delays were put down to 'unexplained
+    (hardware, hypervisor or SMI)', a verdict only a trace can give."""
+    db = tmp_path / "c.db"
+    p = cluster("bsp", "--compute-us", "200", "--iterations", "500", "--ranks", "2", "--no-bpf", db=db)
+    assert p.returncode == 0, p.stderr
+    late = show(db)["bsp"]["late"]
+    assert all(r["causes"] == [] and r["attribution"] != "bpf" for r in late), late
+    assert "hardware" not in p.stdout and "not traced" in p.stdout, p.stdout
 
 
 def test_bsp_reports_a_slowdown_of_at_least_one_and_a_prediction_with_its_interval(tmp_path):
@@ -391,3 +418,21 @@ def test_mpi_shared_memory_of_a_killed_run_is_removed_by_the_next_start(tmp_path
     assert not any(f"/oslens.{live.pid}." in f for f in mpi_files())
     assert not segments & mpi_files()
     assert mpi_processes(db) == []
+
+
+def test_the_outlier_rule_needs_three_ranks_and_its_message_quotes_the_threshold_it_used():
+    """With two ranks the higher was an outlier whenever the gap passed 30 %;
+    the message quoted the median of every rank (290 ns), not the others'
+    median the rule compared with (250 ns)."""
+    from types import SimpleNamespace
+
+    from oslens.analysis.cluster import outliers, thresholds
+    from oslens.report.cluster import outlier_lines
+
+    assert outliers({0: 250.0, 1: 330.0}) == set() and thresholds({0: 250.0, 1: 330.0}) == {}
+    p99 = {0: 250.0, 1: 250.0, 2: 260.0, 3: 400.0}
+    limits = thresholds(p99)
+    assert outliers(p99) == {3} and limits[3] == pytest.approx(250 + 3 * 25)  # spread: 10 % of the others' 250
+    rows = [{"rank": k, "host": "h", "p99_ns": v, "outlier": k == 3, "threshold_ns": limits[k]} for k, v in p99.items()]
+    (line,) = outlier_lines(SimpleNamespace(latency=[{"operation": "getppid", "ranks": rows}], scale=None))
+    assert "p99 400 ns above the threshold of 325 ns" in line, line

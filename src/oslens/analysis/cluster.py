@@ -8,7 +8,12 @@ Outliers: a rank is one when its noise share exceeds the median of the
 other ranks by more than K times their spread, the spread being their
 median absolute deviation (× 1.4826, a standard deviation under normality)
 but never less than MIN_SPREAD of that median: identical quiet nodes do not
-make every wiggle an outlier, and two ranks can be told apart.
+make every wiggle an outlier. A verdict needs MIN_RANKS ranks: against a
+single other rank there is no spread, and any gap beyond MIN_SPREAD made
+the higher one an outlier. Each rank's threshold is kept, so that what is
+quoted is what the rule compared; and each rank's distinct causes, those
+that took it clearly more time than they took any other rank (a thread on
+its CPU alone), not its largest ones, which every rank may share.
 
 The prediction (tail at scale) assumes what the model assumes: each rank's
 delay in a step is an independent draw from that rank's own distribution
@@ -31,6 +36,8 @@ from .metrics import HIGHER, LOWER, Metrics
 
 K = 3.0
 MIN_SPREAD = 0.10
+MIN_RANKS = 3
+DISTINCT = 2.0  # a distinct cause took a rank more than this many times what it took any other
 MAD_SCALE = 1.4826
 DRAWS = 20_000
 BOOTSTRAP = 200
@@ -50,6 +57,10 @@ class RankRow:
     causes: list[tuple[str, float]]  # top causes, share of this rank's detour time
     attribution: str
     outlier: bool = False
+    threshold: float | None = None  # the noise share above which it is an outlier (None: too few ranks)
+    # causes it has that the others do not: [cause, its detours, most detours on another rank, CPU share lost here]
+    distinct: list[list] = field(default_factory=list)
+    by_cause: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)  # cause -> (detours, ns/s)
 
 
 @dataclass
@@ -67,7 +78,7 @@ class ClusterSummary:
     def to_dict(self) -> dict:
         return {
             "measure": self.measure,
-            "ranks": [vars(r) for r in self.ranks],
+            "ranks": [{k: v for k, v in vars(r).items() if k != "by_cause"} for r in self.ranks],
             "outlier_rule": self.rule,
             "node_diff": self.node_diff,
             "hosts": self.hosts,
@@ -86,18 +97,45 @@ def by_rank(records: list[dict]) -> dict[int, list[dict]]:
     return dict(sorted(out.items()))
 
 
-def outliers(values: dict[int, float], k: float = K) -> set[int]:
-    """The keys whose value is beyond the others' median by more than k spreads."""
-    out = set()
-    for key, v in values.items():
+def thresholds(values: dict[int, float], k: float = K) -> dict[int, float]:
+    """Each key's threshold: the others' median plus k spreads, the value
+    beyond which it is an outlier. None for a key with fewer than
+    MIN_RANKS - 1 others to compare with."""
+    out = {}
+    for key in values:
         others = np.array([x for o, x in values.items() if o != key and np.isfinite(x)])
-        if not others.size or not np.isfinite(v):
+        if len(others) < MIN_RANKS - 1:
             continue
         med = float(np.median(others))
         spread = max(MAD_SCALE * float(np.median(np.abs(others - med))), MIN_SPREAD * abs(med))
-        if v > med + k * spread and v > med:
-            out.add(key)
+        out[key] = med + k * spread
     return out
+
+
+def outliers(values: dict[int, float], k: float = K) -> set[int]:
+    """The keys whose value is beyond their threshold (thresholds)."""
+    limits = thresholds(values, k)
+    return {key for key, v in values.items() if key in limits and np.isfinite(v) and v > limits[key]}
+
+
+def too_few(n: int) -> str | None:
+    """The note for a job too small for an outlier verdict."""
+    if n >= MIN_RANKS:
+        return None
+    return f"{n} rank(s): too few for an outlier verdict, which compares a rank with at least {MIN_RANKS - 1} others"
+
+
+def distinct_causes(rows: list[RankRow]) -> None:
+    """Each rank's causes that took it more than DISTINCT times the time
+    they took any other rank, by the time they took it beyond that rank."""
+    for r in rows:
+        out = []
+        for cause, (count, rate) in r.by_cause.items():
+            elsewhere = [o.by_cause.get(cause, (0, 0.0)) for o in rows if o is not r]
+            most = max((x[1] for x in elsewhere), default=0.0)
+            if elsewhere and rate > DISTINCT * most:
+                out.append((rate - most, [cause, count, max(x[0] for x in elsewhere), rate / 1e9]))
+        r.distinct = [x for _, x in sorted(out, key=lambda x: -x[0])[:3]]
 
 
 def node_diff(records: list[dict]) -> dict[str, dict[str, str]]:
@@ -125,11 +163,14 @@ def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
     count = sum(c.count for c in s.cpus)
     durations = np.array([d.duration_ns for d in s.detours], dtype=float)
     causes: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
     for d in s.detours:
         for c, ns in d.causes.items():
             causes[c] += ns
+            counts[c] += 1
     kept = sum(causes.values())
     top = sorted(((c, ns / kept) for c, ns in causes.items()), key=lambda x: -x[1])[:3] if kept else []
+    by_cause = {c: (counts[c], ns / (runtime / 1e9)) for c, ns in causes.items()} if runtime else {}
     return RankRow(
         rank,
         meta.get("host") or (recs[0].get("host") if recs else "?"),
@@ -140,6 +181,7 @@ def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
         float(np.percentile(durations, 99, method="inverted_cdf")) if durations.size else float("nan"),
         top,
         s.attribution,
+        by_cause=by_cause,
     )
 
 
@@ -176,10 +218,13 @@ def analyze(run, records: list[dict]) -> ClusterSummary:
             rows.append(_rank_row(rank, recs, [_as_detours(b)]))
         else:
             rows.append(_rank_row(rank, recs, [r for r in recs if r["type"] == "detours"]))
-    flagged = outliers({r.rank: r.share for r in rows})
+    shares = {r.rank: r.share for r in rows}
+    flagged, limits = outliers(shares), thresholds(shares)
     for r in rows:
-        r.outlier = r.rank in flagged
+        r.outlier, r.threshold = r.rank in flagged, limits.get(r.rank)
+    distinct_causes(rows)
     summary = ClusterSummary(measure, rows, _rule("noise share"), node_diff(records), len({r.host for r in rows}))
+    summary.notes += [n for n in [too_few(len(rows))] if n]
     if len(rows) < len(ranks):
         summary.notes.append(f"{len(ranks) - len(rows)} rank(s) sent no results")
     if measure == "bsp" and bsp_recs:
@@ -191,7 +236,8 @@ def _rule(what: str, above: bool = True) -> str:
     side = "above" if above else "below"
     sign = "+" if above else "−"
     return (
-        f"{what} {side} the other ranks' median {sign} {K:g} × max(MAD × {MAD_SCALE}, {MIN_SPREAD:.0%} of that median)"
+        f"{what} {side} the other ranks' median {sign} {K:g} × max(MAD × {MAD_SCALE}, {MIN_SPREAD:.0%} of that median),"
+        f" given {MIN_RANKS} ranks at least"
     )
 
 
@@ -205,6 +251,7 @@ def _per_rank_measure(measure: str, ranks: dict[int, list[dict]], records: list[
     rank's own records, then the ranks side by side."""
     hosts = {rank: _host(recs) for rank, recs in ranks.items()}
     s = ClusterSummary(measure, [], "", node_diff(records), len(set(hosts.values())))
+    s.notes += [n for n in [too_few(len(ranks))] if n]
     if measure == "latency":
         s.latency, s.rule = _latency(ranks, hosts), _rule("p99")
     else:
@@ -231,9 +278,10 @@ def _latency(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
             )
     out = []
     for name, rows in per_op.items():
-        flagged = outliers({r["rank"]: r["p99_ns"] for r in rows if r["count"]})
+        p99 = {r["rank"]: r["p99_ns"] for r in rows if r["count"]}
+        flagged, limits = outliers(p99), thresholds(p99)
         for r in rows:
-            r["outlier"] = r["rank"] in flagged
+            r["outlier"], r["threshold_ns"] = r["rank"] in flagged, limits.get(r["rank"])
         timed = [r for r in rows if r["count"]]
         across = {
             f"{q}_ns": [float(np.min(v)), float(np.median(v)), float(np.max(v))]
@@ -268,9 +316,11 @@ def _scale(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
         job = [float(sum(r["ops_per_s"][r["workers"].index(n)] for r in rows)) for n in counts]  # the ranks ran at once
         last = {r["rank"]: r["per_worker"][-1] for r in rows if r["per_worker"]}
         # lower is worse: the rule on the negated rate
-        flagged = outliers({k: -v for k, v in last.items()})
+        negated = {k: -v for k, v in last.items()}
+        flagged, limits = outliers(negated), thresholds(negated)
         for r in rows:
             r["outlier"] = r["rank"] in flagged
+            r["threshold"] = -limits[r["rank"]] if r["rank"] in limits else None  # per-worker rate below which
         name = probe if variant == "default" else f"{probe}:{variant}"
         out.append({"probe": name, "mode": mode, "workers": counts, "job_ops_per_s": job, "ranks": rows})
     return out
@@ -348,7 +398,10 @@ def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> d
         causes: dict[str, float] = defaultdict(float)
         steps = set(np.flatnonzero(keep)[mine].tolist())
         starts = recs[r]["start_ns"] + np.array(recs[r]["step_start_ns"][:k], dtype=np.int64)
-        for d in detours[r].detours:
+        # untraced (--no-bpf, or tracing unavailable), a detour has no
+        # causes: it is not one the trace could not explain
+        traced = detours[r].attribution == "bpf"
+        for d in detours[r].detours if traced else ():
             i = int(np.searchsorted(starts, d.start_ns + d.duration_ns, side="right")) - 1
             if i in steps:
                 for c, ns in (d.causes or {noise_analysis.UNEXPLAINED: d.duration_ns}).items():

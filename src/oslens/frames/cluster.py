@@ -1,6 +1,7 @@
-"""The frames of a `cluster` run.
+"""The frames of a `cluster` run; the main one is the measure's own
+(`ranks` for noise and bsp, `latency`, `scale`).
 
-`ranks` (main): one row per rank of the job: its host, CPUs, noise share,
+`ranks`: one row per rank of the job: its host, CPUs, noise share,
 detour rate, longest and 99th-percentile detour, top cause, and whether it
 is an outlier (the rule is in `show --json`). `steps` (cluster bsp): one
 row per rank and measured step: its work time, its wait in the collective,
@@ -54,6 +55,9 @@ COLUMNS = {
         "efficiency": ("float64", "per-worker rate relative to the fewest workers (1 there)"),
     },
 }
+# The frames each measure has, its main one first: a latency or scale run
+# measures no noise share, so `ranks` would be empty (and was, as their main frame).
+FRAMES_OF = {"noise": ("ranks",), "bsp": ("ranks", "steps"), "latency": ("latency",), "scale": ("scale",)}
 __doc__ += describe(COLUMNS)
 
 
@@ -112,9 +116,5 @@ def frames(run, records: list[dict]) -> dict:
         for r in c["ranks"]
         for i, n in enumerate(r["workers"])
     ]
-    return {
-        "ranks": table(run.id, ranks, COLUMNS["ranks"]),
-        "steps": table(run.id, steps, COLUMNS["steps"]),
-        "latency": table(run.id, latency, COLUMNS["latency"]),
-        "scale": table(run.id, scale, COLUMNS["scale"]),
-    }
+    built = {"ranks": ranks, "steps": steps, "latency": latency, "scale": scale}
+    return {name: table(run.id, built[name], COLUMNS[name]) for name in FRAMES_OF[s.measure]}

@@ -20,13 +20,30 @@ def _pct(x: float) -> str:
     return "-" if x != x else f"{100 * x:.3g} %"
 
 
+def _distinct(r) -> str:
+    """What a rank has that the others do not, or, untraced, that nothing says."""
+    if r.attribution != "bpf":
+        return f"; its detours' causes were not traced ({r.attribution})"
+    if not r.distinct:
+        return "; no cause took it more than the other ranks"
+    return "; what it has that the other ranks do not: " + ", ".join(
+        f"{c} {_pct(lost)} of its CPU time ({n} detours, at most {m} on another rank)" for c, n, m, lost in r.distinct
+    )
+
+
 def rows_lines(s) -> list[str]:
-    """One sentence per outlier rank: what it lost, and to what."""
+    """One sentence per outlier rank: what it lost, against which threshold,
+    and what it has that the other ranks do not. Too few ranks for a
+    verdict (two): what each has that the other has not."""
     out = []
     for r in s.ranks:
         if r.outlier:
-            cause = f", mostly to {r.causes[0][0]} ({r.causes[0][1]:.0%})" if r.causes else ""
-            out.append(f"rank {r.rank} on {r.host} is an outlier: {_pct(r.share)} of its CPU time lost{cause}")
+            out.append(
+                f"rank {r.rank} on {r.host} is an outlier: {_pct(r.share)} of its CPU time lost, above the "
+                f"threshold of {_pct(r.threshold)}{_distinct(r)}"
+            )
+        elif r.threshold is None and len(s.ranks) > 1 and (r.distinct or r.attribution != "bpf"):
+            out.append(f"rank {r.rank} on {r.host}: {_pct(r.share)} of its CPU time lost{_distinct(r)}")
     return out
 
 
@@ -93,19 +110,19 @@ def outlier_lines(s) -> list[str]:
     """One sentence per outlier rank of `cluster latency` / `cluster scale`."""
     out = []
     for op in s.latency or []:
-        med = op["across"].get("p99_ns", [None, None, None])[1]
         for r in op["ranks"]:
             if r["outlier"]:
                 out.append(
                     f"{op['operation']}: rank {r['rank']} on {r['host']} is an outlier, "
-                    f"p99 {fmt_ns(r['p99_ns'])} against a median of {fmt_ns(med)} across ranks"
+                    f"p99 {fmt_ns(r['p99_ns'])} above the threshold of {fmt_ns(r['threshold_ns'])}"
                 )
     for c in s.scale or []:
         for r in c["ranks"]:
             if r["outlier"]:
                 out.append(
                     f"{c['probe']}: rank {r['rank']} on {r['host']} scales worse than the others, "
-                    f"{si(r['per_worker'][-1])} ops/s per worker at {r['workers'][-1]} workers"
+                    f"{si(r['per_worker'][-1])} ops/s per worker at {r['workers'][-1]} workers, "
+                    f"below the threshold of {si(r['threshold'])}"
                 )
     return out
 
@@ -188,6 +205,8 @@ def show_bsp(console: Console, b: dict) -> None:
     console.print(f"model: {b['model']}", style="dim", highlight=False, markup=False)
     for r in sorted(b["late"], key=lambda r: -r["last_share"]):
         causes = ", ".join(f"{c} {x:.0%}" for c, x in r["causes"])
+        if r["attribution"] != "bpf":
+            causes = f"not traced ({r['attribution']})"
         hit = (
             f"; last in {r['last_when_hit']:.0%} of the {r['steps_hit']} steps its detours hit"
             if r["last_when_hit"] is not None
