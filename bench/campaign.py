@@ -2,17 +2,19 @@
 """A campaign of random kills and bad invocations (issue 17, item 12; issue
 13, item 10): not a test, a figure.
 
-Kills: short `scale`, `latency`, `noise`, `profile` and `appscale` commands,
-each sent SIGINT, SIGTERM or SIGKILL at a random moment: the top oslens
-process, an engine, a worker (an engine's child: a probe's worker, or the
-profiled command) or the whole process group. What the killed run left is
+Kills: short `scale`, `latency`, `noise`, `profile`, `appscale` and
+`cluster` commands, each sent SIGINT, SIGTERM or SIGKILL at a random
+moment: the top oslens process, an engine (a cluster job's rank), a worker
+(an engine's child: a probe's worker, or the profiled command), a cluster
+job's launcher (mpirun), or the whole process group. What the killed run left is
 counted twice: once everything of its session has ended (before any other
 oslens starts) and after one more oslens start (`oslens runs`, which sweeps
 what dead ones left): processes of its session, SysV semaphore sets its
 engines wrote down, temporary directories, its cgroups, the BPF programs
 its processes held, block devices it made (`oslens io`), a device's I/O
 scheduler it changed and did not put back, its QEMU guests and containers
-(`--in kvm`, `--in container`). Commands that need what this machine lacks
+(`--in kvm`, `--in container`), and Open MPI's shared-memory segments and
+oslens's directories for them in /dev/shm (`cluster`). Commands that need what this machine lacks
 (root for devices, a container runtime, a guest) are left out, and the
 campaign says so. A hang: the top process still there HANG_S after the
 signal (but for a SIGINT to a worker, which workers ignore: that run goes
@@ -59,8 +61,11 @@ from oslens import blockdev, engine, envs, leftovers, runtime  # noqa: E402
 from oslens.errors import UsageError  # noqa: E402
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
-TARGETS = ("top", "engine", "worker", "group")
-LEAK_KINDS = ("processes", "sems", "tmpdirs", "cgroups", "bpf", "devices", "schedulers", "guests", "containers")
+TARGETS = ("top", "engine", "worker", "launcher", "group")
+LAUNCHERS = ("orterun", "mpirun", "mpiexec", "prterun")  # a cluster job's launcher, by its executable
+LEAK_KINDS = (
+    "processes", "sems", "tmpdirs", "cgroups", "bpf", "devices", "schedulers", "guests", "containers", "mpi_shm",
+)  # fmt: skip
 SCHEDULER = "mq-deadline"  # what the io trial on the campaign's own device sets; it starts at none
 HANG_S = 10.0  # a stop asked of the top or its group must end it sooner
 REFUSE_S = 5.0  # a refusal must come sooner (it comes before anything runs)
@@ -75,6 +80,7 @@ class Machine:
     user_device: str | None = None  # a loop device the campaign made, as a user's device
     container: str | None = None  # the container runtime --in container uses
     guest: str | None = None  # the --in kvm spec that works here
+    mpi: bool = False  # oslens cluster can run here (mpirun and oslens-engine-mpi)
     missing: list[str] = field(default_factory=list)
 
     @classmethod
@@ -98,6 +104,13 @@ class Machine:
                 why = str(e)
         if m.guest is None:
             m.missing.append(f"--in kvm: {why}")
+        try:
+            engine.mpi_engine_path()
+            m.mpi = shutil.which("mpirun") is not None
+            if not m.mpi:
+                m.missing.append("cluster: no mpirun")
+        except UsageError as e:
+            m.missing.append(f"cluster: {e}")
         return m
 
     def make_user_device(self, work: Path) -> None:
@@ -135,6 +148,8 @@ class Machine:
             "devices": leftovers.block_devices() - ({Path(self.user_device).name} if self.user_device else set()),
             "guests": set(leftovers.guests()),
             "containers": set(leftovers.containers(self.container)),
+            # the segments a job left in /dev/shm itself, and oslens's own directories for them
+            "mpi_shm": set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi")),
         }
 
 
@@ -163,6 +178,12 @@ def commands(machine: Machine) -> dict[str, list[list[str]]]:
                              "--duration", "0.5", "--reps", "2", "--warmup", "0"])  # fmt: skip
     if machine.guest:
         environments.append(["noise", "--in", machine.guest, "--duration", "1", "--reps", "2", "--no-bpf"])
+    ranks = str(min(2, ncpu))
+    cluster = [
+        ["cluster", "noise", "--duration", "2", "--ranks", ranks],
+        ["cluster", "bsp", "--compute-us", "500", "--iterations", "4000", "--ranks", ranks],
+        ["cluster", "latency", "--probe", "getppid,dup", "--duration", "0.3", "--reps", "2", "--ranks", ranks],
+    ]
     return {
         "scale": scale,
         "latency": latency,
@@ -174,6 +195,7 @@ def commands(machine: Machine) -> dict[str, list[list[str]]]:
         ],
         **({"io": io} if io else {}),
         **({"in-env": environments} if environments else {}),
+        **({"cluster": cluster} if machine.mpi else {}),
     }
 
 
@@ -192,7 +214,14 @@ def targets(sid: int, engine: str) -> dict[str, list[int]]:
     # below an engine: its workers (a forked copy of the engine, or a fresh
     # worker image), their partners, what it runs (a profiled command)
     workers = [p for p, st in procs.items() if p not in engines and int(st[2]) in ours]
-    return {"top": [sid] if sid in procs else [], "engine": engines, "worker": workers, "group": [sid] if procs else []}
+    launchers = [p for p in procs if os.path.basename(leftovers.exe_of(p)) in LAUNCHERS]
+    return {
+        "top": [sid] if sid in procs else [],
+        "engine": engines,
+        "worker": workers,
+        "launcher": launchers,
+        "group": [sid] if procs else [],
+    }
 
 
 def ledger_sems(runtime_dir: Path) -> set[tuple[int, int]]:
@@ -453,13 +482,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def kill_campaign(args, env: dict, rng: random.Random, machine: Machine) -> tuple[list[dict], int]:
-    cmds = commands(machine)
+    cmds = {k: v for k, v in commands(machine).items() if not args.only or k in args.only}
+    if not cmds:
+        return [], 0
     rows, attempts = [], 0
     while len(rows) < args.kills and attempts < 4 * args.kills:
         attempts += 1
         kind = rng.choice(sorted(cmds))
         cmd = rng.choice(cmds[kind])
-        target, sig = rng.choice(TARGETS), rng.choice(sorted(SIGNALS))
+        # only a cluster job has a launcher
+        target = rng.choice([t for t in TARGETS if t != "launcher" or kind == "cluster"])
+        sig = rng.choice(sorted(SIGNALS))
         row = one_kill(args, env, machine, cmd, target, sig, rng)
         row["command"] = kind
         if not row["delivered"]:
@@ -512,6 +545,7 @@ def main() -> int:
     ap.add_argument("--max-delay", type=float, default=3.0, help=argparse.SUPPRESS)
     ap.add_argument("--stop-timeout", type=float, default=90.0, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="also print every trial as JSON lines")
+    ap.add_argument("--only", action="append", metavar="KIND", help="kill only these commands (e.g. cluster)")
     args = ap.parse_args()
     args.kills = args.n if args.kills is None else args.kills
     args.bad = args.n if args.bad is None else args.bad
