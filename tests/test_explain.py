@@ -307,3 +307,32 @@ def test_cache_line_bouncing_is_said_to_be_unmeasured_with_the_reason(tmp_path):
     assert "no hardware PMU" in cache_line_note(tmp_path)
     (tmp_path / "cpu").mkdir()
     assert "HITM" in cache_line_note(tmp_path) and "not measured" in cache_line_note(tmp_path)
+
+
+def test_the_causes_frame_holds_what_show_gives_for_every_explained_point(tmp_path):
+    """scale --explain's causes are in the tidy frames and the exports, not
+    only in `show --json`: a row per cause per explained point, with the
+    same figures, and what no cause was charged with as `unexplained`."""
+    import oslens as api
+
+    db = tmp_path / "x.db"
+    p = oslens(
+        "scale", "-q", "--probe", "dup", "--workers", "1", "--explain", "--duration", "0.2", "--reps", "2", db=db
+    )
+    assert p.returncode == 0, p.stderr
+    shown = json.loads(oslens("show", "last", "--json", db=db).stdout)
+    (series,) = shown["series"]
+    if not any(series["explained"]):
+        pytest.skip(series.get("explanation") or "no point was explained here")
+    frame = api.Store(db).last(kind="scale").frame("causes")
+    for point, e in zip(series["points"], series["explained"]):
+        rows = frame[frame.workers == point["workers"]]
+        if e is None:
+            assert rows.empty
+            continue
+        got = dict(zip(rows.key, rows.cause_ns_per_op))
+        want = {c["key"]: c["ns_per_op"] for c in e["causes"]} | {"unexplained": e["unexplained_ns"]}
+        assert got == pytest.approx(want)
+        assert rows.ns_per_op.iloc[0] == pytest.approx(e["ns_per_op"])
+    csv = oslens("export", "last", "--format", "csv", "--frame", "causes", db=db)
+    assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 1 + len(frame)

@@ -6,6 +6,9 @@ complete repetitions: exactly those the analysis and `show` count).
 `points`: one row per point (probe, variant, mode, placement, fixed work or
 time, worker count), the figures `show --json` reports in its series'
 points: total and per-worker ops/s as median and interval over repetitions.
+`causes` (scale --explain): one row per cause per explained point, what
+`show --json` gives in its series' `explained`: each cause's time per
+operation, and a row `unexplained` for what no cause was charged with.
 """
 
 from __future__ import annotations
@@ -66,6 +69,18 @@ COLUMNS = {
         },
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
+    "causes": {
+        **_SERIES,
+        "reps": ("int64", "explained repetitions counted"),
+        "ns_per_op": ("float64", "the workers' time per operation in the explained repetitions, ns"),
+        "cause": ("str", "what the time was charged to, for people ('unexplained': nothing was)"),
+        "key": ("str", "the same cause at every point of a series ('syscall:munmap', 'lock:mmap_lock:rwsem:W')"),
+        "group": ("str", "user, syscall, fault, lock, interrupt, runq, blocked (or unexplained)"),
+        "cause_ns_per_op": ("float64", "the time charged to this cause per operation, ns"),
+        "count_per_op": ("float64", "times per operation the cause was entered (NaN for unexplained)"),
+        "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
+        "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
+    },
 }
 __doc__ += describe(COLUMNS)
 
@@ -119,4 +134,23 @@ def frames(run, records: list[dict]) -> dict:
                 for k in _INTERVAL:
                     row[f"{name}_{k}"] = getattr(iv, k) if iv is not None else None
             points.append(row)
-    return {"workers": table(run.id, rows, COLUMNS["workers"]), "points": table(run.id, points, COLUMNS["points"])}
+    causes = []
+    for s in summarize(records):
+        for p, e in zip(s.points, s.explained or []):
+            if e is None:
+                continue
+            point = {
+                "probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
+                "workers": p.workers, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost,
+            }  # fmt: skip
+            for c in e.causes:
+                causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,
+                               "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,
+                               "callers": joined(c.callers)})  # fmt: skip
+            causes.append({**point, "cause": "unexplained", "key": "unexplained", "group": "unexplained",
+                           "cause_ns_per_op": e.unexplained_ns, "count_per_op": None, "callers": ""})  # fmt: skip
+    return {
+        "workers": table(run.id, rows, COLUMNS["workers"]),
+        "points": table(run.id, points, COLUMNS["points"]),
+        "causes": table(run.id, causes, COLUMNS["causes"]),
+    }

@@ -122,6 +122,8 @@ class Page:
         parts.append(f"<script type='application/json' id='oslens-specs'>{_script_json(specs)}</script>")
         if specs:
             parts.append(f"<script type='module'>{_vega_bundle()}</script>")
+        else:  # nothing to draw: the page is ready as it is (a reader waiting for the plots is told so)
+            parts.append("<script>document.body.dataset.plotsReady = '0';</script>")
         parts.append("</body></html>")
         return "\n".join(parts)
 
