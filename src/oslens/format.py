@@ -26,9 +26,10 @@ def _round_sig(x: float, digits: int) -> float:
     return round(x, digits - 1 - math.floor(math.log10(abs(x))))
 
 
-def sig(x: float | None, digits: int = 3) -> str:
+def sig(x: float | None, digits: int = 3, keep_zeros: bool = False) -> str:
     """`digits` significant digits, in positional notation: 0.000123, 1230,
-    1,230,000 (a figure this large or small usually wants a unit: si)."""
+    1,230,000 (a figure this large or small usually wants a unit: si);
+    trailing zeros dropped (1.5, not 1.50) unless keep_zeros."""
     if not _finite(x):
         return MISSING
     r = _round_sig(float(x), digits)
@@ -36,7 +37,7 @@ def sig(x: float | None, digits: int = 3) -> str:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(r))))
     text = f"{r:,.{decimals}f}"
-    if "." in text:
+    if "." in text and not keep_zeros:
         text = text.rstrip("0").rstrip(".")
     return text
 
@@ -87,8 +88,8 @@ def count(n: float | None) -> str:
 
 
 def ratio(x: float | None, digits: int = 3) -> str:
-    """A ratio of two figures: '×1.23', '×31,800'; '–' where it has none."""
-    return MISSING if not _finite(x) else f"×{sig(x, digits)}"
+    """A ratio of two figures: '×1.23', '×1.00', '×31,800'; '–' where it has none."""
+    return MISSING if not _finite(x) else f"×{sig(x, digits, keep_zeros=True)}"
 
 
 def size(n_bytes: float | None) -> str:

@@ -4,8 +4,6 @@ tell it apart — and how each environment was made."""
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -13,7 +11,7 @@ from rich.text import Text
 from ..analysis.envs import FIGURES, NATIVE, Comparison, EnvsSummary
 from ..analysis.histogram import TAIL_RULE
 from ..envs import made
-from ..format import ns, si
+from ..format import ns, ratio, si
 
 UNTOLD, UNTESTED = "~", "?"
 UNTESTED_MEANS = "untested (one round, or rounds too short to tell the percentile)"
@@ -30,21 +28,12 @@ def no_ratio_reasons(rows) -> list[str]:
     return [f"{NO_RATIO} ({', '.join(where)}): {why}" for why, where in reasons.items()]
 
 
-def ratio_text(ratio: float) -> str:
-    """A ratio to three significant digits, as the figures it divides have
-    (×31,800, ×1.04, ×0.0000314): two decimals printed ×31817.86 and ×0.00."""
-    # TODO(format.py): the shared ratio formatter replaces this once it exists
-    rounded = float(f"{ratio:.3g}")
-    decimals = 2 - math.floor(math.log10(abs(rounded)))
-    return f"×{rounded:,.{max(decimals, 0)}f}"
-
-
 def ratio_cell(c: Comparison | None) -> Text:
     if c is None:
         return Text("–")
     if c.ratio is None:
         return Text(NO_RATIO, style="dim")
-    text = ratio_text(c.ratio)
+    text = ratio(c.ratio)
     if c.p is None:
         return Text(f"{text} {UNTESTED}", style="dim")
     return Text(text, style="bold") if c.told else Text(f"{text} {UNTOLD}", style="dim")
