@@ -10,8 +10,15 @@
  * collective is the collective's own cost, nobody being late), median over
  * the steps. Ranks must share CLOCK_MONOTONIC: one host.
  *
+ * Each rank runs on one CPU, the one the harness's rank of that number
+ * takes (the first of its equal slice of the CPUs the ranks share): left
+ * to migrate, a rank of this loop could leave a busy CPU the harness's
+ * rank has to stay on, and the two would not measure the same thing.
+ *
  * Usage: mpirun -n R mpi_barrier N [barrier|allreduce] [COMPUTE_US] */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include <mpi.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +56,16 @@ int main(int argc, char **argv)
 	int rank, size;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+		int cpus[CPU_SETSIZE], ncpus = 0;
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &set))
+				cpus[ncpus++] = c;
+		CPU_ZERO(&set);
+		CPU_SET(cpus[(long)rank * ncpus / size], &set);
+		sched_setaffinity(0, sizeof set, &set);
+	}
 	for (long i = 0; i < n / 10; i++) /* warm-up */
 		collective(allreduce);
 	MPI_Barrier(MPI_COMM_WORLD);
