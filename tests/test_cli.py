@@ -88,6 +88,9 @@ BAD_SCALE = [
         ("duration-inf", ["--duration", "inf"], "--duration"),
         ("warmup-nan", ["--warmup", "nan"], "--warmup"),
         ("ops-above-int64", ["--ops", str(2**64)], "--ops"),
+        # a huge range is refused as it is read, not expanded first until memory runs out
+        ("workers-huge-range", ["--workers", "1-99999999999"], "99,999,999,999 workers"),
+        ("duration-huge", ["--duration", "9223372036854775807"], "--duration: more than the"),
     ]
 ]
 

@@ -232,6 +232,7 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
     [
         (["--cpus", str(NCPU + 5)], "not online"),
         (["--cpus", "x"], "--cpus"),
+        (["--cpus", "0-99999999999"], "no CPU is numbered above"),  # refused, not expanded until memory runs out
         (["--threshold-ns", "0"], "--threshold-ns"),
         (["--duration", "0"], "--duration"),
         (["--step-us", "0"], "--step-us"),

@@ -9,6 +9,9 @@ from typing import Iterable
 
 # ASCII digits only: str.isdigit() also accepts '²', which int() refuses.
 _PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")
+# No kernel numbers a CPU this high (NR_CPUS is at most 8192 today): a bound,
+# so that a mistyped range is refused rather than expanded until memory runs out.
+MAX_CPU = 65535
 
 
 def expand(text: str) -> list[int]:
@@ -25,6 +28,8 @@ def expand(text: str) -> list[int]:
             raise ValueError(part)
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
+        if hi > MAX_CPU:
+            raise ValueError(f"{part} (no CPU is numbered above {MAX_CPU})")
         cpus.extend(range(lo, hi + 1, int(m.group(3) or 1)))
     return cpus
 

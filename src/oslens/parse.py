@@ -115,6 +115,9 @@ def _counts_of(part: str, ncpus: int, option: str) -> list[int]:
         raise UsageError(f"{option}: range '{part}' must go up from 1 or more (like 1-48)")
     if step < 1:
         raise UsageError(f"{option}: range '{part}' has a step of 0 (like 1-96:8)")
+    if hi > ncpus:  # refused before the range is made (1-99999999999 would fill memory first)
+        what = "workers" if option == "--workers" else "CPUs"
+        raise UsageError(f"{option}: {hi:,} {what} but this machine gives us {plural(ncpus, 'CPU')}")
     return sorted({*range(lo, hi + 1, step), hi})
 
 
