@@ -438,24 +438,24 @@ class Guest:
         key = runtime.entry()
         name = f"oslens.{key.name if key else os.getpid()}.kvm"
         self.dir = Path(tempfile.mkdtemp(prefix="kvm."))  # 0700
-        key = secrets.token_bytes(KEY_LEN)
-        self.key_file = self.dir / "key"
-        _write_private(self.key_file, key)
-        initrd = self.dir / "initramfs.cpio"
-        _write_private(initrd, initramfs(self.guest, _module_order(self.modules, MODULES), key))
-        kernel = _uncompressed(self.kernel, self.dir) or self.kernel
-        self.port = _free_port()
-        runtime.note("guest", name)
-        started = time.monotonic()
-        self.proc = subprocess.Popen(
-            self._argv(kernel, initrd, name),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=runtime.dies_with_parent(signal.SIGKILL),  # a SIGKILLed oslens takes its guest along
-        )
-        try:
+        try:  # from here on, whatever fails (a full disk writing the initramfs) removes what was made
+            key = secrets.token_bytes(KEY_LEN)
+            self.key_file = self.dir / "key"
+            _write_private(self.key_file, key)
+            initrd = self.dir / "initramfs.cpio"
+            _write_private(initrd, initramfs(self.guest, _module_order(self.modules, MODULES), key))
+            kernel = _uncompressed(self.kernel, self.dir) or self.kernel
+            self.port = _free_port()
+            runtime.note("guest", name)
+            started = time.monotonic()
+            self.proc = subprocess.Popen(
+                self._argv(kernel, initrd, name),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=runtime.dies_with_parent(signal.SIGKILL),  # a SIGKILLed oslens takes its guest along
+            )
             self._wait_ready(started)
             initrd.unlink()  # QEMU loaded it at start; one copy of the key fewer
             self._pin()
