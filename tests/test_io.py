@@ -628,7 +628,7 @@ def test_a_superlinear_io_point_is_flagged_by_scales_rule(io_run):
     assert "↑" in text and "superlinear" in text
 
 
-def test_a_point_with_no_timed_io_has_no_figure_and_no_nan(io_run):
+def test_a_point_with_no_timed_io_has_no_figure_and_no_nan(io_run, tmp_path):
     """A point whose repetitions timed no I/O printed '0 [0–0]' and nan:
     it has no figure, says so in one line, and its JSON is strict."""
     from oslens.analysis.io import summarize
@@ -652,6 +652,21 @@ def test_a_point_with_no_timed_io_has_no_figure_and_no_nan(io_run):
     assert "nan" not in text.lower() and "no I/O was timed" in text
     row = io_frames.frames(run, changed)["summary"]
     assert row[row.workers == n]["iops"].isna().all()
+    # and the run failed there: stored as failed, said in one line (exit 1), never a complete run
+    from oslens.commands import nothing_measured
+    from oslens.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        rid = store.begin_run("io", run.argv, run.params, run.machine)
+        store.add_records(rid, changed)
+        store.finish_run(rid, "complete")
+        failure = nothing_measured(store, rid, s)
+        assert failure is not None and f"×{n}" in str(failure)
+        assert (store.run(rid).status, store.run(rid).reason) == (
+            "failed",
+            f"nothing measured at {failure.args[0].split(' at ')[1]}",
+        )
+        assert nothing_measured(store, rid, summarize(run.params, recs, run.machine)) is None
 
 
 def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, request, tmp_path):

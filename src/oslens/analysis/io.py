@@ -125,6 +125,10 @@ class IoSummary:
     # why /proc/stat's irq time is not real on the kernel measured (profile's and appscale's rule), None if it is
     irq_unavailable: str | None = None
 
+    def nothing_measured(self) -> list[str]:
+        """The points with no figure at all: the run failed there."""
+        return [f"{s.label} ×{p.workers}" for s in self.series for p in s.points if not p.timed]
+
     def to_dict(self) -> dict:
         return {
             "target": self.target,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import engine, kinds
-from ..errors import UsageError
+from ..errors import MeasurementError, UsageError
 from ..format import plural
 from ..store import Store, default_path
 
@@ -153,13 +153,19 @@ def environment_option(refusal: str | None = None):
     return decorate
 
 
-def print_run(ctx: Context, store: Store, run_id: int):
-    """Analyses a stored run through its kind, stores the summary and prints
-    it: one JSON document with the run's metadata, or the run line and the
-    kind's tables. Returns the summary."""
+def analyze(store: Store, run_id: int):
+    """A stored run's summary, through its kind."""
+    run = store.run(run_id)
+    return kinds.get(run.kind, run.id).load("analyze")(run, store.records(run.id))
+
+
+def print_run(ctx: Context, store: Store, run_id: int, summary=None):
+    """Analyses a stored run through its kind (unless given its summary),
+    stores the summary and prints it: one JSON document with the run's
+    metadata, or the run line and the kind's tables. Returns the summary."""
     run = store.run(run_id)
     kind = kinds.get(run.kind, run.id)
-    summary = kind.load("analyze")(run, store.records(run.id))
+    summary = summary or analyze(store, run_id)
     doc = summary.to_dict()
     store.set_summary(run.id, doc)
     if ctx.as_json:
@@ -212,7 +218,23 @@ def measure(ctx: Context, kind: str, plan, headline: str) -> None:
         run_id = execute(
             store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet, checked=True
         )
-        print_run(ctx, store, run_id)
+        summary = analyze(store, run_id)
+        failure = nothing_measured(store, run_id, summary)
+        print_run(ctx, store, run_id, summary)
+        if failure:
+            raise failure
+
+
+def nothing_measured(store: Store, run_id: int, summary) -> MeasurementError | None:
+    """A point that ran to its end yet measured nothing (an io point that
+    timed no I/O) fails the run, its tables printed and the failure said
+    in one line, rather than standing as a complete run with no figure.
+    The run is marked failed; the error to raise is returned."""
+    empty = summary.nothing_measured() if hasattr(summary, "nothing_measured") else []
+    if not empty:
+        return None
+    store.finish_run(run_id, "failed", f"nothing measured at {', '.join(empty)}")
+    return MeasurementError(f"run {run_id}: nothing was measured at {', '.join(empty)}")
 
 
 def print_dry_run(ctx: Context, doc: dict, what: str) -> None:
