@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..format import ns as fmt_ns
+from ..format import plural
 from ..records import ExplainedPoint
 from .histogram import Histogram, merge_all
 from .locknames import lock_label
@@ -146,7 +147,9 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     for r in ep.reps:
         missing.update(r.explain.get("missing", []))
         if r.explain.get("lost"):
-            notes.append(f"repetition {r.rep}: {r.explain['lost']} charge(s) found no room in the kernel's maps")
+            notes.append(
+                f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
+            )
         for c in r.explain["charges"]:
             if c["tid"] not in r.tids:  # the thread-mode host, waiting for its workers
                 continue

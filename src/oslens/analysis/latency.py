@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..format import plural
 from .histogram import TAIL_RULE, Histogram, merge_all, untold
 from .metrics import LOWER, Metrics
 from .stats import SPREAD_LIMIT, relative_spread
@@ -144,7 +145,7 @@ def summarize(records: list[dict]) -> LatencySummary:
         empty = sum(1 for hs in by_rep.values() for h in hs if h.count == 0)
         if empty:
             op.warnings.append(
-                f"{empty} worker-repetition(s) timed no operation (the worker did not "
+                f"{plural(empty, 'worker-repetition')} timed no operation (the worker did not "
                 "run during the measured window: an overloaded machine?)"
             )
         if len(rep_p50) > 1 and relative_spread(op.rep_p50_ns) > SPREAD_LIMIT:

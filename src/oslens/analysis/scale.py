@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from ..format import plural
 from ..records import ScalePoint, explained_points, scale_series
 from .explain import ExplainedStats, Knee, explain_point, find_knee, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
@@ -175,12 +176,15 @@ def _point(pt: ScalePoint) -> PointStats | None:
     if spread > SPREAD_LIMIT:
         p.warnings.append(f"spread {spread:.1%} across repetitions exceeds {SPREAD_LIMIT:.0%}")
     if pt.late:
-        p.warnings.append(f"{len(pt.late)} repetition(s) left out: the sampler ran late (an overloaded machine)")
+        p.warnings.append(
+            f"{plural(len(pt.late), 'repetition')} left out: the sampler ran late (an overloaded machine)"
+        )
     if len(complete) + len(pt.late) < len(pt.by_rep):
-        p.warnings.append(f"{len(pt.by_rep) - len(complete) - len(pt.late)} repetition(s) incomplete and left out")
+        incomplete = len(pt.by_rep) - len(complete) - len(pt.late)
+        p.warnings.append(f"{plural(incomplete, 'repetition')} incomplete and left out")
     smt = [w["cpu"] for w in pt.header["placement"]["workers"] if w["smt"] > 0]
     if smt:
-        p.warnings.append(f"{len(smt)} worker(s) on SMT siblings of busy cores (CPUs {_cpus(smt)})")
+        p.warnings.append(f"{plural(len(smt), 'worker')} on SMT siblings of busy cores (CPUs {_cpus(smt)})")
     strays = sorted({(w["cpu"], w["cpu_seen"]) for ws in complete for w in ws if w["cpu_seen"] != w["cpu"]})
     if strays:
         p.warnings.append("workers ran off their CPU: " + ", ".join(f"{a}->{b}" for a, b in strays))

@@ -25,6 +25,8 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
+from ..format import sig
+
 USL_MIN_POINTS = 4
 AMDAHL_MIN_POINTS = 3
 
@@ -57,7 +59,7 @@ def _unfit_reason(n: Sequence[float], need: int, model: str) -> str | None:
     distinct = np.unique(np.asarray(n, dtype=float))
     if distinct.size >= need:
         return None
-    shown = ", ".join(f"{v:g}" for v in distinct) or "none"
+    shown = ", ".join(sig(v, 6) for v in distinct) or "none"
     return (
         f"only {distinct.size} distinct worker count{'s' if distinct.size != 1 else ''} "
         f"({shown}); {'an' if model == 'Amdahl' else 'a'} {model} fit needs at least {need}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..cpulist import format_cpulist
+from ..format import seconds
 from . import Context, common_options, environment_option, measure, one_of, renamed
 
 
@@ -50,5 +51,8 @@ def command(ctx: Context, no_bpf: bool, no_attribution: bool, old_threshold: int
     kw["threshold"] = one_of(kw["threshold"], old_threshold, "--threshold-ns", "--threshold")
     plan = noise_plan(attribution=not (no_bpf or no_attribution), step_us=step_us, **kw)
     measure(
-        ctx, "noise", plan, f"CPUs {format_cpulist(plan.params['cpus'])}, {plan.params['duration_s']:g} s × {plan.reps}"
+        ctx,
+        "noise",
+        plan,
+        f"CPUs {format_cpulist(plan.params['cpus'])}, {seconds(plan.params['duration_s'])} × {plan.reps}",
     )

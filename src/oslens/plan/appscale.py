@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .. import engine
 from ..errors import UsageError
+from ..format import sig
 from ..parse import parse_worker_counts
 from . import check_reps
 from .profile import check_target
@@ -64,7 +65,7 @@ def plan(
     check_reps(reps)
     most = engine.limit("profile", "--time-limit")["max"]
     if time_limit is not None and not 0 < time_limit <= most:
-        raise UsageError(f"--time-limit: {time_limit:g} is not a number of seconds in (0, {most:g}]")
+        raise UsageError(f"--time-limit: {sig(time_limit, 6)} is not a number of seconds in (0, {sig(most, 9)}]")
     if size is not None and size <= 0:
         raise UsageError(f"--size: {size} is not a positive size")
     available = engine.topology()["available"]

@@ -8,6 +8,7 @@ import math
 from .. import engine
 from ..cpulist import format_cpulist
 from ..errors import MeasurementError, UsageError
+from ..format import seconds
 from ..parse import competitor_cpus, parse_compete, parse_cpus
 from . import MeasuredPoint, Plan, check_amounts, time_limit
 
@@ -29,7 +30,7 @@ def plan(
     if not (math.isfinite(step_us) and step_us > 0):
         raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
     if step_us > duration * 1e6:
-        raise UsageError(f"--step-us: a {step_us:g} µs step is longer than the {duration:g} s measured")
+        raise UsageError(f"--step-us: a {seconds(step_us / 1e6)} step is longer than the {seconds(duration)} measured")
     options = engine.probes()["detour"].options  # the probe's own bounds; 0 means "not set" there
     for flag, value, key in (("--threshold-ns", threshold, "threshold_ns"), ("--ftq-us", ftq_us, "ftq_us")):
         most = options[key]["max"]

@@ -9,6 +9,7 @@ import shutil
 
 from .. import engine
 from ..errors import UsageError
+from ..format import sig
 
 PID_MAX = 2**22  # the kernel's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
@@ -23,7 +24,7 @@ def check_target(command: list[str], pid: int | None, duration: float | None, ti
     for name, v in (("--duration", duration), ("--time-limit", time_limit)):
         most = engine.limit("profile", name)["max"]
         if v is not None and not (math.isfinite(v) and 0 < v <= most):
-            raise UsageError(f"{name} must be a number of seconds in (0, {most:g}], not {v:g}")
+            raise UsageError(f"{name} must be a number of seconds in (0, {sig(most, 9)}], not {sig(v, 6)}")
     if command:
         if duration is not None:
             raise UsageError("--duration is for --pid; a command is profiled until it exits (see --time-limit)")

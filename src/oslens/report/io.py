@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..analysis.io import CPU_KINDS, IoPoint, IoSeries, IoSummary
 from ..blockdev import SECTOR
-from ..format import ns, pct, si
+from ..format import ns, pct, si, sig, size
 
 
 def target_line(t: dict) -> str:
@@ -18,7 +18,7 @@ def target_line(t: dict) -> str:
     what = t.get("path", "?")
     if t.get("made"):
         what += f" (a {t['made']} device made for the run" + (f", on {t['backing']}" if t.get("backing") else "") + ")"
-    parts = [what, f"{(t.get('size_bytes') or 0) / (1 << 20):.0f} MiB"]
+    parts = [what, size(t.get("size_bytes"))]
     if t.get("compressor"):
         parts.append(f"compressor {t['compressor']}")
     if t.get("device") is None:
@@ -139,7 +139,7 @@ def show(console: Console, run, s: IoSummary) -> None:
             "IOPS: median of the repetitions [min–max]; vs ideal: IOPS per CPU over the fewest CPUs' (↑: "
             "superlinear, more than noise). CPU µs per I/O: every CPU's time in /proc/stat over the window, "
             "whoever ran it (the kernel accounts it by tick sampling unless it was built with IRQ time accounting"
-            + (f": ±{max(res):.2g} µs per I/O here" if res else "")
+            + (f": ±{sig(max(res), 2)} µs per I/O here" if res else "")
             + (", the irq column aside" if s.irq_unavailable else "")
             + "). completions: the share completed on the CPU that submitted them, and CPU:count where they "
             "completed, from one more repetition with each I/O followed by BPF (kept out of the others: the "

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.noise import TOLD_BELOW, CpuNoise, NoiseSummary
-from ..format import ns, pct
+from ..format import ns, pct, sig
 
 
 def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
@@ -138,8 +138,8 @@ def chance(x: float) -> str:
 def seconds(x: float) -> str:
     for scale, unit in ((86400, "days"), (3600, "h"), (60, "min")):
         if x >= scale:
-            return f"{x / scale:.2g} {unit}"
-    return f"{x:.2g} s"
+            return f"{sig(x / scale, 2)} {unit}"
+    return f"{sig(x, 2)} s"
 
 
 def tail_cell(row: dict, label: str) -> str:

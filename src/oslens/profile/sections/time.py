@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ...format import ns, plural, sig
 from ..procfs import TIME_FIELDS
 from .common import (
     THREADS_PARTIAL,
@@ -147,7 +148,7 @@ def summarize(recs: Records) -> dict:
     short = sum(1 for t in threads if not _split_known(t.runtime_ns, tick_ns))
     if short:
         section["notes"].append(
-            f"{short:,} thread(s) ran less than {few_ticks}: user and kernel time are tick-sampled, "
+            f"{plural(short, 'thread')} ran less than {few_ticks}: user and kernel time are tick-sampled, "
             "so their split is not shown (their runtime is precise and counts in the total)"
         )
     section["threads_count"] = len(threads)
@@ -231,7 +232,7 @@ def _render_threads(console: Console, section: dict) -> None:
     if total.get("split_why"):
         console.print(plain(f"  total: no user/kernel split: {total['split_why']}"), style="yellow")
     if total["cpus_busy"] is not None:
-        console.print(f"  on average {total['cpus_busy']:.3g} CPUs busy over the wall time")
+        console.print(f"  on average {sig(total['cpus_busy'])} CPUs busy over the wall time")
 
 
 def _render_cpu_split(console: Console, split: dict) -> None:
@@ -432,7 +433,7 @@ def _html_total(profiles) -> tuple[Figure, Table] | None:
                 fmt_ns(total["system_ns"]),
                 fmt_share(total["kernel_share"]),
                 fmt_ns(total["runtime_ns"]),
-                "–" if total["cpus_busy"] is None else f"{total['cpus_busy']:.3g}",
+                sig(total["cpus_busy"]),
             ]
         )
     if not rows:
@@ -497,7 +498,7 @@ def _html_cpu_split(profiles) -> tuple[list, list[Note]]:
                 )
             )
             continue
-        notes.append(Note(f"{rd.short}: CPUs shown: {split['basis']}; ticks of {split['tick_ns'] / 1e6:g} ms"))
+        notes.append(Note(f"{rd.short}: CPUs shown: {split['basis']}; ticks of {ns(split['tick_ns'])}"))
         if split["not_online_throughout"]:
             notes.append(
                 Note(
