@@ -165,6 +165,15 @@ def test_a_cliff_is_found_where_it_is_and_its_cause_ranked_first():
     assert "from 4 to 8 workers" in k.sentence and "unexplained" in k.sentence
 
 
+def test_a_plain_knee_the_explained_repetitions_do_not_show_is_charged_to_nothing():
+    # the plain curve falls at 2 workers while the explained twin got faster there: it said
+    # "time per op rose -72.8 µs … (-1%)"; it says the knee is not in them
+    pts = [knee_point(1, 100_000, {"syscall:clone": 50_000}), knee_point(2, 27_200, {"syscall:clone": 20_000})]
+    k = find_knee(pts, efficiency=[1.0, 0.81])
+    assert (k.from_workers, k.to_workers, k.ranked, k.unexplained_ns) == (1, 2, [], 0.0)
+    assert "did not rise (it fell 72.8 µs)" in k.sentence and "-" not in k.sentence
+
+
 def test_a_slow_decline_is_named_where_it_crosses_the_line():
     # 4 % more time per op at each doubling: efficiency 96 %, 92 %, 89 %, …
     pts = [knee_point(n, 100 * 1.04**i, {"lock:x:spinlock": 4.0 * i}) for i, n in enumerate((1, 2, 4, 8, 16))]

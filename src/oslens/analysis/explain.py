@@ -240,6 +240,15 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         at = i
     a, b = points[at], points[at + 1]
     rise = b.ns_per_op - a.ns_per_op
+    if rise <= 0:
+        # The plain curve's knee is not in the explained repetitions (their attribution slows them
+        # and changes what contends): there is no rise to share out, and none is.
+        sentence = (
+            f"from {a.workers} to {b.workers} workers efficiency fell {eff[at]:.0%} → {eff[at + 1]:.0%}, but in "
+            f"the explained repetitions time per op did not rise (it fell {fmt_ns(-rise)}): the knee is not in "
+            "them, and nothing is charged with it"
+        )
+        return Knee(a.workers, b.workers, eff[at], eff[at + 1], rise, [], 0.0, sentence)
     before, after = a.by_key(), b.by_key()
     label = {c.key: c.label for c in a.causes + b.causes}
     callers = {c.key: c.callers for c in a.causes + b.causes if c.callers}
