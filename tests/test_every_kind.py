@@ -98,6 +98,14 @@ def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, brows
     shown = load(browser, page)
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"], f"{shown['plots'] - shown['drawn']} of {shown['plots']} plots not drawn"
+    # an axis of CPUs or workers is ticked at whole counts (appscale's showed 1.1, 1.2, …)
+    axes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('g.role-axis')).map(a => ["
+        "  (a.querySelector('g.role-axis-title text') || {}).textContent || '',"
+        "  Array.from(a.querySelectorAll('g.role-axis-label text')).map(t => t.textContent)])"
+    )
+    counted = [(title, labels) for title, labels in axes if re.fullmatch(r"(submitting )?(CPUs|workers)", title)]
+    assert all(re.fullmatch(r"[0-9,]+", x) for _, labels in counted for x in labels), counted
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -73,7 +73,11 @@ def sections(runs) -> list[Section]:
                 alt.Chart(pd.DataFrame(curve))
                 .mark_line(point=True)
                 .encode(
-                    alt.X("CPUs:Q", title="submitting CPUs"),
+                    alt.X(  # ticks at the counts measured: a CPU count has no fraction
+                        "CPUs:Q",
+                        title="submitting CPUs",
+                        axis=alt.Axis(values=sorted({c["CPUs"] for c in curve}), format="d"),
+                    ),
                     alt.Y("IOPS:Q", title="IOPS"),
                     alt.Color("series:N", legend=alt.Legend(orient="bottom")),
                     alt.StrokeDash("line:N", title=None),
