@@ -143,6 +143,17 @@ def test_one_repetition_gives_no_interval_and_no_flag():
     assert "no interval" in rows[1][cols.index("per worker ops/s")]
 
 
+def test_an_efficiency_interval_whose_confidence_would_be_zero_is_not_printed():
+    # with two repetitions each median's interval has a low confidence; the ratio's bound
+    # (their sum less 100 %) fell to 0 and printed '[99%–101%, ≥0%]'
+    s = series_of(point(1, [1.0e6, 1.01e6]), point(2, [1.0e6, 1.01e6]))
+    iv = s.points[1].efficiency_ci
+    assert iv is not None and iv.n >= 2 and iv.coverage <= 0
+    cols, rows, _ = scale_report.table_cells(s)
+    cell = rows[1][cols.index("efficiency vs 1")]
+    assert "≥0%" not in cell and "no interval: too few repetitions" in cell
+
+
 # --- item 16: the HTML table is the terminal's ------------------------------------
 
 

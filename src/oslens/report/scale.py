@@ -46,6 +46,8 @@ def _efficiency(p: PointStats) -> str:
     if iv is None or iv.n < 2:
         return pct(p.efficiency)
     med, low, high = _pcts(iv.median, iv.low, iv.high, above=p.superlinear)
+    if iv.coverage <= 0:  # the two intervals' confidences sum to 100 % or less: this one states nothing
+        return f"{med} [no interval: too few repetitions]"
     return f"{med} [{low}–{high}, ≥{iv.coverage:.0%}]" + (" ↑" if p.superlinear else "")
 
 
