@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..format import plural
 from . import noise as noise_analysis
 from .metrics import HIGHER, LOWER, Metrics
 
@@ -122,7 +123,8 @@ def too_few(n: int) -> str | None:
     """The note for a job too small for an outlier verdict."""
     if n >= MIN_RANKS:
         return None
-    return f"{n} rank(s): too few for an outlier verdict, which compares a rank with at least {MIN_RANKS - 1} others"
+    others = MIN_RANKS - 1
+    return f"{plural(n, 'rank')}: too few for an outlier verdict, which compares a rank with at least {others} others"
 
 
 def distinct_causes(rows: list[RankRow]) -> None:
