@@ -50,6 +50,10 @@ def test_no_magnitude_gives_an_exponent(x):
         assert "e+" not in fn(x) and "e-" not in fn(x), (fn.__name__, x, fn(x))
 
 
+def test_a_quotient_is_a_bare_number_or_a_dash():
+    assert (f.quotient(5840.35, 1), f.quotient(3, 2), f.quotient(1, 0), f.quotient(math.nan, 1)) == ("5,840", "1.5", "–", "–")
+
+
 def test_plurals():
     assert [f.plural(n, "CPU") for n in (0, 1, 2, 1000)] == ["0 CPUs", "1 CPU", "2 CPUs", "1,000 CPUs"]
     assert f.plural(1, "repetition") == "1 repetition" and f.plural(2, "host") == "2 hosts"

@@ -92,6 +92,13 @@ def ratio(x: float | None, digits: int = 3) -> str:
     return MISSING if not _finite(x) else f"×{sig(x, digits, keep_zeros=True)}"
 
 
+def quotient(a: float | None, b: float | None, digits: int = 3) -> str:
+    """a / b as a bare number (a column titled 'p99/p50'): '5,840', '1.2'."""
+    if not (_finite(a) and _finite(b)) or b <= 0:
+        return MISSING
+    return sig(a / b, digits)
+
+
 def size(n_bytes: float | None) -> str:
     """Bytes in binary units: 24793120768 -> '23.1 GiB'."""
     if not _finite(n_bytes):

@@ -10,15 +10,11 @@ from rich.text import Text
 
 from ..analysis.histogram import TAIL_RULE
 from ..analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency
-from ..format import ns, pct
+from ..format import ns, pct, quotient
 
 # An operation whose p50 is under this multiple of the timing floor is
 # mostly measuring the clock reads around it.
 FLOOR_RATIO = 3.0
-
-
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}" if b > 0 and a == a else "–"
 
 
 def _floor_line(s: LatencySummary) -> Text:
@@ -69,10 +65,10 @@ def render(console: Console, s: LatencySummary) -> None:
     for name, per_phase in by_name.items():
         base = per_phase.get(ALONE) or next(iter(per_phase.values()))
         row = [name, f"{base.hist.count:,}"] + [ns(base.q(c)) for c in cols]
-        row += [ns(base.max_ns), _ratio(base.q("p99"), base.q("p50"))]
+        row += [ns(base.max_ns), quotient(base.q("p99"), base.q("p50"))]
         for p in others:
             o = per_phase.get(p)
-            row += [ns(o.q("p50")), ns(o.q("p99")), _ratio(o.q("p99"), base.q("p99"))] if o else ["–"] * 3
+            row += [ns(o.q("p50")), ns(o.q("p99")), quotient(o.q("p99"), base.q("p99"))] if o else ["–"] * 3
         row.append(Text(_notes(base, s.floor.get(base.phase), notes), style="yellow"))
         t.add_row(*row)
     console.print(t)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ...analysis.histogram import TAIL_RULE, Histogram
 from ...analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency, summarize
-from ...format import ns, pct
+from ...format import ns, pct, quotient
 from ..latency import FLOOR_RATIO
 from .page import Figure, Note, Section, Table
 
@@ -26,10 +26,6 @@ NS_LABEL = (
     "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
     "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : format(datum.value, '~g') + ' ns'"
 )
-
-
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}" if b > 0 and a == a else "–"
 
 
 def _thin(x: np.ndarray, y: np.ndarray, dx: float, dy: float) -> np.ndarray:
@@ -155,7 +151,7 @@ def _percentile_table(runs_summaries) -> tuple[Table, list[str]]:
         alone = {o.name: o for o in s.ops if o.phase == ALONE}
         for op in sorted(s.ops, key=lambda o: s.phases.index(o.phase)):
             base = alone.get(op.name)
-            vs = [_ratio(op.q(q), base.q(q)) if base and op is not base else "–" for q in ("p50", "p99")]
+            vs = [quotient(op.q(q), base.q(q)) if base and op is not base else "–" for q in ("p50", "p99")]
             marks = []
             for m in _warnings(op, s.floor.get(op.phase)):
                 if m not in notes:
@@ -169,7 +165,7 @@ def _percentile_table(runs_summaries) -> tuple[Table, list[str]]:
                     f"{op.hist.count:,}",
                     *[ns(op.q(q)) for q in PERCENTILES],
                     ns(op.max_ns),
-                    _ratio(op.q("p99"), op.q("p50")),
+                    quotient(op.q("p99"), op.q("p50")),
                     *vs,
                     ",".join(marks),
                 ]
