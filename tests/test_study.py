@@ -9,12 +9,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from oslens.analysis.explain import Cause, ExplainedStats, Knee
 from oslens.analysis.osmark import CANNOT_TELL, DOES_NOT_SCALE, SCALES, WAITING, verdicts
 from oslens.analysis.scale import PointStats, Series
 from oslens.analysis.stats import Interval
 
-from conftest import TWO, oslens
+from conftest import TWO, one_line_error, oslens
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,3 +118,11 @@ def test_study_report_has_the_paper_beside_this_kernel(tmp_path, no_leaks):
     html = page.read_text()
     assert "OSMark: the paper and this kernel" in html and "the paper (32-core AMD, Linux 2.6.26)" in html
     assert all(r["paper"].split(";")[0] in html for r in rows)
+
+
+@pytest.mark.parametrize("value, says", [("0", "is not a number of seconds"), ("nan", "not a finite number")])
+def test_an_explain_duration_that_is_no_duration_is_refused_before_anything_runs(tmp_path, value, says):
+    db = tmp_path / "s.db"
+    p = oslens("study", "osmark", "--explain-duration", value, "--workers", "1", "--ops", "10", db=db)
+    assert p.returncode == 2 and says in one_line_error(p.stderr)
+    assert not db.exists()

@@ -90,19 +90,23 @@ def check_amounts(
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name}: {value} is not a finite number of seconds")
     if duration is not None:
-        _check_seconds("--duration", duration, _bound("--duration")["max"], zero_allowed=False)
+        check_seconds("--duration", duration, _bound("--duration")["max"], zero_allowed=False)
     most = _bound("--ops")["max"]
     if ops is not None and not 0 < ops <= most:
         raise UsageError(f"--ops: {ops:,} is not a number of operations from 1 to {most:,}")
     check_reps(reps)
-    _check_seconds("--warmup", warmup, _bound("--warmup")["max"], zero_allowed=True)
-    _check_seconds("--interval", interval, _bound("--interval")["max"], zero_allowed=False)
+    check_seconds("--warmup", warmup, _bound("--warmup")["max"], zero_allowed=True)
+    check_seconds("--interval", interval, _bound("--interval")["max"], zero_allowed=False)
     return duration
 
 
-def _check_seconds(name: str, value: float, most: float, zero_allowed: bool) -> None:
-    """A number of seconds within the engine's bound, refused in words a
-    person reads (a huge value is said to be too large, not echoed as 1e+19)."""
+def check_seconds(name: str, value: float, most: float | None = None, zero_allowed: bool = False) -> None:
+    """A number of seconds within the engine's bound (--duration's unless
+    given), refused in words a person reads (a huge value is said to be too
+    large, not echoed as 1e+19)."""
+    most = _bound("--duration")["max"] if most is None else most
+    if not math.isfinite(value):
+        raise UsageError(f"{name}: {value} is not a finite number of seconds")
     low = "[0" if zero_allowed else "(0"
     if value > most:
         raise UsageError(f"{name}: more than the {sig(most, 9)} s the engine allows")

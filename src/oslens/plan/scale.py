@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import engine
 from ..cpulist import format_cpulist, format_siblings
 from ..parse import landmarks, parse_opts, parse_probes, parse_worker_counts, placement_order
-from . import Plan, Point, check_amounts, time_limit
+from . import Plan, Point, check_amounts, check_seconds, time_limit
 
 
 def plan(
@@ -41,7 +41,9 @@ def plan(
     probe_opts = parse_opts(opts, probes)
     modes = ["process", "thread"] if mode == "both" else [mode]
     limit = time_limit(reps, (duration or 0) + warmup)
-    explain_s = explain_duration or duration or 1.0
+    if explain_duration is not None:  # 0 was taken as "not given" and ran 1 s
+        check_seconds("--explain-duration", explain_duration, zero_allowed=False)
+    explain_s = explain_duration if explain_duration is not None else duration or 1.0
     catalogue = engine.probes() if explain else {}
     points = []
     for name, variant in probes:
