@@ -697,3 +697,26 @@ def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, r
     shown = load(request.getfixturevalue("browser"), str(page))
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"] == len(figures)
+
+
+def test_scheduler_is_set_for_the_run_recorded_and_put_back(tmp_path, ext4_on_loop):
+    """The README's --scheduler: a device's I/O scheduler is the one asked
+    for while the run measures, the run records it, and the device has its
+    own again afterwards."""
+    dev, _ = ext4_on_loop
+    sched = Path(f"/sys/block/{Path(dev).name}/queue/scheduler")
+    text = sched.read_text()
+    before = text[text.index("[") + 1 : text.index("]")]
+    others = [s.strip("[]") for s in text.split() if s.strip("[]") != before]
+    if not others:
+        pytest.skip(f"{dev} offers one I/O scheduler only ({text.strip()})")
+    want = others[0]
+    db = tmp_path / "s.db"
+    p = oslens("io", "--json", "-q", "--target", dev, "--engine", "pread", "--scheduler", want, "--ops", "200",
+               "--workers", "1", "--reps", "1", "--warmup", "0", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["params"]["target"]["scheduler"] == want
+    assert doc["params"]["scheduler"] == want
+    now = sched.read_text()
+    assert now[now.index("[") + 1 : now.index("]")] == before

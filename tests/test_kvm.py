@@ -57,6 +57,24 @@ def accel() -> str:
     return "kvm"
 
 
+def _pvm_host() -> bool:
+    mods = {p.name for p in Path("/sys/module").glob("kvm*")}
+    return "kvm_pvm" in mods and not mods & {"kvm_intel", "kvm_amd"}
+
+
+@pytest.mark.skipif(not _pvm_host(), reason="not a PVM host (kvm_pvm without kvm_intel or kvm_amd)")
+def test_a_pvm_host_refuses_a_stock_kernel_in_one_line_before_anything_runs(tmp_path):
+    """The README's promise: where KVM is PVM, a guest of the distribution's
+    kernel is refused at once, naming accel=tcg, with no guest started."""
+    before = leftovers.guests()
+    db = tmp_path / "s.db"
+    p = oslens("scale", "--in", "kvm:cpus=1", "--probe", "getppid", "--workers", "1", "--ops", "10", db=db)
+    assert p.returncode == 2
+    line = one_line_error(p.stderr)
+    assert "PVM" in line and "accel=tcg" in line
+    assert not db.exists() and leftovers.guests() == before
+
+
 def show(db, run: str = "last") -> dict:
     return json.loads(oslens("show", run, "--json", db=db).stdout)
 
