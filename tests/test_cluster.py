@@ -274,6 +274,25 @@ def test_bsp_reports_a_slowdown_of_at_least_one_and_a_prediction_with_its_interv
     assert show(db)["bsp"]["collective"] == "allreduce"
 
 
+def test_bsp_times_its_collectives_in_a_single_threaded_job(tmp_path):
+    """Under MPI_THREAD_FUNNELED Open MPI's barrier and allreduce after work
+    cost 1.06-1.6 times what they cost under SINGLE (bench/cluster.py): the
+    harness's collective was 1.4-1.5 times the minimal loop's. bsp's ranks
+    are one thread; run's have worker threads (FUNNELED)."""
+    from oslens.api import Store
+
+    db = tmp_path / "c.db"
+    for args in (["bsp", "--compute-us", "100", "--iterations", "200", "--no-bpf"], ["noise", "--duration", "0.2"]):
+        p = cluster(*args, "--ranks", "2", db=db)
+        assert p.returncode == 0, p.stderr
+    store = Store(db)
+    levels = {
+        run.params["measure"]: {r["mpi_thread"] for r in run.records() if r["type"] == "rank"}
+        for run in (store.run(1), store.run(2))
+    }
+    assert levels == {"bsp": {"single"}, "noise": {"funneled"}}, levels
+
+
 def test_a_rank_killed_mid_run_ends_the_run_naming_it_and_leaves_nothing(tmp_path):
     db = tmp_path / "c.db"
     proc = subprocess.Popen(
