@@ -240,7 +240,7 @@ def test_cli_noise_round_trip(tmp_path, no_leaks):
         (["--compete", "fork"], "every CPU"),
         (["--cpus", "²"], "'²'"),
         (["--cpus", ""], "--cpus: an empty value"),
-        (["--step-us", "1e29"], "longer than the 0.2 s measured"),
+        (["--step-us", "1e29"], "longer than the 200 ms measured"),
     ],
 )
 def test_bad_noise_input(tmp_path, args, word):

@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..collectors import kernel
-from ..collectors._read import unavailable
+from ..collectors import kernel, unavailable
 from ..records import Invocation, complete_reps, explained_point, invocations
 from .explain import ExplainedStats, explain_point
 from .histogram import Histogram, merge_all

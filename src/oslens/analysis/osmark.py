@@ -4,7 +4,7 @@ paper found on a 32-core AMD machine with Linux 2.6.26 (studies/osmark.csv).
 A verdict is a finding only where the run's own evidence supports it:
 - the workers of the points it rests on (the largest count, and the knee's
   two) ran together: a fixed-work point whose workers started further apart
-  than scale.SKEW_LIMIT of their run measured them one after another;
+  than stats.SKEW_LIMIT of their run measured them one after another;
 - neither those points nor the knee are much time the workers spent
   waiting for their CPUs, which another task had: that is the machine
   being shared, not the primitive;
@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..format import ns as fmt_ns
 from ..studies import findings
 from .explain import EXPLAINED_ENOUGH, KNEE_EFFICIENCY
-from .scale import SKEW_LIMIT
+from .stats import SKEW_LIMIT
 
 # A lock is worth naming in a verdict when it costs this share of the time per op.
 LOCK_WORTH = 0.01

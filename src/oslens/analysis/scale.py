@@ -13,13 +13,9 @@ from ..records import ScalePoint, explained_points, scale_series
 from .explain import ExplainedStats, Knee, explain_point, find_knee, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
-from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
+from .stats import SKEW_LIMIT, SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
 
 CONFIDENCE = 0.95
-
-# Workers released further apart than this share of a fixed-work run did not
-# really run concurrently for all of it.
-SKEW_LIMIT = 0.01
 
 
 @dataclass

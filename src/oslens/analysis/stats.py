@@ -15,6 +15,9 @@ import numpy as np
 from scipy.stats import binom
 
 SPREAD_LIMIT = 0.10
+# Workers released further apart than this share of a fixed-work run did not
+# really run concurrently for all of it.
+SKEW_LIMIT = 0.01
 
 
 @dataclass(frozen=True)

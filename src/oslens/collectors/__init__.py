@@ -15,9 +15,9 @@ import pkgutil
 from types import ModuleType
 
 # the sysfs readers the collectors use, for the modules outside that read sysfs too
-from ._read import bracketed_choice, read_text
+from ._read import bracketed_choice, read_text, unavailable
 
-__all__ = ["bracketed_choice", "collect_machine", "collector_modules", "read_text"]
+__all__ = ["bracketed_choice", "collect_machine", "collector_modules", "read_text", "unavailable"]
 
 
 def _failure(exc: BaseException) -> dict:
