@@ -30,7 +30,7 @@ def plan(
     if not (math.isfinite(step_us) and step_us > 0):
         raise UsageError(f"--step-us: {step_us} is not a positive number of microseconds")
     if step_us > duration * 1e6:
-        raise UsageError(f"--step-us: a {seconds(step_us / 1e6)} step is longer than the {seconds(duration)} measured")
+        raise UsageError(f"--step-us: the step is longer than the {seconds(duration)} measured")
     options = engine.probes()["detour"].options  # the probe's own bounds; 0 means "not set" there
     for flag, value, key in (("--threshold-ns", threshold, "threshold_ns"), ("--ftq-us", ftq_us, "ftq_us")):
         most = options[key]["max"]
