@@ -121,25 +121,6 @@ def test_direct_io_lands_on_block_boundaries(zram):
     assert r.rc == 2 and "not a multiple of its logical block size 4096" in r.stderr
 
 
-def _iops(t, probe, opts=(), seconds="0.5") -> float:
-    r = run_engine("run", "--probe", probe, *opts, "--target", t.path, "--duration", seconds, "--reps", "3",
-                   "--cpus", str(os.sched_getaffinity(0).__iter__().__next__()))  # fmt: skip
-    assert r.rc == 0, r.stderr
-    return sorted(w["ops_per_sec"] for w in r.of("worker"))[1]
-
-
-@needs_root
-def test_uring_at_qd1_is_within_twice_pread_and_deeper_queues_are_not_slower(loop):
-    """On a loop device (blk-mq: io_uring issues inline). Not on zram: it is
-    bio-based without NOWAIT, so io_uring hands each read to an io-wq
-    thread and is ~2.7× slower than pread there — in fio too."""
-    pread = _iops(loop, "io:pread")
-    qd1 = _iops(loop, "io-uring:read", ("--opt", "qd=1"))
-    qd16 = _iops(loop, "io-uring:read", ("--opt", "qd=16"))
-    assert 0.5 < qd1 / pread < 2.0, (pread, qd1)
-    assert qd16 >= qd1, (qd1, qd16)
-
-
 def show(db) -> dict:
     return json.loads(oslens("show", "last", "--json", db=db).stdout)
 
