@@ -88,8 +88,12 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
     if comp["available"]:
         assert sum(c["submitted"] for c in comp["cpus"]) == counted
         completed = sum(c["completed"] for c in comp["cpus"])
-        # each I/O completed once: short only by events the kernel said it did not deliver
-        assert counted - comp["missed"] <= completed <= counted
+        # each I/O completed once: short only by events the kernel said it did not deliver, and by
+        # those the record says no event reported (a bio queued again while waiting: a loop write
+        # in about 100,000 under load), exactly
+        if comp["missed"] == 0:
+            assert completed + comp["unseen"] == counted, comp
+        assert counted - comp["missed"] - comp["unseen"] <= completed <= counted
         assert all(0 <= c["local"] <= c["completed"] for c in comp["cpus"])
 
 

@@ -31,6 +31,8 @@ struct {
 	__type(value, __u32); /* the submitting CPU */
 } inflight SEC(".maps");
 
+#define CLAIMED 0xffffffffu /* an entry's CPU once its completion is counted */
+
 static __always_inline int ours(__u32 dev)
 {
 	return dev && (dev == dev_part || dev == dev_disk);
@@ -58,12 +60,14 @@ int BPF_PROG(oslens_blkio_queue, struct bio *bio)
 	struct blkio_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
 	if (c)
 		__sync_fetch_and_add(&c->submitted, 1);
+	/* a bio is queued again only once it has completed: an entry still
+	 * waiting is an I/O whose completion reached no program */
+	__u32 *waiting = bpf_map_lookup_elem(&inflight, &key);
+	if (waiting && *waiting != CLAIMED && c)
+		__sync_fetch_and_add(&c->unseen, 1);
 	bpf_map_update_elem(&inflight, &key, &cpu, BPF_ANY);
 	return 0;
 }
-
-/* bio completed on this CPU: counted once, if it was followed. */
-#define CLAIMED 0xffffffffu /* an entry's CPU once its completion is counted */
 
 /* bio completed on this CPU: counted once, if it was followed. A bio's two
  * completion events (a request's, then its own) come one after the other

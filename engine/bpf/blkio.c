@@ -97,6 +97,7 @@ void blkio_bpf_emit(int rep)
 	json_bool(j, "available", 1);
 	json_str(j, "source", "BPF raw_tp: block_bio_queue -> block_rq_complete | block_bio_complete, by struct bio");
 	json_uint(j, "missed", missed_events());
+	uint64_t unseen = 0;
 	json_arr(j, "cpus");
 	int fd = bpf_map__fd(skel->maps.cpus);
 	int n = libbpf_num_possible_cpus(); /* the ids the kernel can give: < 0 on error */
@@ -110,8 +111,10 @@ void blkio_bpf_emit(int rep)
 		json_uint(j, "completed", c.completed);
 		json_uint(j, "local", c.local);
 		json_end(j);
+		unseen += c.unseen;
 	}
 	json_end(j);
+	json_uint(j, "unseen", unseen);
 	json_emit(j);
 }
 

@@ -29,6 +29,10 @@ struct blkio_cpu {
 	__u64 submitted; /* I/Os that entered the block layer on this CPU */
 	__u64 completed; /* of the followed I/Os, those completed on this CPU */
 	__u64 local;	 /* of those, the ones submitted on this CPU too */
+	/* I/Os followed whose completion no event reported: their struct bio
+	 * was queued again (reused) while still waiting for one. Seen on a loop
+	 * device, about one write in 100,000 under load; said, not lost. */
+	__u64 unseen;
 };
 
 #ifndef __bpf__

@@ -30,6 +30,7 @@ class Completions:
     completed: dict[int, int]  # cpu -> I/Os completed there
     local: int  # completed on the CPU that submitted them
     missed: int = 0  # block events of any device the kernel did not hand to the BPF programs
+    unseen: int = 0  # I/Os whose completion no event reported (their bio was queued again while waiting)
 
     @property
     def total(self) -> int:
@@ -173,12 +174,13 @@ def _completions(inv: Invocation, reps) -> tuple[Completions | None, str | None]
         return None, why or "not followed"
     sub, comp, local = defaultdict(int), defaultdict(int), 0
     missed = sum(r.get("missed", 0) for r in got)
+    unseen = sum(r.get("unseen", 0) for r in got)  # records of before the field: none said
     for r in got:
         for c in r["cpus"]:
             sub[c["cpu"]] += c["submitted"]
             comp[c["cpu"]] += c["completed"]
             local += c["local"]
-    return Completions(dict(sub), dict(comp), local, missed), None
+    return Completions(dict(sub), dict(comp), local, missed, unseen), None
 
 
 def _uring(inv: Invocation, reps) -> dict | None:
@@ -203,14 +205,15 @@ def _attach_completions(p: IoPoint, inv: Invocation) -> None:
     p.completions, p.completions_unavailable = _completions(inv, complete_reps(inv))
     c = p.completions
     if c and c.total < sum(c.submitted.values()):
-        unseen = sum(c.submitted.values()) - c.total
+        short = sum(c.submitted.values()) - c.total
+        why = []
+        if c.missed:
+            why.append(f"the kernel skipped {c.missed:,} block events: a BPF program already ran on that CPU")
+        if c.unseen:
+            why.append(f"{c.unseen:,} completed with no event the programs saw: their bio was queued again")
         p.warnings.append(
-            f"{unseen} of {sum(c.submitted.values())} I/Os' completions not seen"
-            + (
-                f" (the kernel skipped {c.missed} block events: a BPF program already ran on that CPU)"
-                if c.missed
-                else ""
-            )
+            f"{short:,} of {sum(c.submitted.values()):,} I/Os' completions not seen"
+            + (f" ({'; '.join(why)})" if why else "")
         )
 
 
