@@ -67,7 +67,8 @@ def test_a_system_call_probe_is_its_system_call_and_no_lock():
     by_key = {c.key: c for c in s.causes}
     call = by_key["syscall:getppid"]
     assert 0.99 <= call.count_per_op <= 1.01  # one call per operation, counted exactly
-    assert call in s.causes[:2]
+    own = [c for c in s.causes if c.group != "runq"]  # a loaded machine makes the worker wait for its CPU
+    assert call in own[:2]
     locks = [c for c in s.causes if c.group == "lock"]
     assert sum(c.ns_per_op for c in locks) < 0.01 * s.ns_per_op, locks
 

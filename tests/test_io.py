@@ -170,7 +170,8 @@ def test_explain_charges_each_io_to_its_system_call(tmp_path):
     ex = pt["explained"]
     if ex is None:
         pytest.skip(next(w for w in pt["warnings"] if w.startswith("not explained")))
-    top = max(ex["causes"], key=lambda c: c["ns_per_op"])
+    own = [c for c in ex["causes"] if c["group"] != "runq"]  # a loaded machine makes the worker wait for its CPU
+    top = max(own, key=lambda c: c["ns_per_op"])
     assert top["key"] == "syscall:pread64", ex["causes"]
     assert top["count_per_op"] == pytest.approx(1.0, rel=0.01)
     charged = sum(c["ns_per_op"] for c in ex["causes"]) + ex["unexplained_ns"]

@@ -134,7 +134,13 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     repetitions; None when it has none with the attribution loaded."""
     if not ep.reps:
         return None
-    ops = sum(w["ops"] for r in ep.reps for w in r.workers)
+    # The workers' operations are counted between the master's first and last
+    # samples, the charges over the window planned for them; on a loaded
+    # machine the samples come late (by a scheduler slice, 3% of a 0.3 s run).
+    # Each worker's operations are therefore taken at its measured rate over
+    # the charged window: time per operation is charged time per second over
+    # operations per second.
+    ops = sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
     window = sum(r.window_ns * len(r.workers) for r in ep.reps)
     ns: dict[str, float] = defaultdict(float)
     counts: dict[str, float] = defaultdict(float)
