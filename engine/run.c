@@ -2,6 +2,7 @@
  * releases them together, samples or times them, writes the records
  * (run_emit.c), and tears everything down whatever happens. */
 #include "run.h"
+#include "cpustat.h"
 #include "bpf/blkio.h"
 #include "bpf/explain.h"
 #include "cluster/cluster.h"
@@ -337,10 +338,8 @@ static void stop_all(struct master *m, int polite)
 }
 
 /* Fixed time: the master samples every counter each interval after warm-up,
- * and /proc/stat at the first and the last sample (the window measured; the
- * reads' CLOCK_MONOTONIC times in stat_mono). */
-static const char *measure_fixed_time(struct master *m, int rep, struct cpustat *const stat[2], int nstat,
-				      uint64_t stat_mono[2])
+ * and /proc/stat at the first and the last sample (the window measured). */
+static const char *measure_fixed_time(struct master *m, int rep, struct cpustat_window *stat)
 {
 	const struct run_config *cfg = m->cfg;
 	int nw = cfg->nworkers;
@@ -360,10 +359,8 @@ static const char *measure_fixed_time(struct master *m, int rep, struct cpustat 
 		ts[s] = clock_ns();
 		for (int i = 0; i < nw; i++)
 			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
-		if (s == 0 || s == k) {
-			stat_mono[s == k] = mono_ns();
-			read_cpustat(cfg, stat[s == k], nstat);
-		}
+		if (s == 0 || s == k)
+			cpustat_take(stat, cfg, s == k);
 		m->late_samples += ts[s] - at > step / 2;
 	}
 	m->window_s = why ? 0 : (double)(ts[k] - ts[0]) / 1e9;
@@ -474,10 +471,9 @@ static const char *run_rep(struct master *m, int rep)
 	/* As a rank of an MPI job, all ranks start together, or none does. */
 	if (cluster_agree(why != NULL) && !why)
 		why = "another rank of the job failed before the start";
-	uint64_t t_go = 0, stat_mono[2] = {0, 0};
-	int nstat = cpustat_count(cfg);
-	struct cpustat *stat0 = calloc(nstat, sizeof *stat0), *stat1 = calloc(nstat, sizeof *stat1);
-	if (!why && (!stat0 || !stat1))
+	uint64_t t_go = 0;
+	struct cpustat_window stat;
+	if (cpustat_window_init(&stat, cfg) != 0 && !why)
 		why = "out of memory";
 	if (!why) {
 		emit_started(m, rep);
@@ -487,10 +483,8 @@ static const char *run_rep(struct master *m, int rep)
 			start_explaining(m);
 		if (cfg->completions)
 			start_completions(m);
-		if (cfg->ops) { /* fixed work: the whole repetition */
-			stat_mono[0] = mono_ns();
-			read_cpustat(cfg, stat0, nstat);
-		}
+		if (cfg->ops) /* fixed work: the whole repetition */
+			cpustat_take(&stat, cfg, 0);
 		uint64_t mono_at_go = mono_ns();
 		t_go = clock_ns();
 		set_windows(m, mono_at_go);
@@ -498,17 +492,14 @@ static const char *run_rep(struct master *m, int rep)
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
 		futex(&m->shm->ctl.go, FUTEX_WAKE, 1 << 30);
-		why = cfg->ops ? measure_fixed_work(m, rep)
-			       : measure_fixed_time(m, rep, (struct cpustat *const[2]){stat0, stat1}, nstat, stat_mono);
-		if (cfg->ops) {
-			stat_mono[1] = mono_ns();
-			read_cpustat(cfg, stat1, nstat);
-		}
+		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep, &stat);
+		if (cfg->ops)
+			cpustat_take(&stat, cfg, 1);
 		stop_tracing();
 		stop_explaining(rep, !why);
 		stop_completions(rep, !why);
 		if (!why)
-			emit_cpustat(cfg, rep, stat0, stat1, stat_mono, nstat);
+			cpustat_emit(&stat, cfg, rep);
 		if (!why && run_has_results(cfg))
 			why = emit_results(m, rep);
 	}
@@ -516,8 +507,7 @@ static const char *run_rep(struct master *m, int rep)
 	stop_tracing(); /* on every path: nothing stays loaded */
 	stop_explaining(rep, 0);
 	stop_completions(rep, 0);
-	free(stat0);
-	free(stat1);
+	cpustat_window_free(&stat);
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);
 	while (set_up-- > 0) {
 		if (m->envs[set_up].probe->global_teardown)

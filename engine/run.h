@@ -124,20 +124,4 @@ void emit_rusage(struct json *j, const struct slot *s);
 const char *emit_results(const struct master *m, int rep);
 void emit_error(const char *msg, int worker);
 
-/* The kernel's own accounting of the workers' CPUs (/proc/stat), read at
- * the start and the end of the measured window (fixed time: after warm-up;
- * fixed work: the whole repetition), the reads' CLOCK_MONOTONIC times in
- * mono: irq, softirq and steal time (the hypervisor running something
- * else) that no guest-side event can show. */
-struct cpustat {
-	uint64_t v[8]; /* user nice system idle iowait irq softirq steal, in USER_HZ */
-	int seen;      /* filled from /proc/stat (with a target, a CPU offline is not) */
-};
-/* Entries the reads fill: one per worker, or with a target one per CPU;
- * counted once per repetition (sysconf) and passed as n below. */
-int cpustat_count(const struct run_config *cfg);
-void read_cpustat(const struct run_config *cfg, struct cpustat *out, int n);
-void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b,
-		  const uint64_t mono[2], int n);
-
 #endif

@@ -85,64 +85,6 @@ const char *emit_results(const struct master *m, int rep)
 	return NULL;
 }
 
-int cpustat_count(const struct run_config *cfg)
-{
-	long n = sysconf(_SC_NPROCESSORS_CONF);
-	return cfg->target ? (int)(n > 0 ? n : 1) : cfg->nworkers;
-}
-
-void read_cpustat(const struct run_config *cfg, struct cpustat *out, int n)
-{
-	memset(out, 0, sizeof *out * n);
-	FILE *f = fopen("/proc/stat", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof line, f)) {
-		int cpu;
-		struct cpustat s = {.seen = 1};
-		if (sscanf(line, "cpu%d %lu %lu %lu %lu %lu %lu %lu %lu", &cpu, &s.v[0], &s.v[1], &s.v[2], &s.v[3],
-			   &s.v[4], &s.v[5], &s.v[6], &s.v[7]) != 9)
-			continue;
-		if (cfg->target) {
-			if (cpu >= 0 && cpu < n)
-				out[cpu] = s;
-			continue;
-		}
-		for (int i = 0; i < cfg->nworkers; i++)
-			if (cfg->cpus[i].cpu == cpu)
-				out[i] = s;
-	}
-	fclose(f);
-}
-
-void emit_cpustat(const struct run_config *cfg, int rep, const struct cpustat *a, const struct cpustat *b,
-		  const uint64_t mono[2], int n)
-{
-	static const char *names[8] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
-	double ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
-	struct json *j = json_record("cpustat");
-	json_int(j, "rep", rep);
-	json_num(j, "resolution_ns", ns_per_tick);
-	json_uint(j, "start_ns", mono[0]); /* CLOCK_MONOTONIC, as the detour probe's start_ns */
-	json_uint(j, "end_ns", mono[1]);
-	/* an I/O's cost lands on any CPU (a device's interrupt, a driver's
-	 * threads): then every CPU, not just the workers' */
-	json_bool(j, "all_cpus", cfg->target != NULL);
-	json_arr(j, "cpus");
-	for (int i = 0; i < n; i++) {
-		if (cfg->target && !(a[i].seen && b[i].seen))
-			continue; /* not online at both reads */
-		json_obj(j, NULL);
-		json_int(j, "cpu", cfg->target ? i : cfg->cpus[i].cpu);
-		for (int k = 0; k < 8; k++)
-			json_num(j, names[k], (double)(b[i].v[k] - a[i].v[k]) * ns_per_tick);
-		json_end(j);
-	}
-	json_end(j);
-	json_emit(j);
-}
-
 void emit_resources(const struct master *m, int rep)
 {
 	struct json *j = json_record("resources");
