@@ -48,6 +48,10 @@ struct run_config {
 
 /* `run`'s argv into cfg and topo (run_args.c), or one line and exit 2. */
 void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo);
+/* A probe's environment as the master gives it before its global set-up;
+ * a worker exec'd afresh builds the same one from the same arguments
+ * (worker.c). */
+void probe_env_init(struct probe_env *env, const struct run_config *cfg, const struct choice *c, const char *tmpdir);
 /* --dry-run's one `config` record. */
 void run_emit_config(const struct run_config *cfg);
 /* Runs every repetition and returns the process exit status. */

@@ -4,7 +4,7 @@
  * the stop flag. The workers name their partners in their slots
  * (probe_partner_watch); here each is followed by a pidfd, all polled in
  * one system call per check, so nothing is added to a worker's loop. */
-#include "run.h"
+#include "partners.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,8 +1,11 @@
 /* The master of `oslens-engine run`: spawns pinned workers (worker.c),
  * releases them together, samples or times them, writes the records
  * (run_emit.c), and tears everything down whatever happens. */
-#include "run.h"
 #include "cpustat.h"
+#include "partners.h"
+#include "run_emit.h"
+#include "run_shm.h"
+#include "worker.h"
 #include "bpf/blkio.h"
 #include "bpf/explain.h"
 #include "cluster/cluster.h"
@@ -24,6 +27,28 @@
 #include <unistd.h>
 
 #define STOP_GRACE_NS 10000000000ull
+
+/* The master's own state; the workers see only the shared memory (run_shm.h). */
+struct master {
+	const struct run_config *cfg;
+	const struct topology *topo; /* the CPUs the run may use, before the master pinned itself */
+	const char *tmpdir;	     /* private to this run: probes' files, workers' results */
+	int apart;		     /* the master runs on no worker's CPU */
+	struct shm *shm;
+	size_t shm_len;
+	int shm_fd;		/* a memfd: a worker exec'd afresh maps it again */
+	int fresh_image;	/* this repetition's worker processes are exec'd afresh */
+	struct probe_env *envs; /* one per choice */
+	pid_t pids[4096];
+	int npids;
+	pid_t pgid;
+	uint64_t deadline;
+	char failure[300];
+	int failed_worker;
+	int late_samples; /* samples taken over half an interval late */
+	struct partner_watch *partners;
+	double window_s; /* the measured window as sampled */
+};
 
 static volatile sig_atomic_t got_signal;
 static int tracing;		  /* BPF events are being recorded */
@@ -73,7 +98,8 @@ static int spawn(struct master *m)
 		if (pid == 0) {
 			worker_child_init(self, m->pgid);
 			if (m->fresh_image)
-				worker_exec_fresh(m, i); /* returns only having failed */
+				worker_exec_fresh(cfg, m->topo, m->shm, m->shm_fd, m->tmpdir,
+						  i); /* returns only having failed */
 			if (cfg->threaded)
 				worker_host_threads(m->shm, cfg, m->envs);
 			worker_main(m->shm, cfg, m->envs, i);
@@ -377,7 +403,7 @@ static const char *measure_fixed_time(struct master *m, int rep, struct cpustat_
 		for (int i = 0; i < nw; i++) {
 			uint64_t ops = samples[(size_t)k * nw + i] - samples[i];
 			struct json *j = json_record("worker");
-			emit_worker_common(j, m, rep, i);
+			emit_worker_common(j, cfg, &m->shm->slot[i], rep, i);
 			json_uint(j, "ops", ops);
 			json_num(j, "seconds", secs);
 			json_num(j, "ops_per_sec", (double)ops / secs);
@@ -415,7 +441,7 @@ static const char *measure_fixed_work(struct master *m, int rep)
 		const struct slot *s = &m->shm->slot[i];
 		double secs = (double)(s->c.t_end - s->c.t_start) / 1e9;
 		struct json *j = json_record("worker");
-		emit_worker_common(j, m, rep, i);
+		emit_worker_common(j, m->cfg, s, rep, i);
 		json_uint(j, "ops", s->c.done_ops);
 		json_num(j, "seconds", secs);
 		json_num(j, "ops_per_sec", (double)s->c.done_ops / secs);
@@ -462,7 +488,7 @@ static const char *run_rep(struct master *m, int rep)
 			break;
 		}
 	}
-	emit_resources(m, rep);
+	emit_resources(rep, m->tmpdir, m->envs, cfg->nchoices);
 	if (!why && !(why = check(m, 0)) && spawn(m) != 0)
 		why = m->failure;
 	while (!why && !(why = check(m, 0)) && __atomic_load_n(&m->shm->ctl.ready, __ATOMIC_ACQUIRE) < cfg->nworkers)
@@ -476,7 +502,7 @@ static const char *run_rep(struct master *m, int rep)
 	if (cpustat_window_init(&stat, cfg) != 0 && !why)
 		why = "out of memory";
 	if (!why) {
-		emit_started(m, rep);
+		emit_started(cfg, m->shm, rep);
 		if (cfg->trace)
 			start_tracing(m);
 		if (cfg->explain)
@@ -501,7 +527,7 @@ static const char *run_rep(struct master *m, int rep)
 		if (!why)
 			cpustat_emit(&stat, cfg, rep);
 		if (!why && run_has_results(cfg))
-			why = emit_results(m, rep);
+			why = emit_results(m->tmpdir, cfg->nworkers, rep);
 	}
 	uint64_t t_end = clock_ns();
 	stop_tracing(); /* on every path: nothing stays loaded */
@@ -642,7 +668,7 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 		m.deadline = clock_ns() + (uint64_t)(cfg->time_limit_s * 1e9);
 
 	m.apart = place_master(cfg, topo);
-	emit_header(&m, topo);
+	emit_header(cfg, topo, m.tmpdir, m.apart);
 	const char *why = NULL;
 	for (int rep = 0; rep < cfg->reps && !why; rep++) {
 		why = run_rep(&m, rep);

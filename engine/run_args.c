@@ -3,7 +3,6 @@
  * runs (and, with --dry-run, instead of running). */
 #include "engine.h"
 #include "json.h"
-#include "run.h"
 
 #include <errno.h>
 #include <getopt.h>

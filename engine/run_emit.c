@@ -1,8 +1,8 @@
 /* The records of `oslens-engine run` (engine/README.md), written by the
  * master only: header, resources, started, worker, cpustat, the workers'
  * result files copied in order, error. */
-#include "run.h"
-#include "json.h"
+#include "run_emit.h"
+#include "worker.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,12 +29,11 @@ void emit_rusage(struct json *j, const struct slot *s)
 	json_end(j);
 }
 
-void emit_worker_common(struct json *j, const struct master *m, int rep, int i)
+void emit_worker_common(struct json *j, const struct run_config *cfg, const struct slot *s, int rep, int i)
 {
-	const struct slot *s = &m->shm->slot[i];
 	json_int(j, "rep", rep);
 	json_int(j, "worker", i);
-	json_int(j, "cpu", m->cfg->cpus[i].cpu);
+	json_int(j, "cpu", cfg->cpus[i].cpu);
 	json_int(j, "cpu_seen", s->c.cpu_end);
 	json_int(j, "pid", s->c.pid);
 	json_int(j, "tid", s->c.tid);
@@ -64,12 +63,12 @@ void emit_error(const char *msg, int worker)
 	fprintf(stderr, "oslens-engine: %s\n", msg);
 }
 
-const char *emit_results(const struct master *m, int rep)
+const char *emit_results(const char *tmpdir, int nworkers, int rep)
 {
 	static char why[300];
-	for (int i = 0; i < m->cfg->nworkers; i++) {
+	for (int i = 0; i < nworkers; i++) {
 		char path[4200], buf[65536];
-		run_result_path(path, sizeof path, m->tmpdir, rep, i);
+		run_result_path(path, sizeof path, tmpdir, rep, i);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			snprintf(why, sizeof why, "worker %d left no results: %s", i, strerror(errno));
@@ -85,29 +84,29 @@ const char *emit_results(const struct master *m, int rep)
 	return NULL;
 }
 
-void emit_resources(const struct master *m, int rep)
+void emit_resources(int rep, const char *tmpdir, const struct probe_env *envs, int nenvs)
 {
 	struct json *j = json_record("resources");
 	json_int(j, "rep", rep);
-	json_str(j, "tmpdir", m->tmpdir);
+	json_str(j, "tmpdir", tmpdir);
 	json_arr(j, "sysv_sem");
-	for (int k = 0; k < m->cfg->nchoices; k++)
-		for (int i = 0; i < m->envs[k].nsems; i++)
-			json_int(j, NULL, m->envs[k].sem_ids[i]);
+	for (int k = 0; k < nenvs; k++)
+		for (int i = 0; i < envs[k].nsems; i++)
+			json_int(j, NULL, envs[k].sem_ids[i]);
 	json_end(j);
 	json_emit(j);
 }
 
-void emit_started(const struct master *m, int rep)
+void emit_started(const struct run_config *cfg, const struct shm *shm, int rep)
 {
 	struct json *j = json_record("started");
 	json_int(j, "rep", rep);
 	json_arr(j, "workers");
-	for (int i = 0; i < m->cfg->nworkers; i++) {
-		const struct slot *s = &m->shm->slot[i];
+	for (int i = 0; i < cfg->nworkers; i++) {
+		const struct slot *s = &shm->slot[i];
 		json_obj(j, NULL);
 		json_int(j, "worker", i);
-		json_int(j, "cpu", m->cfg->cpus[i].cpu);
+		json_int(j, "cpu", cfg->cpus[i].cpu);
 		json_int(j, "pid", s->c.pid);
 		json_int(j, "tid", s->c.tid);
 		json_end(j);
@@ -116,9 +115,8 @@ void emit_started(const struct master *m, int rep)
 	json_emit(j);
 }
 
-void emit_header(const struct master *m, const struct topology *topo)
+void emit_header(const struct run_config *cfg, const struct topology *topo, const char *tmpdir, int master_apart)
 {
-	const struct run_config *cfg = m->cfg;
 	const struct choice *c = &cfg->choices[0];
 	const struct probe *p = c->probe;
 	struct json *j = json_record("header");
@@ -181,9 +179,9 @@ void emit_header(const struct master *m, const struct topology *topo)
 	json_num(j, "warmup_s", cfg->warmup_s);
 	json_num(j, "interval_s", cfg->interval_s);
 	json_int(j, "reps", cfg->reps);
-	json_str(j, "tmpdir", m->tmpdir);
+	json_str(j, "tmpdir", tmpdir);
 	json_int(j, "pid", getpid());
-	json_bool(j, "master_apart", m->apart);
+	json_bool(j, "master_apart", master_apart);
 	json_arr(j, "partner_cpus"); /* where two-task probes put each worker's partner */
 	for (int i = 0; i < cfg->nworkers; i++)
 		json_int(j, NULL, cfg->partner_cpus[i]);

@@ -1,7 +1,7 @@
 /* The worker side of `run`: pinned to its CPU, it sets up its probes,
  * waits at the start barrier, runs the timed loop (or every operation
  * timed into a histogram), and leaves its results in a file of its own. */
-#include "run.h"
+#include "worker.h"
 #include "json.h"
 
 #include <errno.h>
@@ -355,27 +355,27 @@ static int worker_image_path(char *path, size_t size)
 	return access(path, X_OK);
 }
 
-void worker_exec_fresh(const struct master *m, int idx)
+void worker_exec_fresh(const struct run_config *cfg, const struct topology *topo, struct shm *shm, int shm_fd,
+		       const char *tmpdir, int idx)
 {
-	const struct run_config *cfg = m->cfg;
 	/* worker FD IDX TMPDIR, then the master's own argv (argv[0] first) */
 	char fd[16], index[16], **argv = calloc((size_t)cfg->argc + 6, sizeof *argv);
-	snprintf(fd, sizeof fd, "%d", m->shm_fd);
+	snprintf(fd, sizeof fd, "%d", shm_fd);
 	snprintf(index, sizeof index, "%d", idx);
 	/* The CPUs the master was given, not the one it pinned itself to: the
 	 * fresh image plans the run again from its arguments and must find the
 	 * same topology (cmd_worker checks the plan). */
-	int *cpus = calloc(m->topo->n, sizeof *cpus);
-	for (int i = 0; cpus && i < m->topo->n; i++)
-		cpus[i] = m->topo->cpus[i].cpu;
-	if (argv && cpus && cpus_pin(cpus, m->topo->n) == 0 &&
-	    fcntl(m->shm_fd, F_SETFD, 0) == 0) { /* the one descriptor it keeps */
+	int *cpus = calloc(topo->n, sizeof *cpus);
+	for (int i = 0; cpus && i < topo->n; i++)
+		cpus[i] = topo->cpus[i].cpu;
+	if (argv && cpus && cpus_pin(cpus, topo->n) == 0 &&
+	    fcntl(shm_fd, F_SETFD, 0) == 0) { /* the one descriptor it keeps */
 		int n = 0;
 		argv[n++] = cfg->argv[0];
 		argv[n++] = "worker";
 		argv[n++] = fd;
 		argv[n++] = index;
-		argv[n++] = (char *)m->tmpdir;
+		argv[n++] = (char *)tmpdir;
 		for (int i = 0; i < cfg->argc; i++)
 			argv[n++] = cfg->argv[i];
 		argv[n] = NULL;
@@ -385,7 +385,7 @@ void worker_exec_fresh(const struct master *m, int idx)
 			argv[0] = image;
 		execve(argv[0] == image ? image : "/proc/self/exe", argv, worker_environment());
 	}
-	worker_fail(&m->shm->slot[idx], "exec of a fresh worker", errno);
+	worker_fail(&shm->slot[idx], "exec of a fresh worker", errno);
 	_exit(1);
 }
 
