@@ -38,14 +38,19 @@ void event_batch_add(const struct trace_event *e, void *arg)
 		event_batch_flush(b);
 }
 
-int event_batch_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+void event_batch_unavailable(const char *why)
 {
-	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, whylen) == 0)
-		return 0;
 	struct json *j = json_record("trace");
 	json_bool(j, "available", 0);
 	json_str(j, "reason", why);
 	json_emit(j);
+}
+
+int event_batch_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen)
+{
+	if (noise_bpf_start(cpus, ncpus, tids, ntids, why, whylen) == 0)
+		return 0;
+	event_batch_unavailable(why);
 	return -1;
 }
 

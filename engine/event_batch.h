@@ -18,6 +18,8 @@ struct event_batch {
 void event_batch_add(const struct trace_event *e, void *arg);
 /* Writes what the batch holds, if anything. */
 void event_batch_flush(struct event_batch *b);
+/* The `trace` record saying why nothing is recorded. */
+void event_batch_unavailable(const char *why);
 /* Starts recording (noise_bpf_start); where it cannot, writes the `trace`
  * record saying why (into why, too) and returns -1. */
 int event_batch_start(const int *cpus, int ncpus, const int *tids, int ntids, char *why, size_t whylen);

@@ -4,12 +4,10 @@
 #include "cpustat.h"
 #include "partners.h"
 #include "run_emit.h"
+#include "run_parts.h"
 #include "run_shm.h"
 #include "worker.h"
-#include "bpf/blkio.h"
-#include "bpf/explain.h"
 #include "cluster/cluster.h"
-#include "event_batch.h"
 #include "json.h"
 #include "stopsig.h"
 
@@ -48,12 +46,12 @@ struct master {
 	int late_samples; /* samples taken over half an interval late */
 	struct partner_watch *partners;
 	double window_s; /* the measured window as sampled */
+	/* the attribution parts' view of the workers (run_parts.h): per worker
+	 * its CPU, process and thread */
+	int *view_cpus, *view_pids, *view_tids;
 };
 
 static volatile sig_atomic_t got_signal;
-static int tracing;		  /* BPF events are being recorded */
-static int explaining;		  /* the workers' time is being charged to its causes */
-static struct event_batch events; /* recorded, not yet written */
 
 static void on_signal(int sig)
 {
@@ -187,7 +185,8 @@ static const char *check(struct master *m, int expect_exit)
 }
 
 /* Sleeps until `until` (clock_ns), waking early for signals and child
- * exits; while tracing, the master drains the kernel's events meanwhile. */
+ * exits; an attribution part that streams (--trace) drains the kernel's
+ * events meanwhile. */
 static void sleep_until(uint64_t until)
 {
 	uint64_t now = clock_ns();
@@ -196,113 +195,10 @@ static void sleep_until(uint64_t until)
 	uint64_t d = until - now;
 	if (d > 10000000ull) /* re-check at least every 10 ms */
 		d = 10000000ull;
-	if (tracing && d >= 1000000ull) {
-		noise_bpf_poll(event_batch_add, &events, (int)(d / 1000000ull));
+	if (d >= 1000000ull && run_parts_collect((int)(d / 1000000ull)))
 		return;
-	}
 	struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
 	nanosleep(&ts, NULL);
-}
-
-/* A repetition's record of an attribution that could not be loaded, and why. */
-static void emit_unavailable(const char *type, int rep, const char *why)
-{
-	struct json *j = json_record(type);
-	json_int(j, "rep", rep);
-	json_bool(j, "available", 0);
-	json_str(j, "reason", why);
-	json_emit(j);
-}
-
-/* Starts recording kernel events on the workers' CPUs, for their threads. */
-static void start_tracing(const struct master *m)
-{
-	int n = m->cfg->nworkers, *cpus = calloc(n, sizeof *cpus), *tids = calloc(n, sizeof *tids);
-	char why[256] = "out of memory";
-	if (cpus && tids) {
-		for (int i = 0; i < n; i++) {
-			cpus[i] = m->cfg->cpus[i].cpu;
-			tids[i] = m->shm->slot[i].c.tid;
-		}
-		tracing = event_batch_start(cpus, n, tids, n, why, sizeof why) == 0;
-	}
-	free(cpus);
-	free(tids);
-}
-
-/* Drains what is left, unloads everything, and says how complete it was. */
-static void stop_tracing(void)
-{
-	if (!tracing)
-		return;
-	event_batch_finish(&events, 0);
-	tracing = 0;
-}
-
-/* Loads the attribution of `--explain` for the workers' threads, before
- * they are released; says why when it cannot. */
-static void start_explaining(const struct master *m)
-{
-	int n = m->cfg->nworkers, *tgids = calloc(n, sizeof *tgids), *tids = calloc(n, sizeof *tids);
-	char why[256] = "out of memory";
-	if (tgids && tids) {
-		for (int i = 0; i < n; i++) {
-			tgids[i] = m->shm->slot[i].c.pid;
-			tids[i] = m->shm->slot[i].c.tid;
-		}
-		explaining = explain_bpf_start(tgids, n, tids, n, why, sizeof why) == 0;
-	}
-	free(tgids);
-	free(tids);
-	if (!explaining)
-		emit_unavailable("explain", m->shm->ctl.rep, why);
-}
-
-static void stop_explaining(int rep, int emit)
-{
-	if (!explaining)
-		return;
-	if (emit)
-		explain_bpf_emit(rep);
-	explain_bpf_stop();
-	explaining = 0;
-}
-
-/* Follows where the target's I/Os complete (--completions), loaded before
- * the workers are released; says why when it cannot. */
-static void start_completions(const struct master *m)
-{
-	char why[256];
-	struct stat st;
-	if (stat(m->cfg->target, &st) != 0)
-		snprintf(why, sizeof why, "%s: %s", m->cfg->target, strerror(errno));
-	else if (blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, sizeof why) == 0)
-		return;
-	emit_unavailable("completions", m->shm->ctl.rep, why);
-}
-
-/* The measured window, on CLOCK_MONOTONIC (the BPF side's clock): from the
- * end of the warm-up for the duration. --explain charges it; --completions
- * follows the I/Os submitted in it, or to the end with --ops (fixed work).
- * Set before the workers are released, from CLOCK_MONOTONIC read then: read
- * after, a master that shares a CPU with a worker could read it late and
- * miss that worker's first events. blkio_bpf_window does nothing unless
- * started. */
-static void set_windows(const struct master *m, uint64_t mono_at_go)
-{
-	uint64_t start = mono_at_go + (uint64_t)(m->cfg->warmup_s * 1e9);
-	uint64_t end = start + (uint64_t)(m->cfg->duration_s * 1e9);
-	if (explaining)
-		explain_bpf_window(start, end);
-	blkio_bpf_window(start, m->cfg->ops ? 0 : end);
-}
-
-/* Both do nothing unless blkio_bpf_start succeeded. */
-static void stop_completions(int rep, int emit)
-{
-	if (emit)
-		blkio_bpf_emit(rep);
-	blkio_bpf_stop();
 }
 
 static int count_state(const struct master *m, int state)
@@ -452,6 +348,22 @@ static const char *measure_fixed_work(struct master *m, int rep)
 	return NULL;
 }
 
+/* The workers as the attribution parts see them, once all are ready. */
+static struct run_view workers_view(struct master *m, int rep)
+{
+	for (int i = 0; i < m->cfg->nworkers; i++) {
+		m->view_cpus[i] = m->cfg->cpus[i].cpu;
+		m->view_pids[i] = m->shm->slot[i].c.pid;
+		m->view_tids[i] = m->shm->slot[i].c.tid;
+	}
+	return (struct run_view){.cfg = m->cfg,
+				 .rep = rep,
+				 .nworkers = m->cfg->nworkers,
+				 .cpus = m->view_cpus,
+				 .pids = m->view_pids,
+				 .tids = m->view_tids};
+}
+
 static void release_sems(struct probe_env *env)
 {
 	for (int i = 0; i < env->nsems; i++)
@@ -503,17 +415,19 @@ static const char *run_rep(struct master *m, int rep)
 		why = "out of memory";
 	if (!why) {
 		emit_started(cfg, m->shm, rep);
-		if (cfg->trace)
-			start_tracing(m);
-		if (cfg->explain)
-			start_explaining(m);
-		if (cfg->completions)
-			start_completions(m);
+		struct run_view view = workers_view(m, rep);
+		run_parts_attach(&view);
 		if (cfg->ops) /* fixed work: the whole repetition */
 			cpustat_take(&stat, cfg, 0);
+		/* The measured window, on CLOCK_MONOTONIC (the BPF side's clock):
+		 * from the end of the warm-up for the duration. Given before the
+		 * workers are released, from CLOCK_MONOTONIC read then: read after,
+		 * a master that shares a CPU with a worker could read it late and
+		 * miss that worker's first events. */
 		uint64_t mono_at_go = mono_ns();
 		t_go = clock_ns();
-		set_windows(m, mono_at_go);
+		uint64_t window_start = mono_at_go + (uint64_t)(cfg->warmup_s * 1e9);
+		run_parts_window(&view, window_start, window_start + (uint64_t)(cfg->duration_s * 1e9));
 		m->shm->ctl.t_go = t_go;
 		m->shm->ctl.warm_deadline = t_go + (uint64_t)(cfg->warmup_s * 1e9);
 		__atomic_store_n(&m->shm->ctl.go, 1, __ATOMIC_RELEASE);
@@ -521,18 +435,14 @@ static const char *run_rep(struct master *m, int rep)
 		why = cfg->ops ? measure_fixed_work(m, rep) : measure_fixed_time(m, rep, &stat);
 		if (cfg->ops)
 			cpustat_take(&stat, cfg, 1);
-		stop_tracing();
-		stop_explaining(rep, !why);
-		stop_completions(rep, !why);
+		run_parts_finish(rep, !why);
 		if (!why)
 			cpustat_emit(&stat, cfg, rep);
 		if (!why && run_has_results(cfg))
 			why = emit_results(m->tmpdir, cfg->nworkers, rep);
 	}
 	uint64_t t_end = clock_ns();
-	stop_tracing(); /* on every path: nothing stays loaded */
-	stop_explaining(rep, 0);
-	stop_completions(rep, 0);
+	run_parts_detach(); /* on every path: nothing stays loaded */
 	cpustat_window_free(&stat);
 	stop_all(m, !why || strcmp(why, "interrupted") != 0);
 	while (set_up-- > 0) {
@@ -652,7 +562,10 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 
 	m.envs = calloc(cfg->nchoices, sizeof *m.envs);
 	m.partners = cfg->threaded ? NULL : partners_new(cfg->nworkers); /* a thread's partner is a thread */
-	if (!m.envs || (!cfg->threaded && !m.partners))
+	m.view_cpus = calloc(cfg->nworkers, sizeof *m.view_cpus);
+	m.view_pids = calloc(cfg->nworkers, sizeof *m.view_pids);
+	m.view_tids = calloc(cfg->nworkers, sizeof *m.view_tids);
+	if (!m.envs || (!cfg->threaded && !m.partners) || !m.view_cpus || !m.view_pids || !m.view_tids)
 		die_usage("out of memory");
 	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
 	/* a memfd, not an anonymous mapping: a worker exec'd afresh maps it again */
@@ -681,6 +594,9 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	munmap(m.shm, m.shm_len);
 	close(m.shm_fd);
 	partners_free(m.partners);
+	free(m.view_cpus);
+	free(m.view_pids);
+	free(m.view_tids);
 
 	const char *status = "ok";
 	int code = 0;

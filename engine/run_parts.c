@@ -1,0 +1,198 @@
+/* The attribution parts of `run` (run_parts.h): each a few lines between
+ * the master's phases and a loader's interface (bpf/x.h, which an engine
+ * without BPF implements with x_none.c, saying why), then the table. */
+#include "run_parts.h"
+#include "bpf/blkio.h"
+#include "bpf/explain.h"
+#include "event_batch.h"
+#include "json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- --trace: the kernel's events on the workers' CPUs, for their threads
+ * (bpf/noise.h), streamed as `events` records while the master sleeps. */
+
+static struct event_batch events; /* recorded, not yet written */
+
+static int trace_wanted(const struct run_config *cfg)
+{
+	return cfg->trace;
+}
+
+static int trace_attach(const struct run_view *v, char *why, size_t whylen)
+{
+	return noise_bpf_start(v->cpus, v->nworkers, v->tids, v->nworkers, why, whylen);
+}
+
+/* The `trace` record as the `trace` command writes it: without a rep. */
+static void trace_unavailable(int rep, const char *why)
+{
+	(void)rep;
+	event_batch_unavailable(why);
+}
+
+static void trace_collect(int timeout_ms)
+{
+	noise_bpf_poll(event_batch_add, &events, timeout_ms);
+}
+
+/* Whatever happened: the `trace` record says how complete the events
+ * already written are. */
+static void trace_emit(int rep, int measured)
+{
+	(void)rep, (void)measured;
+	event_batch_finish(&events, 0);
+}
+
+static const struct run_part trace_part = {
+	.name = "trace",
+	.wanted = trace_wanted,
+	.attach = trace_attach,
+	.unavailable = trace_unavailable,
+	.collect = trace_collect,
+	.emit = trace_emit,
+	.detach = noise_bpf_stop,
+};
+
+/* ---- --explain: every instant of every worker thread in the window
+ * charged to one cause (bpf/explain.h). */
+
+static int explain_wanted(const struct run_config *cfg)
+{
+	return cfg->explain;
+}
+
+static int explain_attach(const struct run_view *v, char *why, size_t whylen)
+{
+	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, why, whylen);
+}
+
+static void explain_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
+{
+	(void)v;
+	explain_bpf_window(start_ns, end_ns);
+}
+
+static void explain_emit(int rep, int measured)
+{
+	if (measured)
+		explain_bpf_emit(rep);
+}
+
+static const struct run_part explain_part = {
+	.name = "explain",
+	.wanted = explain_wanted,
+	.attach = explain_attach,
+	.window = explain_window,
+	.emit = explain_emit,
+	.detach = explain_bpf_stop,
+};
+
+/* ---- --completions: where the target's I/Os complete (bpf/blkio.h). */
+
+static int completions_wanted(const struct run_config *cfg)
+{
+	return cfg->completions;
+}
+
+/* The device a block device is, or the one a file's filesystem is on. */
+static int completions_attach(const struct run_view *v, char *why, size_t whylen)
+{
+	struct stat st;
+	if (stat(v->cfg->target, &st) == 0)
+		return blkio_bpf_start(S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev, why, whylen);
+	snprintf(why, whylen, "%s: %s", v->cfg->target, strerror(errno));
+	return -1;
+}
+
+/* The I/Os submitted in the window; with --ops (fixed work, no window of
+ * time) every one to the end. */
+static void completions_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
+{
+	blkio_bpf_window(start_ns, v->cfg->ops ? 0 : end_ns);
+}
+
+static void completions_emit(int rep, int measured)
+{
+	if (measured)
+		blkio_bpf_emit(rep);
+}
+
+static const struct run_part completions_part = {
+	.name = "completions",
+	.wanted = completions_wanted,
+	.attach = completions_attach,
+	.window = completions_window,
+	.emit = completions_emit,
+	.detach = blkio_bpf_stop,
+};
+
+/* ---- The table, in the order of their records. */
+
+static const struct run_part *const parts[] = {&trace_part, &explain_part, &completions_part};
+#define NPARTS ((int)(sizeof parts / sizeof parts[0]))
+static int attached[NPARTS];
+
+void run_parts_attach(const struct run_view *v)
+{
+	for (int k = 0; k < NPARTS; k++) {
+		const struct run_part *p = parts[k];
+		char why[256] = "";
+		if (!p->wanted(v->cfg))
+			continue;
+		attached[k] = p->attach(v, why, sizeof why) == 0;
+		if (attached[k])
+			continue;
+		if (p->unavailable) {
+			p->unavailable(v->rep, why);
+			continue;
+		}
+		struct json *j = json_record(p->name);
+		json_int(j, "rep", v->rep);
+		json_bool(j, "available", 0);
+		json_str(j, "reason", why);
+		json_emit(j);
+	}
+}
+
+void run_parts_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
+{
+	for (int k = 0; k < NPARTS; k++)
+		if (attached[k] && parts[k]->window)
+			parts[k]->window(v, start_ns, end_ns);
+}
+
+/* The first streaming part waits; any other only drains what it has, so
+ * that the master's sleep stays as long as it was asked to be. */
+int run_parts_collect(int timeout_ms)
+{
+	int waited = 0;
+	for (int k = 0; k < NPARTS; k++)
+		if (attached[k] && parts[k]->collect) {
+			parts[k]->collect(waited ? 0 : timeout_ms);
+			waited = 1;
+		}
+	return waited;
+}
+
+void run_parts_finish(int rep, int measured)
+{
+	for (int k = 0; k < NPARTS; k++)
+		if (attached[k]) {
+			parts[k]->emit(rep, measured);
+			parts[k]->detach();
+			attached[k] = 0;
+		}
+}
+
+void run_parts_detach(void)
+{
+	for (int k = 0; k < NPARTS; k++)
+		if (attached[k]) {
+			parts[k]->detach();
+			attached[k] = 0;
+		}
+}
