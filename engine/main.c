@@ -17,17 +17,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static void usage(void)
-{
-	fputs("usage: oslens-engine list | topology | plan N POLICY | histtest | trace | inject | profile | app | run --probe NAME[:VARIANT][,...]\n"
-	      "         [--workers N|max | --cpus LIST]\n"
-	      "         [--mode process|thread] [--placement compact|spread] [--duration S | --ops N]\n"
-	      "         [--warmup S] [--reps N] [--interval S] [--opt KEY=VALUE]... [--time-limit S]\n"
-	      "         [--clock auto|tsc|monotonic] [--tmpdir DIR] [--latency [--mix]] [--trace] [--dry-run]\n",
-	      stderr);
-	exit(EXIT_USAGE);
-}
-
 static void emit_probe(const struct probe *p, void *arg)
 {
 	(void)arg;
@@ -187,36 +176,77 @@ static int cmd_histtest_argv(int argc, char **argv)
 	return cmd_histtest();
 }
 
-/* Every command: its name, what it does, and the function that parses its
- * own argv (argv[1] is the command's name). */
+/* Every command: its name, its arguments and what it does (the usage text
+ * is made of these, so that it lists every command there is), and the
+ * function that parses its own argv (argv[1] is the command's name). A
+ * line of args that goes on starts the next with a newline. */
 static const struct command {
-	const char *name, *help;
+	const char *name, *args, *help;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-	{"list", "the probes, their variants and options, and the engine's limits", cmd_list},
-	{"topology", "the CPUs this process may use, with package, core, SMT and NUMA node", cmd_topology_argv},
-	{"plan", "where N workers would be placed: plan N compact|spread", cmd_plan},
-	{"run", "workers hammering one probe (or a mix), timed", cmd_run},
-	{"worker", "one worker of a run, exec'd afresh by its master (internal)", cmd_worker},
-	{"app", "a built-in application workload", cmd_app},
-	{"profile", "a command's or a process tree's kernel time", cmd_profile},
-	{"trace", "kernel events on some CPUs (BPF)", cmd_trace},
-	{"bsp", "compute, then a collective, K times, on every rank (oslens-engine-mpi)", cmd_bsp},
-	{"inject", "a periodic busy interruption on one CPU (tests)", cmd_inject},
-	{"histtest", "numbers on stdin into a histogram (tests)", cmd_histtest_argv},
-	{"true", "exit at once (the fork+exec probe's static target)", cmd_true},
-	{"hold", "wait for a signal (a run's container holds it while invocations are exec'd beside it)", cmd_hold},
+	{"list", "", "the probes, their variants and options, and the engine's limits", cmd_list},
+	{"topology", "", "the CPUs this process may use, with package, core, SMT and NUMA node", cmd_topology_argv},
+	{"plan", "N compact|spread", "where N workers would be placed", cmd_plan},
+	{"run",
+	 "--probe NAME[:VARIANT][,...] [--workers N|max | --cpus LIST] [--mode process|thread]\n"
+	 "[--placement compact|spread] [--duration S | --ops N] [--warmup S] [--reps N] [--interval S]\n"
+	 "[--opt KEY=VALUE]... [--time-limit S] [--clock auto|tsc|monotonic] [--tmpdir DIR]\n"
+	 "[--latency [--mix]] [--trace | --explain] [--target DEVICE|FILE [--completions]] [--dry-run]",
+	 "workers hammering one probe (or a mix), timed", cmd_run},
+	{"worker", "FD IDX TMPDIR ARGV...", "one worker of a run, exec'd afresh by its master (internal)", cmd_worker},
+	{"app",
+	 "list | NAME [--workers N] [--mode thread|process] [--size K] [--dir DIR]\n| NAME --prepare DIR [--size K]",
+	 "a built-in application workload", cmd_app},
+	{"profile",
+	 "[--out-fd N] [--duration S] [--time-limit S] [--no-bpf] [--no-syscalls] [--no-counters]\n"
+	 "(--pid PID | -- CMD ARGS...) [--dry-run]",
+	 "a command's or a process tree's kernel time", cmd_profile},
+	{"trace", "--cpus LIST --duration S [--tids LIST] [--dry-run]", "kernel events on some CPUs (BPF)", cmd_trace},
+	{"bsp",
+	 "[--compute-us U] [--iterations K] [--warmup-iterations W] [--collective barrier|allreduce]\n"
+	 "[--threshold-ns T] [--sync-every N] [--max-detours N] [--trace]",
+	 "compute, then a collective, K times, on every rank (oslens-engine-mpi)", cmd_bsp},
+	{"inject", "--cpu N --period-us P --busy-us B --duration S [--dry-run]",
+	 "a periodic busy interruption on one CPU (tests)", cmd_inject},
+	{"histtest", "< NUMBERS", "numbers on stdin into a histogram (tests)", cmd_histtest_argv},
+	{"true", "", "exit at once (the fork+exec probe's static target)", cmd_true},
+	{"hold", "", "wait for a signal (a run's container holds it while invocations are exec'd beside it)", cmd_hold},
 };
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* Each command and what it does, then its arguments (a continued line
+ * indented under the first). */
+static void usage(void)
+{
+	fputs("usage: oslens-engine COMMAND ARGS..., one of\n", stderr);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		const struct command *c = &commands[i];
+		fprintf(stderr, "  %s: %s\n", c->name, c->help);
+		if (!*c->args)
+			continue;
+		fprintf(stderr, "      %s ", c->name);
+		for (const char *a = c->args; *a; a++)
+			if (*a == '\n')
+				fprintf(stderr, "\n%*s", 6 + (int)strlen(c->name) + 1, "");
+			else
+				fputc(*a, stderr);
+		fputc('\n', stderr);
+	}
+	exit(EXIT_USAGE);
+}
 
 int main(int argc, char **argv)
 {
 	stopsig_note_inherited();
 	if (argc < 2)
 		usage();
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc, argv);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		usage();
-	die_usage("unknown command '%s' (list, topology, plan, run, app, profile)", argv[1]);
+	char names[512] = "";
+	for (size_t i = 0, len = 0; i < NCOMMANDS && len < sizeof names; i++)
+		len += snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", commands[i].name);
+	die_usage("unknown command '%s' (%s)", argv[1], names);
 }
