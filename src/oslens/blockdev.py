@@ -5,7 +5,8 @@ a zram device (the block layer and a compressor, no disk) or, where the
 kernel has no zram, a loop device on a file in tmpfs (the block layer, the
 loop driver's worker threads and the page cache of tmpfs). Both are written
 down in the runtime entry before they exist (runtime.py), so that a run
-killed outright leaves nothing the next oslens does not remove.
+killed outright leaves nothing the next oslens does not remove: they, and a
+disk's scheduler set for a run, are owned resources (oslens.owned).
 
 A user's device or file is read freely. It is written only if it holds
 nothing that writing would destroy — no filesystem or partition table
@@ -31,7 +32,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runtime
+from . import owned, runtime
 from .collectors import bracketed_choice, read_text
 from .errors import UsageError
 from .profile.procfs import IrqRow, parse_interrupts
@@ -608,4 +609,18 @@ def restore_line(what: str) -> str:
     return "restored"
 
 
-runtime.register_device_ops(remove_device, restore_line)
+def existing() -> list[str]:
+    """zram devices and bound loop devices that exist now, and the backing
+    files of loop devices oslens made (a made device shows up here; unbound
+    loop nodes, which any machine has in numbers, do not)."""
+    out = set()
+    for p in Path("/sys/block").iterdir():
+        if p.name.startswith("zram") or (p.name.startswith("loop") and (p / "loop" / "backing_file").exists()):
+            out.add(p.name)
+    for d in ("/dev/shm", "/run"):
+        out.update(str(p) for p in Path(d).glob("oslens.*.loop"))
+    return sorted(out)
+
+
+DEVICE = owned.Resource(remove=remove_device, existing=existing)
+SCHEDULER = owned.Resource(remove=restore_line, would="would restore")

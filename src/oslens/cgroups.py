@@ -9,20 +9,20 @@ cpuacct), and a process sits in one group of each. Where none can be
 made (no cgroupfs, not root, a container without the controller), the
 confinement falls back to affinity and says why.
 
-Groups are named oslens.<pid>.<label> so that one left by an oslens that
-was killed is recognised and removed by the next."""
+Groups are named oslens.<pid>.<label> and written down before they are
+made: an owned resource (oslens.owned), `CGROUP`, that one left by an oslens
+that was killed is removed by the next, even unwritten (found by its name)."""
 
 from __future__ import annotations
 
 import errno
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import runtime
+from . import owned, runtime
 
 PREFIX = "oslens."
 
@@ -266,4 +266,27 @@ class Confinement:
         self.close()
 
 
-runtime.register_cgroups(sys.modules[__name__])
+# ---- an owned resource
+
+
+def _remove(what: str) -> str:
+    group = Path(what)
+    if not group.name.startswith(PREFIX):
+        return "left alone"
+    if not group.is_dir():
+        return "gone"
+    _empty_and_remove(group)
+    return "failed" if group.exists() else "removed"
+
+
+def _roots() -> list[Path]:
+    m = mounts()
+    return [r for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r]
+
+
+CGROUP = owned.Resource(
+    remove=_remove,
+    present=lambda paths, same_boot: [p for p in paths if Path(p).is_dir()],
+    stale=lambda: [(g.name.split(".")[1], str(g)) for g in stale()],
+    existing=lambda: [str(d) for r in _roots() for d in r.glob(f"{PREFIX}*")],
+)

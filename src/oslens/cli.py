@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from . import __version__, blockdev, cgroups, engine, kinds, runtime, stopsignals  # noqa: F401 (blockdev and cgroups register their sweeps with runtime)
+from . import __version__, engine, kinds, runtime, stopsignals
 from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, print_run, renamed, shared_options
 from .commands.doctor import doctor
 from .commands.imports import import_

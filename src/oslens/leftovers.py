@@ -1,7 +1,8 @@
 """What a run of oslens can leave behind, seen from outside: the live
-processes of a session, the BPF programs they hold, a process's cgroups.
-The leak tests and bench/campaign.py count leftovers with these (SysV sets
-and engine ledgers: oslens.runtime)."""
+processes of a session and the BPF programs they hold; and, for every type
+of oslens.owned that can say, what of it exists now (its `existing`): the
+leak tests and bench/campaign.py count leftovers with these (SysV sets and
+engine ledgers: oslens.runtime)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+
+from . import owned
 
 
 def proc_stat(pid: int) -> list[str] | None:
@@ -75,48 +78,38 @@ def bpf_still_loaded(ids: set[int] | None = None, settle_s: float = 5.0) -> set[
         time.sleep(0.05)
 
 
+def existing(kind: str) -> list[str]:
+    """What of an owned type exists now, any oslens's, as the type counts it."""
+    found = owned.get(kind).existing
+    if found is None:
+        raise LookupError(f"oslens.owned type '{kind}' cannot say what of it exists")
+    return found()
+
+
+def everything() -> dict[str, list[str]]:
+    """existing() of every type of oslens.owned that can say."""
+    return {k: existing(k) for k in owned.TYPES if owned.get(k).existing is not None}
+
+
 def cgroup_dirs(pid: int) -> list[str]:
     """The cgroups oslens process pid made, in every hierarchy it uses."""
-    from . import cgroups
-
-    m = cgroups.mounts()
-    return [str(d) for r in (m.v2, m.v1_cpuset, m.v1_cpuacct) if r for d in r.glob(f"oslens.{pid}.*")]
+    return [d for d in existing("cgroup") if os.path.basename(d).startswith(f"oslens.{pid}.")]
 
 
 def block_devices() -> set[str]:
     """zram devices and bound loop devices that exist now, and the backing
-    files of loop devices oslens made (a made device shows up here; unbound
-    loop nodes, which any machine has in numbers, do not)."""
-    out = set()
-    for p in Path("/sys/block").iterdir():
-        if p.name.startswith("zram") or (p.name.startswith("loop") and (p / "loop" / "backing_file").exists()):
-            out.add(p.name)
-    for d in ("/dev/shm", "/run"):
-        out |= set(glob.glob(f"{d}/oslens.*.loop"))
-    return out
+    files of loop devices oslens made."""
+    return set(existing("device"))
 
 
 def guests() -> list[str]:
     """QEMU processes oslens started (named `-name oslens.…`), as `pid name`."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            argv = (p / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0]).startswith(b"qemu-system") and b"-name" in argv:
-            name = argv[argv.index(b"-name") + 1 :][:1]
-            if name and name[0].startswith(b"oslens."):
-                out.append(f"{p.name} {name[0].decode(errors='replace')}")
-    return out
+    return existing("guest")
 
 
 def containers(runtime_name: str | None) -> list[str]:
     """Containers oslens started (named oslens.…), running or not, for a
     container runtime (podman, docker); none without one."""
-    if not runtime_name or shutil.which(runtime_name) is None:
+    if not runtime_name:
         return []
-    p = subprocess.run([runtime_name, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, timeout=60)
-    return [n for n in p.stdout.split() if n.startswith("oslens.")]
+    return [w.split(" ", 1)[1] for w in existing("container") if w.startswith(runtime_name + " ")]

@@ -9,23 +9,25 @@ under /tmp), named PID.START: its pid and its start time (field 22 of
 made the entry. In it:
 
 - `owner`: pid, start time, boot id, argv;
-- `owns`: a line per object this process makes (`cgroup PATH`,
-  `tmpdir PATH`, `container RUNTIME NAME`, `guest NAME`: a QEMU process
-  started with `-name NAME`, `device zram N` or `device loop FILE`: a
-  block device made for `oslens io`, `device zram-unconfirmed N`: the zram
-  index about to be made, removed only while unconfigured), or changes (`scheduler PATH OLD`: a
-  disk's I/O scheduler to put back), written before it does;
+- `owns`: a line `KIND WHAT` per thing this process makes or changes,
+  written before it does (`note`): KIND is a type of oslens.owned, the
+  registry of what a run owns, which says how each is found and removed
+  (`tmpdir PATH`, `cgroup PATH`, `device zram N`, `scheduler PATH OLD`,
+  `container RUNTIME NAME`, `guest NAME`, …); a type registered at run time
+  is preceded by `type KIND MODULE:ATTRIBUTE`, where its sweeper finds it;
 - `engine.PID.START`: the ledger of each engine it started (the engine is
   handed the entry in $OSLENS_RUNTIME): `tmpdir PREFIX` (its directory's
   name starts with it), `sem_key KEY` before a SysV semaphore set is
-  made, `sem KEY ID` once it is, `sem_key_unused KEY` if it was not.
+  made, `sem KEY ID` once it is, `sem_key_unused KEY` if it was not; read
+  as lines of the types `tmpdir` and `sem` (`engine_lines`).
 
 An entry whose process is dead is swept: its engines still running (an
-orphaned competitor, say) are stopped, the objects its lines name are
-removed (a semaphore set only if it still has the key written), then the
-entry. Nothing named by a live process's entry is touched. The temporary
-files of the oslens process itself go to its own directory (tempfile's
-default while it runs), named in `owns`."""
+orphaned competitor, say) are stopped, the things its lines name are
+removed, type by type in the registry's order (a semaphore set only if it
+still has the key written), then the entry. Nothing named by a live
+process's entry is touched. The process's own exit does the same with its
+own entry (`release`). The temporary files of the oslens process itself go
+to its own directory (tempfile's default while it runs), named in `owns`."""
 
 from __future__ import annotations
 
@@ -36,18 +38,20 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import owned
+
 ENV = "OSLENS_RUNTIME"  # the entry, for the engines we start
 ROOT_ENV = "OSLENS_RUNTIME_DIR"  # overrides where the entries live
 OWNS = "owns"
 OWNER = "owner"
 ENGINE_PREFIX = "engine."
-CONTAINER_RUNTIMES = ("podman", "docker")  # what a `container` line may name
 STOP_GRACE_S = 20.0  # an orphaned engine's own clean-up, before SIGKILL
 IPC_RMID = 0
 
@@ -75,9 +79,9 @@ class Leftover:
     """One thing a dead oslens left, and what became of it."""
 
     owner: str  # the entry: PID.START
-    kind: str  # process, sem, tmpdir, cgroup, entry
-    what: str
-    action: str  # removed, stopped, would remove, failed: …
+    kind: str  # process (an engine), or a type of oslens.owned
+    what: str  # as the type describes it
+    action: str  # removed, stopped, would remove, gone, left alone, failed: …
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,8 +98,6 @@ def _usable(d: Path, private: bool) -> bool:
         st = os.lstat(d)
     except OSError:
         return False
-    import stat
-
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
         return False
     return not (private and st.st_mode & 0o022) and os.access(d, os.W_OK | os.X_OK)
@@ -194,17 +196,26 @@ def entry() -> Path | None:
     return d
 
 
+_typed: set[tuple[Path, str]] = set()  # (entry, kind): its `type` line is written
+
+
 def note(kind: str, what: str | os.PathLike) -> None:
-    """Writes down, before it is made, something this process makes."""
+    """Writes down, before it is made, something this process makes: a
+    thing of a type of oslens.owned (a kind no type removes is refused,
+    before anything is made)."""
+    where = owned.where(kind)
     d = entry()
     if d is None:
         return
-    line = f"{kind} {os.fspath(what)}\n".encode()
+    text = f"{kind} {os.fspath(what)}\n"
+    if kind not in owned.TYPES and (d, kind) not in _typed:
+        text = f"{owned.TYPE_LINE} {kind} {where}\n" + text  # for the oslens that sweeps it, which may not know it
     fd = os.open(d / OWNS, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, line)  # one write: a line is whole or absent
+        os.write(fd, text.encode())  # one write: a line is whole or absent
     finally:
         os.close(fd)
+    _typed.add((d, kind))
 
 
 def private_tmp() -> None:
@@ -249,23 +260,6 @@ def shm_dir() -> str | None:
     return str(d) if d.is_dir() or _make_owned(d) else None
 
 
-# oslens.cgroups writes its groups down here, so it imports this module; it
-# hands back how to find and remove groups when it is imported (cli imports it
-# before the first sweep), which keeps the dependency one way.
-_cgroup_ops = None
-
-
-def register_cgroups(ops) -> None:
-    global _cgroup_ops
-    _cgroup_ops = ops
-
-
-def _cgroups():
-    if _cgroup_ops is None:
-        raise RuntimeError("oslens.cgroups was not imported before a sweep")
-    return _cgroup_ops
-
-
 def release() -> None:
     """At exit: removes this process's entry and what it names (all of it
     ours, and done with), unless an engine it started still runs."""
@@ -276,20 +270,9 @@ def release() -> None:
     reap_engines()
     if _live_engines(d):
         return  # a live engine: the next oslens sweeps it once it is gone
-    for kind, what in _lines(d / OWNS):
-        if kind == "tmpdir":
-            shutil.rmtree(what, ignore_errors=True)
-        elif kind == "cgroup":
-            p = Path(what)
-            if p.is_dir():
-                _cgroups()._empty_and_remove(p)
-        elif kind == "container":
-            remove_container(what)
-        elif kind == "guest":
-            remove_guest(what)
-        elif kind in ("device", "scheduler"):
-            _undo(kind, what)
-    shutil.rmtree(d, ignore_errors=True)
+    lines, types = _owns(d)
+    if _remove(d.name, lines, types, dry_run=False, same_boot=True)[1]:
+        shutil.rmtree(d, ignore_errors=True)
     _entry = None
 
 
@@ -299,12 +282,11 @@ def reap_engines() -> list[Leftover]:
     if _entry is None or _entry_pid != os.getpid():
         return []
     out: list[Leftover] = []
-    sems = sysv_sems()
     for ledger in _ledgers(_entry):
         key = _key(ledger.name, ENGINE_PREFIX)
         if key is None or _alive(key):
             continue
-        out += _sweep_ledger(_entry.name, ledger, sems, dry_run=False, same_boot=True)
+        out += _sweep_ledger(_entry.name, ledger, dry_run=False, same_boot=True)
     return out
 
 
@@ -425,9 +407,21 @@ def ledger_sem_keys(ledger: Path) -> tuple[dict[int, int], set[int]]:
     return made, unsure
 
 
-def _sweep_ledger(
-    owner: str, ledger: Path, sems: dict[int, int], dry_run: bool, same_boot: bool, stop: bool = False
-) -> list[Leftover]:
+def engine_lines(ledger: Path) -> list[tuple[str, str]]:
+    """An engine's ledger read as lines of owned types: `tmpdir PATH` for
+    each directory whose name starts with a prefix it wrote, and its SysV
+    sets as `sem KEY ID` (seen made) or `sem KEY` (a semget whose outcome
+    it never wrote: a SIGKILL between)."""
+    made, unsure = ledger_sem_keys(ledger)
+    out = [("sem", f"{key} {semid}") for key, semid in made.items()]
+    out += [("sem", str(key)) for key in sorted(unsure)]
+    for kind, what in _lines(ledger):
+        if kind == "tmpdir":
+            out += [("tmpdir", p) for p in sorted(glob.glob(glob.escape(what) + "*"))]
+    return out
+
+
+def _sweep_ledger(owner: str, ledger: Path, dry_run: bool, same_boot: bool, stop: bool = False) -> list[Leftover]:
     out: list[Leftover] = []
     key = _key(ledger.name, ENGINE_PREFIX)
     if key and _alive(key):
@@ -436,18 +430,7 @@ def _sweep_ledger(
         out.append(Leftover(owner, "process", f"oslens-engine {key[0]}", "would stop" if dry_run else _stop(*key)))
         if _alive(key):
             return out
-    made, unsure = ledger_sem_keys(ledger)
-    if same_boot:  # SysV objects do not outlive a boot; their ids and keys come again
-        for semid, semkey in sems.items():
-            if (semkey in made and made[semkey] == semid) or semkey in unsure:
-                out.append(
-                    Leftover(
-                        owner, "sem", f"SysV semaphore set {semid}", "would remove" if dry_run else _sem_remove(semid)
-                    )
-                )
-    for kind, what in _lines(ledger):
-        if kind == "tmpdir":
-            out += _sweep_tmp(owner, what, dry_run, same_boot, prefix=True)
+    out += _remove(owner, engine_lines(ledger), {}, dry_run, same_boot)[0]
     if not dry_run:
         try:
             ledger.unlink()
@@ -456,79 +439,99 @@ def _sweep_ledger(
     return out
 
 
-def remove_container(what: str) -> str:
-    """`RUNTIME NAME`: a run's container (envs/container.py), removed with
-    everything in it — its processes, SysV objects and files."""
-    runtime_name, _, name = what.partition(" ")
-    if runtime_name not in CONTAINER_RUNTIMES or not name.startswith("oslens.") or not shutil.which(runtime_name):
-        return "left alone"
-    import subprocess
-
-    try:
-        proc = subprocess.run([runtime_name, "rm", "--force", name], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return "failed: the runtime did not answer"
-    if proc.returncode == 0:
-        return "removed"
-    return "gone" if "no such container" in proc.stderr.lower() else f"failed: {proc.stderr.strip()[-200:]}"
+def _owns(d: Path) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """An entry's `owns`: its lines, and where the types registered at run
+    time that they name are (its `type` lines)."""
+    lines, types = [], {}
+    for kind, what in _lines(d / OWNS):
+        if kind == owned.TYPE_LINE:
+            name, _, where = what.partition(" ")
+            types[name] = where
+        else:
+            lines.append((kind, what))
+    return lines, types
 
 
-def remove_guest(name: str) -> str:
-    """A run's KVM guest (envs/kvm.py): the QEMU process started with
-    `-name NAME`, found by its command line (its pid was not known when the
-    line was written), killed: a guest holds nothing but memory."""
-    if not name.startswith("oslens."):
-        return "left alone"
-    wanted = f"\0-name\0{name}\0".encode()
-    killed = 0
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
+def _remove(
+    owner: str, lines: list[tuple[str, str]], types: dict[str, str], dry_run: bool, same_boot: bool
+) -> tuple[list[Leftover], bool]:
+    """Removes (dry_run: lists) what these lines name, type by type in the
+    registry's order; what was there, and whether every line's type could
+    be loaded and asked what is there (if not, its lines are said to be
+    left alone, or failed, and the entry is kept for an oslens that can)."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, what in lines:
+        by_kind.setdefault(kind, []).append(what)
+    out: list[Leftover] = []
+    whole = True
+    for kind in owned.ordered(by_kind):
+        try:
+            res = owned.get(kind, types.get(kind))
+        except Exception as e:  # noqa: BLE001 - unknown, or its module will not load here: the next may
+            whole = False
+            out += [Leftover(owner, kind, what, f"left alone: {e}") for what in by_kind[kind]]
             continue
         try:
-            cmdline = (p / "cmdline").read_bytes()
-        except OSError:
+            there = res.there(by_kind[kind], same_boot)
+        except Exception as e:  # noqa: BLE001 - one type that fails must not stop the others
+            whole = False
+            out += [Leftover(owner, kind, what, f"failed: {e}") for what in by_kind[kind]]
             continue
-        if wanted in cmdline and os.path.basename(cmdline.split(b"\0", 1)[0]).startswith(b"qemu-system"):
-            try:
-                os.kill(int(p.name), signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-    return "removed" if killed else "gone"
+        for thing in there:
+            out += _act(owner, kind, res, thing, dry_run)
+    return out, whole
 
 
-# oslens.blockdev writes its devices down here, so it imports this module; it
-# hands back how to undo them when it is imported (cli imports it before the
-# first sweep), as oslens.cgroups does.
-_device_ops: dict = {}
+def _act(owner: str, kind: str, res: owned.Resource, thing: str, dry_run: bool) -> list[Leftover]:
+    try:
+        action = res.would if dry_run else res.remove(thing)
+    except Exception as e:  # noqa: BLE001
+        action = f"failed: {e}"
+    return [] if action == "gone" else [Leftover(owner, kind, res.describe(thing), action)]
 
 
-def register_device_ops(remove_device, restore_scheduler) -> None:
-    _device_ops.update(device=remove_device, scheduler=restore_scheduler)
+# ------------------------------------------------ the types of this module
 
 
-def _undo(kind: str, what: str) -> str:
-    """A block device oslens made (`device zram N`, `device loop FILE`)
-    removed, or a disk's I/O scheduler (`scheduler PATH OLD`) put back."""
-    if kind not in _device_ops:
-        raise RuntimeError("oslens.blockdev was not imported before a sweep")
-    return _device_ops[kind](what)
-
-
-def _sweep_tmp(owner: str, path: str, dry_run: bool, same_boot: bool, prefix: bool = False) -> list[Leftover]:
-    """The directory at path or, prefix, every one whose path starts with it."""
+def _tmp_present(paths: list[str], same_boot: bool) -> list[str]:
+    """The directories among paths (not a link to one) and, for a line of an
+    earlier boot, only those older than this boot."""
+    btime = None if same_boot else _boot_time()
     out = []
-    btime = _boot_time()
-    for p in glob.glob(glob.escape(path) + "*") if prefix else [path]:
+    for p in paths:
         try:
             st = os.lstat(p)
         except OSError:
             continue
-        if not same_boot and st.st_mtime >= btime:
+        if btime is not None and st.st_mtime >= btime:
             continue  # made on this boot: not the dead process's
-        if os.path.isdir(p) and not os.path.islink(p):
-            out.append(Leftover(owner, "tmpdir", p, "would remove" if dry_run else _rmtree(p)))
+        if stat.S_ISDIR(st.st_mode):
+            out.append(p)
     return out
+
+
+def _sems_present(lines: list[str], same_boot: bool) -> list[str]:
+    """Ids of the sets that `KEY ID` named and still have the key, and of
+    every set whose key a lone `KEY` names."""
+    have = sysv_sems()
+    out = []
+    for line in lines:
+        f = [int(x) for x in line.split()]
+        if len(f) == 2 and have.get(f[1]) == f[0]:
+            out.append(f[1])
+        elif len(f) == 1:
+            out += [semid for semid, key in have.items() if key == f[0]]
+    return [str(i) for i in dict.fromkeys(out)]
+
+
+# a directory of this process's or of one of its engines
+TMPDIR = owned.Resource(remove=_rmtree, present=_tmp_present, across_boots=True)
+# a SysV semaphore set an engine made: its ids and keys come again after a boot
+SEM = owned.Resource(
+    remove=lambda semid: _sem_remove(int(semid)),
+    describe=lambda semid: f"SysV semaphore set {semid}",
+    present=_sems_present,
+)
 
 
 def _entries(r: Path) -> list[tuple[Path, tuple[int, int]]]:
@@ -546,7 +549,6 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
     out: list[Leftover] = []
     live: list[str] = []
     if r is not None:
-        sems = sysv_sems()
         boot = _boot_id()
         for d, key in _entries(r):
             if _alive(key):
@@ -561,41 +563,23 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
             if same_boot:
                 out += _stop_engines(d, dry_run)
             for ledger in _ledgers(d):
-                out += _sweep_ledger(d.name, ledger, sems, dry_run, same_boot, stop=True)
-            for kind, what in _lines(d / OWNS):
-                if kind == "tmpdir":
-                    out += _sweep_tmp(d.name, what, dry_run, same_boot)
-                elif kind == "container" and same_boot:
-                    action = "would remove" if dry_run else remove_container(what)
-                    if action != "gone":
-                        out.append(Leftover(d.name, "container", what, action))
-                elif kind == "guest" and same_boot:
-                    action = "would remove" if dry_run else remove_guest(what)
-                    if action != "gone":
-                        out.append(Leftover(d.name, "guest", what, action))
-                elif kind in ("device", "scheduler") and same_boot:
-                    action = "would undo" if dry_run else _undo(kind, what)
-                    if action != "gone":
-                        out.append(Leftover(d.name, kind, what, action))
-                elif kind == "cgroup" and same_boot and Path(what).is_dir():
-                    if not dry_run:
-                        _cgroups()._empty_and_remove(Path(what))
-                    action = "would remove" if dry_run else ("failed" if Path(what).exists() else "removed")
-                    out.append(Leftover(d.name, "cgroup", what, action))
-            if dry_run:
-                continue
+                out += _sweep_ledger(d.name, ledger, dry_run, same_boot, stop=True)
+            lines, types = _owns(d)
+            found, whole = _remove(d.name, lines, types, dry_run, same_boot)
+            out += found
+            if dry_run or not whole:
+                continue  # a line no type here removes: the entry stays, for an oslens that can
             if _live_engines(d):
                 continue  # an engine that would not stop: its ledger stays
             shutil.rmtree(d, ignore_errors=True)
-    # Groups named after a dead oslens, recorded or not (an older oslens).
-    seen = {x.what for x in out}
-    for g in _cgroups().stale():
-        if str(g) in seen:
-            continue
-        if not dry_run:
-            _cgroups()._empty_and_remove(g)
-        action = "would remove" if dry_run else ("failed" if g.exists() else "removed")
-        out.append(Leftover(g.name.split(".")[1], "cgroup", str(g), action))
+    # What dead oslens processes made and never wrote down (an older oslens,
+    # or no runtime directory), found by name.
+    seen = {(x.kind, x.what) for x in out}
+    for kind in owned.SCANNED:
+        res = owned.get(kind)
+        for owner_pid, thing in res.stale():
+            if (kind, res.describe(thing)) not in seen:
+                out += _act(owner_pid, kind, res, thing, dry_run)
     return out, live
 
 

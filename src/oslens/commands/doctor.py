@@ -1,7 +1,9 @@
 """`oslens doctor`: what oslens processes that are gone left behind (engines
-still running for no one, SysV semaphore sets, temporary directories,
-cgroups), removed, or only listed with --dry-run. Every other command
-sweeps the same way when it starts, silently; this one says what it found."""
+still running for no one, and everything of a type of oslens.owned: SysV
+semaphore sets, temporary directories, cgroups, block devices and
+schedulers, containers, guests), removed, or only listed with --dry-run.
+Every other command sweeps the same way when it starts, silently; this one
+says what it found."""
 
 from __future__ import annotations
 
@@ -10,15 +12,16 @@ import json
 import click
 from rich.text import Text
 
-from .. import runtime
+from .. import owned, runtime
 from . import Context, common_options
 
 
-@click.command()
+@click.command(
+    help=f"Find and remove what killed oslens runs left (engines, and every {', '.join(owned.TYPES)} they owned)."
+)
 @click.option("--dry-run", is_flag=True, help="List the leftovers; remove nothing.")
 @common_options
 def doctor(ctx: Context, dry_run: bool):
-    """Find and remove what killed oslens runs left (processes, SysV sets, temp dirs, cgroups)."""
     found, live = runtime.sweep(dry_run=dry_run)
     where = runtime.root()
     if ctx.as_json:

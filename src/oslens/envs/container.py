@@ -26,7 +26,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cgroups, runtime
+from .. import cgroups, owned, runtime
 from ..collectors import load
 from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import MeasurementError, UsageError
@@ -39,6 +39,7 @@ KEYS = {
 }
 MEMORY_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 IMAGE = "localhost/oslens-engine"
+RUNTIMES = ("podman", "docker")  # what a `container` line may name
 # linux/capability.h, by number
 CAPABILITIES = tuple(
     "CAP_" + name
@@ -185,7 +186,7 @@ class Container:
 
     def __exit__(self, *exc) -> None:
         if self.container:
-            runtime.remove_container(f"{self.runtime} {self.container}")
+            remove(f"{self.runtime} {self.container}")
 
     # -- using it
 
@@ -251,9 +252,9 @@ def _runtime(name: str) -> Runtime | None:
 
 
 def _pick_runtime(wanted: str | None) -> Runtime:
-    for name in [wanted] if wanted else runtime.CONTAINER_RUNTIMES:
-        if name not in runtime.CONTAINER_RUNTIMES:
-            raise UsageError(f"--in container: runtime '{name}' is not one of {', '.join(runtime.CONTAINER_RUNTIMES)}")
+    for name in [wanted] if wanted else RUNTIMES:
+        if name not in RUNTIMES:
+            raise UsageError(f"--in container: runtime '{name}' is not one of {', '.join(RUNTIMES)}")
         if found := _runtime(name):
             return found
     if wanted:
@@ -297,3 +298,36 @@ def make(opts: dict[str, str]) -> Container:
     found = _pick_runtime(opts.get("runtime"))
     engine_files("container")  # what the image will hold, there before anything is made
     return Container(found, cpuset, memory)
+
+
+# ---- an owned resource: `container RUNTIME NAME`, written down before it is made
+
+
+def remove(what: str) -> str:
+    """`RUNTIME NAME`: a run's container, removed with everything in it —
+    its processes, SysV objects and files."""
+    runtime_name, _, name = what.partition(" ")
+    if runtime_name not in RUNTIMES or not name.startswith("oslens.") or not shutil.which(runtime_name):
+        return "left alone"
+    try:
+        proc = _run([runtime_name, "rm", "--force", name], timeout=60)
+    except subprocess.TimeoutExpired:
+        return "failed: the runtime did not answer"
+    if proc.returncode == 0:
+        return "removed"
+    return "gone" if "no such container" in proc.stderr.lower() else f"failed: {proc.stderr.strip()[-200:]}"
+
+
+def existing() -> list[str]:
+    """Containers oslens started (named oslens.…), running or not, as
+    `RUNTIME NAME`, for every container runtime installed here."""
+    out = []
+    for name in RUNTIMES:
+        if shutil.which(name) is None:
+            continue
+        proc = _run([name, "ps", "-a", "--format", "{{.Names}}"], timeout=60)
+        out += [f"{name} {n}" for n in proc.stdout.split() if n.startswith("oslens.")]
+    return out
+
+
+CONTAINER = owned.Resource(remove=remove, existing=existing)

@@ -43,7 +43,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import engine, runtime
+from .. import engine, owned, runtime
 from ..collectors import load
 from ..cpulist import format_cpulist
 from ..errors import MeasurementError, UsageError
@@ -530,3 +530,43 @@ def make(opts: dict[str, str]) -> Guest:
     if accel == "kvm" and (why := _kvm_refusal(kernel)):
         raise UsageError(f"--in kvm: {why}")
     return Guest(spec, kernel, modules, host_cpus, qemu, guest, accel)
+
+
+# ---- an owned resource: `guest NAME`, written down before QEMU starts
+
+
+def _qemus() -> list[tuple[int, str]]:
+    """(pid, name) of every QEMU process started with `-name oslens.…`."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]).startswith(b"qemu-system") and b"-name" in argv:
+            name = argv[argv.index(b"-name") + 1 :][:1]
+            if name and name[0].startswith(b"oslens."):
+                out.append((int(p.name), name[0].decode(errors="replace")))
+    return out
+
+
+def remove_guest(name: str) -> str:
+    """A run's guest: the QEMU process started with `-name NAME`, found by
+    its command line (its pid was not known when the line was written),
+    killed: a guest holds nothing but memory."""
+    if not name.startswith("oslens."):
+        return "left alone"
+    killed = 0
+    for pid, found in _qemus():
+        if found == name:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return "removed" if killed else "gone"
+
+
+GUEST = owned.Resource(remove=remove_guest, existing=lambda: [f"{pid} {name}" for pid, name in _qemus()])
