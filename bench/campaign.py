@@ -57,7 +57,8 @@ from pathlib import Path
 # run from a checkout as well as from the installed package
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from oslens import blockdev, engine, envs, leftovers, runtime  # noqa: E402
+from oslens import engine, envs, leftovers, runtime  # noqa: E402
+from oslens.blockdev import devices  # noqa: E402
 from oslens.errors import UsageError  # noqa: E402
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -86,7 +87,7 @@ class Machine:
     @classmethod
     def look(cls, ncpu: int) -> "Machine":
         m = cls(ncpu)
-        for kind, why in blockdev.available_kinds().items():
+        for kind, why in devices.available_kinds().items():
             if why:
                 m.missing.append(f"io on {kind}: {why}")
             else:

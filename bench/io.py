@@ -40,7 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from oslens import blockdev, engine
+from oslens import engine
+from oslens.blockdev import devices
+from oslens.blockdev.target import parse_size
 
 HERE = Path(__file__).resolve().parent
 
@@ -117,14 +119,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bare = build_bare(Path(tmp))
         for kind in a.kinds.split(","):
-            if why := blockdev.available_kinds()[kind]:
+            if why := devices.available_kinds()[kind]:
                 print(f"{kind}: {why}")
                 continue
-            t = blockdev.make(kind, blockdev.parse_size(a.size))
+            t = devices.make(kind, parse_size(a.size))
             try:
                 bench_device(a, t, kind, cpus_all, bare)
             finally:
-                blockdev.remove_device(t.made_line)
+                devices.remove_device(t.made_line)
 
 
 def bench_device(a, t, kind: str, cpus_all: list[int], bare: Path) -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from oslens import blockdev, leftovers
+from oslens import leftovers
+from oslens.blockdev import devices
+from oslens.blockdev.target import Target, hole_bytes
 from test_report import browser, load  # noqa: F401 (browser: the fixture, shared)
 
 from conftest import engine_bin, one_line_error, oslens, run_engine
@@ -27,20 +29,20 @@ needs_root = pytest.mark.skipif(not ROOT, reason="making block devices needs roo
 
 @pytest.fixture(scope="module")
 def zram():
-    if not ROOT or blockdev.available_kinds()["zram"]:
+    if not ROOT or devices.available_kinds()["zram"]:
         pytest.skip("no zram device can be made here")
-    t = blockdev.make("zram", 64 << 20)
+    t = devices.make("zram", 64 << 20)
     yield t
-    blockdev.remove_device(t.made_line)
+    devices.remove_device(t.made_line)
 
 
 @pytest.fixture(scope="module")
 def loop():
-    if not ROOT or blockdev.available_kinds()["loop"]:
+    if not ROOT or devices.available_kinds()["loop"]:
         pytest.skip("no loop device can be made here")
-    t = blockdev.make("loop", 64 << 20)
+    t = devices.make("loop", 64 << 20)
     yield t
-    blockdev.remove_device(t.made_line)
+    devices.remove_device(t.made_line)
 
 
 # The engine's own check of the target reads one block at offset 0 before the
@@ -209,7 +211,7 @@ def test_io_makes_its_device_measures_and_removes_it(tmp_path):
     assert p.returncode == 0, p.stderr
     assert leftovers.block_devices() == before, "the device made for the run is still there"
     doc = show(tmp_path / "r.db")
-    assert doc["kind"] == "io" and doc["target"]["made"] in blockdev.MADE
+    assert doc["kind"] == "io" and doc["target"]["made"] in devices.MADE
     labels = [s["label"] for s in doc["series"]]
     assert labels == ["pread", "uring qd1", "uring qd4"]
     assert doc["params"]["uring"] == {"wait": 0, "taskrun": 1}
@@ -295,7 +297,8 @@ def test_a_killed_io_leaves_a_device_the_next_start_removes(tmp_path):
 # exists) and the line that names it: the index was written down before.
 KILLED_AFTER_HOT_ADD = """
 import os, signal
-from oslens import blockdev, runtime
+from oslens import runtime
+from oslens.blockdev import devices
 runtime.start()
 write = runtime.note
 def note(kind, what):
@@ -303,14 +306,14 @@ def note(kind, what):
         os.kill(os.getpid(), signal.SIGKILL)
     write(kind, what)
 runtime.note = note
-blockdev.make("zram", 16 << 20)
+devices.make("zram", 16 << 20)
 """
 
 
 @needs_root
 def test_a_zram_device_killed_before_it_is_named_is_swept(tmp_path):
-    if blockdev.available_kinds()["zram"]:
-        pytest.skip(blockdev.available_kinds()["zram"])
+    if devices.available_kinds()["zram"]:
+        pytest.skip(devices.available_kinds()["zram"])
     env = {**os.environ, "OSLENS_RUNTIME_DIR": str(tmp_path / "rt"), "OSLENS_DB": str(tmp_path / "r.db")}
     (tmp_path / "rt").mkdir()
     before = leftovers.block_devices()
@@ -336,7 +339,7 @@ def _engine_pids() -> list[int]:
 @pytest.fixture
 def ext4_on_loop(tmp_path):
     """A loop device holding an ext4 filesystem, and a directory to mount it on."""
-    if not ROOT or not shutil.which("mkfs.ext4") or blockdev.available_kinds()["loop"]:
+    if not ROOT or not shutil.which("mkfs.ext4") or devices.available_kinds()["loop"]:
         pytest.skip("needs root, mkfs.ext4 and loop devices")
     img = tmp_path / "fs.img"
     img.write_bytes(b"\0" * (8 << 20))
@@ -361,13 +364,13 @@ def _refused(tmp_path, *args) -> str:
 
 def test_writes_to_a_device_with_a_filesystem_or_mounted_are_refused(tmp_path, ext4_on_loop):
     dev, mnt = ext4_on_loop
-    before = blockdev.Target(dev).counters()
+    before = Target(dev).counters()
     assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "pwrite")
     assert "holds a ext4 signature" in _refused(tmp_path, "--target", dev, "--engine", "uring-write")
     subprocess.run(["mount", dev, str(mnt)], check=True, capture_output=True)
     msg = _refused(tmp_path, "--target", dev, "--engine", "pwrite", "--allow-overwrite")
     assert "is mounted" in msg and "never writes" in msg
-    after = blockdev.Target(dev).counters()
+    after = Target(dev).counters()
     assert after["writes"] - before["writes"] <= 2  # the mount's own superblock update, none of ours
     # reading a mounted device is fine
     p = oslens("io", "--target", dev, "--engine", "pread", "--ops", "100", "--workers", "1", "--reps", "1",
@@ -453,8 +456,8 @@ def test_io_uring_options_without_an_io_uring_engine_are_refused(tmp_path, args,
 )
 def test_refused_before_a_device_is_made(tmp_path, args, words):
     """Nothing made first (a made device announces itself on stderr, a second line)."""
-    if "loop" in args and blockdev.available_kinds()["loop"]:
-        pytest.skip(blockdev.available_kinds()["loop"])
+    if "loop" in args and devices.available_kinds()["loop"]:
+        pytest.skip(devices.available_kinds()["loop"])
     assert words in _refused(tmp_path, *(a.format(tmp=tmp_path) for a in args))
 
 
@@ -485,7 +488,7 @@ def test_a_file_with_holes_is_refused_unless_oslens_may_write_them(tmp_path):
     f = tmp_path / "t.img"
     head = os.urandom(1 << 20)
     _sparse(f, 16 << 20, head)
-    if blockdev.hole_bytes(str(f), 16 << 20) == 0:
+    if hole_bytes(str(f), 16 << 20) == 0:
         pytest.skip("this filesystem does not keep holes")
     msg = _refused(tmp_path, "--target", str(f), "--engine", "pread")
     assert "15 MiB of the 16 MiB the I/Os reach are holes" in msg and "--allow-overwrite" in msg
@@ -513,7 +516,7 @@ def test_allow_overwrite_writes_the_holes_and_the_reads_reach_the_device(tmp_pat
         pytest.skip(one_line_error(p.stderr))
     assert p.returncode == 0, p.stderr
     assert "writing the 15 MiB of holes" in p.stderr
-    assert blockdev.hole_bytes(str(f), 16 << 20) == 0
+    assert hole_bytes(str(f), 16 << 20) == 0
     assert f.read_bytes()[: 1 << 20] == head and f.stat().st_size == 16 << 20  # its data as it was
     (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
     if pt["device"] is not None:  # a filesystem on a block device: each direct read is one there
@@ -524,7 +527,7 @@ def test_allow_overwrite_writes_the_holes_and_the_reads_reach_the_device(tmp_pat
 def io_run(tmp_path_factory) -> dict:
     """One real run of two worker counts (one count on a 1-CPU machine), its
     stored records and what `oslens io --json` printed."""
-    if not ROOT or blockdev.available_kinds()["zram"] and blockdev.available_kinds()["loop"]:
+    if not ROOT or devices.available_kinds()["zram"] and devices.available_kinds()["loop"]:
         pytest.skip("no device can be made here")
     from oslens.store import Store
 

@@ -31,8 +31,8 @@ TYPES: dict[str, str] = {
     "container": ".envs.container:CONTAINER",
     "guest": ".envs.kvm:GUEST",
     "cgroup": ".cgroups:CGROUP",
-    "scheduler": ".blockdev:SCHEDULER",
-    "device": ".blockdev:DEVICE",
+    "scheduler": ".blockdev.scheduler:SCHEDULER",
+    "device": ".blockdev.devices:DEVICE",
     "sem": ".runtime:SEM",
     "tmpdir": ".runtime:TMPDIR",
 }

@@ -69,7 +69,8 @@ from . import Context, common_options, measure
 @common_options
 def command(ctx: Context, **kw):
     """Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?"""
-    from .. import blockdev
+    from ..blockdev import devices, scheduler
+    from ..blockdev.target import lay_out
     from ..plan import io as io_plan
     from ..runner import check
 
@@ -78,16 +79,16 @@ def command(ctx: Context, **kw):
     target = choices["target"]
     if choices["kind"]:
         ctx.say(f"oslens io: making a {choices['kind']} device of {choices['size'] >> 20} MiB")
-        target = blockdev.make(choices["kind"], choices["size"])
+        target = devices.make(choices["kind"], choices["size"])
     try:
         plan = io_plan.plan(choices, target)
         check(plan.points)  # the engine's own checks of the target, before its scheduler or data is changed
         if choices["scheduler"]:
-            blockdev.set_scheduler(target, choices["scheduler"])
+            scheduler.set_scheduler(target, choices["scheduler"])
             plan.params["target"] = target.describe()  # with the scheduler the run has
         if choices["layout"]:
             ctx.say(f"oslens io: writing the {size(choices['layout'])} of holes in {target.path}")
-            blockdev.lay_out(target.path, choices["span"] or target.size())
+            lay_out(target.path, choices["span"] or target.size())
         p = plan.params
         measure(
             ctx,
@@ -97,9 +98,9 @@ def command(ctx: Context, **kw):
             f"{','.join(map(str, p['workers']))}",
         )
     finally:
-        blockdev.restore_scheduler(target)
+        scheduler.restore_scheduler(target)
         if target.made:
-            blockdev.remove_device(target.made_line)
+            devices.remove_device(target.made_line)
 
 
 def _check_store(ctx: Context) -> None:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from .. import blockdev, engine
+from .. import engine
+from ..blockdev import devices
+from ..blockdev.scheduler import check_scheduler
+from ..blockdev.target import STAT_FIELDS, Target, check_user_target, hole_bytes, interrupts, parse_size
 from ..errors import UsageError
 from ..format import size as size_text
 from ..parse import parse_worker_counts, whole_number
@@ -61,7 +64,7 @@ class IoPoint:
     series: Series
     workers: int
     args: tuple[str, ...] = field(compare=False)
-    target: object = field(compare=False)  # blockdev.Target
+    target: object = field(compare=False)  # blockdev.target.Target
     role: str = "measure"
     reps: int | None = field(default=None, compare=False)  # when not the run's
 
@@ -75,14 +78,12 @@ class IoPoint:
         """The device's counters and interrupts before; `after` reads them again."""
         t = self.target
         irqs = t.irqs()
-        before, ints = t.counters(), blockdev.interrupts(irqs)
+        before, ints = t.counters(), interrupts(irqs)
 
         def after() -> list[dict]:
-            now, ints_now = t.counters(), blockdev.interrupts(irqs)
+            now, ints_now = t.counters(), interrupts(irqs)
             rec = {"type": "device", "device": t.sysfs.name if t.sysfs else None}
-            rec["stat"] = (
-                {k: now[k] - before[k] for k in blockdev.STAT_FIELDS if k != "in_flight"} if now and before else None
-            )
+            rec["stat"] = {k: now[k] - before[k] for k in STAT_FIELDS if k != "in_flight"} if now and before else None
             rec["interrupts"] = {
                 irq: {str(c): n for c, n in row.counts.items()} for irq, row in diff_interrupts(ints, ints_now).items()
             }
@@ -142,31 +143,31 @@ def check(
     taskrun = taskrun or DEFAULT_TASKRUN
     series = [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
     opts = engine.probes()["io"].options
-    block = blockdev.parse_size(bs, "--bs")
+    block = parse_size(bs, "--bs")
     if not opts["bs"]["min"] <= block <= opts["bs"]["max"] or block % 512:
         raise UsageError(f"--bs: {bs} is not a multiple of 512 bytes from {opts['bs']['min']} to {opts['bs']['max']}")
-    span_bytes = blockdev.parse_size(span, "--span") if span is not None else None
+    span_bytes = parse_size(span, "--span") if span is not None else None
     if span_bytes is not None and (span_bytes < block or span_bytes % (1 << 20)):
         raise UsageError(f"--span: {span} is not a whole number of MiB of at least one block")
-    made_size = blockdev.parse_size(size or DEFAULT_SIZE)
-    if made_size < blockdev.MIN_SIZE or made_size % (1 << 20):
+    made_size = parse_size(size or DEFAULT_SIZE)
+    if made_size < devices.MIN_SIZE or made_size % (1 << 20):
         raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
     writing = any(s.writes for s in series)
-    kind = target if target in blockdev.MADE else None
+    kind = target if target in devices.MADE else None
     user_target = None
     if target is None:
-        avail = blockdev.available_kinds()
-        kind = next((k for k in blockdev.MADE if avail[k] is None), None)
+        avail = devices.available_kinds()
+        kind = next((k for k in devices.MADE if avail[k] is None), None)
         if kind is None:
             raise UsageError(
                 f"no default target here ({'; '.join(f'{k}: {w}' for k, w in avail.items())}): "
                 f"give --target DEVICE|FILE"
             )
     elif kind is None:
-        user_target = blockdev.check_user_target(target, writing, allow_overwrite)
-    elif (why := blockdev.available_kinds()[kind]) is not None:
+        user_target = check_user_target(target, writing, allow_overwrite)
+    elif (why := devices.available_kinds()[kind]) is not None:
         raise UsageError(f"--target {kind}: {why}")
     if user_target is not None and size is not None:
         raise UsageError(f"--size: the size of a device oslens makes, not of --target {target}")
@@ -179,7 +180,7 @@ def check(
     if scheduler is not None:
         if kind == "zram":
             raise UsageError("--scheduler: zram is bio-based and has no I/O scheduler (use --target loop)")
-        blockdev.check_scheduler(scheduler, user_target)
+        check_scheduler(scheduler, user_target)
     layout = _holes(user_target, span_bytes or target_size, allow_overwrite) if user_target else 0
     return dict(
         kind=kind, target=user_target, size=made_size, series=series, bs=block, span=span_bytes,
@@ -189,7 +190,7 @@ def check(
     )  # fmt: skip
 
 
-def _holes(target: blockdev.Target, end: int, allow_overwrite: bool) -> int:
+def _holes(target: Target, end: int, allow_overwrite: bool) -> int:
     """The bytes of holes in the part of a user's file the I/Os reach, to be
     written before the run (--allow-overwrite), or refused: a read of a hole
     returns zeros without reaching the device, and a write to one allocates
@@ -197,7 +198,7 @@ def _holes(target: blockdev.Target, end: int, allow_overwrite: bool) -> int:
     fio lays a file out before it reads it for the same reason."""
     if target.is_block:
         return 0
-    holes = blockdev.hole_bytes(target.path, end)
+    holes = hole_bytes(target.path, end)
     if holes and not allow_overwrite:
         raise UsageError(
             f"--target {target.path}: {size_text(holes)} of the {size_text(end)} the I/Os reach are holes (sparse or "
@@ -214,7 +215,7 @@ def _mem_available() -> int:
     return v if isinstance(v, int) else 1 << 62  # unknown: the kernel refuses what it cannot hold
 
 
-def plan(choices: dict, target: blockdev.Target) -> Plan:
+def plan(choices: dict, target: Target) -> Plan:
     """The invocations on a target that exists (made, or the user's)."""
     c = choices
     size = target.size()

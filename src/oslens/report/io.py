@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.io import CPU_KINDS, IoPoint, IoSeries, IoSummary
-from ..blockdev import SECTOR
+from ..blockdev.target import SECTOR
 from ..format import ns, pct, si, sig, size
 
 

@@ -1,12 +1,5 @@
-"""The device or file `oslens io` measures.
-
-By default a RAM-backed block device made for the run and removed after it:
-a zram device (the block layer and a compressor, no disk) or, where the
-kernel has no zram, a loop device on a file in tmpfs (the block layer, the
-loop driver's worker threads and the page cache of tmpfs). Both are written
-down in the runtime entry before they exist (runtime.py), so that a run
-killed outright leaves nothing the next oslens does not remove: they, and a
-disk's scheduler set for a run, are owned resources (oslens.owned).
+"""The device or file `oslens io` measures, as the user names it (a path,
+or one oslens makes: devices.py), and what the kernel says of it.
 
 A user's device or file is read freely. It is written only if it holds
 nothing that writing would destroy — no filesystem or partition table
@@ -22,24 +15,18 @@ beside what the engine counted."""
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import owned, runtime
-from .collectors import bracketed_choice, read_text
-from .errors import UsageError
-from .profile.procfs import IrqRow, parse_interrupts
+from ..collectors import bracketed_choice, read_text
+from ..errors import UsageError
+from ..profile.procfs import IrqRow, parse_interrupts
 
-ZRAM_CONTROL = Path("/sys/class/zram-control")
-MADE = ("zram", "loop")
-MIN_SIZE = 1 << 20
 FILL_CHUNK = 1 << 20
 # /sys/block/*/stat (Documentation/block/stat.rst): the fields kept
 STAT_FIELDS = ("reads", "read_merges", "read_sectors", "read_ms", "writes", "write_merges", "write_sectors",
@@ -83,13 +70,13 @@ class Target:
     """A block device or regular file, and where the kernel accounts its I/O."""
 
     path: str  # what the engine opens
-    made: str | None = None  # "zram" or "loop" when oslens made it for the run
+    made: str | None = None  # "zram" or "loop" when oslens made it for the run (devices.py)
     backing: str | None = None  # a made loop device's file
-    saved_scheduler: str | None = field(default=None, repr=False)  # to restore after --scheduler
+    saved_scheduler: str | None = field(default=None, repr=False)  # to restore after --scheduler (scheduler.py)
 
     @property
     def made_line(self) -> str | None:
-        """How the runtime entry names a made device (remove_device's argument)."""
+        """How the runtime entry names a made device (devices.remove_device's argument)."""
         if self.made == "zram":
             return f"zram {self.path.removeprefix('/dev/zram')}"
         return f"loop {self.backing}" if self.made == "loop" else None
@@ -352,275 +339,15 @@ def lay_out(path: str, end: int) -> None:
     try:
         ranges = list(_hole_ranges(fd, end))  # before any is written
         for start, stop in ranges:
-            _write_random(fd, start, stop - start)
+            write_random(fd, start, stop - start)
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
 
 
-# ---- the targets oslens makes
-
-
-def _quiet_signals():
-    """Holds SIGINT/SIGTERM/SIGHUP while a device is made and written down,
-    so that an interruption cannot fall between the two (a SIGKILL still
-    can: a window of a few system calls, in which a zram device outlives us)."""
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-
-
-def _fill(path: str, size: int) -> None:
-    """Writes the whole device once, with bytes that do not compress (as
-    fio's default buffers), so that reads find data and not unwritten
-    blocks (zram returns those without touching its store)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        _write_random(fd, 0, size)
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the reads start from the device, not this cache
-    finally:
-        os.close(fd)
-
-
-def _write_random(fd: int, start: int, length: int) -> None:
+def write_random(fd: int, start: int, length: int) -> None:
     """`length` bytes that do not compress (as fio's default buffers) from `start`."""
     end = start + length
     while start < end:
         start += os.pwrite(fd, os.urandom(min(FILL_CHUNK, end - start)), start)
-
-
-def _tmpfs_dir() -> str | None:
-    """A tmpfs directory the backing file of a loop device may live in."""
-    try:
-        mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
-    except OSError:
-        return None
-    for want in ("/dev/shm", "/run"):
-        if any(m[1] == want and m[2] == "tmpfs" and os.access(want, os.W_OK) for m in mounts):
-            return want
-    return None
-
-
-def available_kinds() -> dict[str, str | None]:
-    """zram and loop: None if oslens can make one here, else why not."""
-    out: dict[str, str | None] = {}
-    if os.geteuid() != 0:
-        return {k: "making a block device needs root" for k in MADE}
-    if not ZRAM_CONTROL.exists():
-        subprocess.run(["modprobe", "zram", "num_devices=0"], capture_output=True)
-    out["zram"] = (
-        None if (ZRAM_CONTROL / "hot_add").exists() else "this kernel has no zram (no /sys/class/zram-control)"
-    )
-    if not shutil.which("losetup"):
-        out["loop"] = "losetup (util-linux) is not installed"
-    elif not _tmpfs_dir():
-        out["loop"] = "no writable tmpfs (/dev/shm, /run) for its file"
-    elif not Path("/dev/loop-control").exists():
-        subprocess.run(["modprobe", "loop"], capture_output=True)
-        out["loop"] = None if Path("/dev/loop-control").exists() else "this kernel has no loop devices"
-    else:
-        out["loop"] = None
-    return out
-
-
-def make(kind: str, size: int) -> Target:
-    """A zram or loop device of `size` bytes, written down before it
-    exists, filled once. `kind` is one available_kinds() said can be made
-    here (the caller asked it: it loads modules, once is enough)."""
-    if kind == "zram":
-        return _make_zram(size)
-    return _make_loop(size)
-
-
-def _next_zram() -> int:
-    """The index the next hot_add gives: the kernel's lowest free one."""
-    taken = {int(p.name[4:]) for p in Path("/sys/block").glob("zram*") if p.name[4:].isdigit()}
-    return next(i for i in range(len(taken) + 1) if i not in taken)
-
-
-def _make_zram(size: int) -> Target:
-    # Reading hot_add makes the device; its index is known only then. So the
-    # index it will give is written down first, as unconfirmed (a SIGKILL
-    # between the read and the confirmed line would otherwise leak it), with
-    # the control file locked so that another oslens cannot take that index.
-    # A held SIGINT/SIGTERM is delivered as the mask is lifted: inside the
-    # block that removes the device again.
-    old = _quiet_signals()
-    n = None
-    try:
-        try:
-            fd = os.open(ZRAM_CONTROL / "hot_add", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                runtime.note("device", f"zram-unconfirmed {_next_zram()}")
-                n = int(os.read(fd, 32))
-                runtime.note("device", f"zram {n}")
-            finally:
-                os.close(fd)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--target zram: cannot add a zram device: {e}") from None
-        target = Target(f"/dev/zram{n}", made="zram")
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        Path(f"/sys/block/zram{n}/disksize").write_text(str(size))
-        _wait_for(target.path)
-        _fill(target.path, size)
-    except BaseException:
-        if n is not None:
-            remove_device(f"zram {n}")
-        raise
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    return target
-
-
-def _make_loop(size: int) -> Target:
-    d = _tmpfs_dir()
-    start = runtime.proc_start(os.getpid())
-    backing = f"{d}/oslens.{os.getpid()}.{start}.loop"
-    runtime.note("device", f"loop {backing}")
-    try:
-        _fill_file(backing, size)
-        p = subprocess.run(["losetup", "--find", "--show", backing], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise UsageError(f"--target loop: losetup failed: {p.stderr.strip()}")
-        target = Target(p.stdout.strip(), made="loop", backing=backing)
-        _wait_for(target.path)
-    except BaseException:
-        remove_device(f"loop {backing}")
-        raise
-    return target
-
-
-def _fill_file(path: str, size: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    os.close(fd)
-    _fill(path, size)
-
-
-def _wait_for(path: str, timeout: float = 5.0) -> None:
-    """udev may still be making the node: wait for it, briefly."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise UsageError(f"{path} did not appear")
-        time.sleep(0.01)
-
-
-def remove_device(what: str) -> str:
-    """`zram N` or `loop FILE` (a runtime line): the device oslens made,
-    removed; what became of it."""
-    kind, _, arg = what.partition(" ")
-    if kind == "zram-unconfirmed" and arg.isdigit():
-        # ours only while unconfigured: a configured one is someone else's
-        # (ours is confirmed by a line of its own before it is configured)
-        if _read(Path(f"/sys/block/zram{arg}/disksize")) != "0":
-            return "gone"
-        kind = "zram"
-    if kind == "zram" and arg.isdigit():
-        if not Path(f"/sys/block/zram{arg}").exists():
-            return "gone"
-        try:
-            Path(f"/sys/block/zram{arg}/reset").write_text("1")
-        except OSError:
-            pass  # never configured, or still open: hot_remove says which
-        try:
-            (ZRAM_CONTROL / "hot_remove").write_text(arg)
-        except OSError as e:
-            return f"failed: {e.strerror}"
-        return "removed"
-    if kind == "loop" and os.path.basename(arg).startswith("oslens."):
-        action = "gone"
-        for lo in Path("/sys/block").glob("loop*"):
-            if _read(lo / "loop" / "backing_file") in (arg, f"{arg} (deleted)"):
-                p = subprocess.run(["losetup", "--detach", f"/dev/{lo.name}"], capture_output=True, text=True)
-                action = "removed" if p.returncode == 0 else f"failed: {p.stderr.strip()}"
-        try:
-            os.unlink(arg)
-            action = "removed" if action == "gone" else action
-        except FileNotFoundError:
-            pass
-        return action
-    return "left alone"
-
-
-def _scheduler_file(target: Target) -> tuple[Path | None, str | None]:
-    disk = target.disk
-    path = disk / "queue" / "scheduler" if disk else None
-    return path, _read(path) if path else None
-
-
-def check_scheduler(name: str, target: Target | None) -> None:
-    """Refuses (UsageError) a scheduler the target does not offer; with no
-    target yet (a loop device to be made), one this kernel has none of: the
-    elevators any request-based disk here lists, and those a module would
-    add when asked (the kernel loads NAME-iosched)."""
-    if target is not None:
-        text = _scheduler_file(target)[1]
-        if not text:
-            raise UsageError(f"--scheduler: {target.path} has no I/O scheduler (a bio-based device such as zram)")
-        if name not in (have := _choices(text)):
-            raise UsageError(f"--scheduler: {target.path} offers {', '.join(have)}, not '{name}'")
-        return
-    have = sorted({w for p in Path("/sys/block").glob("*/queue/scheduler") for w in _choices(_read(p))})
-    if name in have:
-        return
-    modprobe = shutil.which("modprobe") or "/sbin/modprobe"
-    try:
-        loadable = subprocess.run([modprobe, "-n", "-q", f"{name}-iosched"], capture_output=True).returncode == 0
-    except OSError:
-        loadable = False
-    if not loadable:
-        raise UsageError(f"--scheduler: this kernel has no I/O scheduler '{name}' (it has {', '.join(have) or 'none'})")
-
-
-def set_scheduler(target: Target, name: str) -> None:
-    """Sets the disk's I/O scheduler for the run; the old one is written
-    down first and put back by restore_scheduler (or the next oslens)."""
-    check_scheduler(name, target)
-    path, text = _scheduler_file(target)
-    old = _selected(text)
-    if old == name:
-        return
-    runtime.note("scheduler", f"{path} {old}")
-    target.saved_scheduler = old
-    try:
-        path.write_text(name)
-    except OSError as e:
-        raise UsageError(f"--scheduler {name}: {e.strerror}") from None
-
-
-def restore_scheduler(target: Target) -> None:
-    if target.saved_scheduler and target.disk:
-        restore_line(f"{target.disk / 'queue' / 'scheduler'} {target.saved_scheduler}")
-        target.saved_scheduler = None
-
-
-def restore_line(what: str) -> str:
-    """`PATH NAME` (a runtime line): a disk's scheduler put back."""
-    path, _, name = what.rpartition(" ")
-    if not path.startswith("/sys/") or not path.endswith("/queue/scheduler") or not Path(path).exists():
-        return "gone"
-    try:
-        Path(path).write_text(name)
-    except OSError as e:
-        return f"failed: {e.strerror}"
-    return "restored"
-
-
-def existing() -> list[str]:
-    """zram devices and bound loop devices that exist now, and the backing
-    files of loop devices oslens made (a made device shows up here; unbound
-    loop nodes, which any machine has in numbers, do not)."""
-    out = set()
-    for p in Path("/sys/block").iterdir():
-        if p.name.startswith("zram") or (p.name.startswith("loop") and (p / "loop" / "backing_file").exists()):
-            out.add(p.name)
-    for d in ("/dev/shm", "/run"):
-        out.update(str(p) for p in Path(d).glob("oslens.*.loop"))
-    return sorted(out)
-
-
-DEVICE = owned.Resource(remove=remove_device, existing=existing)
-SCHEDULER = owned.Resource(remove=restore_line, would="would restore")
