@@ -1,11 +1,14 @@
 """The engine's structure, read from its object files: which object calls
 into which (a symbol one leaves undefined and another defines). No cycle
-between objects, the bottom units call nothing above them, and nothing calls
-back into main.c — the shape that had `run.c` and `main.c` calling each
-other before args.c existed."""
+between objects, every object in a layer of LAYERS and calling nothing in a
+layer above its own, and nothing calling back into main.c — the shape that
+had `run.c` and `main.c` calling each other before args.c existed. Checked
+in every build the Makefile makes: the dynamic engine, the static one (no
+BPF, and the guest), the MPI one where it is built."""
 
 from __future__ import annotations
 
+import fnmatch
 import graphlib
 import shutil
 import subprocess
@@ -16,6 +19,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The bottom: what every command uses and what uses nothing of the engine.
 BOTTOM = {"args.o", "clock.o", "hist.o", "json.o", "mem.o", "textfile.o", "topology.o"}
+# The layers from the bottom up, as engine/README.md's layout lists them:
+# an object may call into its own layer and those below, never above. A new
+# file goes in here; a new probe, app or BPF part matches a pattern already.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("bottom", tuple(sorted(BOTTOM))),
+    ("stop signals", ("stopsig.o",)),
+    ("probes", ("probe.o", "probes/*.o")),
+    ("attribution loaders", ("bpf/*.o",)),
+    ("events records", ("event_batch.o",)),
+    ("run's argv", ("run_args.o",)),
+    ("a worker", ("worker.o", "worker_image.o", "worker_pad.o")),
+    ("the guest", ("guest/*.o",)),
+    ("MPI ranks", ("cluster/*.o",)),
+    ("the master's parts", ("cpustat.o", "partners.o", "run_emit.o", "run_parts.o")),
+    ("run's master", ("run.o",)),
+    ("commands", ("profile/*.o", "apps/*.o", "trace.o", "inject.o")),
+    ("main", ("main.o",)),
+)
 
 
 def symbols(obj: Path) -> tuple[set[str], set[str]]:
@@ -41,6 +62,24 @@ def calls_between(objdir: Path) -> dict[str, set[str]]:
     }
 
 
+def layer_of(obj: str, layers=LAYERS) -> int | None:
+    for i, (_, patterns) in enumerate(layers):
+        if any(fnmatch.fnmatchcase(obj, p) for p in patterns):
+            return i
+    return None
+
+
+def upward_calls(graph: dict[str, set[str]], layers=LAYERS) -> set[str]:
+    """Each call from an object into a layer above its own, said in words."""
+    names = [name for name, _ in layers]
+    return {
+        f"{o} ({names[layer_of(o, layers)]}) calls {d} ({names[layer_of(d, layers)]})"
+        for o, deps in graph.items()
+        for d in deps
+        if layer_of(d, layers) > layer_of(o, layers)
+    }
+
+
 def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
     try:
         tuple(graphlib.TopologicalSorter(graph).static_order())
@@ -50,12 +89,23 @@ def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 @pytest.fixture(scope="module")
-def engine_objects(tmp_path_factory) -> Path:
+def engine_build(tmp_path_factory) -> Path:
     if shutil.which("nm") is None:
         pytest.skip("nm (binutils) is not installed")
     build = tmp_path_factory.mktemp("engine-build")
     subprocess.run(["make", "-s", "-j2", "-C", str(ROOT / "engine"), f"BUILD={build}"], check=True, capture_output=True)
-    return build / "dyn"
+    return build
+
+
+@pytest.fixture(scope="module")
+def engine_objects(engine_build) -> Path:
+    return engine_build / "dyn"
+
+
+@pytest.fixture(scope="module")
+def every_build(engine_build) -> dict[str, dict[str, set[str]]]:
+    """build (dyn, static, mpi) -> its call graph; each is one set of programs."""
+    return {d.name: calls_between(d) for d in sorted(engine_build.iterdir()) if d.is_dir() and any(d.rglob("*.o"))}
 
 
 def test_no_cycle_between_the_engines_objects(engine_objects):
@@ -75,6 +125,33 @@ def test_the_bottom_calls_nothing_above_it(engine_objects):
 def test_nothing_calls_back_into_main(engine_objects):
     graph = calls_between(engine_objects)
     assert [o for o, deps in graph.items() if "main.o" in deps] == []
+
+
+def test_every_object_is_in_a_layer(every_build):
+    assert {"dyn", "static"} <= every_build.keys()
+    unplaced = {f"{b}: {o}" for b, graph in every_build.items() for o in graph if layer_of(o) is None}
+    assert not unplaced, "objects in no layer of LAYERS: " + ", ".join(sorted(unplaced))
+
+
+def test_no_object_calls_a_layer_above_its_own(every_build):
+    upward = {f"{b}: {u}" for b, graph in every_build.items() for u in upward_calls(graph)}
+    assert not upward, "; ".join(sorted(upward))
+
+
+def test_run_reaches_the_attributions_through_their_table_only(every_build):
+    """run.c names no attribution: it calls run_parts.c's phases, which call
+    the loaders, so that a new attribution is an entry there."""
+    for b, graph in every_build.items():
+        attribution = {d for d in graph["run.o"] if d.startswith("bpf/") or d == "event_batch.o"}
+        assert not attribution, f"{b}: run.o calls {sorted(attribution)}"
+        assert any(d.startswith("bpf/") for d in graph["run_parts.o"]), b
+
+
+def test_the_check_sees_a_call_up_the_layers():
+    layers = (("low", ("a.o",)), ("high", ("b.o", "c.o")))
+    assert upward_calls({"a.o": set(), "b.o": {"a.o"}, "c.o": {"b.o"}}, layers) == set()
+    assert upward_calls({"a.o": {"c.o"}, "b.o": {"a.o"}, "c.o": set()}, layers) == {"a.o (low) calls c.o (high)"}
+    assert layer_of("d.o", layers) is None
 
 
 def test_the_check_sees_two_units_calling_each_other(tmp_path):
