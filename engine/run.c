@@ -95,9 +95,8 @@ static int spawn(struct master *m)
 		}
 		if (pid == 0) {
 			worker_child_init(self, m->pgid);
-			if (m->fresh_image)
-				worker_exec_fresh(cfg, m->topo, m->shm, m->shm_fd, m->tmpdir,
-						  i); /* returns only having failed */
+			if (m->fresh_image) /* returns only having failed */
+				worker_exec_fresh(cfg, m->topo, m->shm, m->shm_fd, m->tmpdir, i);
 			if (cfg->threaded)
 				worker_host_threads(m->shm, cfg, m->envs);
 			worker_main(m->shm, cfg, m->envs, i);
