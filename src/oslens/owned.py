@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 # directories last (a guest's kernel and keys, a loop device's neighbours).
 TYPES: dict[str, str] = {
     "container": ".envs.container:CONTAINER",
-    "guest": ".envs.kvm:GUEST",
+    "guest": ".envs.kvm:QEMU",
     "cgroup": ".cgroups:CGROUP",
     "scheduler": ".blockdev.scheduler:SCHEDULER",
     "device": ".blockdev.devices:DEVICE",
@@ -113,11 +113,6 @@ def where(kind: str) -> str:
     if found is None:
         raise UnknownType(f"oslens.owned: no type '{kind}' (an entry of TYPES, or register())")
     return found
-
-
-def declared(kind: str) -> bool:
-    """Whether TYPES names it (a registered type's entry must say where it is)."""
-    return kind in TYPES
 
 
 def get(kind: str, at: str | None = None) -> Resource:

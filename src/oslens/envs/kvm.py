@@ -569,4 +569,5 @@ def remove_guest(name: str) -> str:
     return "removed" if killed else "gone"
 
 
-GUEST = owned.Resource(remove=remove_guest, existing=lambda: [f"{pid} {name}" for pid, name in _qemus()])
+# the guest's QEMU process (GUEST above is the agent's executable)
+QEMU = owned.Resource(remove=remove_guest, existing=lambda: [f"{pid} {name}" for pid, name in _qemus()])
