@@ -5,6 +5,7 @@ dropped; the registry sits at the bottom of the package."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -122,8 +123,17 @@ def test_a_kind_no_type_removes_is_refused_before_anything_is_made():
 
 
 @pytest.mark.parametrize("kind", sorted(owned.TYPES))
-def test_every_declared_type_loads(kind):
+def test_every_declared_type_loads_and_is_its_modules_only_use_of_the_name(kind):
     assert isinstance(owned.get(kind), owned.Resource)
+    # assigned once at the top of its module: a Resource given a name the
+    # module already used (kvm's GUEST, its agent's file name) replaces it
+    module, _, attr = owned.TYPES[kind].partition(":")
+    path = SRC / "oslens" / (module.lstrip(".").replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text())
+    assigned = [node.targets for node in tree.body if isinstance(node, ast.Assign)]
+    names = [t.id for targets in assigned for t in targets if isinstance(t, ast.Name)]
+    names += [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert names.count(attr) == 1, f"{path.name} binds {attr} {names.count(attr)} times"
 
 
 def test_types_are_removed_in_the_tables_order_registered_ones_first():
