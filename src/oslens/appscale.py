@@ -17,30 +17,35 @@ import subprocess
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from . import cgroups, engine
 from .collectors import kernel as kernel_config
 from .errors import MeasurementError
-from .plan.appscale import DIR_PLACEHOLDER, AppPlan, AppPoint
+from .invocation import Invocation
+from .plan import Plan
+from .plan.appscale import DIR_PLACEHOLDER, AppPoint
 from .profile.procfs import parse_stat
 
 OUTPUT_TAIL = 2000  # characters of a failed command's output kept
 
 
 @dataclass(frozen=True)
-class AppRun:
+class AppRun(Invocation):
     """One repetition of one point, as the runner takes it."""
 
     point: AppPoint
     rep: int
     time_limit: float | None
+    reps = 1  # the progress counts repetitions
+    check_args = None  # no engine argv: the command is run and timed here
 
     @property
     def label(self) -> str:
         return f"{self.point.label}, rep {self.rep + 1}"
 
-    def measure(self) -> list[dict]:
-        return [run_point(self.point, self.rep, self.time_limit, f"{self.point.n}.{self.rep}")]
+    def measure(self) -> Iterator[list[dict]]:
+        yield [run_point(self.point, self.rep, self.time_limit, f"{self.point.n}.{self.rep}")]
 
 
 def runs(points: list[AppPoint], reps: int, time_limit: float | None) -> list[AppRun]:
@@ -49,15 +54,16 @@ def runs(points: list[AppPoint], reps: int, time_limit: float | None) -> list[Ap
 
 
 @contextmanager
-def prepared(plan: AppPlan):
+def prepared(plan: Plan):
     """A workload's input files (psearchy's), made once, untimed, and
     removed at the end whatever happens."""
-    if not plan.workload or not plan.needs_data_dir:
+    workload = plan.params["workload"]
+    if not workload or not any(DIR_PLACEHOLDER in a for p in plan.points for a in p.argv):
         yield plan.points
         return
     d = tempfile.mkdtemp(prefix="oslens.appscale.")
     try:
-        engine.prepare_app(plan.workload, d, plan.size)
+        engine.prepare_app(workload, d, plan.params["size"])
         yield [AppPoint(pt.n, pt.cpus, tuple(a.replace(DIR_PLACEHOLDER, d) for a in pt.argv)) for pt in plan.points]
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -13,7 +13,7 @@ class MeasurementError(Exception):
 
 class Interrupted(BaseException):
     """A signal asked us to stop: exit status 128+N, and the run, if one had
-    begun, kept as incomplete (run_kept). Not an Exception, as
+    begun, kept as incomplete (run_kept, its id run_id). Not an Exception, as
     KeyboardInterrupt is not: code that carries on past a failure (a
     collector that cannot read something) must not carry on past a stop."""
 
@@ -21,3 +21,4 @@ class Interrupted(BaseException):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
         self.signum = signum
         self.run_kept = False
+        self.run_id: int | None = None

@@ -6,8 +6,8 @@ a run cut short keeps what it measured and is marked incomplete."""
 from __future__ import annotations
 
 import signal
-from contextlib import contextmanager, nullcontext
-from typing import Iterable, Protocol
+from contextlib import contextmanager
+from typing import Iterable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -15,18 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import collectors, engine, runtime, stopsignals
 from .errors import Interrupted, MeasurementError, UsageError
 from .format import plural
+from .invocation import Invocation
 from .store import Store, StoreError
-
-
-class Invocation(Protocol):
-    """One engine run. It may also set up surroundings for the measurement
-    (`surroundings()`, e.g. a competing workload), whose record is stored
-    just before the engine's (and, if it names one, its `after` records
-    just after). One that runs the engine its own way has a
-    `measure()` that returns its records instead of `args`."""
-
-    label: str
-    args: tuple[str, ...]
 
 
 @contextmanager
@@ -97,7 +87,7 @@ def execute(
         store.finish_run(run_id, "complete")
     except Interrupted as e:
         mark_ended(store, run_id, "incomplete", str(e))
-        e.run_kept = True
+        e.run_kept, e.run_id = True, run_id
         raise
     except MeasurementError as e:
         mark_ended(store, run_id, "failed", str(e))
@@ -137,8 +127,7 @@ def check(invocations: list[Invocation]) -> None:
     differ only in their worker count are checked at the largest count."""
     largest: dict[tuple, tuple[int, tuple[str, ...]]] = {}
     for inv in invocations:
-        # a job's argv is checked by the plain engine where it can be (`run`; not `bsp`)
-        args = getattr(inv, "check_args", getattr(inv, "args", None))
+        args = inv.check_args
         if args is None:
             continue
         key, workers = [], 0
@@ -162,20 +151,16 @@ def _run_one(store: Store, run_id: int, inv: Invocation, progress: Progress, tas
 
 
 def _measure_one(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
-    measure = getattr(inv, "measure", None)
-    if measure:
-        store.add_records(run_id, measure())
+    measured = inv.measure()
+    if measured is not None:
+        for batch in measured:
+            store.add_records(run_id, batch)
         progress.advance(task)
         return
-    surroundings = getattr(inv, "surroundings", None)
-    with (surroundings() if surroundings else None) or nullcontext(None) as context:
-        # a context's `after`: what to read once the engine has ended (a
-        # device's counters), stored after the engine's records
-        after = context.pop("after", None) if context else None
-        store.add_records(run_id, [context or {"type": "context", "competition": None}])
+    with inv.surroundings() as context:
+        store.add_records(run_id, [context.record])
         _run_engine(store, run_id, inv, progress, task)
-        if after:
-            store.add_records(run_id, after())
+        store.add_records(run_id, context.after())
 
 
 def _named(rec: dict, syms: list) -> dict:
@@ -191,7 +176,7 @@ def _named(rec: dict, syms: list) -> dict:
 
 
 def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, task) -> None:
-    launch = getattr(inv, "launch", None)
+    launch = inv.launcher()
     er = engine.EngineRun(list(inv.args), launch=list(launch) if launch else None)
     syms: list = []  # /proc/kallsyms, read once if needed
     try:

@@ -51,7 +51,7 @@ from . import EXIT_FAILED, Context, common_options, environment_option, one_of, 
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
-@environment_option(refusal="appscale measures a command on the host; environments are for scale, latency and noise")
+@environment_option("appscale")
 def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, dry_run: bool, **kw):
     """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
     from .. import appscale as app
@@ -63,7 +63,7 @@ def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cp
         return print_workloads(ctx)
     kw["cpus"] = one_of(kw["cpus"], old_cpus, "--cpu-counts", "--cpus")
     plan = appscale_plan(command=list(command), **kw)
-    what = f"workload {plan.workload}" if plan.workload else " ".join(command)
+    what = f"workload {plan.params['workload']}" if plan.params["workload"] else " ".join(command)
     if dry_run:
         from ..plan.appscale import dry_run as appscale_dry_run
 
@@ -75,13 +75,14 @@ def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cp
             f"oslens appscale: {what} on {','.join(map(str, plan.params['cpus']))} CPUs × {plan.reps}, "
             f"store {store.path}"
         )
+        runs = app.runs(points, plan.reps, kw["time_limit"])
         run_id = execute(
             store,
             "appscale",
             sys.argv,
             plan.params,
-            app.runs(points, plan.reps, kw["time_limit"]),
-            plan.total_runs,
+            runs,
+            len(runs),
             ctx.err,
             ctx.quiet,
         )

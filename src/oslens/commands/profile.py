@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from contextlib import contextmanager
 
 import click
 from rich.console import Console
 
-from ..errors import Interrupted, MeasurementError, UsageError
-from ..store import StoreError
+from ..errors import Interrupted, UsageError
 from . import Context, common_options, environment_option, print_run
 
 
@@ -41,7 +39,7 @@ from . import Context, common_options, environment_option, print_run
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @common_options
-@environment_option(refusal="profile measures a command on the host; environments are for scale, latency and noise")
+@environment_option("profile")
 def command(
     ctx: Context,
     command: tuple[str, ...],
@@ -54,8 +52,8 @@ def command(
 ):
     """Where does a workload's time go in the kernel? (CMD's exit status, stdout and stderr pass through.)"""
     from ..plan.profile import check_target
-    from ..profile import collect
-    from ..runner import machine_metadata, mark_ended, store_failed
+    from ..profile.collect import Profiling
+    from ..runner import execute
 
     check_target(list(command), pid, duration, time_limit)
     params = {
@@ -66,33 +64,18 @@ def command(
         "bpf": not no_bpf,
         "syscalls": not no_syscalls,
     }
-    what = f"pid {pid}" if pid is not None else " ".join(command)
+    step = Profiling(list(command) or None, pid, duration, time_limit, bpf=not no_bpf, syscalls=not no_syscalls)
     with _report_to(ctx, output), ctx.store() as store:
-        ctx.say(f"oslens profile: {what}, store {store.path}")
-        run_id = store.begin_run("profile", sys.argv, params, machine_metadata())
+        ctx.say(f"oslens profile: {step.label}, store {store.path}")
         try:
-            prof = collect.run(
-                list(command) or None, pid, duration, time_limit, bpf=not no_bpf, syscalls=not no_syscalls
-            )
-        except UsageError:
-            store.delete_run(run_id)  # the engine refused its arguments: nothing was measured
+            # the command owns the terminal: no progress bar
+            run_id = execute(store, "profile", sys.argv, params, [step], 1, ctx.err, quiet=True)
+        except Interrupted as stopped:  # as every interrupted command: 128+N, even if its command had ended
+            if stopped.run_kept:
+                print_run(ctx, store, stopped.run_id)
             raise
-        except MeasurementError as e:
-            mark_ended(store, run_id, "failed", str(e))
-            raise
-        signum = prof.interrupted_by or (prof.first("end") or {}).get("signal") or signal.SIGINT
-        stopped = None if prof.complete else Interrupted(signum)
-        if stopped:
-            stopped.run_kept = True
-        try:
-            store.add_records(run_id, prof.records)
-            store.finish_run(run_id, "incomplete" if stopped else "complete", str(stopped) if stopped else None)
-        except StoreError as e:
-            raise store_failed(store, run_id, e) from None
         print_run(ctx, store, run_id)
-    if stopped:  # as every interrupted command: 128+N, even if its command had ended
-        raise stopped
-    return prof.exit_status()
+    return step.profile.exit_status()
 
 
 @contextmanager

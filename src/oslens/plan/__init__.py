@@ -1,6 +1,6 @@
 """From command-line choices to the engine invocations of a run: one module
-per kind of run (scale, latency, noise, profile, appscale), the checks they
-share here.
+per kind of run (kinds.py names each kind's planner), the checks they share
+here.
 
 Everything a user can get wrong is checked in the planners, against what
 the engine publishes (its probes and its limits) and what the machine
@@ -8,16 +8,19 @@ offers, before anything is measured or stored."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from .. import engine
 from ..errors import UsageError
 from ..format import seconds, sig
+from ..invocation import Context, Invocation
 
 
 @dataclass(frozen=True)
-class Point:
+class Point(Invocation):
     """One engine invocation: a probe at a worker count, all repetitions."""
 
     probe: str
@@ -37,7 +40,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class MeasuredPoint:
+class MeasuredPoint(Invocation):
     """One engine invocation on a fixed set of CPUs, optionally with a
     competing workload on others around it (latency, noise)."""
 
@@ -53,10 +56,15 @@ class MeasuredPoint:
         where = f" vs {self.compete.label}" if self.compete else ""
         return f"{self.probe}:{self.variant}{where}"
 
-    def surroundings(self):
+    @contextlib.contextmanager
+    def surroundings(self) -> Iterator[Context]:
+        if not self.compete:
+            yield Context()
+            return
         from ..compete import competing  # the competitor's engine starts only when measuring
 
-        return competing(self.compete, list(self.cpus)) if self.compete else None
+        with competing(self.compete, list(self.cpus)) as record:
+            yield Context(record)
 
 
 @dataclass
@@ -70,7 +78,7 @@ class Plan:
     @property
     def total_reps(self) -> int:
         """What the progress bar counts: a point may run fewer (its `reps`)."""
-        return sum(getattr(p, "reps", None) or self.reps for p in self.points)
+        return sum(p.reps or self.reps for p in self.points)
 
 
 def _bound(option: str) -> dict:
@@ -91,7 +99,7 @@ def check_amounts(
             raise UsageError(f"{name}: {value} is not a finite number of seconds")
     if duration is not None:
         check_seconds("--duration", duration, _bound("--duration")["max"], zero_allowed=False)
-    most = _bound("--ops")["max"]
+    most = int(_bound("--ops")["max"])  # published as a JSON number: 2^63 reads back as a float
     if ops is not None and not 0 < ops <= most:
         raise UsageError(f"--ops: {ops:,} is not a number of operations from 1 to {most:,}")
     check_reps(reps)

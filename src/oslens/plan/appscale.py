@@ -10,7 +10,7 @@ from .. import engine
 from ..errors import UsageError
 from ..format import sig
 from ..parse import parse_worker_counts
-from . import check_reps
+from . import Plan, check_reps
 from .profile import check_target
 
 N_PLACEHOLDER = re.compile(r"\{n\}")
@@ -28,23 +28,6 @@ class AppPoint:
         return f"{self.n} CPU{'s' if self.n > 1 else ''}"
 
 
-@dataclass
-class AppPlan:
-    points: list[AppPoint]
-    reps: int
-    params: dict
-    workload: str | None = None
-    size: int | None = None
-
-    @property
-    def total_runs(self) -> int:
-        return len(self.points) * self.reps
-
-    @property
-    def needs_data_dir(self) -> bool:
-        return any(DIR_PLACEHOLDER in a for p in self.points for a in p.argv)
-
-
 def substitute(argv: list[str], n: int) -> tuple[str, ...]:
     return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
 
@@ -59,7 +42,7 @@ def plan(
     size: int | None,
     mode: str,
     time_limit: float | None,
-) -> AppPlan:
+) -> Plan:
     if bool(command) == bool(workload):
         raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
     check_reps(reps)
@@ -94,10 +77,10 @@ def plan(
         "time_limit_s": time_limit,
         "available_cpus": available,
     }
-    return AppPlan(points, reps, params, workload, size)
+    return Plan(points, reps, params)
 
 
-def dry_run(p: AppPlan) -> dict:
+def dry_run(p: Plan) -> dict:
     """What `appscale --dry-run` prints: the plan, where each CPU count runs."""
     from .scale import machine_shape, where_workers_run
 

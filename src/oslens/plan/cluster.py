@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .. import engine
 from ..errors import MeasurementError, UsageError
+from ..invocation import Invocation
 from ..parse import parse_worker_counts
 from . import Plan
 
@@ -23,13 +24,17 @@ ROOT_OPT_IN = "--allow-run-as-root"  # Open MPI refuses root without it
 
 
 @dataclass(frozen=True)
-class ClusterPoint:
+class ClusterPoint(Invocation):
     """One job: the engine's argv, run on every rank by the launcher."""
 
     label: str
     args: tuple[str, ...]
     launch: tuple[str, ...] = field(compare=False)
-    check_args: tuple[str, ...] | None = field(default=None, compare=False)  # checked by the plain engine
+    # a job's argv is checked by the plain engine where it can be (`run`; not `bsp`: None)
+    check_args: tuple[str, ...] | None = field(default=None, compare=False)
+
+    def launcher(self) -> tuple[str, ...]:
+        return self.launch
 
 
 def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], str | None]:

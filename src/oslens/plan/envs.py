@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .. import engine
 from ..envs import planned_cpus
 from ..errors import UsageError
+from ..invocation import Context, Invocation
 from ..parse import parse_probes
 from . import Plan, check_amounts, time_limit
 
@@ -24,7 +25,7 @@ MAX_ROUNDS = 1000
 
 
 @dataclass(frozen=True)
-class EnvPoint:
+class EnvPoint(Invocation):
     """One engine invocation (one round of one operation) in one environment."""
 
     probe: str
@@ -44,7 +45,7 @@ class EnvPoint:
     def surroundings(self):
         context = {"type": "context", "competition": None, "environment": self.env, "round": self.round}
         with engine.inside(self.made) if self.made is not None else contextlib.nullcontext():
-            yield context
+            yield Context(context)
 
 
 def labels(specs: list[str]) -> list[str]:

@@ -18,6 +18,7 @@ from ..blockdev.scheduler import check_scheduler
 from ..blockdev.target import STAT_FIELDS, Target, check_user_target, hole_bytes, interrupts, parse_size
 from ..errors import UsageError
 from ..format import size as size_text
+from ..invocation import Context, Invocation
 from ..parse import parse_worker_counts, whole_number
 from ..profile.procfs import diff_interrupts
 from . import Plan, check_amounts, time_limit
@@ -54,7 +55,7 @@ class Series:
 
 
 @dataclass(frozen=True)
-class IoPoint:
+class IoPoint(Invocation):
     """One engine invocation: a series at a worker count. Its role: `measure`
     (every repetition: what is reported), `completions` (one more, each I/O
     followed by BPF from the CPU that submitted it to the one that completed
@@ -75,7 +76,7 @@ class IoPoint:
 
     @contextlib.contextmanager
     def surroundings(self):
-        """The device's counters and interrupts before; `after` reads them again."""
+        """The device's counters and interrupts before; its `after` reads them again."""
         t = self.target
         irqs = t.irqs()
         before, ints = t.counters(), interrupts(irqs)
@@ -90,13 +91,15 @@ class IoPoint:
             rec["irq_names"] = {str(k): v for k, v in irqs.items()}
             return [rec]
 
-        yield {
-            "type": "context",
-            "competition": None,
-            "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
-                   "workers": self.workers, "role": self.role},
-            "after": after,
-        }  # fmt: skip
+        yield Context(
+            {
+                "type": "context",
+                "competition": None,
+                "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
+                       "workers": self.workers, "role": self.role},
+            },
+            after,
+        )  # fmt: skip
 
 
 def parse_list(text: str, option: str, known: tuple[str, ...] | None = None) -> list[str]:

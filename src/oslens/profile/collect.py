@@ -15,9 +15,11 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from .. import engine, stopsignals
-from ..errors import MeasurementError, UsageError
+from ..errors import Interrupted, MeasurementError, UsageError
+from ..invocation import Invocation
 from .kallsyms import Kallsyms, resolve_locks
 
 
@@ -72,6 +74,34 @@ def _signals_passed_to(proc: subprocess.Popen):
         yield caught
     finally:
         stopsignals.restore(old)
+
+
+@dataclass
+class Profiling(Invocation):
+    """A profile run's one step, as runner.execute takes it: the engine
+    profiles the command (or the process), its records stored once it has
+    ended; a stop signal it passed on leaves the run incomplete, with them.
+    The Profile stays here for the command's exit status."""
+
+    command: list[str] | None
+    pid: int | None
+    duration: float | None
+    time_limit: float | None
+    bpf: bool
+    syscalls: bool
+    profile: Profile | None = None
+    check_args = None  # the engine checks its argv as it starts; a refusal stores nothing
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid}" if self.pid is not None else " ".join(self.command or [])
+
+    def measure(self) -> Iterator[list[dict]]:
+        self.profile = run(self.command, self.pid, self.duration, self.time_limit, bpf=self.bpf, syscalls=self.syscalls)
+        yield self.profile.records
+        if not self.profile.complete:
+            end = self.profile.first("end") or {}
+            raise Interrupted(self.profile.interrupted_by or end.get("signal") or signal.SIGINT)
 
 
 def run(
