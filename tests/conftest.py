@@ -187,6 +187,16 @@ def _remove_session_tmp():
     shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def every(tmp_path_factory):
+    """One small run of every kind (tests/every_kind.py), each made on first
+    use, in one store shared by every test file that holds the kinds to the
+    same contracts."""
+    from every_kind import EveryKind
+
+    return EveryKind(tmp_path_factory.mktemp("every-kind") / "store.db")
+
+
 @dataclass
 class Snapshot:
     sems: set[int]

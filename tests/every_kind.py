@@ -33,6 +33,10 @@ def _mpi() -> str | None:
     return None if shutil.which("mpirun") else "mpirun (Open MPI) is not installed"
 
 
+# A string a user may type that is markup if a report forgets to escape it.
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
 @dataclass(frozen=True)
 class Recipe:
     args: Callable[[], list[str]]
@@ -45,7 +49,7 @@ RECIPES: dict[str, Recipe] = {
     "latency": Recipe(lambda: ["latency", "--probe", "getppid,fault:anon", "--duration", "0.05", "--reps", "2",
                                "--warmup", "0.02"]),
     "noise": Recipe(lambda: ["noise", "--duration", "0.3", "--warmup", "0.05"]),
-    "profile": Recipe(lambda: ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done"]),
+    "profile": Recipe(lambda: ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done", HOSTILE]),
     "appscale": Recipe(lambda: ["appscale", "--workload", "kmeans", "--size", "50000", "--cpu-counts", f"1,{NCPU}",
                                 "--reps", "1"]),
     "io": Recipe(lambda: ["io", "--target", io_target(), "--engine", "pread", "--workers", f"1,{NCPU}",
@@ -72,6 +76,11 @@ class EveryKind:
             assert p.returncode == 0, p.stderr
             self.ids[kind] = oslens.Store(self.db).last(kind=kind).id
         return self.ids[kind]
+
+    def run(self, kind: str) -> oslens.Run:
+        """The kind's run, read through the Python API."""
+        run_id = self.id(kind)
+        return oslens.Store(self.db).run(run_id)
 
     def again(self, kind: str) -> int:
         """A second run of the same recipe (to compare with the first)."""

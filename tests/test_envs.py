@@ -18,7 +18,8 @@ import time
 import pytest
 
 import test_report
-from oslens import leftovers
+from every_kind import RECIPES
+from oslens import kinds, leftovers
 from test_report import load, needs_browser
 
 from conftest import one_line_error, oslens
@@ -108,14 +109,14 @@ def test_bad_environments_are_refused_before_anything_runs(tmp_path, where):
     assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout.lower()
 
 
-@pytest.mark.parametrize(
-    "cmd",
-    [["profile", "--in", "container", "--", "true"], ["appscale", "--in", "container", "--workload", "wordcount"]],
-)
-def test_commands_that_run_a_host_command_refuse_an_environment(tmp_path, cmd):
-    proc = oslens(*cmd, db=tmp_path / "db", check=False)
-    assert proc.returncode == 2
-    assert "on the host" in one_line_error(proc.stderr)
+@pytest.mark.parametrize("kind", [k.name for k in kinds.KINDS.values() if not k.in_envs])
+def test_a_kind_that_takes_no_environment_refuses_one_before_anything_runs(tmp_path, kind):
+    args = RECIPES[kind].args()
+    at = args.index("--") if "--" in args else len(args)
+    proc = oslens(*args[:at], "--in", "container", *args[at:], db=tmp_path / "db", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{kind} takes no environment" in one_line_error(proc.stderr)
+    assert not (tmp_path / "db").exists()
 
 
 @needs_runtime

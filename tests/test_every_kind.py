@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 import oslens
-from every_kind import RECIPES, EveryKind, strict_json
+from every_kind import RECIPES, strict_json
 from oslens import kinds
-from test_report import browser, load  # noqa: F401 (browser: the fixture, shared)
+from test_report import EXPECTED_FIGURES, browser, load  # noqa: F401 (browser: the fixture, shared)
 
+from conftest import SESSION_TMP
 from conftest import oslens as cli
 
 KINDS = sorted(kinds.KINDS)
@@ -25,11 +26,6 @@ KINDS = sorted(kinds.KINDS)
 EXPONENT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?e[+-]?\d+\b")
 # what str() of a Python value writes where a figure was meant
 LITERAL = re.compile(r"\b(?:True|False|None|nan|NaN|inf|Infinity)\b")
-
-
-@pytest.fixture(scope="session")
-def every(tmp_path_factory) -> EveryKind:
-    return EveryKind(tmp_path_factory.mktemp("every-kind") / "store.db")
 
 
 def test_every_kind_has_a_recipe():
@@ -96,8 +92,14 @@ def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, brows
     p = cli("report", str(every.id(kind)), "-o", str(page), db=every.db)
     assert p.returncode == 0, p.stderr
     shown = load(browser, page)
+    browser.save_screenshot(str(SESSION_TMP / f"report-{kind}.png"))
     assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["plots"] > 0, f"{kind}: no plot"
     assert shown["drawn"] == shown["plots"], f"{shown['plots'] - shown['drawn']} of {shown['plots']} plots not drawn"
+    assert shown["injected"] == 0  # the profiled command's hostile argument is text, not markup
+    ids = set(browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)"))
+    assert all(i.startswith(kind) for i in ids), ids
+    assert EXPECTED_FIGURES.get(kind, set()) <= ids
     # an axis of CPUs or workers is ticked at whole counts (appscale's showed 1.1, 1.2, …)
     axes = browser.execute_script(
         "return Array.from(document.querySelectorAll('g.role-axis')).map(a => ["

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NCPU, SESSION_TMP, one_line_error, oslens
+from conftest import NCPU, one_line_error, oslens
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -23,6 +23,8 @@ needs_browser = pytest.mark.skipif(
     reason="chromium and chromium-driver are not installed (scripts/install-deps.sh test installs them)",
 )
 HOSTILE = "<img src=x onerror=alert(1)>"
+# The figures a kind's report must hold (by plot id), beyond loading.
+EXPECTED_FIGURES = {"scale": {"scale-per-worker"}, "appscale": {"appscale-speedup", "appscale-cpu-time"}}
 
 # One small run of each kind, made once for the module (the real CLI).
 RUNS = {
@@ -100,24 +102,6 @@ def load(browser, path: str, timeout: float = 60) -> dict:
         ),
         "injected": browser.execute_script("return document.querySelectorAll('img').length"),
     }
-
-
-EXPECTED_FIGURES = {"scale": {"scale-per-worker"}, "appscale": {"appscale-speedup", "appscale-cpu-time"}}
-
-
-@needs_browser
-@pytest.mark.parametrize("kind", list(RUNS))
-def test_each_kind_renders_in_chromium_without_console_errors(store, browser, kind, tmp_path):
-    html_file = report(store, store["ids"][kind], out=tmp_path / f"{kind}.html")[0]
-    page = load(browser, html_file)
-    browser.save_screenshot(str(SESSION_TMP / f"report-{kind}.png"))
-    assert page["error"] is None
-    assert page["console"] == [], page["console"]
-    assert page["plots"] > 0 and page["drawn"] == page["plots"], f"{page['drawn']} of {page['plots']} plots drawn"
-    assert page["injected"] == 0
-    ids = set(browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)"))
-    assert EXPECTED_FIGURES.get(kind, set()) <= ids
-    assert all(i.startswith(kind) for i in ids)
 
 
 @needs_browser

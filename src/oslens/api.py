@@ -49,7 +49,7 @@ class Run:
 
     @property
     def kind(self) -> str:
-        """scale, latency, noise, profile or appscale."""
+        """The kind of run: a name of oslens.kinds.KINDS."""
         return self._stored.kind
 
     @property

@@ -378,12 +378,8 @@ def compare(
                 + (f" ({r.reason})" if r.reason else "")
                 + ": its figures cover only what was measured"
             )
-    if run_a.kind == "profile":
-        notes.append(
-            "a profile is one run of a command: with one value on each side no significance test "
-            "is possible; the changes are shown, not judged (repeat the profile, or use appscale, "
-            "to test them)"
-        )
+    if not kinds.get(run_a.kind, run_a.id).repeated:
+        notes.append(kinds.get(run_a.kind).once)
     elif not testable and any(m.untestable_because == "few repetitions" for m in compared):
         notes.append(
             f"no metric could be tested: at least {repetitions_for_test(confidence)} repetitions in "

@@ -11,7 +11,19 @@ A kind of run is one module per layer, and one entry below naming them:
     metrics   (run, records) -> {name: Metric}, what `compare` can test
     frames    (run, records) -> {name: pandas.DataFrame}, the tidy tables of
               the Python API and of `export`: frames/<kind>.py
+    columns   {frame: {column: (dtype, meaning)}}, every frame's columns
+              declared: frames/<kind>.py's COLUMNS
     what      (params) -> one short line for `oslens runs`
+
+and the facts generic code asks of a kind:
+
+    once      why its runs cannot be tested against each other, when they
+              measure once (a profile is one run of a command): `compare`
+              shows their changes and says this instead of judging them
+    in_envs   it takes `--in ENV` (envs/); the others refuse it, in a
+              sentence made from this table
+    studies   the published studies (STUDIES.md) re-run as runs of this
+              kind: `oslens study NAME`, and the verdicts its summary carries
 
 Layers are named as "module:attribute" and imported only when used, so
 listing runs never loads numpy, pandas or the plotting libraries. `show`,
@@ -28,6 +40,26 @@ from .cpulist import format_cpulist
 from .errors import UsageError
 
 
+def _load(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module, __package__), attr)
+
+
+@dataclass(frozen=True)
+class Study:
+    """A published experiment re-run as a run of its kind: `command` (click)
+    plans and measures it, marking the run's params with `study: name`;
+    `verdicts` (summary, run) -> [{…}] sets the paper's findings beside what
+    was measured, carried in the summary as `study`."""
+
+    name: str
+    command: str
+    verdicts: str
+
+    def load(self, part: str) -> Any:
+        return _load(getattr(self, part))
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str
@@ -39,12 +71,20 @@ class Kind:
     sections: str
     metrics: str
     frames: str
+    columns: str
     what: Callable[[dict], str]
+    once: str = ""
+    in_envs: bool = False
+    studies: tuple[Study, ...] = ()
 
     def load(self, layer: str) -> Any:
         """The layer's object, imported now."""
-        module, _, attr = getattr(self, layer).partition(":")
-        return getattr(importlib.import_module(module, __package__), attr)
+        return _load(getattr(self, layer))
+
+    @property
+    def repeated(self) -> bool:
+        """Its runs repeat the measurement, so `compare` can test a difference."""
+        return not self.once
 
 
 def _command_line(p: dict) -> str:
@@ -60,32 +100,40 @@ def _probes(p: dict) -> str:
     return ",".join(probes) if len(probes) <= 5 else f"{len(probes)} operations"
 
 
-def _kind(
-    name: str, description: str, what: Callable[[dict], str], *, analysis: str = ".analysis", metrics: str | None = None
-) -> Kind:
+def _kind(name: str, description: str, what: Callable[[dict], str], **facts: Any) -> Kind:
+    """A kind whose layers are at their usual places."""
     return Kind(
         name=name,
         description=description,
         command=f".commands.{name}:command",
         plan=f".plan.{name}:plan",
-        analyze=f"{analysis}.{name}:analyze",
+        analyze=f".analysis.{name}:analyze",
         render=f".report.{name}:show",
         sections=f".report.html.{name}:sections",
-        metrics=metrics or f"{analysis}.{name}:metrics",
+        metrics=f".analysis.{name}:metrics",
         frames=f".frames.{name}:frames",
+        columns=f".frames.{name}:COLUMNS",
         what=what,
+        **facts,
     )
 
 
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        _kind("scale", "Does each OS primitive scale with cores? (OSMark-style)", _probes),
-        _kind("latency", "What does each operation cost, and how variable is it?", _probes),
+        _kind(
+            "scale",
+            "Does each OS primitive scale with cores? (OSMark-style)",
+            _probes,
+            in_envs=True,
+            studies=(Study("osmark", ".commands.study:osmark", ".analysis.osmark:beside"),),
+        ),
+        _kind("latency", "What does each operation cost, and how variable is it?", _probes, in_envs=True),
         _kind(
             "noise",
             "How much does the OS interrupt a thread that only computes, and why?",
             lambda p: f"CPUs {format_cpulist(p.get('cpus', []))}, {p.get('duration_s', '?')} s",
+            in_envs=True,
         ),
         Kind(
             name="profile",
@@ -97,7 +145,10 @@ KINDS: dict[str, Kind] = {
             sections=".report.html.profile:sections",
             metrics=".profile.summary:metrics",
             frames=".frames.profile:frames",
+            columns=".frames.profile:COLUMNS",
             what=_command_line,
+            once="a profile is one run of a command: with one value on each side no significance test is "
+            "possible; the changes are shown, not judged (repeat the profile, or use appscale, to test them)",
         ),
         _kind(
             "envs",
@@ -132,3 +183,22 @@ def get(name: str, run_id: int | None = None) -> Kind:
         of = f"run {run_id} is a '{name}' run" if run_id is not None else f"'{name}' is a kind of run"
         raise UsageError(f"{of}, which this oslens does not know (it knows {', '.join(KINDS)})")
     return kind
+
+
+def study(name: str) -> Study:
+    """The study of that name, of whichever kind runs it."""
+    for kind in KINDS.values():
+        for s in kind.studies:
+            if s.name == name:
+                return s
+    raise UsageError(
+        f"no study '{name}' (the studies are {', '.join(s.name for k in KINDS.values() for s in k.studies)})"
+    )
+
+
+def no_environments(name: str) -> str | None:
+    """Why the kind `name` refuses --in, or None when it takes it."""
+    if KINDS[name].in_envs:
+        return None
+    takers = [k.name for k in KINDS.values() if k.in_envs]
+    return f"{name} takes no environment; --in is for {', '.join(takers[:-1])} and {takers[-1]}"

@@ -28,6 +28,12 @@ WAITING = "waiting for a CPU"
 SCALES, DOES_NOT_SCALE, CANNOT_TELL = "scales", "does not scale", "cannot tell here"
 
 
+def beside(summary, run) -> list[dict]:
+    """The study's entry in the registry of kinds: a scale run's summary and
+    the paper's findings, one verdict per probe."""
+    return verdicts(summary.series, run.machine.get("kernel", {}).get("release", "this kernel"))
+
+
 def verdicts(series: list, kernel: str) -> list[dict]:
     """One row per probe of the paper: what it found, what this run found,
     and a one-line verdict with its confidence."""

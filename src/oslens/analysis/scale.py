@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from .. import kinds
 from ..format import plural
 from ..records import ScalePoint, explained_points, scale_series
 from .explain import ExplainedStats, Knee, explain_point, find_knee, scales_sentence
@@ -280,7 +281,7 @@ def summarize(records: list[dict]) -> list[Series]:
 @dataclass
 class ScaleSummary:
     series: list[Series]
-    study: list[dict] | None = None  # `oslens study osmark`: a verdict per probe of the paper
+    study: list[dict] | None = None  # `oslens study NAME`: the paper's findings beside what was measured
 
     def to_dict(self) -> dict:
         d = {"series": [s.to_dict() for s in self.series]}
@@ -291,10 +292,8 @@ class ScaleSummary:
 
 def analyze(run, records: list[dict]) -> ScaleSummary:
     summary = ScaleSummary(summarize(records))
-    if run.params.get("study") == "osmark":
-        from .osmark import verdicts
-
-        summary.study = verdicts(summary.series, run.machine.get("kernel", {}).get("release", "this kernel"))
+    if run.params.get("study"):
+        summary.study = kinds.study(run.params["study"]).load("verdicts")(summary, run)
     return summary
 
 

@@ -117,9 +117,11 @@ def _refuse_empty_options(ctx: click.Context) -> None:
             raise UsageError(f"{max(param.opts, key=len)}: an empty value (leave the option out for its default)")
 
 
-def environment_option(refusal: str | None = None):
+def environment_option(kind: str):
     """--in ENV: the command's engine runs in that environment (envs/), made
-    for the command and removed after it; refusal: why this command cannot."""
+    for the command and removed after it; a kind that takes no environment
+    (kinds.Kind.in_envs) keeps the option for its one-line refusal."""
+    refusal = kinds.no_environments(kind)
 
     def decorate(fn):
         @click.option(

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from . import Context, common_options, print_run
+from . import Context, common_options, environment_option, print_run
 
 CLUSTER_HELP = "What does OS noise on each node do to a job that spans them all?"
 
@@ -70,6 +70,7 @@ def command():
 @click.option("--step-us", type=float, default=1000.0, show_default=True, help="Tail at scale: one step, in µs.")
 @launch_options
 @common_options
+@environment_option("cluster")
 def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     """Detours on every CPU of every rank at once: the noisy nodes, and why."""
     from ..plan.cluster import launcher, plan_run
@@ -95,6 +96,7 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
 @click.option("--no-bpf", "no_bpf", is_flag=True, help="Do not trace the kernel: detours without their causes.")
 @launch_options
 @common_options
+@environment_option("cluster")
 def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, threshold_ns, no_bpf):
     """Compute, then a collective, on every rank: the measured slowdown
     against the tail-at-scale prediction, and who made each step late."""
@@ -127,6 +129,7 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
 @click.option("--warmup", type=float, default=0.1, show_default=True, metavar="S")
 @launch_options
 @common_options
+@environment_option("cluster")
 def latency(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each operation's latency on every rank at once: the percentiles per
     rank, how they spread across the ranks, and the outliers."""
@@ -161,6 +164,7 @@ def latency(ctx: Context, launch, ranks, workers, placement, **kw):
 @click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
 @launch_options
 @common_options
+@environment_option("cluster")
 def scale(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each primitive's scaling with cores on every rank at once: a curve per
     rank, the ranks whose nodes scale worse, and the whole job's throughput."""

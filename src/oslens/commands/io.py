@@ -10,7 +10,7 @@ import click
 from ..errors import UsageError
 from ..format import size
 from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
-from . import Context, common_options, measure
+from . import Context, common_options, environment_option, measure
 
 
 @click.command("io")
@@ -67,6 +67,7 @@ from . import Context, common_options, measure
     help="After each point, the same point again with every worker's time charged to its kernel causes, per I/O.",
 )
 @common_options
+@environment_option("io")
 def command(ctx: Context, **kw):
     """Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?"""
     from ..blockdev import devices, scheduler

@@ -35,7 +35,7 @@ from . import Context, common_options, environment_option, measure
     help="Also measure with this probe running on other CPUs (default: every CPU left free).",
 )
 @common_options
-@environment_option()
+@environment_option("latency")
 def command(ctx: Context, **kw):
     """What does each operation cost, and how variable is it?"""
     from ..plan.latency import plan as latency_plan

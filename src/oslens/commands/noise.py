@@ -43,7 +43,7 @@ from . import Context, common_options, environment_option, measure, one_of, rena
     help="Tail at scale: the length of one synchronised step, in µs.",
 )
 @common_options
-@environment_option()
+@environment_option("noise")
 def command(ctx: Context, no_bpf: bool, no_attribution: bool, old_threshold: int | None, step_us: float, **kw):
     """How much does the OS interrupt a thread that only computes, and why?"""
     from ..plan.noise import plan as noise_plan

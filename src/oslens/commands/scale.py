@@ -63,7 +63,7 @@ from . import Context, common_options, environment_option, measure, print_dry_ru
     help="Print the plan (per worker count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
 )
 @common_options
-@environment_option()
+@environment_option("scale")
 def command(ctx: Context, quick: bool, dry_run: bool, **kw):
     """Does each OS primitive scale with cores? (OSMark-style)"""
     from ..plan.scale import dry_run as scale_dry_run

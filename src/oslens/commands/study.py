@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import click
 
+from .. import kinds
 from . import Context, common_options, measure
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
 
 
-@click.group("study")
+class _Studies(click.Group):
+    """The subcommands are the studies the registry of kinds declares
+    (kinds.Kind.studies), each imported when it is asked for."""
+
+    def list_commands(self, ctx):
+        return sorted(s.name for k in kinds.KINDS.values() for s in k.studies)
+
+    def get_command(self, ctx, name):
+        return kinds.study(name).load("command") if name in self.list_commands(ctx) else None
+
+
+@click.group("study", cls=_Studies)
 def study():
     """Re-run a published study of OS behaviour beside the paper's findings
     (kept as data in src/oslens/studies/; README.md, "oslens study osmark")."""
 
 
-@study.command("osmark")
+@click.command("osmark")
 @click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
 @click.option("--ops", type=int, default=2000, show_default=True, metavar="N", help="Operations per worker, timed.")
 @click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")

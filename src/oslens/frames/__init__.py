@@ -11,14 +11,6 @@ docstring lists them, `columns(kind)` returns them, and
 `documentation()` is the text documenting every column of every kind
 (`python -c 'import oslens.frames as f; print(f.documentation())'`).
 
-| kind     | main frame | other frames |
-|----------|------------|--------------|
-| scale    | workers    | points |
-| latency  | hists      | histogram, summary |
-| noise    | detours    | cpus, causes, tail |
-| profile  | threads    | sections, figures, crosschecks, syscalls, locks, hardirqs, softirqs, vectors, … |
-| appscale | reps       | points, fits |
-
 Every frame starts with `run_id`, so that frames of several runs can be
 concatenated. Columns that may be unknown use pandas' nullable dtypes
 (`Int64`, `boolean`) or NaN."""
@@ -47,13 +39,10 @@ def frames(run: Any, records: list[dict]) -> dict[str, "pd.DataFrame"]:
 
 def columns(kind: str) -> dict[str, Spec]:
     """The declared frames of a kind and their columns: {frame: {column:
-    (dtype, meaning)}}. Profile frames beyond `threads`, `sections`,
-    `figures` and `crosschecks` follow the profile summary's tables and are
-    not declared here (see frames/profile.py)."""
-    module, _, _ = kinds.get(kind).frames.partition(":")
-    import importlib
-
-    return importlib.import_module(module, kinds.__package__).COLUMNS
+    (dtype, meaning)}}, the main frame first. Profile frames beyond
+    `threads`, `sections`, `figures` and `crosschecks` follow the profile
+    summary's tables and are not declared (see frames/profile.py)."""
+    return kinds.get(kind).load("columns")
 
 
 def documentation() -> str:

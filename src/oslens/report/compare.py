@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .. import kinds
 from ..analysis.stats import Interval
 from ..compare import (
     HIGHER,
@@ -181,7 +182,7 @@ def render(console: Console, comparison: Comparison) -> None:
             style="bold",
         )
     )
-    if c.kind != "profile":
+    if kinds.get(c.kind).repeated:  # one value a side: no test to miss, nothing to say why
         for why in ("few repetitions", "tied values", "identical values"):
             first = next((m for m in c.metrics if m.untestable_because == why), None)
             if first is not None:

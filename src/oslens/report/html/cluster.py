@@ -1,18 +1,79 @@
-"""The HTML section of `cluster` runs: the per-rank table, the outliers and
-node differences, and for `cluster bsp` the measured and predicted slowdown."""
+"""The HTML section of `cluster` runs: the per-rank table and a figure of
+the ranks side by side (drawn from the run's tidy frames, frames/cluster.py),
+the outliers and node differences, and for `cluster bsp` the measured and
+predicted slowdown."""
 
 from __future__ import annotations
 
+import altair as alt
+
 from ...analysis.cluster import analyze
 from ...format import ns as fmt_ns
+from ...frames.cluster import frames
 from ..cluster import latency_rows, outlier_lines, rows_lines, scale_rows
-from .page import Note, Section, Table
+from .latency import NS_LABEL
+from .page import Figure, Note, Section, Table
+
+_OUTLIER = alt.Color("outlier:N", title="outlier", scale=alt.Scale(domain=[False, True], range=["#4c78a8", "#e45756"]))
+
+
+def _figure(rd, measure: str) -> Figure | None:
+    """The ranks side by side, from the frame the measure has: each rank's
+    noise share, each operation's p99 per rank, or each rank's curve."""
+    main = next(iter(frames(rd.run, rd.records).values()))
+    if main.empty:
+        return None
+    rank_axis = alt.X("rank:O", title="rank")
+    if measure in ("noise", "bsp"):
+        chart = (
+            alt.Chart(main)
+            .mark_bar()
+            .encode(
+                rank_axis,
+                alt.Y("lost_share:Q", title="CPU time lost to detours", axis=alt.Axis(format="%")),
+                _OUTLIER,
+                tooltip=["rank:O", "host:N", "cpus:N", alt.Tooltip("lost_share:Q", format=".3%"), "top_cause:N"],
+            )
+        )
+        return Figure(f"cluster-noise-{rd.run.id}", f"{rd.short}: noise share per rank", chart.properties(width=420))
+    if measure == "latency":
+        chart = (
+            alt.Chart(main)
+            .mark_point(filled=True, size=60)
+            .encode(
+                alt.X("operation:N", title=None),
+                alt.XOffset("rank:O"),
+                alt.Y("p99_ns:Q", title="p99 latency", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)),
+                _OUTLIER,
+                tooltip=["rank:O", "host:N", "operation:N", "p99_ns:Q", "max_ns:Q"],
+            )
+        )
+        return Figure(
+            f"cluster-latency-{rd.run.id}", f"{rd.short}: p99 per operation and rank", chart.properties(width=420)
+        )
+    chart = (
+        alt.Chart(main)
+        .mark_line(point=True)
+        .encode(
+            alt.X("workers:Q", title="workers", axis=alt.Axis(values=sorted(set(main["workers"])), format="d")),
+            alt.Y("ops_per_s:Q", title="operations/s"),
+            alt.Color("rank:N", title="rank"),
+            alt.Row("probe:N", title=None),
+            tooltip=["rank:N", "host:N", "probe:N", "workers:Q", alt.Tooltip("ops_per_s:Q", format=",.0f")],
+        )
+    )
+    return Figure(
+        f"cluster-scale-{rd.run.id}", f"{rd.short}: each rank's curve", chart.properties(width=420, height=200)
+    )
 
 
 def sections(runs) -> list[Section]:
     blocks = []
     for rd in runs:
         s = analyze(rd.run, rd.records)
+        figure = _figure(rd, s.measure)
+        if figure:
+            blocks.append(figure)
         if s.latency is not None or s.scale is not None:
             for op in s.latency or []:
                 blocks.append(
