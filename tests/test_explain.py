@@ -13,7 +13,7 @@ import pytest
 
 from oslens import engine
 from oslens.analysis.explain import Cause, ExplainedStats, find_knee
-from oslens.profile.kallsyms import Kallsyms, resolve_charges
+from oslens.kallsyms import Kallsyms, resolve_charges
 from oslens.records import explained_points
 
 from conftest import NCPU, TWO, StreamingEngine, bpf_programs, oslens, run_engine, thp_enabled

@@ -1,17 +1,44 @@
 """The package's structure: no import cycle inside src/oslens, no import of
-another package's private module, and the bottom modules import nothing of
-oslens. Imports are read with `ast` (every import statement, including
+another package's private module, the bottom modules import nothing of
+oslens, and every module sits in a layer of LAYERS and imports nothing from
+a layer above its own (as tests/test_engine_layout.py holds the engine's
+objects). Imports are read with `ast` (every import statement, including
 those inside functions: a deferred import is still a dependency)."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-BOTTOM = ("oslens.format", "oslens.cpulist", "oslens.errors")
+BOTTOM = ("oslens.format", "oslens.cpulist", "oslens.errors", "oslens.version")
+# The layers from the bottom up, as README.md's layout lists them: a module
+# may import its own layer and those below, never above. A module is in the
+# layer of its most specific pattern; a new module matches one or is added.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("bottom: formats, errors, records read by name, the kernel's text files",
+     ("oslens.version", "oslens.format", "oslens.cpulist", "oslens.errors", "oslens.stopsignals", "oslens.records",
+      "oslens.invocation", "oslens.owned", "oslens.studies", "oslens.procfs", "oslens.kallsyms", "oslens.locknames")),
+    ("the machine, the engine, the store, the registry of kinds",
+     ("oslens.runtime", "oslens.leftovers", "oslens.store", "oslens.collectors", "oslens.collectors.*",
+      "oslens.engine", "oslens.kinds", "oslens.parse", "oslens.cgroups", "oslens.blockdev", "oslens.blockdev.*",
+      "oslens.envs", "oslens.envs.*", "oslens.compete")),
+    ("summaries of stored records, and the HTML page they draw on",
+     ("oslens.analysis", "oslens.analysis.*", "oslens.profile", "oslens.profile.records", "oslens.profile.summary",
+      "oslens.profile.sections", "oslens.profile.sections.*", "oslens.report.html.page")),
+    ("views of one run: tidy frames, terminal tables, HTML sections", ("oslens.frames", "oslens.frames.*",
+                                                                       "oslens.report", "oslens.report.*")),
+    ("planning and measuring", ("oslens.plan", "oslens.plan.*", "oslens.appscale", "oslens.profile.collect",
+                                "oslens.runner")),
+    ("stored runs together: compare, the API, exports", ("oslens.compare", "oslens.report.compare", "oslens.api",
+                                                         "oslens.export", "oslens.export.*")),
+    ("commands", ("oslens.commands", "oslens.commands.*")),
+    ("the CLI and the package's entry points", ("oslens", "oslens.cli", "oslens.entry", "oslens.__main__")),
+)  # fmt: skip
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -107,16 +134,55 @@ def test_bottom_modules_import_nothing_of_oslens(bottom):
     assert imports_of(SRC, "oslens")[bottom] == set()
 
 
-def test_analysis_does_not_import_report_or_the_cli():
-    graph = imports_of(SRC, "oslens")
-    upward = [
-        f"{m} imports {d}"
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    """The index of the module's layer: that of its most specific (longest)
+    matching pattern; None if none matches."""
+    best: tuple[int, int] | None = None
+    for i, (_, patterns) in enumerate(layers):
+        for p in patterns:
+            if fnmatch.fnmatchcase(module, p) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return best[0] if best else None
+
+
+def upward_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import of a module from a layer above the importer's."""
+    return sorted(
+        f"{m} ({layers[layer_of(m, layers)][0]}) imports {d} ({layers[layer_of(d, layers)][0]})"
         for m, deps in graph.items()
-        if m.startswith(("oslens.analysis", "oslens.records"))
         for d in deps
-        if d.startswith(("oslens.report", "oslens.cli", "oslens.commands", "oslens.compare"))
-    ]
-    assert not upward, "; ".join(upward)
+        if (layer_of(d, layers) or 0) > (layer_of(m, layers) or 0)  # one in no layer fails the test above
+    )
+
+
+def test_every_module_is_in_a_layer():
+    assert [m for m in imports_of(SRC, "oslens") if layer_of(m) is None] == []
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    assert upward_imports(imports_of(SRC, "oslens")) == []
+
+
+def test_the_layer_check_finds_an_upward_import_in_a_synthetic_package(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low.py": "def f():\n    from .high import g\n",  # deferred: still a dependency
+            "pkg/high.py": "from .low import f\n",
+        },
+    )
+    layers = (("low", ("pkg", "pkg.low")), ("high", ("pkg.high",)))
+    assert upward_imports(imports_of(tmp_path, "pkg"), layers) == ["pkg.low (low) imports pkg.high (high)"]
+    write_package(tmp_path, {"pkg/low.py": "x = 1\n"})
+    assert upward_imports(imports_of(tmp_path, "pkg"), layers) == []
+
+
+def test_the_version_is_pyprojects():
+    pyproject = (SRC.parent / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    text = (SRC / "oslens" / "version.py").read_text()
+    assert re.search(r'^__version__ = "([^"]+)"', text, re.M).group(1) == declared
 
 
 def write_package(root: Path, files: dict[str, str]) -> None:

@@ -259,8 +259,8 @@ def test_locks_are_named_as_explain_names_them(build, no_leaks):
     """Pipe ping-pong: each wake-up takes the sleeper's run queue lock. The
     table showed '0xffff888627c2ba80 spinlock try_to_wake_up+0x206' where
     --explain says rq_lock: one naming (engine/bpf/locknames.h, and
-    analysis/locknames.py for the rest), and why a static lock has no name."""
-    from oslens.profile.kallsyms import Kallsyms
+    src/oslens/locknames.py for the rest), and why a static lock has no name."""
+    from oslens.kallsyms import Kallsyms
     from oslens.profile.records import Records
     from oslens.profile.sections import locks as section
 

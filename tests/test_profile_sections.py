@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from oslens import procfs
 from oslens.analysis.histogram import Histogram
-from oslens.profile import procfs
 from oslens.profile.sections import SECTIONS, section_name
 from oslens.profile.sections.switches import kthread_family
 from oslens.profile.summary import Records, render, summarize, target_line, thread_times, user_system_ns

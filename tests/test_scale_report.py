@@ -252,3 +252,36 @@ def test_a_real_short_scale_run(tmp_path):
     text = " ".join(p.stdout.split())
     assert "CPUs span" in text and "1 socket, no SMT" in text  # one worker: one CPU
     assert "2 reps" in text and "CI]" not in text
+
+
+def test_a_stored_scale_run_is_shown_and_reported_without_the_engine(tmp_path):
+    """Showing a stored run reads the store only: the probes' words are kept
+    with the run (the table once asked the engine for them), so a store
+    copied to a machine without the engine, or read after the engine is
+    gone, is shown whole."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import oslens as package
+
+    db = tmp_path / "s.db"
+    made = oslens("-q", "scale", "--probe", "dup", "--workers", "1", "--duration", "0.05", "--reps", "1", db=db)
+    assert made.returncode == 0, made.stderr
+    # the package without any engine: no _bin, no source tree beside it, no OSLENS_ENGINE
+    copy = tmp_path / "no-engine"
+    shutil.copytree(os.path.dirname(package.__file__), copy / "oslens", ignore=shutil.ignore_patterns("_bin"))
+    env = {k: v for k, v in os.environ.items() if k != "OSLENS_ENGINE"} | {
+        "PYTHONPATH": str(copy),
+        "OSLENS_DB": str(db),
+    }
+    run = [sys.executable, "-m", "oslens"]
+    assert "not found" in subprocess.run([*run, "workloads"], capture_output=True, text=True, env=env).stderr
+    shown = subprocess.run([*run, "show", "last"], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "dup:default" in shown.stdout and "OSMark dupbench" in shown.stdout  # the probe's words, from the store
+    page = tmp_path / "r.html"
+    reported = subprocess.run([*run, "report", "last", "-o", str(page)], capture_output=True, text=True, env=env)
+    assert reported.returncode == 0, reported.stderr
+    assert page.stat().st_size > 0

@@ -25,7 +25,7 @@ from .errors import MeasurementError
 from .invocation import Invocation
 from .plan import Plan
 from .plan.appscale import DIR_PLACEHOLDER, AppPoint
-from .profile.procfs import parse_stat
+from .procfs import parse_stat
 
 OUTPUT_TAIL = 2000  # characters of a failed command's output kept
 

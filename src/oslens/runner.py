@@ -167,7 +167,7 @@ def _named(rec: dict, syms: list) -> dict:
     """An `explain` record with its lock callers named now: kernel addresses
     mean nothing on another boot (KASLR), so names are what is stored."""
     if rec["type"] == "explain" and rec.get("available"):
-        from .profile.kallsyms import Kallsyms, resolve_charges
+        from .kallsyms import Kallsyms, resolve_charges
 
         if not syms:
             syms.append(Kallsyms())

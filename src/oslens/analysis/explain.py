@@ -18,9 +18,9 @@ from pathlib import Path
 
 from ..format import ns as fmt_ns
 from ..format import plural
+from ..locknames import lock_label
 from ..records import ExplainedPoint
 from .histogram import Histogram, merge_all
-from .locknames import lock_label
 from .runlengths import RunLengths
 
 # A knee: where the per-worker rate falls below this share of the smallest

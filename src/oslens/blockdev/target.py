@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..collectors import bracketed_choice, read_text
 from ..errors import UsageError
-from ..profile.procfs import IrqRow, parse_interrupts
+from ..procfs import IrqRow, parse_interrupts
 
 FILL_CHUNK = 1 << 20
 # /sys/block/*/stat (Documentation/block/stat.rst): the fields kept

@@ -9,8 +9,7 @@ import os
 import platform
 import shlex
 
-import oslens
-
+from ..version import __version__
 from ._read import unavailable
 
 NAME = "software"
@@ -62,7 +61,7 @@ def _distribution() -> str | dict:
 def collect() -> dict:
     return {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "oslens": oslens.__version__,
+        "oslens": __version__,
         "libc": _libc(),
         "distribution": _distribution(),
     }

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..format import size as size_text
 from ..invocation import Context, Invocation
 from ..parse import parse_worker_counts, whole_number
-from ..profile.procfs import diff_interrupts
+from ..procfs import diff_interrupts
 from . import Plan, check_amounts, time_limit
 
 # --engine NAME -> the engine's probe, its direction, whether qd applies

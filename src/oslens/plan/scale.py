@@ -82,8 +82,16 @@ def plan(
         "interval_s": interval,
         "opts": probe_opts,
         "explain": explain,
+        # what each probe measured, in words, kept with the run: showing it
+        # later needs no engine (nor this engine's version of the words)
+        "descriptions": _described(probes),
     }
     return Plan(points, reps, params)
+
+
+def _described(probes: list[tuple[str, str]]) -> dict[str, str]:
+    said = engine.descriptions()
+    return {f"{n}:{v}": said.get(f"{n}:{v}") or said.get(n, "") for n, v in probes}
 
 
 def machine_shape() -> dict:

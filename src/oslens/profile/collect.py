@@ -20,7 +20,7 @@ from typing import Iterator
 from .. import engine, stopsignals
 from ..errors import Interrupted, MeasurementError, UsageError
 from ..invocation import Invocation
-from .kallsyms import Kallsyms, resolve_locks
+from ..kallsyms import Kallsyms, resolve_locks
 
 
 @dataclass

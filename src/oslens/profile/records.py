@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from . import procfs
+from .. import procfs
 
 
 @dataclass(frozen=True)

@@ -212,8 +212,7 @@ def study_table(console: Console, rows: list[dict]) -> None:
 
 
 def show(console: Console, run, summary) -> None:
-    from .. import engine  # the probes' one-line descriptions
-
-    render(console, summary.series, engine.descriptions())
+    # the probes' words as the run stored them (a run stored before they were has none)
+    render(console, summary.series, run.params.get("descriptions") or {})
     if summary.study:
         study_table(console, summary.study)

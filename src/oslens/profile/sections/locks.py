@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ...analysis.locknames import lock_label
+from ...locknames import lock_label
 from .common import bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio, table
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ...format import ns, plural, sig
-from ..procfs import TIME_FIELDS
+from ...procfs import TIME_FIELDS
 from .common import (
     THREADS_PARTIAL,
     add_crosscheck,

@@ -8,7 +8,7 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.locknames import NO_DATA_SYMBOLS
+from .locknames import NO_DATA_SYMBOLS
 
 # Frames that are the waiting itself, not who waited: skipped to find the
 # caller of a contended lock (the same idea as perf lock contention's
