@@ -38,7 +38,7 @@ from .analysis.stats import (
     repetitions_needed,
 )
 from .errors import UsageError
-from .format import p_is, p_value, plural, seconds, si, sig
+from .format import p_is, p_value, plural, seconds, share, si, signed_pct
 from .store import Run, Store
 
 DEFAULT_THRESHOLD = 0.05
@@ -188,7 +188,7 @@ class Comparison:
             f"over the {plural(self.tested, 'testable metric')} (Benjamini-Hochberg; those whose values cannot "
             f"reach significance are left out, as Tarone's procedure does) is below "
             f"{p_value(1 - self.confidence)}; regression or improvement when also beyond "
-            f"{fmt_pct(self.threshold)} of run A's median"
+            f"{share(self.threshold)} of run A's median"
         )
 
     def to_dict(self) -> dict:
@@ -308,7 +308,7 @@ def _compare_metric(ma: Metric, mb: Metric, confidence: float) -> MetricComparis
     wide = [side for side, m in (("A", ma), ("B", mb)) if relative_spread(m.values) > SPREAD_LIMIT]
     if wide:
         who = "both runs'" if len(wide) == 2 else f"{wide[0]}'s"
-        mc.warnings.append(f"{who} repetitions spread more than {fmt_pct(SPREAD_LIMIT)} (max − min over median)")
+        mc.warnings.append(f"{who} repetitions spread more than {share(SPREAD_LIMIT)} (max − min over median)")
     return mc
 
 
@@ -328,15 +328,14 @@ def _decide(mc: MetricComparison, confidence: float, threshold: float) -> None:
     elif not beyond or mc.worse is None:
         mc.verdict = WITHIN
         mc.reason = (
-            f"significant (adjusted p {p_is(mc.q)}) but {fmt_signed_pct(change)} "
-            f"is within the {fmt_pct(threshold)} threshold"
+            f"significant (adjusted p {p_is(mc.q)}) but {signed_pct(change)} is within the {share(threshold)} threshold"
         )
     else:
         mc.verdict = REGRESSION if mc.worse else IMPROVEMENT
         better = "higher" if mc.metric.direction == HIGHER else "lower"
         mc.reason = (
-            f"{mc.verdict}: {fmt_signed_pct(change)} ({better} is better), significant (adjusted "
-            f"p {p_is(mc.q)}), beyond the {fmt_pct(threshold)} threshold"
+            f"{mc.verdict}: {signed_pct(change)} ({better} is better), significant (adjusted "
+            f"p {p_is(mc.q)}), beyond the {share(threshold)} threshold"
         )
 
 
@@ -520,18 +519,6 @@ def _load(machine: dict | None) -> dict:
 # ------------------------------------------------------------------- render
 
 
-def fmt_pct(x: float) -> str:
-    return f"{sig(x * 100)}%"
-
-
-def fmt_signed_pct(x: float | None) -> str:
-    if x is None:
-        return "–"
-    if math.isinf(x):
-        return "+∞" if x > 0 else "−∞"
-    return f"{x * 100:+.1f}%"
-
-
 def few(names: list[str], k: int = 3) -> str:
     return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
@@ -544,7 +531,7 @@ def fmt_value(x: float | None, unit: str) -> str:
     if unit == "s":
         return seconds(x)
     if unit == "share":
-        return fmt_pct(x)
+        return share(x)
     if unit in ("ops/s", "/s"):
         return f"{si(x)}/s"
     return si(x)

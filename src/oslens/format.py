@@ -82,6 +82,51 @@ def pct(x: float | None, decimals: int = 0) -> str:
     return MISSING if not _finite(x) else f"{x:.{decimals}%}"
 
 
+def share(x: float | None, digits: int = 3) -> str:
+    """A fraction as a percentage to significant digits: 0.00312 -> '0.312%',
+    0.973 -> '97.3%' (a share of 0.3% is a finding, not 0%)."""
+    return MISSING if not _finite(x) else f"{sig(x * 100, digits)}%"
+
+
+def signed_pct(x: float | None, decimals: int = 1) -> str:
+    """A relative change: '+1.2%', '−0.4%'; an infinite one as ±∞."""
+    if x is None or x != x:
+        return MISSING
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return f"{x * 100:+.{decimals}f}%"
+
+
+def rate(x: float | None, digits: int = 3) -> str:
+    """Events per second: '1.23 k/s'."""
+    return MISSING if not _finite(x) else f"{si(x, digits)}/s"
+
+
+def chance(x: float | None) -> str:
+    """A probability, with digits where it is near 0 or 1: '0.4%', '37%',
+    '<0.1%', '>99.9%'."""
+    if not _finite(x):
+        return MISSING
+    if x == 0 or x == 1:
+        return f"{x:.0%}"
+    if x < 0.001:
+        return "<0.1%"
+    if x > 0.999:
+        return ">99.9%"
+    return f"{x:.1%}" if x < 0.1 or x > 0.9 else f"{x:.0%}"
+
+
+def duration(x: float | None) -> str:
+    """A long span of time in the unit people plan in: '40 s', '3.5 min',
+    '2.1 h', '12 days' (two digits: it is an estimate)."""
+    if not _finite(x):
+        return MISSING
+    for scale, unit in ((86400, "days"), (3600, "h"), (60, "min")):
+        if x >= scale:
+            return f"{sig(x / scale, 2)} {unit}"
+    return f"{sig(x, 2)} s"
+
+
 def count(n: float | None) -> str:
     """A count, with thousands separators: 1,658,598."""
     return MISSING if not _finite(n) else f"{n:,.0f}"

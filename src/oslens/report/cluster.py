@@ -9,15 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..format import ns as fmt_ns
-from ..format import si
+from ..format import share, si
 
 # Beyond this many ranks, the terminal shows the outlier ranks and the spread
 # across ranks, not a row per rank (`export` and `show --json` have them all).
 MAX_ROWS = 32
-
-
-def _pct(x: float) -> str:
-    return "-" if x != x else f"{100 * x:.3g} %"
 
 
 def _distinct(r) -> str:
@@ -27,7 +23,7 @@ def _distinct(r) -> str:
     if not r.distinct:
         return "; no cause took it more than the other ranks"
     return "; what it has that the other ranks do not: " + ", ".join(
-        f"{c} {_pct(lost)} of its CPU time ({n} detours, at most {m} on another rank)" for c, n, m, lost in r.distinct
+        f"{c} {share(lost)} of its CPU time ({n} detours, at most {m} on another rank)" for c, n, m, lost in r.distinct
     )
 
 
@@ -39,11 +35,11 @@ def rows_lines(s) -> list[str]:
     for r in s.ranks:
         if r.outlier:
             out.append(
-                f"rank {r.rank} on {r.host} is an outlier: {_pct(r.share)} of its CPU time lost, above the "
-                f"threshold of {_pct(r.threshold)}{_distinct(r)}"
+                f"rank {r.rank} on {r.host} is an outlier: {share(r.share)} of its CPU time lost, above the "
+                f"threshold of {share(r.threshold)}{_distinct(r)}"
             )
         elif r.threshold is None and len(s.ranks) > 1 and (r.distinct or r.attribution != "bpf"):
-            out.append(f"rank {r.rank} on {r.host}: {_pct(r.share)} of its CPU time lost{_distinct(r)}")
+            out.append(f"rank {r.rank} on {r.host}: {share(r.share)} of its CPU time lost{_distinct(r)}")
     return out
 
 
@@ -169,7 +165,7 @@ def show(console: Console, run, summary) -> None:
                     str(r.rank),
                     r.host,
                     ",".join(map(str, r.cpus)),
-                    _pct(r.share),
+                    share(r.share),
                     f"{r.rate_per_s:.0f}",
                     fmt_ns(r.p99_ns),
                     fmt_ns(r.max_ns),

@@ -24,11 +24,9 @@ from ..compare import (
     MetricComparison,
     dig,
     few,
-    fmt_pct,
-    fmt_signed_pct,
     fmt_value,
 )
-from ..format import p_value, plural
+from ..format import p_value, plural, share, signed_pct
 from ..store import Run
 
 
@@ -39,7 +37,7 @@ def _interval(iv: Interval, unit: str) -> str:
 
 
 def _change_cell(m: MetricComparison) -> str:
-    text = fmt_signed_pct(m.change)
+    text = signed_pct(m.change)
     if m.ratio_ci is not None:
         text += f" [{(m.ratio_ci[0] - 1) * 100:+.1f}, {(m.ratio_ci[1] - 1) * 100:+.1f}]"
     return text
@@ -114,8 +112,9 @@ def _short(v, limit: int = 70) -> str:
 MAX_DIFF_ROWS = 20
 
 
-def render(console: Console, comparison: Comparison) -> None:
-    c = comparison
+def _context(console: Console, c: Comparison) -> None:
+    """What the two runs are, and how they differ besides their figures:
+    the machine and kernel, the parameters, the load before each."""
     console.print(Text(f"compare {c.kind} runs: B against A", style="bold"))
     console.print(_run_line("A", c.a))
     console.print(_run_line("B", c.b))
@@ -148,6 +147,11 @@ def render(console: Console, comparison: Comparison) -> None:
 
         console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
 
+
+def render(console: Console, comparison: Comparison) -> None:
+    c = comparison
+    _context(console, c)
+
     notes: list[str] = []
     flagged = c.regressions + c.improvements
     if flagged and len(flagged) < len(c.metrics):
@@ -155,7 +159,7 @@ def render(console: Console, comparison: Comparison) -> None:
         console.print(
             _table(
                 f"{plural(len(c.regressions), 'regression')}, {plural(len(c.improvements), 'improvement')} "
-                f"beyond {fmt_pct(c.threshold)}",
+                f"beyond {share(c.threshold)}",
                 flagged,
                 c,
                 notes,

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.noise import TOLD_BELOW, CpuNoise, NoiseSummary
-from ..format import ns, pct, sig
+from ..format import chance, duration, ns, pct
 
 
 def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
@@ -124,24 +124,6 @@ def steal_legend(s: NoiseSummary) -> str:
     )
 
 
-def chance(x: float) -> str:
-    """A chance, with digits where it is small."""
-    if x == 0 or x == 1:
-        return f"{x:.0%}"
-    if x < 0.001:
-        return "<0.1%"
-    if x > 0.999:
-        return ">99.9%"
-    return f"{x:.1%}" if x < 0.1 or x > 0.9 else f"{x:.0%}"
-
-
-def seconds(x: float) -> str:
-    for scale, unit in ((86400, "days"), (3600, "h"), (60, "min")):
-        if x >= scale:
-            return f"{sig(x / scale, 2)} {unit}"
-    return f"{sig(x, 2)} s"
-
-
 def tail_cell(row: dict, label: str) -> str:
     lo, hi = row["p_bounds"][label]
     if not row["told"][label]:
@@ -181,7 +163,7 @@ def _tail(console: Console, tail: dict) -> None:
             f"{int(n):,}",
             *[tail_cell(row, label) for label in row["p_delayed"]],
             f"{row['expected_slowdown']:.3f}×" if row["slowdown_told"] else "cannot tell",
-            f"measure ≥ {seconds(row['measure_s'])}" if untold else "",
+            f"measure ≥ {duration(row['measure_s'])}" if untold else "",
         )
     console.print(t)
     console.print(Text(tail_legend(tail), style="dim"))

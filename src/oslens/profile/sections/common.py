@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ... import format as fmt
 from ...analysis.histogram import Histogram
-from ...format import count, ns, si
 
 if TYPE_CHECKING:
     from ..records import Records
@@ -134,19 +134,6 @@ def thread_sum(recs: Records, attr: str) -> int | None:
 # ---- rendering -------------------------------------------------------------
 
 
-fmt_ns = ns  # the section modules' names for format.py's functions
-fmt_count = count
-
-
-def fmt_rate(x: float | None) -> str:
-    return "–" if x is None else f"{si(x)}/s"
-
-
-def fmt_share(x: float | None) -> str:
-    """One decimal: a kernel share of 0.3 % is a finding, not 0 %."""
-    return "–" if x is None or not math.isfinite(x) else f"{x:.1%}"
-
-
 def plain(s: object) -> Text:
     """A string from the machine or the user, shown as is (never read as rich markup)."""
     return Text(str(s))
@@ -167,8 +154,8 @@ def heading(console: Console, section: dict) -> None:
 
 def crosscheck_text(check: dict) -> tuple[str, bool]:
     """'what: source v · source v (differ by x%)', and whether the sources disagree."""
-    fmt = fmt_ns if check["unit"] == "ns" else fmt_count
-    text = f"{check['what']}: " + " · ".join(f"{source} {fmt(v)}" for source, v in check["values"].items())
+    figure = fmt.ns if check["unit"] == "ns" else fmt.count
+    text = f"{check['what']}: " + " · ".join(f"{source} {figure(v)}" for source, v in check["values"].items())
     off = check["spread"] > CROSSCHECK_TOLERANCE
     return (text + f" (differ by {check['spread']:.0%})" if off else text), off
 
@@ -189,8 +176,8 @@ LATENCY_COLUMNS = ("count", "avg", "min", "p50", "p99", "max", "stddev")
 def latency_cells(stats: dict | None) -> list[str]:
     if stats is None:
         return ["–"] * len(LATENCY_COLUMNS)
-    return [fmt_count(stats["count"])] + [
-        fmt_ns(stats[k]) for k in ("avg_ns", "min_ns", "p50_ns", "p99_ns", "max_ns", "std_ns")
+    return [fmt.count(stats["count"])] + [
+        fmt.ns(stats[k]) for k in ("avg_ns", "min_ns", "p50_ns", "p99_ns", "max_ns", "std_ns")
     ]
 
 
@@ -201,7 +188,7 @@ def distribution_table(title: str, rows: list[tuple[str, dict | None]]) -> Table
         return None
     t = table(title, [""] + [label for _, label in DECADES])
     for label, stats in rows:
-        t.add_row(label, *[fmt_share(stats["distribution"].get(d)) for _, d in DECADES])
+        t.add_row(label, *[fmt.share(stats["distribution"].get(d)) for _, d in DECADES])
     return t
 
 

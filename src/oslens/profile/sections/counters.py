@@ -9,12 +9,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ...format import si
 from .common import (
-    fmt_count,
-    fmt_ns,
-    fmt_rate,
-    fmt_share,
     footer,
     heading,
     new_section,
@@ -189,8 +186,8 @@ def render(console: Console, section: dict) -> None:
             t.add_row(m["label"], *[_fmt(m[scope], kind) for scope in SCOPES])
         console.print(t)
         console.print(
-            f"  share of instructions run in the kernel: {fmt_share(hw['kernel_instruction_share'])}; "
-            f"of cycles: {fmt_share(hw['kernel_cycle_share'])}"
+            f"  share of instructions run in the kernel: {fmt.share(hw['kernel_instruction_share'])}; "
+            f"of cycles: {fmt.share(hw['kernel_cycle_share'])}"
         )
     if section["software"]:
         t = table("software counters", ["counter", "value", "per s"])
@@ -199,9 +196,9 @@ def render(console: Console, section: dict) -> None:
             if s["value"] is None:
                 t.add_row(name, "n/a", plain(s["error"] or "no value"))
             elif s["name"] == "task-clock":
-                t.add_row(name, fmt_ns(s["value"]), f"{s['per_s'] / 1e9:.2f} CPUs" if s["per_s"] else "–")
+                t.add_row(name, fmt.ns(s["value"]), f"{s['per_s'] / 1e9:.2f} CPUs" if s["per_s"] else "–")
             else:
-                t.add_row(name, f"{s['value']:,.0f}", fmt_rate(s["per_s"]))
+                t.add_row(name, f"{s['value']:,.0f}", fmt.rate(s["per_s"]))
         console.print(t)
         for s in section["software"]:
             if s.get("means"):
@@ -281,8 +278,8 @@ def html(profiles) -> Section:
             blocks.append(
                 Note(
                     f"{rd.short}: share of instructions run in the kernel "
-                    f"{fmt_share(hw['kernel_instruction_share'])}; of cycles "
-                    f"{fmt_share(hw['kernel_cycle_share'])}"
+                    f"{fmt.share(hw['kernel_instruction_share'])}; of cycles "
+                    f"{fmt.share(hw['kernel_cycle_share'])}"
                 )
             )
         for c in section["software"]:
@@ -291,10 +288,10 @@ def html(profiles) -> Section:
                 sw_rows.append([rd.short, name, "n/a", c["error"] or "no value"])
             elif c["name"] == "task-clock":
                 sw_rows.append(
-                    [rd.short, name, fmt_ns(c["value"]), f"{c['per_s'] / 1e9:.2f} CPUs" if c["per_s"] else "–"]
+                    [rd.short, name, fmt.ns(c["value"]), f"{c['per_s'] / 1e9:.2f} CPUs" if c["per_s"] else "–"]
                 )
             else:
-                sw_rows.append([rd.short, name, fmt_count(c["value"]), fmt_rate(c["per_s"])])
+                sw_rows.append([rd.short, name, fmt.count(c["value"]), fmt.rate(c["per_s"])])
     if hw_rows:
         blocks.append(Table("hardware counters by privilege", ["run", "", "user", "kernel", "user + kernel"], hw_rows))
     if sw_rows:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ...analysis.histogram import Histogram
 from ..records import RUSAGE_SOURCE
 from .common import (
@@ -16,8 +17,6 @@ from .common import (
     add_crosscheck,
     bpf_record,
     distribution_table,
-    fmt_count,
-    fmt_rate,
     footer,
     heading,
     hist_stats,
@@ -114,7 +113,7 @@ def summarize(recs: Records) -> dict:
 def _cells(kind: str, counts: dict, latency: dict) -> list[str]:
     """A kind of fault's row after its name: per s, count, then the latency."""
     stats = latency.get(kind)
-    return [fmt_rate(counts[f"{kind}_per_s"]), fmt_count(counts[kind]), *latency_cells(stats)[1:]]
+    return [fmt.rate(counts[f"{kind}_per_s"]), fmt.count(counts[kind]), *latency_cells(stats)[1:]]
 
 
 def render(console: Console, section: dict) -> None:
@@ -135,7 +134,7 @@ def render(console: Console, section: dict) -> None:
     sw = section["system_wide"]
     if sw:
         console.print(
-            f"  whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, {fmt_count(sw['major'])} major",
+            f"  whole machine meanwhile (/proc/vmstat): {fmt.count(sw['minor'])} minor, {fmt.count(sw['major'])} major",
             style="dim",
         )
     footer(console, section, resolution_legend(*latency.values()))
@@ -195,8 +194,8 @@ def html(profiles) -> Section:
         if sw:
             blocks.append(
                 Note(
-                    f"{rd.short}: whole machine meanwhile (/proc/vmstat): {fmt_count(sw['minor'])} minor, "
-                    f"{fmt_count(sw['major'])} major"
+                    f"{rd.short}: whole machine meanwhile (/proc/vmstat): {fmt.count(sw['minor'])} minor, "
+                    f"{fmt.count(sw['major'])} major"
                 )
             )
     blocks += crosschecks(profiles, "faults")

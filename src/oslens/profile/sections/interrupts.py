@@ -10,15 +10,12 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from ... import format as fmt
 from ...cpulist import format_cpulist
 from .common import (
     FALLBACK,
     add_crosscheck,
     bpf_record,
-    fmt_count,
-    fmt_ns,
-    fmt_rate,
-    fmt_share,
     footer,
     heading,
     new_section,
@@ -177,12 +174,12 @@ def summarize(recs: Records) -> dict:
 def _event_cells(r: dict) -> list[str]:
     """A BPF row after its name: count, per s, avg, total time, while workload ran, its time."""
     return [
-        fmt_count(r["count"]),
-        fmt_rate(r["per_s"]),
-        fmt_ns(r["avg_ns"]),
-        fmt_ns(r["ns"]),
-        fmt_count(r["workload_count"]),
-        fmt_ns(r["workload_ns"]),
+        fmt.count(r["count"]),
+        fmt.rate(r["per_s"]),
+        fmt.ns(r["avg_ns"]),
+        fmt.ns(r["ns"]),
+        fmt.count(r["workload_count"]),
+        fmt.ns(r["workload_ns"]),
     ]
 
 
@@ -198,8 +195,8 @@ def _render_bpf(console: Console, section: dict) -> None:
     hard = section["hardirq"]
     tot = hard["total"]
     console.print(
-        f"  hard IRQs: {fmt_rate(tot['per_s'])} on all CPUs ({fmt_rate(tot['workload_per_s'])} while the "
-        f"workload ran), average handler time {fmt_ns(tot['avg_ns'])}"
+        f"  hard IRQs: {fmt.rate(tot['per_s'])} on all CPUs ({fmt.rate(tot['workload_per_s'])} while the "
+        f"workload ran), average handler time {fmt.ns(tot['avg_ns'])}"
     )
     if hard["rows"]:
         console.print(_event_table("hard IRQs (device interrupts), costliest first", "device", hard["rows"], True))
@@ -211,12 +208,12 @@ def _render_bpf(console: Console, section: dict) -> None:
         for c in per_cpu:
             t.add_row(
                 str(c["cpu"]),
-                fmt_count(c["hardirq_count"]),
-                fmt_ns(c["hardirq_ns"]),
-                fmt_count(c["softirq_count"]),
-                fmt_ns(c["softirq_ns"]),
-                fmt_count(c["vector_count"]),
-                fmt_ns(c["vector_ns"]),
+                fmt.count(c["hardirq_count"]),
+                fmt.ns(c["hardirq_ns"]),
+                fmt.count(c["softirq_count"]),
+                fmt.ns(c["softirq_ns"]),
+                fmt.count(c["vector_count"]),
+                fmt.ns(c["vector_ns"]),
             )
         console.print(t)
 
@@ -232,11 +229,11 @@ def _render_softirqs(console: Console, softirq: dict) -> None:
         )
         for r in rows:
             if r["count"] is not None:
-                t.add_row(plain(r["name"]), *_event_cells(r), fmt_count(r["procfs_count"]))
+                t.add_row(plain(r["name"]), *_event_cells(r), fmt.count(r["procfs_count"]))
     else:
         t = table("softirqs by vector (/proc/softirqs)", ["vector", "run", "per s"])
         for r in rows:
-            t.add_row(plain(r["name"]), fmt_count(r["procfs_count"]), fmt_rate(r["procfs_per_s"]))
+            t.add_row(plain(r["name"]), fmt.count(r["procfs_count"]), fmt.rate(r["procfs_per_s"]))
     console.print(t)
 
 
@@ -252,23 +249,23 @@ def _render_spread(console: Console, spread: dict) -> None:
         t.add_row(
             plain(r["irq"]),
             plain(r["description"]),
-            fmt_count(r["count"]),
-            fmt_rate(r["per_s"]),
+            fmt.count(r["count"]),
+            fmt.rate(r["per_s"]),
             format_cpulist(r["cpus"]),
             str(r["top_cpu"]),
-            fmt_share(r["top_share"]),
+            fmt.share(r["top_share"]),
             style="yellow" if r["concentrated"] else None,
         )
     console.print(t)
     if len(spread["rows"]) > TOP:
         console.print(f"  … {len(spread['rows']) - TOP} more interrupt sources", style="dim")
     console.print(
-        "  all interrupts per CPU: " + ", ".join(f"cpu {c['cpu']} {fmt_share(c['share'])}" for c in spread["per_cpu"]),
+        "  all interrupts per CPU: " + ", ".join(f"cpu {c['cpu']} {fmt.share(c['share'])}" for c in spread["per_cpu"]),
         style="dim",
     )
     for c in spread["per_cpu"]:
         if c["concentrated"]:
-            console.print(f"  CPU {c['cpu']} took {fmt_share(c['share'])} of all interrupts", style="yellow")
+            console.print(f"  CPU {c['cpu']} took {fmt.share(c['share'])} of all interrupts", style="yellow")
 
 
 def render(console: Console, section: dict) -> None:
@@ -320,9 +317,9 @@ def _html_irq_totals(profiles) -> list[Note]:
             t = hard["total"]
             out.append(
                 Note(
-                    f"{rd.short}: hard IRQs {fmt_rate(t['per_s'])} on all CPUs "
-                    f"({fmt_rate(t['workload_per_s'])} while the workload ran), average handler time "
-                    f"{fmt_ns(t['avg_ns'])}"
+                    f"{rd.short}: hard IRQs {fmt.rate(t['per_s'])} on all CPUs "
+                    f"({fmt.rate(t['workload_per_s'])} while the workload ran), average handler time "
+                    f"{fmt.ns(t['avg_ns'])}"
                 )
             )
     return out
@@ -346,23 +343,23 @@ def _html_softirqs(profiles) -> list:
                         "vector": r["name"],
                         "ns": r["ns"],
                         "count": r["count"],
-                        "avg": fmt_ns(r["avg_ns"]),
-                        "while_workload": fmt_ns(r["workload_ns"]),
+                        "avg": fmt.ns(r["avg_ns"]),
+                        "while_workload": fmt.ns(r["workload_ns"]),
                     }
                 )
-                rows.append([rd.short, r["name"], *_event_cells(r), fmt_count(r["procfs_count"])])
+                rows.append([rd.short, r["name"], *_event_cells(r), fmt.count(r["procfs_count"])])
             elif r["procfs_count"]:  # a vector that never ran says nothing
                 rows.append(
                     [
                         rd.short,
                         r["name"],
                         "–",
-                        fmt_rate(r["procfs_per_s"]),
+                        fmt.rate(r["procfs_per_s"]),
                         "–",
                         "–",
                         "–",
                         "–",
-                        fmt_count(r["procfs_count"]),
+                        fmt.count(r["procfs_count"]),
                     ]
                 )
     blocks = []
@@ -449,10 +446,10 @@ def _html_spread(profiles) -> list:
             blocks.append(
                 Note(f"{rd.short}: {left_out} more interrupt sources took fewer interrupts and are not drawn")
             )
-        share = ", ".join(f"cpu {c['cpu']} {fmt_share(c['share'])}" for c in spread["per_cpu"])
+        share = ", ".join(f"cpu {c['cpu']} {fmt.share(c['share'])}" for c in spread["per_cpu"])
         blocks.append(Note(f"{rd.short}: all interrupts per CPU: {share}"))
         blocks += [
-            Note(f"{rd.short}: CPU {c['cpu']} took {fmt_share(c['share'])} of all interrupts", warning=True)
+            Note(f"{rd.short}: CPU {c['cpu']} took {fmt.share(c['share'])} of all interrupts", warning=True)
             for c in spread["per_cpu"]
             if c["concentrated"]
         ]

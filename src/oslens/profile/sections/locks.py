@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ...locknames import lock_label
-from .common import bpf_record, fmt_count, fmt_ns, footer, heading, new_section, per_second, plain, ratio, table
+from .common import (
+    bpf_record,
+    footer,
+    heading,
+    new_section,
+    per_second,
+    plain,
+    ratio,
+    table,
+)
 
 if TYPE_CHECKING:
     from ...report.html.page import Section
@@ -86,8 +96,8 @@ def render(console: Console, section: dict) -> None:
     total = section["total"]
     if section["rows"]:
         console.print(
-            f"  {total['locks']:,} contended locks, {fmt_count(total['count'])} waits, "
-            f"{fmt_ns(total['total_ns'])} waited in all"
+            f"  {total['locks']:,} contended locks, {fmt.count(total['count'])} waits, "
+            f"{fmt.ns(total['total_ns'])} waited in all"
         )
         t = table(
             "top contended locks by total wait", ["lock", "kind", "waited in", "waits", "total wait", "avg", "max"]
@@ -97,10 +107,10 @@ def render(console: Console, section: dict) -> None:
                 plain(r["lock"]),
                 plain(r["kind"] or "–"),
                 plain(r["caller"]),
-                fmt_count(r["count"]),
-                fmt_ns(r["total_ns"]),
-                fmt_ns(r["avg_ns"]),
-                fmt_ns(r["max_ns"]),
+                fmt.count(r["count"]),
+                fmt.ns(r["total_ns"]),
+                fmt.ns(r["avg_ns"]),
+                fmt.ns(r["max_ns"]),
             )
         console.print(t)
     footer(
@@ -126,8 +136,8 @@ def html(profiles) -> Section:
         if section["rows"]:
             blocks.append(
                 Note(
-                    f"{rd.short}: {total['locks']:,} contended locks, {fmt_count(total['count'])} waits, "
-                    f"{fmt_ns(total['total_ns'])} waited in all"
+                    f"{rd.short}: {total['locks']:,} contended locks, {fmt.count(total['count'])} waits, "
+                    f"{fmt.ns(total['total_ns'])} waited in all"
                 )
             )
         rows += [
@@ -136,10 +146,10 @@ def html(profiles) -> Section:
                 r["lock"],
                 r["kind"] or "–",
                 r["caller"],
-                fmt_count(r["count"]),
-                fmt_ns(r["total_ns"]),
-                fmt_ns(r["avg_ns"]),
-                fmt_ns(r["max_ns"]),
+                fmt.count(r["count"]),
+                fmt.ns(r["total_ns"]),
+                fmt.ns(r["avg_ns"]),
+                fmt.ns(r["max_ns"]),
             ]
             for r in section["rows"]
         ]

@@ -12,8 +12,16 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ...analysis.runlengths import RunLengths
-from .common import bpf_record, fmt_count, fmt_ns, fmt_share, footer, heading, new_section, plain, table
+from .common import (
+    bpf_record,
+    footer,
+    heading,
+    new_section,
+    plain,
+    table,
+)
 
 if TYPE_CHECKING:
     from ...report.html.page import Section
@@ -31,7 +39,7 @@ KINDS = {
 }
 BPF_PARTS = ("run_lengths",)
 THRESHOLDS = (1000, 10000, 100000)
-COLUMNS = ["entries", "mean", "≤ 1 µs", *(f"> {fmt_ns(t)}: entries / time" for t in THRESHOLDS)]
+COLUMNS = ["entries", "mean", "≤ 1 µs", *(f"> {fmt.ns(t)}: entries / time" for t in THRESHOLDS)]
 
 
 def summarize(recs: Records) -> dict:
@@ -67,10 +75,10 @@ def _cells(rl: dict | None) -> list[str]:
         return ["0", *["–"] * (len(COLUMNS) - 1)]
     over = rl["over"]
     return [
-        fmt_count(rl["count"]),
-        fmt_ns(rl["mean_ns"]),
-        fmt_share(1 - over["1000"][0]),
-        *(f"{fmt_share(over[str(t)][0])} / {fmt_share(over[str(t)][1])}" for t in THRESHOLDS),
+        fmt.count(rl["count"]),
+        fmt.ns(rl["mean_ns"]),
+        fmt.share(1 - over["1000"][0]),
+        *(f"{fmt.share(over[str(t)][0])} / {fmt.share(over[str(t)][1])}" for t in THRESHOLDS),
     ]
 
 
@@ -89,8 +97,8 @@ def headline(section: dict) -> str | None:
         return None
     n, t = rl["over"]["10000"]
     return (
-        f"{fmt_share(1 - rl['over']['1000'][0])} of {fmt_count(rl['count'])} kernel entries ran ≤ 1 µs; "
-        f"the {fmt_share(n)} longer than 10 µs held {fmt_share(t)} of the kernel's time in entries"
+        f"{fmt.share(1 - rl['over']['1000'][0])} of {fmt.count(rl['count'])} kernel entries ran ≤ 1 µs; "
+        f"the {fmt.share(n)} longer than 10 µs held {fmt.share(t)} of the kernel's time in entries"
     )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ..records import RUSAGE_SOURCE
 from .common import (
     FALLBACK,
@@ -17,9 +18,6 @@ from .common import (
     add_crosscheck,
     bpf_record,
     distribution_table,
-    fmt_count,
-    fmt_rate,
-    fmt_share,
     footer,
     heading,
     hist_stats,
@@ -184,18 +182,18 @@ def _render_counts(console: Console, c: dict) -> None:
         return
     t = table("switches of the workload's threads", ["", "count", "per s"])
     if c.get("voluntary") is not None:
-        t.add_row("voluntary (blocked, slept, yielded)", fmt_count(c["voluntary"]), fmt_rate(c["voluntary_per_s"]))
-        t.add_row("involuntary (preempted)", fmt_count(c["involuntary"]), fmt_rate(c["involuntary_per_s"]))
+        t.add_row("voluntary (blocked, slept, yielded)", fmt.count(c["voluntary"]), fmt.rate(c["voluntary_per_s"]))
+        t.add_row("involuntary (preempted)", fmt.count(c["involuntary"]), fmt.rate(c["involuntary_per_s"]))
     else:
-        t.add_row("all", fmt_count(c["total"]), fmt_rate(c["total_per_s"]))
+        t.add_row("all", fmt.count(c["total"]), fmt.rate(c["total_per_s"]))
     if c.get("wakeups") is not None:
-        t.add_row("wake-ups", fmt_count(c["wakeups"]), fmt_rate(c["wakeups_per_s"]))
-    t.add_row("migrations", fmt_count(c["migrations"]), fmt_rate(c["migrations_per_s"]))
+        t.add_row("wake-ups", fmt.count(c["wakeups"]), fmt.rate(c["wakeups_per_s"]))
+    t.add_row("migrations", fmt.count(c["migrations"]), fmt.rate(c["migrations_per_s"]))
     console.print(t)
     console.print(plain(f"  from {c['source']}"), style="dim")
     if c.get("switch_ins"):
         console.print(
-            f"  {fmt_share(c['migrated_share'])} of {c['switch_ins']:,} switch-ins were on another CPU "
+            f"  {fmt.share(c['migrated_share'])} of {c['switch_ins']:,} switch-ins were on another CPU "
             "than the thread last ran on"
         )
 
@@ -209,29 +207,29 @@ def _render_preemptions(console: Console, p: dict) -> None:
     t = table(f"who ran next after the {p['total']:,} preemptions", ["", "count", "share", "which"])
     t.add_row(
         "kernel threads",
-        fmt_count(p["kernel_threads"]),
-        fmt_share(ratio(p["kernel_threads"], p["total"])),
+        fmt.count(p["kernel_threads"]),
+        fmt.share(ratio(p["kernel_threads"], p["total"])),
         "",
         style="bold",
     )
     for fam in p["kernel_thread_families"]:
         t.add_row(
             plain(f"  {fam['family']}"),
-            fmt_count(fam["count"]),
-            fmt_share(ratio(fam["count"], p["total"])),
+            fmt.count(fam["count"]),
+            fmt.share(ratio(fam["count"], p["total"])),
             plain(_members(fam["members"])),
         )
     t.add_row(
         "other applications",
-        fmt_count(p["other_applications"]),
-        fmt_share(ratio(p["other_applications"], p["total"])),
+        fmt.count(p["other_applications"]),
+        fmt.share(ratio(p["other_applications"], p["total"])),
         plain(_members(p["other_applications_top"])),
         style="bold",
     )
     t.add_row(
         "the workload's own threads",
-        fmt_count(p["workload"]),
-        fmt_share(ratio(p["workload"], p["total"])),
+        fmt.count(p["workload"]),
+        fmt.share(ratio(p["workload"], p["total"])),
         plain(_members(p["workload_top"])),
         style="bold",
     )
@@ -263,8 +261,8 @@ HTML_NAMES = 6  # the page has room for more names of threads than the terminal
 
 def _rate_or_total(c: dict) -> str:
     if c.get("voluntary_per_s") is not None and c.get("involuntary_per_s") is not None:
-        return fmt_rate(c["voluntary_per_s"] + c["involuntary_per_s"])
-    return fmt_rate(c.get("total_per_s"))
+        return fmt.rate(c["voluntary_per_s"] + c["involuntary_per_s"])
+    return fmt.rate(c.get("total_per_s"))
 
 
 def _html_counts(profiles) -> Table:
@@ -273,17 +271,17 @@ def _html_counts(profiles) -> Table:
     rows = []
     for rd, s in profiles:
         c = s["sections"]["switches"]["counts"]
-        migrated = f"{fmt_share(c['migrated_share'])} of {c['switch_ins']:,}" if c.get("switch_ins") else "–"
+        migrated = f"{fmt.share(c['migrated_share'])} of {c['switch_ins']:,}" if c.get("switch_ins") else "–"
         rows.append(
             [
                 rd.short,
-                fmt_count(c.get("voluntary")),
-                fmt_rate(c.get("voluntary_per_s")),
-                fmt_count(c.get("involuntary")),
-                fmt_rate(c.get("involuntary_per_s")),
+                fmt.count(c.get("voluntary")),
+                fmt.rate(c.get("voluntary_per_s")),
+                fmt.count(c.get("involuntary")),
+                fmt.rate(c.get("involuntary_per_s")),
                 _rate_or_total(c),
-                fmt_rate(c.get("wakeups_per_s")),
-                fmt_rate(c.get("migrations_per_s")),
+                fmt.rate(c.get("wakeups_per_s")),
+                fmt.rate(c.get("migrations_per_s")),
                 migrated,
                 c.get("source") or "no source had a count",
             ]
@@ -327,15 +325,15 @@ def _html_preemptions(profiles) -> list:
             ("the workload's own threads", p["workload"], _members(p["workload_top"], HTML_NAMES)),
         )
         for i, (group, n, which) in enumerate(groups):
-            rows.append([rd.short, group, fmt_count(n), fmt_share(ratio(n, p["total"])), which])
+            rows.append([rd.short, group, fmt.count(n), fmt.share(ratio(n, p["total"])), which])
             bars.append({"run": rd.short, "group": group, "order": i, "count": n, "share": ratio(n, p["total"])})
             if i == 0:
                 rows += [
                     [
                         rd.short,
                         f"kernel threads: {fam['family']}",
-                        fmt_count(fam["count"]),
-                        fmt_share(ratio(fam["count"], p["total"])),
+                        fmt.count(fam["count"]),
+                        fmt.share(ratio(fam["count"], p["total"])),
                         _members(fam["members"], HTML_NAMES),
                     ]
                     for fam in p["kernel_thread_families"]

@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from ... import format as fmt
 from .common import (
     bpf_record,
-    fmt_count,
-    fmt_ns,
-    fmt_rate,
     footer,
     heading,
     hist_stats,
@@ -73,14 +71,14 @@ COLUMNS = ("call", "count", "per s", "errors", "total time", "avg", "p50", "p99"
 def _cells(r: dict) -> list[str]:
     """A call's row after its name."""
     return [
-        fmt_count(r["count"]),
-        fmt_rate(r["per_s"]),
-        fmt_count(r["errors"]),
-        fmt_ns(r["total_ns"]),
-        fmt_ns(r["avg_ns"]),
-        fmt_ns(r["p50_ns"]),
-        fmt_ns(r["p99_ns"]),
-        fmt_ns(r["max_ns"]),
+        fmt.count(r["count"]),
+        fmt.rate(r["per_s"]),
+        fmt.count(r["errors"]),
+        fmt.ns(r["total_ns"]),
+        fmt.ns(r["avg_ns"]),
+        fmt.ns(r["p50_ns"]),
+        fmt.ns(r["p99_ns"]),
+        fmt.ns(r["max_ns"]),
     ]
 
 
@@ -96,8 +94,8 @@ def render(console: Console, section: dict) -> None:
     total, rows = section["total"], section["rows"]
     if total is not None:
         console.print(
-            f"  {fmt_count(total['count'])} calls ({fmt_rate(total['per_s'])}) of {total['distinct']} kinds, "
-            f"{fmt_count(total['errors'])} returned an error; {fmt_ns(total['total_ns'])} inside them"
+            f"  {fmt.count(total['count'])} calls ({fmt.rate(total['per_s'])}) of {total['distinct']} kinds, "
+            f"{fmt.count(total['errors'])} returned an error; {fmt.ns(total['total_ns'])} inside them"
         )
     if rows:
         console.print(_top_table("top by count", rows))
@@ -142,8 +140,8 @@ def _html_chart(profiles) -> Figure | None:
             "call": r["name"],
             "ns": r["total_ns"],
             "count": r["count"],
-            "avg": fmt_ns(r["avg_ns"]),
-            "p99": fmt_ns(r["p99_ns"]),
+            "avg": fmt.ns(r["avg_ns"]),
+            "p99": fmt.ns(r["p99_ns"]),
             "longest": longest[r["name"]],
         }
         for rd, s in profiles
@@ -173,9 +171,9 @@ def html(profiles) -> Section:
         if total is not None:
             blocks.append(
                 Note(
-                    f"{rd.short}: {fmt_count(total['count'])} calls ({fmt_rate(total['per_s'])}) of "
-                    f"{total['distinct']} kinds, {fmt_count(total['errors'])} returned an error; "
-                    f"{fmt_ns(total['total_ns'])} inside them"
+                    f"{rd.short}: {fmt.count(total['count'])} calls ({fmt.rate(total['per_s'])}) of "
+                    f"{total['distinct']} kinds, {fmt.count(total['errors'])} returned an error; "
+                    f"{fmt.ns(total['total_ns'])} inside them"
                 )
             )
         by_count += [_html_cells(rd, r) for r in rows[:TOP_CALLS]]

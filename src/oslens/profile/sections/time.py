@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from ... import format as fmt
 from ...format import ns, plural, sig
 from ...procfs import TIME_FIELDS
 from .common import (
     THREADS_PARTIAL,
     add_crosscheck,
-    fmt_count,
-    fmt_ns,
-    fmt_share,
     footer,
     heading,
     new_section,
@@ -132,7 +130,7 @@ def _total(user: int, system: int, runtime: int, tick_ns: float, few_ticks: str,
         "kernel_share": ratio(system, user + system) if split else None,
         "split_why": None
         if split
-        else f"the workload ran {fmt_ns(runtime)} of CPU time, less than {few_ticks}: "
+        else f"the workload ran {fmt.ns(runtime)} of CPU time, less than {few_ticks}: "
         "user and kernel time are sampled at the tick, so they cannot be told apart",
         "cpus_busy": ratio(runtime / 1e9, wall_s),
     }
@@ -142,7 +140,7 @@ def summarize(recs: Records) -> dict:
     section = new_section(TITLE)
     threads = sorted(recs.threads, key=lambda t: t.runtime_ns, reverse=True)
     tick_ns, tick_what = recs.tick
-    few_ticks = f"{MIN_TICKS_FOR_A_SPLIT} ticks ({fmt_ns(MIN_TICKS_FOR_A_SPLIT * tick_ns)}, {tick_what})"
+    few_ticks = f"{MIN_TICKS_FOR_A_SPLIT} ticks ({fmt.ns(MIN_TICKS_FOR_A_SPLIT * tick_ns)}, {tick_what})"
     section["tick_ns"] = tick_ns
     section["threads"] = [_thread_row(t, tick_ns) for t in threads[:THREADS_KEPT]]
     short = sum(1 for t in threads if not _split_known(t.runtime_ns, tick_ns))
@@ -202,12 +200,12 @@ def _render_threads(console: Console, section: dict) -> None:
         t.add_row(
             plain(th["comm"]),
             str(th["tid"]),
-            fmt_ns(th["user_ns"]) if th.get("split", True) else "–",
-            fmt_ns(th["system_ns"]) if th.get("split", True) else "–",
-            fmt_share(th["kernel_share"]) if th.get("split", True) else "< 3 ticks",
-            fmt_ns(th["runtime_ns"]),
-            f"{fmt_count(th['nvcsw'])}/{fmt_count(th['nivcsw'])}",
-            f"{fmt_count(th['min_flt'])}/{fmt_count(th['maj_flt'])}",
+            fmt.ns(th["user_ns"]) if th.get("split", True) else "–",
+            fmt.ns(th["system_ns"]) if th.get("split", True) else "–",
+            fmt.share(th["kernel_share"]) if th.get("split", True) else "< 3 ticks",
+            fmt.ns(th["runtime_ns"]),
+            f"{fmt.count(th['nvcsw'])}/{fmt.count(th['nivcsw'])}",
+            f"{fmt.count(th['min_flt'])}/{fmt.count(th['maj_flt'])}",
             "exited" if th["ended"] == "exit" else "alive",
         )
     total = section["total"]
@@ -218,10 +216,10 @@ def _render_threads(console: Console, section: dict) -> None:
     t.add_row(
         label,
         "",
-        fmt_ns(total["user_ns"]),
-        fmt_ns(total["system_ns"]),
-        fmt_share(total["kernel_share"]),
-        fmt_ns(total["runtime_ns"]),
+        fmt.ns(total["user_ns"]),
+        fmt.ns(total["system_ns"]),
+        fmt.share(total["kernel_share"]),
+        fmt.ns(total["runtime_ns"]),
         "",
         "",
         "",
@@ -244,10 +242,10 @@ def _render_cpu_split(console: Console, split: dict) -> None:
     no_irq = split.get("irq_unavailable")
 
     def cell(shares: dict, f: str) -> str:
-        return "n/a" if f == "irq" and no_irq else fmt_share(shares[f])
+        return "n/a" if f == "irq" and no_irq else fmt.share(shares[f])
 
     for c in split["per_cpu"]:
-        t.add_row(str(c["cpu"]), fmt_share(c["workload_share"]), *[cell(c["shares"], f) for f in fields])
+        t.add_row(str(c["cpu"]), fmt.share(c["workload_share"]), *[cell(c["shares"], f) for f in fields])
     t.add_row("all", "", *[cell(split["all"]["shares"], f) for f in fields], style="bold", end_section=True)
     console.print(t)
     unsplit = [str(c["cpu"]) for c in split["per_cpu"] if not c.get("split", True)]
@@ -255,7 +253,7 @@ def _render_cpu_split(console: Console, split: dict) -> None:
         console.print(
             plain(
                 f"  CPU{'s' if len(unsplit) > 1 else ''} {', '.join(unsplit)}: no split, less than "
-                f"{MIN_TICKS_FOR_A_SPLIT} units of {fmt_ns(split['tick_ns'])} elapsed there between the snapshots "
+                f"{MIN_TICKS_FOR_A_SPLIT} units of {fmt.ns(split['tick_ns'])} elapsed there between the snapshots "
                 "(/proc/stat counts in whole units)"
             ),
             style="yellow",
@@ -264,7 +262,7 @@ def _render_cpu_split(console: Console, split: dict) -> None:
         console.print(plain(f"  irq: {no_irq}"), style="yellow")
     console.print(plain(f"  CPUs: {split['basis']}"), style="dim")
     console.print(
-        f"  system-wide: anything else on these CPUs counts too; in units of {fmt_ns(split['tick_ns'])} "
+        f"  system-wide: anything else on these CPUs counts too; in units of {fmt.ns(split['tick_ns'])} "
         "(USER_HZ; guest time is inside user)",
         style="dim",
     )
@@ -429,10 +427,10 @@ def _html_total(profiles) -> tuple[Figure, Table] | None:
             [
                 rd.short,
                 source,
-                fmt_ns(total["user_ns"]),
-                fmt_ns(total["system_ns"]),
-                fmt_share(total["kernel_share"]),
-                fmt_ns(total["runtime_ns"]),
+                fmt.ns(total["user_ns"]),
+                fmt.ns(total["system_ns"]),
+                fmt.share(total["kernel_share"]),
+                fmt.ns(total["runtime_ns"]),
                 sig(total["cpus_busy"]),
             ]
         )
@@ -493,7 +491,7 @@ def _html_cpu_split(profiles) -> tuple[list, list[Note]]:
             notes.append(
                 Note(
                     f"{rd.short}: no CPU time split: less than {MIN_TICKS_FOR_A_SPLIT} units of "
-                    f"{fmt_ns(split['tick_ns'])} (USER_HZ) elapsed between the /proc/stat snapshots",
+                    f"{fmt.ns(split['tick_ns'])} (USER_HZ) elapsed between the /proc/stat snapshots",
                     warning=True,
                 )
             )

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.noise import TOLD_BELOW, NoiseSummary, summarize_phases, tail_at_scale
-from ...format import ns
-from ..noise import chance, seconds, steal_cell, steal_legend
+from ...format import chance, duration, ns
+from ..noise import steal_cell, steal_legend
 from .page import Figure, Note, Section, Table
 
 TITLE = "OS noise (noise)"
@@ -296,14 +296,14 @@ def _tail(series: list[Series]) -> list:
                 )
             first = next((int(n) for n, r in t["nodes"].items() if not r["told"][label]), None)
             if first is not None:
-                measure = seconds(t["nodes"][str(first)]["measure_s"])
+                measure = duration(t["nodes"][str(first)]["measure_s"])
                 untold.append(f"delay > {ns(x)} from {first:,} nodes (measure ≥ {measure} to tell it there)")
         for n, r in t["nodes"].items():
             if r["slowdown_told"]:
                 slow.append({"series": s.label, "nodes": int(n), "slowdown": r["expected_slowdown"]})
         first = next((int(n) for n, r in t["nodes"].items() if not r["slowdown_told"]), None)
         if first is not None:
-            measure = seconds(t["nodes"][str(first)]["measure_s"])
+            measure = duration(t["nodes"][str(first)]["measure_s"])
             untold.append(
                 f"step worse than the worst seen (the expected slowdown assumes none) from {first:,} nodes "
                 f"(measure ≥ {measure} to tell it there)"
