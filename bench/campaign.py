@@ -267,6 +267,39 @@ def leaks(sid: int, known: set[tuple[int, int]], progs: set[int], tmp: Path, mac
     }
 
 
+def pick_victim(proc: subprocess.Popen, args, target: str, runtime_dir: Path, after_s: float,
+                rng: random.Random) -> tuple[int | None, set[tuple[int, int]]]:  # fmt: skip
+    """A process of the target's kind in the command's session, chosen at
+    random once `after_s` have passed (None if the command ended first), and
+    the SysV sets its ledgers named meanwhile."""
+    known: set[tuple[int, int]] = set()
+    moment = time.monotonic() + after_s
+    while proc.poll() is None:
+        known |= ledger_sems(runtime_dir)
+        if time.monotonic() >= moment:
+            candidates = targets(proc.pid, args.engine)[target]
+            if candidates:
+                return rng.choice(candidates), known
+        time.sleep(0.01)
+    return None, known
+
+
+def stops_within(proc: subprocess.Popen, first_s: float, then_s: float) -> bool:
+    """Whether the command ended within first_s; if not, it is given then_s
+    more, and its session killed after that."""
+    try:
+        proc.wait(timeout=first_s)
+        return True
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        proc.wait(timeout=then_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return False
+
+
 def one_kill(args, env: dict, machine: Machine, cmd: list[str], target: str, sig: str, rng: random.Random) -> dict:
     tmp = Path(env["TMPDIR"])
     runtime_dir = Path(env["OSLENS_RUNTIME_DIR"])
@@ -283,19 +316,11 @@ def one_kill(args, env: dict, machine: Machine, cmd: list[str], target: str, sig
     sid = proc.pid
     LIVE_SESSIONS.add(sid)
     row = {"command": cmd[0], "argv": " ".join(cmd), "target": target, "signal": sig, "delivered": False}
-    known: set[tuple[int, int]] = set()
     # a guest or a container takes seconds to start: a moment may fall after that too
     late = 4 if "--in" in cmd else 1
-    moment = time.monotonic() + rng.uniform(args.min_delay, args.max_delay * late)
-    victim = None
-    while proc.poll() is None:
-        known |= ledger_sems(runtime_dir)
-        if time.monotonic() >= moment:
-            candidates = targets(sid, args.engine)[target]
-            if candidates:
-                victim = rng.choice(candidates)
-                break
-        time.sleep(0.01)
+    victim, known = pick_victim(
+        proc, args, target, runtime_dir, rng.uniform(args.min_delay, args.max_delay * late), rng
+    )
     progs = leftovers.bpf_of_session(sid)
     if victim is not None:
         try:
@@ -308,15 +333,8 @@ def one_kill(args, env: dict, machine: Machine, cmd: list[str], target: str, sig
             pass
     signalled = time.monotonic()
     ignored = target == "worker" and sig == "SIGINT"  # workers ignore it: the run goes on
-    try:
-        proc.wait(timeout=args.stop_timeout if ignored else HANG_S)
-    except subprocess.TimeoutExpired:
+    if not stops_within(proc, args.stop_timeout if ignored else HANG_S, args.stop_timeout):
         row["hung"] = True
-        try:
-            proc.wait(timeout=args.stop_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(sid, signal.SIGKILL)
-            proc.wait()
     row["stop_s"] = round(time.monotonic() - signalled, 3)
     row["status"] = proc.returncode
     # a stop asked of the command or its group that it went on past, to a
@@ -536,7 +554,7 @@ def refusal_campaign(args, env: dict, rng: random.Random, db: Path, ncpu: int) -
     return rows, len(every)
 
 
-def main() -> int:
+def arguments():
     ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=positive_int, default=100, help="kills and bad invocations each (default 100)")
     ap.add_argument("--kills", type=int, default=None, help="kills (default N; 0: none)")
@@ -554,6 +572,19 @@ def main() -> int:
         ap.error("--kills and --bad take 0 or more")
     if not 0 <= args.min_delay <= args.max_delay:
         ap.error("--min-delay must be between 0 and --max-delay")
+    return args
+
+
+def report_store(store: dict) -> bool:
+    print("\nstore")
+    print(f"  PRAGMA integrity_check: {store['integrity_check']}")
+    print(f"  runs: {store['runs']} {store.get('statuses', {})}; still 'running': {store['running']}")
+    print(f"  completed runs unreadable: {len(store['unreadable'])} {store['unreadable'] or ''}")
+    return store["integrity_check"] in ("ok", "no store") and not store["unreadable"] and not store["running"]
+
+
+def main() -> int:
+    args = arguments()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     rng = random.Random(seed)
 
@@ -600,11 +631,7 @@ def main() -> int:
         print(f"left out: {why}")
     ok = report_kills(kills, attempts, args) if kills else True
     ok = (report_refusals(refusals, listed) if refusals else True) and ok
-    print("\nstore")
-    print(f"  PRAGMA integrity_check: {store['integrity_check']}")
-    print(f"  runs: {store['runs']} {store.get('statuses', {})}; still 'running': {store['running']}")
-    print(f"  completed runs unreadable: {len(store['unreadable'])} {store['unreadable'] or ''}")
-    ok = ok and store["integrity_check"] in ("ok", "no store") and not store["unreadable"] and not store["running"]
+    ok = report_store(store) and ok
     return 0 if ok else 1
 
 

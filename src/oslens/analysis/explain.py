@@ -129,6 +129,71 @@ def _cause(c: dict) -> tuple[str, str, str]:
     raise ValueError(kind)
 
 
+@dataclass
+class _Charges:
+    """The charges of an explained point's repetitions, summed per cause."""
+
+    ns: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    counts: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    chains: dict[str, dict[tuple, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    sent: int = 0
+    received: int = 0
+    tlb: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def add(self, c: dict) -> None:
+        if c["kind"] == "ipi_sent":
+            self.sent += c["count"]
+            return
+        if c["kind"] == "tlb_flush":
+            self.tlb[c.get("name") or str(c["id"])] += c["count"]
+            return
+        key, label, group = _cause(c)
+        self.labels[key] = (label, group)
+        self.ns[key] += c["ns"]
+        self.counts[key] += c["count"]
+        if c["kind"] == "vector" and c.get("name") in IPI_VECTORS:  # the same IPIs as their cause
+            self.received += c["count"]
+        if c["kind"] == "lock":
+            self.chains[key][tuple(c.get("callers") or [])] += c["ns"]
+
+    def causes(self, ops: float) -> list[Cause]:
+        """Per operation, costliest first; a lock with its costliest chain of callers."""
+        out = [
+            Cause(
+                k,
+                self.labels[k][0],
+                self.labels[k][1],
+                v / ops,
+                self.counts[k] / ops,
+                list(max(self.chains[k].items(), key=lambda kv: kv[1])[0]) if self.chains.get(k) else [],
+            )
+            for k, v in self.ns.items()
+        ]
+        return sorted(out, key=lambda c: -c.ns_per_op)
+
+
+def _run_lengths(ep: ExplainedPoint) -> dict[str, RunLengths]:
+    """The OS entries' run lengths per kind of entry, and over all of them."""
+    out = {}
+    for kind in ("syscall", "fault", "interrupt"):
+        parts = [r.explain["run_lengths"][kind] for r in ep.reps if kind in r.explain.get("run_lengths", {})]
+        if rl := RunLengths.of(parts):
+            out[kind] = rl
+    every = [r.explain["run_lengths"][k] for r in ep.reps for k in r.explain.get("run_lengths", {})]
+    if rl := RunLengths.of(every):
+        out["all"] = rl
+    return out
+
+
+def _latency(ep: ExplainedPoint) -> dict[str, float] | None:
+    hists = [Histogram.from_record(h["hist"]) for r in ep.reps for h in r.hists]
+    if not hists:
+        return None
+    h = merge_all(hists)
+    return {"p50": h.percentile(50), "p99": h.percentile(99), "p99.9": h.percentile(99.9)}
+
+
 def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None = None) -> ExplainedStats | None:
     """The per-operation causes of one explained point, over its
     repetitions; None when it has none with the attribution loaded."""
@@ -142,12 +207,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     # operations per second.
     ops = sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
     window = sum(r.window_ns * len(r.workers) for r in ep.reps)
-    ns: dict[str, float] = defaultdict(float)
-    counts: dict[str, float] = defaultdict(float)
-    labels: dict[str, tuple[str, str]] = {}
-    chains: dict[str, dict[tuple, float]] = defaultdict(lambda: defaultdict(float))
-    sent = received = 0
-    tlb: dict[str, float] = defaultdict(float)
+    charges = _Charges()
     missing: set[str] = set()
     notes: list[str] = [cache_line_note()]
     for r in ep.reps:
@@ -157,53 +217,15 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
                 f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
             )
         for c in r.explain["charges"]:
-            if c["tid"] not in r.tids:  # the thread-mode host, waiting for its workers
-                continue
-            if c["kind"] == "ipi_sent":
-                sent += c["count"]
-                continue
-            if c["kind"] == "tlb_flush":
-                tlb[c.get("name") or str(c["id"])] += c["count"]
-                continue
-            key, label, group = _cause(c)
-            labels[key] = (label, group)
-            ns[key] += c["ns"]
-            counts[key] += c["count"]
-            if c["kind"] == "vector" and c.get("name") in IPI_VECTORS:  # the same IPIs as their cause
-                received += c["count"]
-            if c["kind"] == "lock":
-                chains[key][tuple(c.get("callers") or [])] += c["ns"]
+            if c["tid"] in r.tids:  # not the thread-mode host, waiting for its workers
+                charges.add(c)
         for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
             if why and why not in notes:
                 notes.append(why)
     if not ops:
         return None
-    run_lengths = {}
-    for kind in ("syscall", "fault", "interrupt"):
-        parts = [r.explain["run_lengths"][kind] for r in ep.reps if kind in r.explain.get("run_lengths", {})]
-        if rl := RunLengths.of(parts):
-            run_lengths[kind] = rl
-    every = [r.explain["run_lengths"][k] for r in ep.reps for k in r.explain.get("run_lengths", {})]
-    if rl := RunLengths.of(every):
-        run_lengths["all"] = rl
-    causes = [
-        Cause(
-            k,
-            labels[k][0],
-            labels[k][1],
-            v / ops,
-            counts[k] / ops,
-            list(max(chains[k].items(), key=lambda kv: kv[1])[0]) if chains.get(k) else [],
-        )
-        for k, v in ns.items()
-    ]
-    causes.sort(key=lambda c: -c.ns_per_op)
+    causes = charges.causes(ops)
     per_op = window / ops
-    hists = [Histogram.from_record(h["hist"]) for r in ep.reps for h in r.hists]
-    latency = None
-    if hists:
-        h = merge_all(hists)
-        latency = {"p50": h.percentile(50), "p99": h.percentile(99), "p99.9": h.percentile(99.9)}
     cost = None
     if plain_ops_per_s_per_worker:
         explained_rate = ops / (window / 1e9)  # per worker: window sums every worker's time
@@ -214,14 +236,14 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         ns_per_op=per_op,
         causes=causes,
         unexplained_ns=per_op - sum(c.ns_per_op for c in causes),
-        ipis_sent_per_op=sent / ops,
-        ipis_received_per_op=received / ops,
-        tlb_flushes_per_op={k: v / ops for k, v in sorted(tlb.items())},
-        latency_ns=latency,
+        ipis_sent_per_op=charges.sent / ops,
+        ipis_received_per_op=charges.received / ops,
+        tlb_flushes_per_op={k: v / ops for k, v in sorted(charges.tlb.items())},
+        latency_ns=_latency(ep),
         cost=cost,
         missing=sorted(missing),
         notes=notes,
-        run_lengths=run_lengths,
+        run_lengths=_run_lengths(ep),
     )
 
 

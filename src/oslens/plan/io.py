@@ -136,15 +136,8 @@ def check(
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
     if explain and ops is not None:
         raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
-    names = parse_list(engines, "--engine", tuple(ENGINES))
-    if not any(ENGINES[n][2] for n in names):
-        given = [o for o, v in (("--qd", qd), ("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
-        if given:
-            uring = ", ".join(n for n, e in ENGINES.items() if e[2])
-            raise UsageError(f"{', '.join(given)}: io_uring's only, and no io_uring engine ({uring}) is asked")
-    qds = parse_qds(qd or DEFAULT_QD)
+    series = _series(engines, qd, uring_wait, taskrun)
     taskrun = taskrun or DEFAULT_TASKRUN
-    series = [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
     opts = engine.probes()["io"].options
     block = parse_size(bs, "--bs")
     if not opts["bs"]["min"] <= block <= opts["bs"]["max"] or block % 512:
@@ -157,21 +150,7 @@ def check(
         raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
-    writing = any(s.writes for s in series)
-    kind = target if target in devices.MADE else None
-    user_target = None
-    if target is None:
-        avail = devices.available_kinds()
-        kind = next((k for k in devices.MADE if avail[k] is None), None)
-        if kind is None:
-            raise UsageError(
-                f"no default target here ({'; '.join(f'{k}: {w}' for k, w in avail.items())}): "
-                f"give --target DEVICE|FILE"
-            )
-    elif kind is None:
-        user_target = check_user_target(target, writing, allow_overwrite)
-    elif (why := devices.available_kinds()[kind]) is not None:
-        raise UsageError(f"--target {kind}: {why}")
+    kind, user_target = _target(target, any(s.writes for s in series), allow_overwrite)
     if user_target is not None and size is not None:
         raise UsageError(f"--size: the size of a device oslens makes, not of --target {target}")
     if kind is not None and made_size > _mem_available() // 2:
@@ -191,6 +170,39 @@ def check(
         scheduler=scheduler, explain=explain, uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun]},
         layout=layout,
     )  # fmt: skip
+
+
+def _series(engines: str, qd: str | None, uring_wait: bool, taskrun: str | None) -> list[Series]:
+    """The series asked: each engine, at each --qd where it has a queue;
+    io_uring's options refused where no io_uring engine is asked."""
+    names = parse_list(engines, "--engine", tuple(ENGINES))
+    if not any(ENGINES[n][2] for n in names):
+        given = [o for o, v in (("--qd", qd), ("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
+        if given:
+            uring = ", ".join(n for n, e in ENGINES.items() if e[2])
+            raise UsageError(f"{', '.join(given)}: io_uring's only, and no io_uring engine ({uring}) is asked")
+    qds = parse_qds(qd or DEFAULT_QD)
+    return [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
+
+
+def _target(target: str | None, writing: bool, allow_overwrite: bool) -> tuple[str | None, Target | None]:
+    """(the kind of device to make, or None; the user's target, checked, or
+    None): --target names a kind oslens makes, or a device or file; left
+    out, the first kind this machine can make."""
+    if target is None:
+        avail = devices.available_kinds()
+        kind = next((k for k in devices.MADE if avail[k] is None), None)
+        if kind is None:
+            raise UsageError(
+                f"no default target here ({'; '.join(f'{k}: {w}' for k, w in avail.items())}): "
+                f"give --target DEVICE|FILE"
+            )
+        return kind, None
+    if target not in devices.MADE:
+        return None, check_user_target(target, writing, allow_overwrite)
+    if (why := devices.available_kinds()[target]) is not None:
+        raise UsageError(f"--target {target}: {why}")
+    return target, None
 
 
 def _holes(target: Target, end: int, allow_overwrite: bool) -> int:
