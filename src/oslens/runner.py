@@ -34,21 +34,6 @@ def _signals_stop_in_order():
         yield
 
 
-def machine_metadata() -> dict:
-    meta = collectors.collect_machine()
-    meta["topology"] = engine.topology()
-    meta["engine"] = str(engine.engine_path())
-    env = engine.environment()
-    if env is not None:  # the topology above is the inside's
-        # what the environment saw inside (a guest's kernel) replaces the
-        # host's, which is kept beside it
-        for name, facts in env.pop("inside", {}).items():
-            env.setdefault("host", {})[name] = meta.get(name)
-            meta[name] = facts
-        meta["environment"] = env
-    return meta
-
-
 def execute(
     store: Store,
     kind: str,
@@ -67,7 +52,7 @@ def execute(
     runtime.entry()  # the engines record what they make there
     if not checked:
         check(invocations)
-    run_id = store.begin_run(kind, argv, params, machine_metadata())
+    run_id = store.begin_run(kind, argv, params, collectors.machine_metadata())
     progress = Progress(
         TextColumn("{task.description:<28}", markup=False),  # labels hold user strings
         BarColumn(),

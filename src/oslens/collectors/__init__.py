@@ -17,7 +17,7 @@ from types import ModuleType
 # the sysfs readers the collectors use, for the modules outside that read sysfs too
 from ._read import bracketed_choice, read_text, unavailable
 
-__all__ = ["bracketed_choice", "collect_machine", "collector_modules", "read_text", "unavailable"]
+__all__ = ["bracketed_choice", "collect_machine", "collector_modules", "machine_metadata", "read_text", "unavailable"]
 
 
 def _failure(exc: BaseException) -> dict:
@@ -55,3 +55,23 @@ def collect_machine() -> dict:
             data = _failure(e)
         result[name] = data
     return result
+
+
+def machine_metadata() -> dict:
+    """What every run stores of its machine: every collector's facts, the
+    topology the engine sees and the engine's path; inside an environment
+    (--in), the inside's facts, the host's kept beside them."""
+    from .. import engine  # the collectors alone read no engine
+
+    meta = collect_machine()
+    meta["topology"] = engine.topology()
+    meta["engine"] = str(engine.engine_path())
+    env = engine.environment()
+    if env is not None:  # the topology above is the inside's
+        # what the environment saw inside (a guest's kernel) replaces the
+        # host's, which is kept beside it
+        for name, facts in env.pop("inside", {}).items():
+            env.setdefault("host", {})[name] = meta.get(name)
+            meta[name] = facts
+        meta["environment"] = env
+    return meta
