@@ -14,7 +14,6 @@ import contextlib
 import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -546,11 +545,13 @@ class EngineRun:
                 pass
 
     def _remove_leftovers(self) -> None:
+        """What an engine that did not end in order reported making, removed
+        as the registry of owned things removes it (owned.py)."""
         tmpdir = self.resources.get("tmpdir")
         if tmpdir and Path(tmpdir).name.startswith("oslens."):
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            runtime.TMPDIR.remove(tmpdir)
         for semid in self.resources.get("sysv_sem", []):
-            subprocess.run(["ipcrm", "-s", str(semid)], capture_output=True)
+            runtime.SEM.remove(str(semid))
 
     def failure(self) -> str:
         """The engine's own words for why it failed."""
