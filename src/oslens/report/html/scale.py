@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.scale import summarize
-from ...records import scale_points
+from ...frames.scale import frames as scale_frames
 from ..scale import LEGEND, footer_lines, table_cells
 from . import study
 from .page import Figure, Note, Section, Table
@@ -20,16 +20,22 @@ from .page import Figure, Note, Section, Table
 EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
 
 
-def _worker_rates(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _worker_rates(rd) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every worker's rate, and every repetition's total, in the repetitions
-    the analysis counts."""
-    workers, totals = [], []
-    for p in scale_points(records):
-        for ws in p.complete:
-            key = {"probe": f"{p.probe}:{p.variant}", "mode": p.mode, "workers": p.workers, "rep": ws[0]["rep"]}
-            workers += [{**key, "rate": w["ops_per_sec"]} for w in ws]
-            totals.append({**key, "total": sum(w["ops_per_sec"] for w in ws)})
-    return pd.DataFrame(workers), pd.DataFrame(totals)
+    the analysis counts: the run's `workers` frame (frames/scale.py), what
+    `export` gives, so that the page draws the exported figures."""
+    w = scale_frames(rd.run, rd.records)["workers"]
+    rates = pd.DataFrame(
+        {
+            "probe": w["probe"] + ":" + w["variant"],
+            "mode": w["mode"],
+            "workers": w["workers"],
+            "rep": w["rep"],
+            "rate": w["ops_per_s"],
+        }
+    )
+    totals = rates.groupby(["probe", "mode", "workers", "rep"], as_index=False)["rate"].sum()
+    return rates, totals.rename(columns={"rate": "total"})
 
 
 class _Num:
@@ -146,7 +152,7 @@ def sections(runs) -> list[Section]:
     points, ideal, fits, dots, totals, tables = [], [], [], [], [], []
     for rd in runs:
         series = summarize(rd.records)
-        rates, reps = _worker_rates(rd.records)
+        rates, reps = _worker_rates(rd)
         if not rates.empty:
             dots.append(rates.assign(run=rd.short))
             totals.append(reps.assign(run=rd.short))
