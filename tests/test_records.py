@@ -4,18 +4,29 @@ drift apart without this failing."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from oslens import engine
-from oslens.records import OSLENS_RECORDS, RECORD_FIELDS, invocations, missing_fields, scale_points
+from oslens.records import (
+    OSLENS_RECORDS,
+    RANK_STAMP,
+    RECORD_FIELDS,
+    invocations,
+    missing_fields,
+    scale_points,
+)
 
-from conftest import TWO, run_engine
+from conftest import TWO, oslens, run_engine
 
 README = (Path(__file__).resolve().parents[1] / "engine" / "README.md").read_text()
-SECTIONS = {"run": "## Records", "profile": "## `profile` records", "app": "## `app`"}
+SECTIONS = {"run": "## Records", "profile": "## `profile` records", "app": "## `app`", "cluster": "## cluster records"}
 
 
 def readme_section(heading: str) -> str:
@@ -128,3 +139,78 @@ def test_invocations_keep_the_context_stored_before_each():
     a, b = invocations(recs)
     assert a.competition is None and b.competition == {"probe": "fork"}
     assert [r["type"] for r in a.records] == ["rep"] and b.header["workers"] == 2
+
+
+# The cluster's records come from real MPI jobs: Open MPI's launcher and
+# compiler wrapper are what these tests need that oslens does not provide.
+MPI_MISSING = [tool for tool in ("mpirun", "mpicc") if shutil.which(tool) is None]
+JOB_CPUS = sorted(os.sched_getaffinity(0))[:2]
+needs_a_job = pytest.mark.skipif(
+    bool(MPI_MISSING) or len(JOB_CPUS) < 2,
+    reason=f"Open MPI is not installed: no {' or '.join(MPI_MISSING)}" if MPI_MISSING else "two ranks need two CPUs",
+)
+
+
+def on_two_cpus():
+    os.sched_setaffinity(0, JOB_CPUS)
+
+
+def check_job_output(records: list[dict]) -> dict[str, int]:
+    """Every record a rank wrote carries its rank and host, and what the
+    README says of its type (a rank's own record, else run's); oslens's
+    own records carry no rank. Returns how many of each type."""
+    seen: dict[str, int] = {}
+    for r in records:
+        t = r["type"]
+        seen[t] = seen.get(t, 0) + 1
+        if t in OSLENS_RECORDS:
+            assert not set(RANK_STAMP) & set(r), r
+            assert missing_fields("run", r) == [], r
+            continue
+        assert [k for k in RANK_STAMP if k not in r] == [], r
+        assert list(r)[: len(RANK_STAMP) + 1] == [*RANK_STAMP, "type"], r  # first, as the README shows them
+        command = "cluster" if t in RECORD_FIELDS["cluster"] else "run"
+        assert t in RECORD_FIELDS[command], f"undocumented record {t} of a rank"
+        assert missing_fields(command, r) == [], r
+    return seen
+
+
+@pytest.mark.parametrize(
+    "measure, args, types",
+    [
+        ("noise", ["--duration", "0.2", "--warmup", "0"], {"rank", "node", "header", "detours", "rep", "end"}),
+        ("bsp", ["--compute-us", "200", "--iterations", "100"], {"rank", "node", "bsp", "rep", "end", "trace"}),
+    ],
+)
+@needs_a_job
+def test_cluster_output_matches_the_readme(tmp_path, measure, args, types):
+    from oslens.api import Store
+
+    db = tmp_path / "c.db"
+    p = oslens("cluster", measure, *args, "--ranks", "2", "--quiet", db=db, timeout=300, preexec_fn=on_two_cpus)
+    assert p.returncode == 0, p.stderr
+    records = Store(db).run(1).records()
+    seen = check_job_output(records)
+    assert types <= set(seen), seen
+    assert seen["rank"] == 2 and seen["node"] == 1  # one node: one record, from its first rank
+
+
+@needs_a_job
+def test_a_ranks_topology_record_matches_the_readme():
+    """`topology` as a rank: what oslens plans a job from (not stored)."""
+    argv = ["mpirun", "-n", "2", "--bind-to", "none", *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
+    p = subprocess.run(
+        [*argv, str(engine.mpi_engine_path()), "topology"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=on_two_cpus,
+    )
+    assert p.returncode == 0, p.stderr
+    records = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    seen = check_job_output(records)
+    assert seen == {"rank": 2, "node": 1, "topology": 2}, seen
+    cpus = {r["rank"]: r["cpus"] for r in records if r["type"] == "rank"}
+    for topo in (r for r in records if r["type"] == "topology"):
+        assert [c["cpu"] for c in topo["cpus"]] == cpus[topo["rank"]] and topo["available"] == 1

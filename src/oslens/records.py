@@ -82,7 +82,48 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "app_info": ("name", "summary", "kind", "default_size", "size_unit", "uses_dir"),
         "app": ("name", "workers", "mode", "size", "setup_ns", "work_ns", "merge_ns", "checksum"),
     },
+    # A rank's own records (oslens-engine-mpi); its `run` writes run's
+    # records besides, and every record a rank writes carries RANK_STAMP.
+    "cluster": {
+        "rank": ("size", "local_rank", "local_size", "cpus_from", "cpus", "pid", "mpi", "mpi_thread"),
+        # kernel, kernel_version and machine (uname) are left out if uname fails
+        "node": (
+            "cmdline",
+            "thp",
+            "thp_defrag",
+            "clocksource",
+            "cpus_online",
+            "isolated",
+            "nohz_full",
+            "governor",
+            "irq_affinity",
+        ),
+        "topology": ("online", "available", "packages", "cpus"),
+        "bsp": (
+            "cpu",
+            "collective",
+            "compute_us",
+            "work_iterations",
+            "loop_ns",
+            "threshold_ns",
+            "warmup_iterations",
+            "iterations",
+            "start_ns",
+            "step_start_ns",
+            "work_ns",
+            "wait_ns",
+            "synced",
+            "overflow",
+            "detours",
+        ),
+        "rep": ("rep", "status"),
+        "end": ("status",),
+    },
 }
+
+# What every record a rank of an MPI job writes begins with: its rank in
+# the job and its host (engine/cluster/cluster_mpi.c's sink).
+RANK_STAMP = ("rank", "host")
 
 # Records oslens itself stores beside the engine's.
 OSLENS_RECORDS: dict[str, tuple[str, ...]] = {
