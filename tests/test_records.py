@@ -18,8 +18,15 @@ from oslens.records import (
     OSLENS_RECORDS,
     RANK_STAMP,
     RECORD_FIELDS,
+    JobRanks,
+    bsp_of,
+    bsps,
+    by_rank,
     invocations,
     missing_fields,
+    nodes,
+    rank_host,
+    rank_info,
     scale_points,
 )
 
@@ -193,6 +200,19 @@ def test_cluster_output_matches_the_readme(tmp_path, measure, args, types):
     seen = check_job_output(records)
     assert types <= set(seen), seen
     assert seen["rank"] == 2 and seen["node"] == 1  # one node: one record, from its first rank
+    # the readers agree with the records
+    ranks = by_rank(records)
+    assert list(ranks) == [0, 1]
+    infos = {k: rank_info(recs) for k, recs in ranks.items()}
+    assert all(i.rank == k and i.size == 2 and rank_host(ranks[k]) == i.host for k, i in infos.items())
+    assert sorted(c for i in infos.values() for c in i.cpus) == JOB_CPUS
+    assert list(nodes(records)) == [infos[0].host]
+    if measure == "bsp":
+        assert all(i.mpi_thread == "single" for i in infos.values())
+        b = bsps(records)
+        assert list(b) == [0, 1] and b[1] == bsp_of(ranks[1])
+        assert all(len(x.work_ns) == len(x.wait_ns) == len(x.step_start_ns) == x.iterations for x in b.values())
+        assert all(x.cpu in infos[k].cpus for k, x in b.items())
 
 
 @needs_a_job
@@ -211,6 +231,19 @@ def test_a_ranks_topology_record_matches_the_readme():
     records = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     seen = check_job_output(records)
     assert seen == {"rank": 2, "node": 1, "topology": 2}, seen
-    cpus = {r["rank"]: r["cpus"] for r in records if r["type"] == "rank"}
-    for topo in (r for r in records if r["type"] == "topology"):
-        assert [c["cpu"] for c in topo["cpus"]] == cpus[topo["rank"]] and topo["available"] == 1
+    for recs in by_rank(records).values():
+        (topo,) = [r for r in recs if r["type"] == "topology"]
+        assert [c["cpu"] for c in topo["cpus"]] == rank_info(recs).cpus and topo["available"] == 1
+
+
+def test_job_ranks_keep_each_ranks_host_and_the_signal_that_stopped_it():
+    job = JobRanks()
+    for r in [
+        {"rank": 0, "host": "a", "type": "rank"},
+        {"rank": 1, "host": "b", "type": "rank"},
+        {"rank": 0, "host": "a", "type": "end", "status": "ok"},
+        {"rank": 1, "host": "b", "type": "end", "status": "interrupted", "signal": 15},
+        {"type": "end", "status": "interrupted", "signal": 2},  # a single engine's: no rank's
+    ]:
+        job.add(r)
+    assert job.hosts == {0: "a", 1: "b"} and job.stopped == {1: 15}

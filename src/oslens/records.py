@@ -4,7 +4,9 @@
 engine output, together, so they cannot drift). Readers here are the one
 way the rest of oslens groups records: `scale_points` is the grouping of a
 scale run that analysis, the HTML report, the frames, the exports and
-compare all use, so they count the same repetitions."""
+compare all use, so they count the same repetitions; `by_rank` splits a
+job's records (`cluster`) by the rank that wrote them, and a rank's own
+records read as RankInfo, Node and Bsp."""
 
 from __future__ import annotations
 
@@ -349,3 +351,198 @@ def scale_series(records: Iterable[dict]) -> dict[tuple, list[ScalePoint]]:
     for p in scale_points(records):
         out[p.series].append(p)
     return {k: sorted(v, key=lambda p: p.workers) for k, v in out.items()}
+
+
+# A job's records (`cluster`): every rank's, stamped with RANK_STAMP.
+
+
+def from_first_rank(record: dict) -> bool:
+    """Written by a single engine, or by a job's rank 0 (whose repetitions
+    end together with every other rank's)."""
+    return record.get("rank", 0) == 0
+
+
+def by_rank(records: Iterable[dict]) -> dict[int, list[dict]]:
+    """rank -> the records it wrote, in order, by rank; records of no rank
+    (oslens's own) are left out."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    for r in records:
+        if "rank" in r:
+            out[r["rank"]].append(r)
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """A rank's `rank` record: where it ran and with what MPI."""
+
+    rank: int
+    host: str
+    size: int  # ranks in the job
+    local_rank: int  # among its node's ranks
+    local_size: int
+    cpus_from: str  # launcher (bound apart), slice (unbound: its slice of the shared CPUs) or all
+    cpus: list[int]  # its share of the node's CPUs
+    pid: int
+    mpi: str  # the library's version
+    mpi_thread: str | None  # the thread level MPI provided (None: an engine from before it was recorded)
+
+    @classmethod
+    def of(cls, r: dict) -> RankInfo:
+        return cls(
+            r["rank"],
+            r["host"],
+            r["size"],
+            r["local_rank"],
+            r["local_size"],
+            r["cpus_from"],
+            r["cpus"],
+            r["pid"],
+            r["mpi"],
+            r.get("mpi_thread"),
+        )
+
+
+def rank_info(recs: Iterable[dict]) -> RankInfo | None:
+    """The `rank` record among one rank's records (None if it sent none)."""
+    r = first(recs, "rank")
+    return RankInfo.of(r) if r else None
+
+
+def rank_host(recs: list[dict]) -> str:
+    """One rank's host: its `rank` record's, else its first record's, else '?'."""
+    r = first(recs, "rank") or (recs[0] if recs else {})
+    return r.get("host") or "?"
+
+
+@dataclass
+class JobRanks:
+    """A job's ranks as their records stream in: each one's host (from its
+    `rank` record), and those a signal stopped (an `end` with a signal)."""
+
+    hosts: dict[int, str] = field(default_factory=dict)
+    stopped: dict[int, int] = field(default_factory=dict)  # rank -> signal
+
+    def add(self, r: dict) -> None:
+        t = r.get("type")
+        if t == "rank":
+            self.hosts[r["rank"]] = r["host"]
+        elif t == "end" and "signal" in r and "rank" in r:
+            self.stopped[r["rank"]] = r["signal"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node's `node` record (from its first rank): what may make one node
+    measure differently from another. Files that could not be read are None."""
+
+    host: str
+    kernel: str | None
+    kernel_version: str | None
+    machine: str | None
+    cmdline: str | None
+    thp: str | None
+    thp_defrag: str | None
+    clocksource: str | None
+    cpus_online: str | None
+    isolated: str | None
+    nohz_full: str | None
+    governor: dict[str, str]  # cpu -> scaling governor, CPUs with cpufreq only
+    irq_affinity: dict[str, str]  # irq -> the CPUs it may run on (a CPU list)
+
+    @classmethod
+    def of(cls, r: dict) -> Node:
+        return cls(
+            r["host"],
+            r.get("kernel"),
+            r.get("kernel_version"),
+            r.get("machine"),
+            r.get("cmdline"),
+            r.get("thp"),
+            r.get("thp_defrag"),
+            r.get("clocksource"),
+            r.get("cpus_online"),
+            r.get("isolated"),
+            r.get("nohz_full"),
+            r.get("governor") or {},
+            r.get("irq_affinity") or {},
+        )
+
+
+def nodes(records: Iterable[dict]) -> dict[str, Node]:
+    """host -> its node, one per host (a later record of a host replaces an earlier)."""
+    return {r["host"]: Node.of(r) for r in of_type(records, "node")}
+
+
+@dataclass(frozen=True)
+class Bsp:
+    """A rank's `bsp` record: its bulk-synchronous loop, step by step."""
+
+    rank: int
+    host: str
+    cpu: int
+    collective: str  # barrier or allreduce
+    compute_us: int  # the work asked per step
+    work_iterations: int  # loop iterations per step
+    loop_ns: float
+    threshold_ns: int
+    warmup_iterations: int
+    iterations: int  # steps measured
+    start_ns: int  # CLOCK_MONOTONIC at the first measured step
+    step_start_ns: list[int]  # per step, after start_ns
+    work_ns: list[int]  # per step
+    wait_ns: list[int]  # per step, in the collective
+    synced: list[int]  # the steps that follow bookkeeping
+    overflow: int  # detours beyond those kept
+    detours: list[list[int]]  # [end_ns, duration_ns]
+
+    @classmethod
+    def of(cls, r: dict) -> Bsp:
+        return cls(
+            r["rank"],
+            r["host"],
+            r["cpu"],
+            r["collective"],
+            r["compute_us"],
+            r["work_iterations"],
+            r["loop_ns"],
+            r["threshold_ns"],
+            r["warmup_iterations"],
+            r["iterations"],
+            r["start_ns"],
+            r["step_start_ns"],
+            r["work_ns"],
+            r["wait_ns"],
+            r.get("synced", []),
+            r.get("overflow", 0),
+            r["detours"],
+        )
+
+    def as_detours(self) -> dict:
+        """The loop's detours as the detour probe's `detours` record of one
+        repetition over the measured steps' work, for the noise analysis."""
+        d = self.detours
+        return {
+            "type": "detours",
+            "rep": 0,
+            "cpu": self.cpu,
+            "detours": d,
+            "runtime_ns": float(sum(self.work_ns)),
+            "count": len(d) + self.overflow,
+            "total_ns": float(sum(x[1] for x in d)),
+            "max_ns": float(max((x[1] for x in d), default=0)),
+            "loop_ns": self.loop_ns,
+            "threshold_ns": self.threshold_ns,
+            "start_ns": self.start_ns,
+        }
+
+
+def bsp_of(recs: Iterable[dict]) -> Bsp | None:
+    """The `bsp` record among one rank's records (None if it sent none)."""
+    r = first(recs, "bsp")
+    return Bsp.of(r) if r else None
+
+
+def bsps(records: Iterable[dict]) -> dict[int, Bsp]:
+    """rank -> its `bsp` record, in the order written."""
+    return {b.rank: b for b in map(Bsp.of, of_type(records, "bsp"))}

@@ -16,6 +16,7 @@ from . import collectors, engine, runtime, stopsignals
 from .errors import Interrupted, MeasurementError, UsageError
 from .format import plural
 from .invocation import Invocation
+from .records import JobRanks, from_first_rank
 from .store import Store, StoreError
 
 
@@ -166,18 +167,14 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
     syms: list = []  # /proc/kallsyms, read once if needed
     try:
         batch: list[dict] = []
-        hosts: dict[int, str] = {}  # a job's ranks, by the records they sent
-        stopped: dict[int, int] = {}  # a job's ranks that a signal stopped: rank -> signal
+        job = JobRanks()  # a job's ranks, by the records they sent
         for rec in er.read_to_end():
             batch.append(_named(rec, syms))
-            if rec["type"] == "rank":
-                hosts[rec["rank"]] = rec["host"]
-            if rec["type"] == "end" and "signal" in rec and "rank" in rec:
-                stopped[rec["rank"]] = rec["signal"]
+            job.add(rec)
             if rec["type"] == "rep":
                 store.add_records(run_id, batch)
                 batch = []
-                if rec.get("rank", 0) == 0:  # a job's ranks end each repetition together
+                if from_first_rank(rec):  # a job's ranks end each repetition together
                     progress.advance(task)
         store.add_records(run_id, batch)
     finally:
@@ -187,10 +184,10 @@ def _run_engine(store: Store, run_id: int, inv: Invocation, progress: Progress, 
     # a rank of a job stopped by a signal that was not ours: the job failed there
     if er.end and er.end.get("status") == "interrupted" and not launch:
         raise Interrupted(er.end.get("signal", signal.SIGINT))
-    failure = (launch_failure(er.stderr, hosts, stopped, er.end) if launch else None) or er.failure()
-    if er.refused and not stopped:
+    failure = (launch_failure(er.stderr, job.hosts, job.stopped, er.end) if launch else None) or er.failure()
+    if er.refused and not job.stopped:
         raise UsageError(failure)
-    if rc != 0 or stopped:
+    if rc != 0 or job.stopped:
         raise MeasurementError(f"{inv.label}: {failure}")
     if er.cut_records:
         raise MeasurementError(f"{inv.label}: {plural(er.cut_records, 'record')} of the engine's came cut short")

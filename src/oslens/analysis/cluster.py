@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..format import plural
+from ..records import Bsp, Node, bsp_of, by_rank, nodes, rank_host, rank_info
 from . import noise as noise_analysis
 from .metrics import HIGHER, LOWER, Metrics
 
@@ -43,7 +44,6 @@ MAD_SCALE = 1.4826
 DRAWS = 20_000
 BOOTSTRAP = 200
 CONFIDENCE = 0.95
-NODE_FACTS = ("kernel", "kernel_version", "cmdline", "thp", "thp_defrag", "clocksource", "isolated", "nohz_full")
 
 
 @dataclass
@@ -90,14 +90,6 @@ class ClusterSummary:
         }
 
 
-def by_rank(records: list[dict]) -> dict[int, list[dict]]:
-    out: dict[int, list[dict]] = defaultdict(list)
-    for r in records:
-        if "rank" in r:
-            out[r["rank"]].append(r)
-    return dict(sorted(out.items()))
-
-
 def thresholds(values: dict[int, float], k: float = K) -> dict[int, float]:
     """Each key's threshold: the others' median plus k spreads, the value
     beyond which it is an outlier. None for a key with fewer than
@@ -140,26 +132,41 @@ def distinct_causes(rows: list[RankRow]) -> None:
         r.distinct = [x for _, x in sorted(out, key=lambda x: -x[0])[:3]]
 
 
+def node_facts(n: Node) -> dict[str, str]:
+    """What node_diff compares of a node, by the name it shows; governors
+    and IRQ placement summarised."""
+    irqs = n.irq_affinity
+    return {
+        "kernel": str(n.kernel),
+        "kernel_version": str(n.kernel_version),
+        "cmdline": str(n.cmdline),
+        "thp": str(n.thp),
+        "thp_defrag": str(n.thp_defrag),
+        "clocksource": str(n.clocksource),
+        "isolated": str(n.isolated),
+        "nohz_full": str(n.nohz_full),
+        "governor": ",".join(sorted(set(n.governor.values()))) or "none (no cpufreq)",
+        "irq placement": "; ".join(
+            f"{cpus}: {sum(1 for v in irqs.values() if v == cpus)} IRQs" for cpus in sorted(set(irqs.values()))
+        ),
+    }
+
+
 def node_diff(records: list[dict]) -> dict[str, dict[str, str]]:
     """The node facts (one `node` record per host) that are not the same on
-    every host, per host; governors and IRQ placement summarised."""
-    nodes = {r["host"]: r for r in records if r.get("type") == "node"}
+    every host, per host."""
     facts: dict[str, dict[str, str]] = defaultdict(dict)
-    for host, n in nodes.items():
-        for key in NODE_FACTS:
-            facts[key][host] = str(n.get(key))
-        governors = sorted(set((n.get("governor") or {}).values()))
-        facts["governor"][host] = ",".join(governors) or "none (no cpufreq)"
-        irqs = n.get("irq_affinity") or {}
-        facts["irq placement"][host] = "; ".join(
-            f"{cpus}: {sum(1 for v in irqs.values() if v == cpus)} IRQs" for cpus in sorted(set(irqs.values()))
-        )
+    for host, n in nodes(records).items():
+        for key, value in node_facts(n).items():
+            facts[key][host] = value
     return {k: v for k, v in facts.items() if len(set(v.values())) > 1}
 
 
-def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
-    meta = next((r for r in recs if r["type"] == "rank"), {})
-    s = noise_analysis.summarize([*detour_recs, *(r for r in recs if r["type"] in ("events", "trace", "cpustat"))])
+def _rank_row(rank: int, recs: list[dict], bsp_: Bsp | None = None) -> RankRow:
+    """A rank's row from its records: the detour probe's (noise), or its
+    bsp loop's detours taken as the probe's."""
+    info = rank_info(recs)
+    s = noise_analysis.summarize([bsp_.as_detours(), *recs] if bsp_ else recs)
     runtime = sum(c.runtime_ns for c in s.cpus)
     total = sum(c.total_ns for c in s.cpus)
     count = sum(c.count for c in s.cpus)
@@ -175,8 +182,8 @@ def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
     by_cause = {c: (counts[c], ns / (runtime / 1e9)) for c, ns in causes.items()} if runtime else {}
     return RankRow(
         rank,
-        meta.get("host") or (recs[0].get("host") if recs else "?"),
-        meta.get("cpus", []),
+        rank_host(recs),
+        info.cpus if info else [],
         total / runtime if runtime else float("nan"),
         count / (runtime / 1e9) if runtime else float("nan"),
         max((c.max_ns for c in s.cpus), default=float("nan")),
@@ -187,24 +194,6 @@ def _rank_row(rank: int, recs: list[dict], detour_recs: list[dict]) -> RankRow:
     )
 
 
-def _as_detours(b: dict) -> dict:
-    """A rank's bsp record as the detour probe's record, for the noise analysis."""
-    d = b["detours"]
-    return {
-        "type": "detours",
-        "rep": 0,
-        "cpu": b["cpu"],
-        "detours": d,
-        "runtime_ns": float(sum(b["work_ns"])),
-        "count": len(d) + b.get("overflow", 0),
-        "total_ns": float(sum(x[1] for x in d)),
-        "max_ns": float(max((x[1] for x in d), default=0)),
-        "loop_ns": b["loop_ns"],
-        "threshold_ns": b["threshold_ns"],
-        "start_ns": b["start_ns"],
-    }
-
-
 def analyze(run, records: list[dict]) -> ClusterSummary:
     measure = (run.params or {}).get("measure", "noise")
     ranks = by_rank(records)
@@ -213,13 +202,13 @@ def analyze(run, records: list[dict]) -> ClusterSummary:
         return _per_rank_measure(measure, ranks, records)
     for rank, recs in ranks.items():
         if measure == "bsp":
-            b = next((r for r in recs if r["type"] == "bsp"), None)
+            b = bsp_of(recs)
             if b is None:
                 continue
             bsp_recs[rank] = b
-            rows.append(_rank_row(rank, recs, [_as_detours(b)]))
+            rows.append(_rank_row(rank, recs, b))
         else:
-            rows.append(_rank_row(rank, recs, [r for r in recs if r["type"] == "detours"]))
+            rows.append(_rank_row(rank, recs))
     shares = {r.rank: r.share for r in rows}
     flagged, limits = outliers(shares), thresholds(shares)
     for r in rows:
@@ -243,15 +232,10 @@ def _rule(what: str, above: bool = True) -> str:
     )
 
 
-def _host(recs: list[dict]) -> str:
-    meta = next((r for r in recs if r["type"] == "rank"), None)
-    return (meta or (recs[0] if recs else {})).get("host") or "?"
-
-
 def _per_rank_measure(measure: str, ranks: dict[int, list[dict]], records: list[dict]) -> ClusterSummary:
     """cluster latency and cluster scale: the single-node analysis of each
     rank's own records, then the ranks side by side."""
-    hosts = {rank: _host(recs) for rank, recs in ranks.items()}
+    hosts = {rank: rank_host(recs) for rank, recs in ranks.items()}
     s = ClusterSummary(measure, [], "", node_diff(records), len(set(hosts.values())))
     s.notes += [n for n in [too_few(len(ranks))] if n]
     if measure == "latency":
@@ -328,9 +312,9 @@ def _scale(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
     return out
 
 
-def _step_delays(b: dict, detours: list) -> np.ndarray:
+def _step_delays(b: Bsp, detours: list) -> np.ndarray:
     """Detour time in each step of a rank, by where each detour ended."""
-    starts = b["start_ns"] + np.array(b["step_start_ns"], dtype=np.int64)
+    starts = b.start_ns + np.array(b.step_start_ns, dtype=np.int64)
     out = np.zeros(len(starts))
     for d in detours:
         end = d.start_ns + d.duration_ns
@@ -340,22 +324,22 @@ def _step_delays(b: dict, detours: list) -> np.ndarray:
     return out
 
 
-def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> dict:
+def bsp(recs: dict[int, Bsp], ranks: dict[int, list[dict]], seed: int = 1) -> dict:
     order = sorted(recs)
-    k = min(len(recs[r]["work_ns"]) for r in order)
+    k = min(len(recs[r].work_ns) for r in order)
     if k == 0:
         return {"steps": 0}
-    work = np.array([recs[r]["work_ns"][:k] for r in order], dtype=float)
-    wait = np.array([recs[r]["wait_ns"][:k] for r in order], dtype=float)
+    work = np.array([recs[r].work_ns[:k] for r in order], dtype=float)
+    wait = np.array([recs[r].wait_ns[:k] for r in order], dtype=float)
     keep = np.ones(k, dtype=bool)  # steps after bookkeeping are left out
     for r in order:
-        for i in recs[r].get("synced", []):
+        for i in recs[r].synced:
             if i < k:
                 keep[i] = False
-    # Detours per rank and step, with causes where attributed.
+    # Detours per rank and step, with causes where attributed (its trace's kernel events).
     detours, delay = {}, []
     for r in order:
-        s = noise_analysis.summarize([_as_detours(recs[r]), *(x for x in ranks[r] if x["type"] in ("events", "trace"))])
+        s = noise_analysis.summarize([recs[r].as_detours(), *ranks[r]])
         detours[r] = s
         delay.append(_step_delays(recs[r], s.detours)[:k])
     delay = np.array(delay)
@@ -399,7 +383,7 @@ def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> d
         mine = lasts == pos
         causes: dict[str, float] = defaultdict(float)
         steps = set(np.flatnonzero(keep)[mine].tolist())
-        starts = recs[r]["start_ns"] + np.array(recs[r]["step_start_ns"][:k], dtype=np.int64)
+        starts = recs[r].start_ns + np.array(recs[r].step_start_ns[:k], dtype=np.int64)
         # untraced (--no-bpf, or tracing unavailable), a detour has no
         # causes: it is not one the trace could not explain
         traced = detours[r].attribution == "bpf"
@@ -413,7 +397,7 @@ def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> d
         late.append(
             {
                 "rank": r,
-                "host": recs[r].get("host"),
+                "host": recs[r].host,
                 "last_share": float(np.mean(mine)),
                 "steps_hit": int(hit_here.sum()),
                 "last_when_hit": float(np.mean(mine[hit_here])) if hit_here.any() else None,
@@ -427,8 +411,8 @@ def bsp(recs: dict[int, dict], ranks: dict[int, list[dict]], seed: int = 1) -> d
     return {
         "steps": int(keep.sum()),
         "steps_left_out": int((~keep).sum()),
-        "compute_us": recs[order[0]]["compute_us"],
-        "collective": recs[order[0]]["collective"],
+        "compute_us": recs[order[0]].compute_us,
+        "collective": recs[order[0]].collective,
         "undisturbed_ns": undisturbed,
         "collective_ns": cost,
         "measured": stats(measured),

@@ -12,6 +12,7 @@ scale): one row per rank, probe and worker count. Times are ns.
 
 from __future__ import annotations
 
+from ..records import bsps
 from . import describe, table
 
 COLUMNS = {
@@ -79,19 +80,19 @@ def frames(run, records: list[dict]) -> dict:
         }
         for r in s.ranks
     ]
-    bsp = {r["rank"]: r for r in records if r.get("type") == "bsp"}
+    bsp = bsps(records)
     steps = []
     if bsp:
-        k = min(len(b["work_ns"]) for b in bsp.values())
+        k = min(len(b.work_ns) for b in bsp.values())
         # the last to arrive waits least (as the analysis tells it)
-        last = [min(bsp, key=lambda r: bsp[r]["wait_ns"][i]) for i in range(k)]
+        last = [min(bsp, key=lambda r: bsp[r].wait_ns[i]) for i in range(k)]
         for rank, b in sorted(bsp.items()):
             steps += [
                 {
                     "rank": rank,
                     "step": i,
-                    "work_ns": b["work_ns"][i],
-                    "wait_ns": b["wait_ns"][i],
+                    "work_ns": b.work_ns[i],
+                    "wait_ns": b.wait_ns[i],
                     "last": last[i] == rank,
                 }
                 for i in range(k)
