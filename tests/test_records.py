@@ -21,6 +21,7 @@ from oslens.records import (
     JobRanks,
     bsp_of,
     bsps,
+    by_context,
     by_rank,
     invocations,
     missing_fields,
@@ -247,3 +248,14 @@ def test_job_ranks_keep_each_ranks_host_and_the_signal_that_stopped_it():
     ]:
         job.add(r)
     assert job.hosts == {0: "a", 1: "b"} and job.stopped == {1: 15}
+
+
+def test_records_are_grouped_by_the_context_stored_before_them():
+    a, b = {"type": "context", "competition": None}, {"type": "context", "competition": {"probe": "fork"}}
+    assert by_context([{"type": "x"}, a, {"type": "y"}, b, a, {"type": "z"}]) == [
+        (None, [{"type": "x"}]),
+        (a, [{"type": "y"}]),
+        (b, []),
+        (a, [{"type": "z"}]),
+    ]
+    assert by_context([a]) == [(a, [])] and by_context([]) == []

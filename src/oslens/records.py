@@ -154,6 +154,53 @@ def first(records: Iterable[dict], type_: str) -> dict | None:
     return next(of_type(records, type_), None)
 
 
+# The noise analysis's records: the detour probe's, --trace's, /proc/stat's.
+
+
+def detour_records(records: Iterable[dict]) -> list[dict]:
+    """The detour probe's `detours` records, in order."""
+    return list(of_type(records, "detours"))
+
+
+def traces(records: Iterable[dict]) -> list[dict]:
+    """The `trace` records of --trace (whether it was available, what it lost)."""
+    return list(of_type(records, "trace"))
+
+
+def kernel_events(records: Iterable[dict]) -> Iterator[list]:
+    """Every kernel event of the `events` records: EVENT_FIELDS, in order, each."""
+    for r in of_type(records, "events"):
+        yield from r["events"]
+
+
+def cpustats(records: Iterable[dict]) -> list[dict]:
+    """The `cpustat` records: /proc/stat over each repetition's window."""
+    return list(of_type(records, "cpustat"))
+
+
+def master_shared(records: Iterable[dict]) -> bool:
+    """Whether the master of any `run` had to run on the CPUs it measured
+    (its header's master_apart is false; an engine that did not say kept it apart)."""
+    return any(not h.get("master_apart", True) for h in of_type(records, "header"))
+
+
+def by_context(records: Iterable[dict]) -> list[tuple[dict | None, list[dict]]]:
+    """The records after each `context` record oslens stored (what ran on
+    other CPUs meanwhile), with it; those before the first, if any, with None."""
+    out: list[tuple[dict | None, list[dict]]] = []
+    context, mine = None, []
+    for r in records:
+        if r.get("type") == "context":
+            if context is not None or mine:
+                out.append((context, mine))
+            context, mine = r, []
+        else:
+            mine.append(r)
+    if context is not None or mine:
+        out.append((context, mine))
+    return out
+
+
 @dataclass
 class Invocation:
     """The records of one engine invocation: its header, the context oslens

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..records import by_context, cpustats, detour_records, kernel_events, master_shared, traces
 from .metrics import LOWER, Metrics
 
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
@@ -137,33 +138,30 @@ def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
 
 
 def summarize(records: list[dict]) -> NoiseSummary:
-    detour_recs = [r for r in records if r["type"] == "detours"]
-    traces = [r for r in records if r["type"] == "trace"]
-    trace = traces[0] if traces else None
+    detour_recs = detour_records(records)
+    traced = traces(records)
+    trace = traced[0] if traced else None
     attribution = (
         "bpf"
         if trace and trace.get("available")
         else (trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)")
     )
-    lost = sum(t.get("lost", 0) for t in traces)
-    shared = [h for h in records if h["type"] == "header" and not h.get("master_apart", True)]
+    lost = sum(t.get("lost", 0) for t in traced)
     events_by_cpu: dict[int, list[tuple]] = defaultdict(list)
-    for r in records:
-        if r["type"] == "events":
-            for cpu, s, e, kind, ident, flags, name in r["events"]:
-                events_by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name)))
+    for cpu, s, e, kind, ident, flags, name in kernel_events(records):
+        events_by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name)))
     # Steal over the window the engine read /proc/stat over: the measured
     # one (after warm-up). Engines before it read it over the whole rep,
     # warm-up included: a figure not comparable with the detours, not shown.
-    cpustats = [r for r in records if r["type"] == "cpustat"]
+    windows_read = cpustats(records)
     steal_note = None
-    if any("start_ns" not in r for r in cpustats):
+    if any("start_ns" not in r for r in windows_read):
         steal_note = "steal not shown: this run's engine read it over the whole repetition, warm-up included"
-        cpustats = []
+        windows_read = []
     steal: dict[int, float] = defaultdict(float)
     steal_window: dict[int, float] = defaultdict(float)
     steal_res: dict[int, float] = defaultdict(float)
-    for r in cpustats:
+    for r in windows_read:
         for c in r["cpus"]:
             steal[c["cpu"]] += c["steal"]
             steal_window[c["cpu"]] += r["end_ns"] - r["start_ns"]
@@ -210,7 +208,9 @@ def summarize(records: list[dict]) -> NoiseSummary:
     for c in cpus:
         c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])
     windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]
-    summary = NoiseSummary(cpus, detours, attribution, windows, lost, master_shared=bool(shared), steal_note=steal_note)
+    summary = NoiseSummary(
+        cpus, detours, attribution, windows, lost, master_shared=master_shared(records), steal_note=steal_note
+    )
     if attribution == "bpf":
         summary.causes = _cause_table(detours)
     return summary
@@ -348,12 +348,9 @@ def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
     from .latency import phase_of
 
     phases: dict[str, list[dict]] = {}
-    current = phase_of(None)
-    for r in records:
-        if r["type"] == "context":
-            current = phase_of(r)
-        phases.setdefault(current, []).append(r)
-    return {p: summarize(rs) for p, rs in phases.items() if any(r["type"] == "detours" for r in rs)}
+    for context, recs in by_context(records):
+        phases.setdefault(phase_of(context), []).extend(recs)
+    return {p: summarize(rs) for p, rs in phases.items() if detour_records(rs)}
 
 
 @dataclass
@@ -385,12 +382,9 @@ def metrics(run, records: list[dict]) -> Metrics:
     from .latency import phase_of
 
     by_rep: dict = defaultdict(lambda: defaultdict(list))  # phase -> rep -> [detours records]
-    phase = phase_of(None)
-    for r in records:
-        if r.get("type") == "context":
-            phase = phase_of(r)
-        elif r.get("type") == "detours":
-            by_rep[phase][r["rep"]].append(r)
+    for context, recs in by_context(records):
+        for r in detour_records(recs):
+            by_rep[phase_of(context)][r["rep"]].append(r)
     out = Metrics()
     for phase, reps in by_rep.items():
         rows = [recs for _, recs in sorted(reps.items())]
