@@ -12,6 +12,8 @@
 #define ENGINE_VERSION "0.1.0"
 #define EXIT_MEASURE_FAILED 1
 
+struct run_part;
+
 /* A probe, its variant and its option values, as chosen on the command line. */
 struct choice {
 	const struct probe *probe;
@@ -29,8 +31,6 @@ struct run_config {
 	struct cpu_topo *cpus; /* nworkers entries, the plan */
 	int *partner_cpus;     /* per worker: a CPU for its partner task, or -1 */
 	int latency;	       /* time every operation into a histogram */
-	int trace;	       /* record kernel events on the workers' CPUs (BPF) */
-	int explain;	       /* charge the workers' time to its kernel causes (BPF) */
 	double duration_s;     /* fixed time, or 0 */
 	uint64_t ops;	       /* fixed work, or 0 */
 	double warmup_s;
@@ -39,15 +39,24 @@ struct run_config {
 	double time_limit_s; /* 0: none */
 	const char *tmpdir_base;
 	const char *target;	    /* --target: what the I/O probes read and write */
-	int completions;	    /* --completions: where the target's I/Os complete (BPF) */
 	int dry_run;		    /* --dry-run: parse and check, print the config, measure nothing */
 	enum clock_want clock_want; /* --clock: calibrated by `run`, adopted by its fresh workers */
 	int argc;
 	char **argv;
+	/* The attributions (run_parts.h) the parser was given, NULL-terminated
+	 * (none in a worker), and those asked for: bit k for part_table[k]. */
+	const struct run_part *const *part_table;
+	unsigned parts;
+	/* argv less the attributions' options: what a fresh worker parses again
+	 * (it loads no attribution, and its image has none). */
+	int worker_argc;
+	char **worker_argv;
 };
 
-/* `run`'s argv into cfg and topo (run_args.c), or one line and exit 2. */
-void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo);
+/* `run`'s argv into cfg and topo (run_args.c), or one line and exit 2;
+ * parts: the attributions it may ask for (run_part_table; NULL: none). */
+void run_parse_args(int argc, char **argv, const struct run_part *const *parts, struct run_config *cfg,
+		    struct topology *topo);
 /* A probe's environment as the master gives it before its global set-up;
  * a worker exec'd afresh builds the same one from the same arguments
  * (worker.c). */

@@ -2,6 +2,7 @@
 #include "engine.h"
 #include "cluster/cluster.h"
 #include "json.h"
+#include "run_parts.h"
 #include "trace.h"
 #include "stopsig.h"
 
@@ -113,7 +114,7 @@ static int cmd_run(int argc, char **argv)
 
 	run_catch_signals();
 	cluster_begin(&argc, &argv); /* an MPI rank measures its share of the node's CPUs */
-	run_parse_args(argc, argv, &cfg, &topo);
+	run_parse_args(argc, argv, run_part_table, &cfg, &topo);
 	if (clock_init(cfg.clock_want) != 0)
 		die_usage("--clock tsc: %s", clock_info.reason);
 	if (cfg.dry_run) {

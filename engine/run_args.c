@@ -1,8 +1,12 @@
 /* `oslens-engine run`: its argv parsed into a run_config and checked against
  * the probes, the topology and the system's task limits, before anything
- * runs (and, with --dry-run, instead of running). */
+ * runs (and, with --dry-run, instead of running). The attributions' options
+ * come from the table of parts it is given (run_parts.h): it reads their
+ * descriptors and calls their checks, and a worker, given none, parses the
+ * master's argv less their options. */
 #include "engine.h"
 #include "json.h"
+#include "run_parts.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -81,10 +85,34 @@ static void check_target(const struct run_config *cfg)
 	}
 	if (cfg->target && !takers)
 		die_usage("--target: no chosen probe works on a target");
-	if (cfg->completions && !takers)
-		die_usage("--completions follows a target's I/Os: it needs an I/O probe and --target");
-	if (cfg->completions && (cfg->trace || cfg->explain))
-		die_usage("--completions, --trace and --explain are exclusive: each loads its own BPF programs");
+}
+
+/* The attributions asked for (asked: their indices in the order given):
+ * each part's own checks, in table order, then at most one that loads BPF
+ * programs, refused naming those given. */
+static void check_parts(const struct run_config *cfg, const int *asked, int nasked)
+{
+	char why[256];
+	for (int k = 0; cfg->part_table && cfg->part_table[k]; k++) {
+		const struct run_part *p = cfg->part_table[k];
+		if (cfg->parts >> k & 1 && p->check && p->check(cfg, why, sizeof why) != 0)
+			die_usage("%s", why);
+	}
+	int nbpf = 0;
+	for (int i = 0; i < nasked; i++)
+		nbpf += cfg->part_table[asked[i]]->bpf != 0;
+	if (nbpf < 2)
+		return;
+	char names[512] = "";
+	size_t len = 0;
+	for (int i = 0, n = 0; i < nasked && len < sizeof names; i++) {
+		const struct run_part *p = cfg->part_table[asked[i]];
+		if (!p->bpf)
+			continue;
+		const char *sep = ++n == 1 ? "" : n == nbpf ? " and " : ", ";
+		len += snprintf(names + len, sizeof names - len, "%s--%s", sep, p->name);
+	}
+	die_usage("%s are exclusive: each loads its own BPF programs", names);
 }
 
 /* --opt KEY=VALUE sets the option in every chosen probe that has it. */
@@ -133,12 +161,16 @@ static void parse_choice(const char *spec, struct choice *c)
 		c->opt[i] = c->probe->opts[i].def;
 }
 
+/* getopt's value for part k of the table: PART_OPT + k, past every char. */
+#define PART_OPT 256
+
 /* Parses and checks `run`'s argv into cfg and topo, dying with one line on
  * anything a run would refuse. A probe that needs the static engine is
  * handed to it here (exec), unless this is a dry run. */
-void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topology *topo)
+void run_parse_args(int argc, char **argv, const struct run_part *const *parts, struct run_config *cfg,
+		    struct topology *topo)
 {
-	static const struct option longopts[] = {
+	static const struct option base[] = {
 		{"probe", required_argument, 0, 'p'},	  {"workers", required_argument, 0, 'w'},
 		{"cpus", required_argument, 0, 'c'},	  {"mode", required_argument, 0, 'm'},
 		{"placement", required_argument, 0, 'P'}, {"duration", required_argument, 0, 'd'},
@@ -147,11 +179,26 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		{"opt", required_argument, 0, 'o'},	  {"time-limit", required_argument, 0, 't'},
 		{"clock", required_argument, 0, 'C'},	  {"tmpdir", required_argument, 0, 'T'},
 		{"latency", no_argument, 0, 'L'},	  {"mix", no_argument, 0, 'M'},
-		{"trace", no_argument, 0, 'R'},		  {"explain", no_argument, 0, 'X'},
 		{"dry-run", no_argument, 0, 'D'},	  {"target", required_argument, 0, 'g'},
-		{"completions", no_argument, 0, 'k'},	  {0, 0, 0, 0}};
+	};
+	/* the options above, then each part's (a flag) */
+	struct option longopts[sizeof base / sizeof base[0] + RUN_MAX_PARTS + 1];
+	int nlong = 0;
+	for (; nlong < (int)(sizeof base / sizeof base[0]); nlong++)
+		longopts[nlong] = base[nlong];
+	for (int k = 0; parts && k < RUN_MAX_PARTS && parts[k]; k++)
+		longopts[nlong++] = (struct option){parts[k]->name, no_argument, 0, PART_OPT + k};
+	longopts[nlong] = (struct option){0, 0, 0, 0};
 	*cfg = (struct run_config){
 		.placement = "compact", .warmup_s = 0.2, .interval_s = 0.1, .reps = 1, .argc = argc, .argv = argv};
+	cfg->part_table = parts;
+	int asked[RUN_MAX_PARTS], nasked = 0; /* the parts asked for, in the order given */
+	/* the elements of argv that asked for them, and argv without them */
+	char **part_args = calloc(argc, sizeof *part_args);
+	int npart_args = 0;
+	cfg->worker_argv = calloc(argc + 1, sizeof *cfg->worker_argv);
+	if (!part_args || !cfg->worker_argv)
+		die_usage("out of memory");
 	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
 	const char *opts[64];
 	int nopts = 0;
@@ -195,16 +242,19 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		case 'T': cfg->tmpdir_base = optarg; break;
 		case 'L': cfg->latency = 1; break;
 		case 'M': cfg->mix = 1; break;
-		case 'R': cfg->trace = 1; break;
-		case 'X': cfg->explain = 1; break;
 		case 'D': cfg->dry_run = 1; break;
 		case 'g':
 			if (!*optarg)
 				die_usage("--target: an empty path");
 			cfg->target = optarg;
 			break;
-		case 'k': cfg->completions = 1; break;
-		default: die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
+		default:
+			if (c < PART_OPT || c >= PART_OPT + RUN_MAX_PARTS || !parts)
+				die_usage("unknown option or missing value: '%s'", argv[optind - 1]);
+			if (!(cfg->parts >> (c - PART_OPT) & 1))
+				asked[nasked++] = c - PART_OPT;
+			cfg->parts |= 1u << (c - PART_OPT);
+			part_args[npart_args++] = argv[optind - 1];
 		}
 	}
 	if (optind < argc)
@@ -213,10 +263,6 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 		die_usage("run needs --probe NAME (see 'oslens-engine list')");
 	if (cfg->duration_s && cfg->ops)
 		die_usage("--duration and --ops are exclusive: fixed time or fixed work");
-	if (cfg->explain && cfg->ops)
-		die_usage("--explain charges a fixed window of time: use --duration, not --ops");
-	if (cfg->explain && cfg->trace)
-		die_usage("--explain and --trace are exclusive: each loads its own BPF programs");
 	if (!cfg->ops && !cfg->duration_s)
 		cfg->duration_s = 1.0;
 	if (cfg->interval_s > cfg->duration_s && cfg->duration_s)
@@ -262,6 +308,15 @@ void run_parse_args(int argc, char **argv, struct run_config *cfg, struct topolo
 				  cfg->choices[k].probe->name);
 
 	check_target(cfg);
+	check_parts(cfg, asked, nasked);
+	for (int i = 0; i < argc; i++) {
+		int theirs = 0;
+		for (int t = 0; t < npart_args; t++)
+			theirs |= argv[i] == part_args[t];
+		if (!theirs)
+			cfg->worker_argv[cfg->worker_argc++] = argv[i];
+	}
+	free(part_args);
 
 	if (topology_read(topo) != 0)
 		die_usage("cannot read the CPU topology or affinity mask");
@@ -355,12 +410,11 @@ void run_emit_config(const struct run_config *cfg)
 	json_num(j, "time_limit_s", cfg->time_limit_s);
 	json_bool(j, "latency", cfg->latency);
 	json_bool(j, "mix", cfg->mix);
-	json_bool(j, "trace", cfg->trace);
-	json_bool(j, "explain", cfg->explain);
+	for (int k = 0; cfg->part_table && cfg->part_table[k]; k++)
+		json_bool(j, cfg->part_table[k]->name, cfg->parts >> k & 1);
 	json_str(j, "tmpdir_base", cfg->tmpdir_base);
 	if (cfg->target)
 		json_str(j, "target", cfg->target);
-	json_bool(j, "completions", cfg->completions);
 	json_str(j, "clock", clock_info.source);
 	json_emit(j);
 }

@@ -2,6 +2,7 @@
  * master only: header, resources, started, worker, cpustat, the workers'
  * result files copied in order, error. */
 #include "run_emit.h"
+#include "run_parts.h"
 #include "worker.h"
 
 #include <fcntl.h>
@@ -171,7 +172,7 @@ void emit_header(const struct run_config *cfg, const struct topology *topo, cons
 	json_end(j);
 	json_str(j, "fixed", cfg->ops ? "ops" : "time");
 	json_bool(j, "latency", cfg->latency);
-	json_bool(j, "explain", cfg->explain);
+	json_bool(j, "explain", run_part_wanted(cfg, "explain"));
 	if (cfg->ops)
 		json_uint(j, "ops", cfg->ops);
 	else

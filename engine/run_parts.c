@@ -1,6 +1,7 @@
 /* The attribution parts of `run` (run_parts.h): each a few lines between
  * the master's phases and a loader's interface (bpf/x.h, which an engine
- * without BPF implements with x_none.c, saying why), then the table. */
+ * without BPF implements with x_none.c, saying why), with its option's help
+ * and its checks, then the table. */
 #include "run_parts.h"
 #include "bpf/blkio.h"
 #include "bpf/explain.h"
@@ -16,11 +17,6 @@
  * (bpf/noise.h), streamed as `events` records while the master sleeps. */
 
 static struct event_batch events; /* recorded, not yet written */
-
-static int trace_wanted(const struct run_config *cfg)
-{
-	return cfg->trace;
-}
 
 static int trace_attach(const struct run_view *v, char *why, size_t whylen)
 {
@@ -49,7 +45,8 @@ static void trace_emit(int rep, int measured)
 
 static const struct run_part trace_part = {
 	.name = "trace",
-	.wanted = trace_wanted,
+	.help = "the kernel's events on the workers' CPUs, for their threads",
+	.bpf = 1,
 	.attach = trace_attach,
 	.unavailable = trace_unavailable,
 	.collect = trace_collect,
@@ -60,9 +57,12 @@ static const struct run_part trace_part = {
 /* ---- --explain: every instant of every worker thread in the window
  * charged to one cause (bpf/explain.h). */
 
-static int explain_wanted(const struct run_config *cfg)
+static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
 {
-	return cfg->explain;
+	if (!cfg->ops)
+		return 0;
+	snprintf(why, whylen, "--explain charges a fixed window of time: use --duration, not --ops");
+	return -1;
 }
 
 static int explain_attach(const struct run_view *v, char *why, size_t whylen)
@@ -84,7 +84,9 @@ static void explain_emit(int rep, int measured)
 
 static const struct run_part explain_part = {
 	.name = "explain",
-	.wanted = explain_wanted,
+	.help = "every instant of the workers' window charged to one kernel cause (fixed time only)",
+	.bpf = 1,
+	.check = explain_check,
 	.attach = explain_attach,
 	.window = explain_window,
 	.emit = explain_emit,
@@ -93,9 +95,13 @@ static const struct run_part explain_part = {
 
 /* ---- --completions: where the target's I/Os complete (bpf/blkio.h). */
 
-static int completions_wanted(const struct run_config *cfg)
+static int completions_check(const struct run_config *cfg, char *why, size_t whylen)
 {
-	return cfg->completions;
+	for (int k = 0; k < cfg->nchoices; k++)
+		if (cfg->choices[k].probe->needs_target && cfg->target)
+			return 0;
+	snprintf(why, whylen, "--completions follows a target's I/Os: it needs an I/O probe and --target");
+	return -1;
 }
 
 /* The device a block device is, or the one a file's filesystem is on. */
@@ -123,7 +129,9 @@ static void completions_emit(int rep, int measured)
 
 static const struct run_part completions_part = {
 	.name = "completions",
-	.wanted = completions_wanted,
+	.help = "where the I/Os of an I/O probe's --target complete",
+	.bpf = 1,
+	.check = completions_check,
 	.attach = completions_attach,
 	.window = completions_window,
 	.emit = completions_emit,
@@ -132,16 +140,25 @@ static const struct run_part completions_part = {
 
 /* ---- The table, in the order of their records. */
 
-static const struct run_part *const parts[] = {&trace_part, &explain_part, &completions_part};
-#define NPARTS ((int)(sizeof parts / sizeof parts[0]))
+const struct run_part *const run_part_table[] = {&trace_part, &explain_part, &completions_part, NULL};
+#define NPARTS ((int)(sizeof run_part_table / sizeof run_part_table[0]) - 1)
+_Static_assert(NPARTS <= RUN_MAX_PARTS, "run_config.parts has a bit per part");
 static int attached[NPARTS];
+
+int run_part_wanted(const struct run_config *cfg, const char *name)
+{
+	for (int k = 0; cfg->part_table && cfg->part_table[k]; k++)
+		if (!strcmp(cfg->part_table[k]->name, name))
+			return cfg->parts >> k & 1;
+	return 0;
+}
 
 void run_parts_attach(const struct run_view *v)
 {
 	for (int k = 0; k < NPARTS; k++) {
-		const struct run_part *p = parts[k];
+		const struct run_part *p = run_part_table[k];
 		char why[256] = "";
-		if (!p->wanted(v->cfg))
+		if (!(v->cfg->parts >> k & 1)) /* its bit: main.c gave run_parse_args this table */
 			continue;
 		attached[k] = p->attach(v, why, sizeof why) == 0;
 		if (attached[k])
@@ -161,8 +178,8 @@ void run_parts_attach(const struct run_view *v)
 void run_parts_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
 {
 	for (int k = 0; k < NPARTS; k++)
-		if (attached[k] && parts[k]->window)
-			parts[k]->window(v, start_ns, end_ns);
+		if (attached[k] && run_part_table[k]->window)
+			run_part_table[k]->window(v, start_ns, end_ns);
 }
 
 /* The first streaming part waits; any other only drains what it has, so
@@ -171,8 +188,8 @@ int run_parts_collect(int timeout_ms)
 {
 	int waited = 0;
 	for (int k = 0; k < NPARTS; k++)
-		if (attached[k] && parts[k]->collect) {
-			parts[k]->collect(waited ? 0 : timeout_ms);
+		if (attached[k] && run_part_table[k]->collect) {
+			run_part_table[k]->collect(waited ? 0 : timeout_ms);
 			waited = 1;
 		}
 	return waited;
@@ -182,8 +199,8 @@ void run_parts_finish(int rep, int measured)
 {
 	for (int k = 0; k < NPARTS; k++)
 		if (attached[k]) {
-			parts[k]->emit(rep, measured);
-			parts[k]->detach();
+			run_part_table[k]->emit(rep, measured);
+			run_part_table[k]->detach();
 			attached[k] = 0;
 		}
 }
@@ -192,7 +209,7 @@ void run_parts_detach(void)
 {
 	for (int k = 0; k < NPARTS; k++)
 		if (attached[k]) {
-			parts[k]->detach();
+			run_part_table[k]->detach();
 			attached[k] = 0;
 		}
 }

@@ -1,9 +1,12 @@
 /* The attribution parts of `run`: what the master loads before it releases
  * the workers and unloads after, to say where their time went (--trace,
  * --explain, --completions; their kernel sides are in bpf/). Each is one
- * entry of the table in run_parts.c; run.c calls each phase below once per
- * repetition and names no part, so that a new attribution is a descriptor
- * and an entry, not edits in run.c. */
+ * entry of the table in run_parts.c, which says all that the rest asks of
+ * it: its option (run_args.c makes the long option, the bit in
+ * run_config.parts and the dry run's key of it; main.c its line of the
+ * usage text), whether it loads BPF programs, its checks, and the phases
+ * that run.c calls once per repetition naming no part. A new attribution
+ * is its loader and an entry, not edits in run_args.c, run.c or main.c. */
 #ifndef OSLENS_RUN_PARTS_H
 #define OSLENS_RUN_PARTS_H
 
@@ -22,11 +25,21 @@ struct run_view {
 	const int *tids; /* its thread */
 };
 
-/* One attribution. Only wanted, attach, emit and detach are required. */
+/* At most this many parts: the bits of run_config.parts. */
+#define RUN_MAX_PARTS 32
+
+/* One attribution. Only name, help, attach, emit and detach are required. */
 struct run_part {
-	const char *name; /* the type of its record, and of the one saying it is unavailable */
-	/* Whether the run asks for it. */
-	int (*wanted)(const struct run_config *cfg);
+	/* Its option (--name, a flag), its key in the dry run's config, and
+	 * the type of its record and of the one saying it is unavailable. */
+	const char *name;
+	const char *help; /* what it says of the run, for the usage text */
+	/* It loads BPF programs of its own: a run asks for at most one such
+	 * part, and run_args.c refuses two in one line naming them. */
+	int bpf;
+	/* Its constraints on the rest of the run, once argv is parsed and the
+	 * probes and target checked: 0, or -1 with why (the one-line refusal). */
+	int (*check)(const struct run_config *cfg, char *why, size_t whylen);
 	/* Loads it for the workers of v: 0, or -1 with why (the reason its
 	 * unavailable record gives; it then sits this repetition out). */
 	int (*attach)(const struct run_view *v, char *why, size_t whylen);
@@ -46,6 +59,14 @@ struct run_part {
 	/* Unloads; idempotent, and called on every path, emit or not. */
 	void (*detach)(void);
 };
+
+/* The table, in the order of their records, ending with NULL: what
+ * main.c gives run_parse_args (bit k of run_config.parts asks for its
+ * part k) and lists in the usage text. */
+extern const struct run_part *const run_part_table[];
+
+/* Whether the run asks for the part named name. */
+int run_part_wanted(const struct run_config *cfg, const char *name);
 
 /* The phases, each over every part in table order (the order of their
  * records). Attaches those the run asks for, after the workers are ready. */

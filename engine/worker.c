@@ -358,8 +358,9 @@ static int worker_image_path(char *path, size_t size)
 void worker_exec_fresh(const struct run_config *cfg, const struct topology *topo, struct shm *shm, int shm_fd,
 		       const char *tmpdir, int idx)
 {
-	/* worker FD IDX TMPDIR, then the master's own argv (argv[0] first) */
-	char fd[16], index[16], **argv = calloc((size_t)cfg->argc + 6, sizeof *argv);
+	/* worker FD IDX TMPDIR, then the master's own argv (argv[0] first) less
+	 * its attributions' options, which the worker image has no table of */
+	char fd[16], index[16], **argv = calloc((size_t)cfg->worker_argc + 6, sizeof *argv);
 	snprintf(fd, sizeof fd, "%d", shm_fd);
 	snprintf(index, sizeof index, "%d", idx);
 	/* The CPUs the master was given, not the one it pinned itself to: the
@@ -376,8 +377,8 @@ void worker_exec_fresh(const struct run_config *cfg, const struct topology *topo
 		argv[n++] = fd;
 		argv[n++] = index;
 		argv[n++] = (char *)tmpdir;
-		for (int i = 0; i < cfg->argc; i++)
-			argv[n++] = cfg->argv[i];
+		for (int i = 0; i < cfg->worker_argc; i++)
+			argv[n++] = cfg->worker_argv[i];
 		argv[n] = NULL;
 		/* the worker image, or, with none beside the engine, the engine itself */
 		char image[PATH_MAX];
@@ -400,7 +401,7 @@ int cmd_worker(int argc, char **argv)
 	const char *tmpdir = argv[4];
 	struct run_config cfg;
 	struct topology topo;
-	run_parse_args(argc - 5, argv + 5, &cfg, &topo);
+	run_parse_args(argc - 5, argv + 5, NULL, &cfg, &topo);
 	struct stat st;
 	if (fstat(fd, &st) != 0 || idx < 0 || idx >= cfg.nworkers ||
 	    (size_t)st.st_size < sizeof(struct shm) + (size_t)cfg.nworkers * sizeof(struct slot))
