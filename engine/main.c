@@ -177,13 +177,26 @@ static int cmd_histtest_argv(int argc, char **argv)
 	return cmd_histtest();
 }
 
+/* `run`'s attributions, from their table: the option of each, what it
+ * says, and which load BPF programs (one such per run). */
+static void usage_run_parts(int indent)
+{
+	fprintf(stderr, "%*swhere ATTRIBUTION is any of these, with at most one marked BPF:\n", indent, "");
+	for (int k = 0; run_part_table[k]; k++) {
+		const struct run_part *p = run_part_table[k];
+		fprintf(stderr, "%*s--%-14s %s%s\n", indent + 4, "", p->name, p->help, p->bpf ? " [BPF]" : "");
+	}
+}
+
 /* Every command: its name, its arguments and what it does (the usage text
  * is made of these, so that it lists every command there is), and the
  * function that parses its own argv (argv[1] is the command's name). A
- * line of args that goes on starts the next with a newline. */
+ * line of args that goes on starts the next with a newline; more, if any,
+ * writes what the args name (indented by its argument). */
 static const struct command {
 	const char *name, *args, *help;
 	int (*fn)(int argc, char **argv);
+	void (*more)(int indent);
 } commands[] = {
 	{"list", "", "the probes, their variants and options, and the engine's limits", cmd_list},
 	{"topology", "", "the CPUs this process may use, with package, core, SMT and NUMA node", cmd_topology_argv},
@@ -192,8 +205,8 @@ static const struct command {
 	 "--probe NAME[:VARIANT][,...] [--workers N|max | --cpus LIST] [--mode process|thread]\n"
 	 "[--placement compact|spread] [--duration S | --ops N] [--warmup S] [--reps N] [--interval S]\n"
 	 "[--opt KEY=VALUE]... [--time-limit S] [--clock auto|tsc|monotonic] [--tmpdir DIR]\n"
-	 "[--latency [--mix]] [--trace | --explain] [--target DEVICE|FILE [--completions]] [--dry-run]",
-	 "workers hammering one probe (or a mix), timed", cmd_run},
+	 "[--latency [--mix]] [--target DEVICE|FILE] [--dry-run] [ATTRIBUTION]...",
+	 "workers hammering one probe (or a mix), timed", cmd_run, usage_run_parts},
 	{"worker", "FD IDX TMPDIR ARGV...", "one worker of a run, exec'd afresh by its master (internal)", cmd_worker},
 	{"app",
 	 "list | NAME [--workers N] [--mode thread|process] [--size K] [--dir DIR]\n| NAME --prepare DIR [--size K]",
@@ -232,6 +245,8 @@ static void usage(void)
 			else
 				fputc(*a, stderr);
 		fputc('\n', stderr);
+		if (c->more)
+			c->more(6);
 	}
 	exit(EXIT_USAGE);
 }
