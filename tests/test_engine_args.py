@@ -4,7 +4,9 @@ measured. Bad argv: exit 2, one line on stderr, nothing on stdout."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 
 import pytest
 
@@ -95,6 +97,62 @@ def test_a_dry_run_creates_nothing(tmp_path):
 )
 def test_bad_run_argv(args, word):
     assert word in refused("run", "--dry-run", *args)
+
+
+def attributions() -> dict[str, bool]:
+    """`run`'s attributions as the usage text lists them (made from their
+    table): option name -> whether it loads BPF programs."""
+    r = run_engine("--help")
+    assert r.rc == 2 and r.records == []
+    lines = r.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if "ATTRIBUTION is" in line) + 1
+    listed = {}
+    for line in lines[first:]:
+        m = re.match(r"\s+--([a-z-]+)\s+\S.*?( \[BPF\])?$", line)
+        if not m:
+            break
+        listed[m.group(1)] = m.group(2) is not None
+    return listed
+
+
+@pytest.fixture
+def io_target(tmp_path) -> list[str]:
+    """An I/O probe and a target, which every attribution may follow."""
+    target = tmp_path / "target"
+    with open(target, "wb") as f:
+        f.truncate(8 << 20)
+    return ["--probe", "io:pread", "--target", str(target)]
+
+
+def test_the_usage_text_lists_every_attributions_option(io_target):
+    listed = attributions()
+    assert {"trace", "explain", "completions"} <= listed.keys(), listed
+    base = ("run", "--dry-run", *io_target)
+    assert {name: config(*base)[name] for name in listed} == dict.fromkeys(listed, False)
+    for name in listed:
+        c = config(*base, f"--{name}")
+        assert {other: c[other] for other in listed} == {other: other == name for other in listed}
+
+
+def test_two_attributions_loading_bpf_are_refused_in_one_line(io_target):
+    """Named in the order given, whichever two (or more) they are."""
+    bpf = [name for name, loads in attributions().items() if loads]
+    assert {"trace", "explain", "completions"} <= set(bpf)
+    for a, b in itertools.permutations(bpf, 2):
+        line = refused("run", "--dry-run", *io_target, f"--{a}", f"--{b}")
+        assert line.endswith(f"--{a} and --{b} are exclusive: each loads its own BPF programs"), line
+    line = refused("run", "--dry-run", *io_target, "--completions", "--explain", "--trace")
+    assert line.endswith("--completions, --explain and --trace are exclusive: each loads its own BPF programs"), line
+
+
+def test_a_fresh_worker_parses_the_masters_argv_without_its_attributions():
+    """Workers exec'd afresh (fork's) parse the master's argv again in an
+    image that has no attribution: the master leaves their options out."""
+    r = run_engine("run", "--probe", "fork", "--duration", "0.1", "--warmup", "0", "--trace")
+    assert r.rc == 0, r.stderr
+    assert "--trace" in r.of("header")[0]["argv"]
+    (worker,) = r.of("worker")
+    assert r.end["status"] == "ok" and worker["image"]["fresh"] and worker["ops"] > 0, r.end
 
 
 @pytest.mark.parametrize("option", ["--duration", "--reps", "--time-limit", "--warmup"])

@@ -147,6 +147,16 @@ def test_run_reaches_the_attributions_through_their_table_only(every_build):
         assert any(d.startswith("bpf/") for d in graph["run_parts.o"]), b
 
 
+def test_runs_argv_reaches_no_attribution(every_build):
+    """run_args.c is in the worker image, which has no attribution: the
+    parts' options, checks and config keys come from the table main.c gives
+    it, so that it calls neither run_parts.c nor a loader."""
+    for b, graph in every_build.items():
+        reached = {d for d in graph["run_args.o"] if d.startswith("bpf/") or d in ("event_batch.o", "run_parts.o")}
+        assert not reached, f"{b}: run_args.o calls {sorted(reached)}"
+        assert "run_parts.o" in graph["main.o"], b
+
+
 def test_the_check_sees_a_call_up_the_layers():
     layers = (("low", ("a.o",)), ("high", ("b.o", "c.o")))
     assert upward_calls({"a.o": set(), "b.o": {"a.o"}, "c.o": {"b.o"}}, layers) == set()
