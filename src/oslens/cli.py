@@ -231,10 +231,11 @@ def show(ctx: Context, run_ref: str):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "csv", "parquet"]),
+    type=click.Choice(["json", "csv", "parquet", "folded"]),
     default="json",
     show_default=True,
-    help="json: metadata, every frame and every record; csv, parquet: one frame a file.",
+    help="json: metadata, every frame and every record; csv, parquet: one frame a file; "
+    "folded: each explained point's sampled kernel stacks (flamegraph.pl, inferno, speedscope), a file each.",
 )
 @click.option(
     "-o",

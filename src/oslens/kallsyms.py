@@ -179,4 +179,15 @@ def resolve_charges(record: dict, syms: Kallsyms) -> dict:
             continue
         c["callers"] = callers([syms.lookup(int(a, 16)) for a in c.get("stack", [])])
         c["lock_symbol"] = _lock_symbol(c["id"], syms)
+    for sample in record.get("samples", []):
+        # a function's name is what is kept: its address means nothing on another boot (KASLR)
+        sample["frames"] = [function(syms.lookup(int(a, 16)), a) for a in sample.pop("stack", [])]
     return record
+
+
+def function(sym: Symbol | None, address: str) -> str:
+    """A sampled frame's function, 'name' or 'name [module]'; the address
+    where kallsyms has none (BPF programs' JIT code)."""
+    if sym is None:
+        return address
+    return f"{sym.name} [{sym.module}]" if sym.module else sym.name

@@ -20,6 +20,7 @@ from ..format import ns as fmt_ns
 from ..format import plural
 from ..locknames import lock_label
 from ..records import ExplainedPoint
+from . import kstacks
 from .histogram import Histogram, merge_all
 from .runlengths import RunLengths
 
@@ -79,6 +80,19 @@ class ExplainedStats:
     notes: list[str] = field(default_factory=list)
     # OS entry run lengths: per kind of entry (syscall, fault, interrupt) and "all"
     run_lengths: dict[str, RunLengths] = field(default_factory=dict)
+    # the workers' sampled stacks: time per operation by kernel function (None: not sampled)
+    stacks: kstacks.StackProfile | None = None
+    # every function's self time per op and its callers, for the knee's differential (not in to_dict)
+    kernel_self_ns: dict[str, float] = field(default_factory=dict, repr=False)
+    kernel_callers: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    folded: dict[str, float] = field(default_factory=dict, repr=False)
+
+    PRIVATE = ("kernel_self_ns", "kernel_callers", "folded")
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return {k: v for k, v in asdict(self).items() if k not in self.PRIVATE}
 
     def by_key(self) -> dict[str, float]:
         return {c.key: c.ns_per_op for c in self.causes}
@@ -94,6 +108,8 @@ class Knee:
     ranked: list[tuple[str, float, float]]  # (label, ns gained, share of the rise), largest first
     unexplained_ns: float
     sentence: str
+    # the kernel functions whose sampled time per op grew most between the two points
+    functions: kstacks.Differential | None = None
 
 
 def _cause(c: dict) -> tuple[str, str, str]:
@@ -173,6 +189,43 @@ class _Charges:
         return sorted(out, key=lambda c: -c.ns_per_op)
 
 
+def _sample_cause(s: dict) -> str:
+    """The key of the cause a sample fell in, as its charges' (a lock by its name or address)."""
+    if s["kind"] == "lock":
+        return f"lock:{s.get('name') or s['id']}"
+    return _cause(s)[0]
+
+
+@dataclass
+class _Sampled:
+    """The sampled stacks of an explained point's repetitions."""
+
+    samples: list[kstacks.Sample] = field(default_factory=list)
+    period_ns: int = 0
+    lost: int = 0
+
+    def add(self, r) -> None:
+        if not r.explain.get("sample_period_ns"):
+            return
+        self.period_ns = r.explain["sample_period_ns"]
+        self.lost += r.explain.get("samples_lost", 0)
+        for s in r.explain.get("samples", []):
+            if s["tid"] in r.tids:  # not the thread-mode host
+                frames = tuple(s.get("frames") or s.get("stack") or ())
+                self.samples.append(kstacks.Sample(_sample_cause(s), frames, s["count"]))
+
+    def profiles(self, ops: float) -> dict:
+        stacks = kstacks.profile(self.samples, self.period_ns, ops, self.lost)
+        if stacks is None:
+            return {}
+        return {
+            "stacks": stacks,
+            "kernel_self_ns": kstacks.self_ns(self.samples, self.period_ns, ops),
+            "kernel_callers": kstacks.callers_of(self.samples),
+            "folded": kstacks.folded(self.samples, self.period_ns, ops),
+        }
+
+
 def _run_lengths(ep: ExplainedPoint) -> dict[str, RunLengths]:
     """The OS entries' run lengths per kind of entry, and over all of them."""
     out = {}
@@ -208,9 +261,11 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     ops = sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
     window = sum(r.window_ns * len(r.workers) for r in ep.reps)
     charges = _Charges()
+    sampled = _Sampled()
     missing: set[str] = set()
     notes: list[str] = [cache_line_note()]
     for r in ep.reps:
+        sampled.add(r)
         missing.update(r.explain.get("missing", []))
         if r.explain.get("lost"):
             notes.append(
@@ -244,6 +299,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         missing=sorted(missing),
         notes=notes,
         run_lengths=_run_lengths(ep),
+        **sampled.profiles(ops),
     )
 
 
@@ -293,6 +349,16 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         + (": " + ", ".join(parts) if parts else "")
         + f"; unexplained {fmt_ns(unexplained)}"
     )
+    functions = None
+    if a.stacks and b.stacks:
+        functions = kstacks.differential(a.kernel_self_ns, b.kernel_self_ns, b.kernel_callers)
+    if functions:
+        sentence += f". Sampled kernel time per op rose {fmt_ns(functions.kernel_rise_ns)}: {functions.text()}"
+        if not any(k.startswith("lock:") for k, _ in ranked[:3]) and functions.listed:
+            sentence += (
+                f" (no lock was contended more: {functions.listed[0].name} taking longer with more workers is "
+                "what a cache line they share would do — a hypothesis; no PMU here counts the line's moves)"
+            )
     explained = sum(d for _, d in ranked)
     if rise > 0 and explained / rise < EXPLAINED_ENOUGH:
         sentence += (
@@ -308,6 +374,7 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         [(label[k], d, d / rise if rise else 0.0) for k, d in ranked],
         unexplained,
         sentence,
+        functions,
     )
 
 

@@ -86,6 +86,8 @@ class IoPoint:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if self.explained:
+            d["explained"] = self.explained.to_dict()
         d.update(median_iops=self.median_iops, iops_per_cpu=self.per_cpu, bytes_per_s=self.bandwidth)
         if self.completions:
             d["completions"]["local_share"] = self.completions.local_share

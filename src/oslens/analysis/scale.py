@@ -74,7 +74,7 @@ class Series:
         d["points"] = [_point_dict(p) for p in self.points]
         d["usl"] = self.usl.to_dict() if self.usl else None
         if self.explained is not None:
-            d["explained"] = [asdict(e) if e else None for e in self.explained]
+            d["explained"] = [e.to_dict() if e else None for e in self.explained]
             d["knee"] = asdict(self.knee) if self.knee else None
         return d
 

@@ -13,6 +13,9 @@ one module per format.
     parquet  one frame, the main one (or --frame NAME), to -o FILE; with
              -o DIR/ every frame (or the --frame one) to
              DIR/run-<id>-<frame>.parquet. Column dtypes are kept.
+    folded   the sampled kernel stacks of each explained point, Brendan
+             Gregg's folded format (flamegraph.pl, inferno, speedscope):
+             -o DIR/, a file per point (export/folded.py).
 
 An -o path is a directory when it ends with "/" or already is one (a
 missing last component is made; a missing parent is an error).
@@ -30,7 +33,7 @@ from typing import Any, TextIO
 
 from ..errors import UsageError
 
-FORMATS = ("json", "csv", "parquet")
+FORMATS = ("json", "csv", "parquet", "folded")
 
 
 def output_dir(output: str | os.PathLike | None) -> Path | None:

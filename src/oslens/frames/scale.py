@@ -81,6 +81,12 @@ COLUMNS = {
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
         "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
     },
+    "stacks": {
+        **_SERIES,
+        "stack": ("str", "a sampled stack, folded: its cause, then the kernel functions outermost first"),
+        "samples": ("int64", "samples of the workers' time that fell in it"),
+        "ns_per_op": ("float64", "samples × the sampling period / operations, ns"),
+    },
 }
 __doc__ += describe(COLUMNS)
 
@@ -134,15 +140,15 @@ def frames(run, records: list[dict]) -> dict:
                 for k in _INTERVAL:
                     row[f"{name}_{k}"] = getattr(iv, k) if iv is not None else None
             points.append(row)
-    causes = []
+    causes, stacks = [], []
     for s in summarize(records):
         for p, e in zip(s.points, s.explained or []):
             if e is None:
                 continue
-            point = {
-                "probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
-                "workers": p.workers, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost,
-            }  # fmt: skip
+            at = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
+                  "workers": p.workers}  # fmt: skip
+            stacks += [{**at, "stack": k, "samples": n, "ns_per_op": v} for k, (n, v) in sorted(e.folded.items())]
+            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost}
             for c in e.causes:
                 causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,
                                "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,
@@ -153,4 +159,5 @@ def frames(run, records: list[dict]) -> dict:
         "workers": table(run.id, rows, COLUMNS["workers"]),
         "points": table(run.id, points, COLUMNS["points"]),
         "causes": table(run.id, causes, COLUMNS["causes"]),
+        "stacks": table(run.id, stacks, COLUMNS["stacks"]),
     }

@@ -1,0 +1,112 @@
+"""Sampled kernel stacks as time per operation (analysis/kstacks.py): the
+arithmetic that turns samples into per-function time, the knee's
+differential profile and the folded export, on samples made here (the
+engine's sampler is tested against the kernel in test_explain.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oslens.analysis import kstacks
+from oslens.analysis.kstacks import Sample
+
+PERIOD = 100_000  # ns
+
+
+def fork_like(extra_copy: int) -> list[Sample]:
+    """clone's kernel time: copy_page_range grows with `extra_copy` samples."""
+    return [
+        Sample("syscall:clone", ("copy_page_range", "dup_mmap", "copy_process", "kernel_clone"), 10 + extra_copy),
+        Sample("syscall:clone", ("anon_vma_fork", "dup_mmap", "copy_process", "kernel_clone"), 5),
+        Sample("syscall:clone", ("dup_mmap", "copy_process", "kernel_clone"), 2),
+        Sample("user", (), 8),
+    ]
+
+
+def test_samples_become_time_per_operation_by_function():
+    p = kstacks.profile(fork_like(0), PERIOD, ops=100)
+    assert p.samples == 25
+    assert p.kernel_ns == pytest.approx(17 * PERIOD / 100) and p.user_ns == pytest.approx(8 * PERIOD / 100)
+    by = {f.name: f for f in p.functions}
+    assert by["copy_page_range"].self_ns == pytest.approx(10 * PERIOD / 100)
+    assert by["dup_mmap"].self_ns == pytest.approx(2 * PERIOD / 100)
+    assert by["copy_page_range"].callers == ["dup_mmap", "copy_process", "kernel_clone"]
+    assert by["copy_page_range"].error == pytest.approx(1 / 10**0.5)
+    # self times add up to the kernel time; inclusive time of an outer frame covers what it called
+    assert sum(f.self_ns for f in p.functions) == pytest.approx(p.kernel_ns)
+    assert by["dup_mmap"].total_ns == pytest.approx(17 * PERIOD / 100)
+    assert p.by_cause == {"syscall:clone": pytest.approx(p.kernel_ns)}
+
+
+def test_a_recursive_function_is_counted_once_per_sample_in_its_inclusive_time():
+    p = kstacks.profile([Sample("syscall:x", ("f", "g", "f", "h"), 4)], PERIOD, ops=1)
+    assert {f.name: f.total_ns for f in p.functions}["f"] == 4 * PERIOD
+
+
+def test_no_samples_or_no_operations_is_no_profile():
+    assert kstacks.profile([], PERIOD, 10) is None
+    assert kstacks.profile(fork_like(0), PERIOD, 0) is None
+
+
+def test_the_differential_lists_what_grew_and_the_rest_makes_up_the_rise():
+    a, b = fork_like(0), fork_like(12) + [Sample("syscall:clone", ("tiny_one", "kernel_clone"), 0)]
+    before, after = kstacks.self_ns(a, PERIOD, 100), kstacks.self_ns(b, PERIOD, 100)
+    d = kstacks.differential(before, after, kstacks.callers_of(b))
+    assert d.kernel_rise_ns == pytest.approx(12 * PERIOD / 100)
+    assert [x.name for x in d.listed] == ["copy_page_range"]
+    assert d.listed[0].share == pytest.approx(1.0)
+    assert sum(x.delta_ns for x in d.listed) + d.rest_ns == pytest.approx(d.kernel_rise_ns)
+    text = d.text()
+    assert text.startswith("copy_page_range +12 µs (← dup_mmap ← copy_process)")
+    assert "below 2 %" in text
+
+
+def test_small_growths_are_summed_in_the_rest_not_listed():
+    before = {"big": 100.0, **{f"f{i}": 1.0 for i in range(50)}}
+    after = {"big": 200.0, **{f"f{i}": 1.5 for i in range(50)}}
+    d = kstacks.differential(before, after, {})
+    assert [x.name for x in d.listed] == ["big"]
+    assert d.rest_ns == pytest.approx(25.0)
+
+
+def test_no_rise_in_kernel_time_is_no_differential():
+    assert kstacks.differential({"f": 10.0}, {"f": 9.0}, {}) is None
+
+
+def test_folded_stacks_are_outermost_first_under_their_cause_and_sum_to_the_profile():
+    samples = fork_like(3)
+    out = kstacks.folded(samples, PERIOD, ops=100)
+    key = "syscall:clone;kernel_clone;copy_process;dup_mmap;copy_page_range"
+    assert out[key] == (13, pytest.approx(13 * PERIOD / 100))
+    assert out["user;[user space]"] == (8, pytest.approx(8 * PERIOD / 100))
+    # the leaf of each folded line is the function whose self time it is
+    by_leaf: dict[str, float] = {}
+    for stack, (_, v) in out.items():
+        if not stack.startswith("user;"):
+            leaf = stack.rsplit(";", 1)[1]
+            by_leaf[leaf] = by_leaf.get(leaf, 0.0) + v
+    assert by_leaf == pytest.approx(kstacks.self_ns(samples, PERIOD, 100))
+
+
+def _point(workers: int, clone_ns: float, samples: list[Sample], ops: float = 100):
+    from oslens.analysis.explain import Cause, ExplainedStats
+
+    causes = [Cause("syscall:clone", "clone() in the kernel", "syscall", clone_ns, 1.0)]
+    stacks = kstacks.profile(samples, PERIOD, ops)
+    return ExplainedStats(
+        workers, 1, clone_ns, causes, 0.0, 0.0, 0.0, {}, None, None, [], stacks=stacks,
+        kernel_self_ns=kstacks.self_ns(samples, PERIOD, ops), kernel_callers=kstacks.callers_of(samples),
+    )  # fmt: skip
+
+
+def test_the_knee_names_the_kernel_functions_that_grew():
+    from oslens.analysis.explain import find_knee
+
+    a = _point(1, 17 * PERIOD / 100, fork_like(0))
+    b = _point(2, 29 * PERIOD / 100, fork_like(12))
+    knee = find_knee([a, b])
+    assert knee.functions is not None and knee.functions.listed[0].name == "copy_page_range"
+    assert "Sampled kernel time per op rose 12 µs: copy_page_range +12 µs (← dup_mmap ← copy_process)" in knee.sentence
+    # no lock grew: the growth is offered as a hypothesis, not as a finding
+    assert "a hypothesis" in knee.sentence
+    assert "stacks" in a.to_dict() and "kernel_self_ns" not in a.to_dict()
