@@ -31,9 +31,7 @@ def write(run, output, frame: str | None, stdout: TextIO) -> list[dict]:
         raise UsageError("--frame: folded writes the sampled stacks, one file per explained point")
     stacks = frames.get("stacks")
     if stacks is None or stacks.empty:
-        raise UsageError(
-            f"run {run.id} has no sampled kernel stacks (a {run.kind} run explained with samples has: scale --explain)"
-        )
+        raise UsageError(f"run {run.id} ({run.kind}) has no sampled kernel stacks: `scale --explain` samples them")
     points = list(stacks.groupby(list(POINT), sort=True))
     directory = output_dir(output)
     if directory is None and len(points) > 1:
