@@ -14,7 +14,7 @@ import pandas as pd
 from ...analysis.scale import summarize
 from ...frames.scale import frames as scale_frames
 from ..scale import LEGEND, footer_lines, table_cells
-from . import study
+from . import flames, study
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
@@ -145,6 +145,36 @@ def _explained_blocks(runs) -> list:
                 locks,
             )
         )
+    return blocks + _knee_flames(runs)
+
+
+def _knee_flames(runs) -> list:
+    """Per series with a knee and sampled stacks: the differential flame
+    graph of the knee, widths at the larger count, colours the change."""
+    blocks = []
+    for rd in runs:
+        for s in summarize(rd.records):
+            k = s.knee
+            got = {e.workers: e for e in s.explained or [] if e and e.folded}
+            if not k or k.from_workers not in got or k.to_workers not in got:
+                continue
+            a, b = got[k.from_workers], got[k.to_workers]
+            drawn = flames.chart({f: v for f, (_, v) in b.folded.items()}, {f: v for f, (_, v) in a.folded.items()})
+            if drawn is None:
+                continue
+            chart, hidden = drawn
+            slug = f"{s.probe}-{s.variant}-{s.mode}-{rd.run.id}".replace(":", "-")
+            blocks.append(
+                Figure(
+                    f"scale-knee-flames-{slug}",
+                    f"{rd.short} · {s.probe}:{s.variant} ({s.mode}): the knee's kernel stacks, {k.from_workers} → "
+                    f"{k.to_workers} workers",
+                    chart,
+                    f"sampled stacks of the workers' time at {k.to_workers} workers, width its time per operation, "
+                    f"colour how that changed since {k.from_workers} (red grew, blue shrank); the root frames are "
+                    "the causes" + (f"; {hidden} frames under 0.2 % of the width are not drawn" if hidden else ""),
+                )
+            )
     return blocks
 
 
