@@ -148,11 +148,16 @@ static __always_inline void current_key(struct explain_task *t, __u32 tid, struc
 }
 
 /* Charges t's time since its last transition to what it was in; on a CPU
- * inside a kernel entry, that time is also the entry's. */
+ * inside a kernel entry, that time is also the entry's. Never backwards:
+ * an interrupt can come between a program's clock read and its charge,
+ * and the interrupt's exit has charged up to a later instant already —
+ * going back to `now` would charge that stretch twice. */
 static __always_inline void charge(struct explain_task *t, __u32 tid, __u64 now)
 {
+	if (now <= t->last_ns)
+		return;
 	__u64 lo = clip(t->last_ns), hi = clip(now);
-	if (t->depth && !t->off_cpu && now > t->last_ns)
+	if (t->depth && !t->off_cpu)
 		t->entry_ns += now - t->last_ns;
 	t->last_ns = now;
 	if (hi <= lo)
