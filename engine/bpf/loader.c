@@ -217,8 +217,10 @@ void loader_destroy_links(struct bpf_link ***links, int *nlinks)
 	*nlinks = 0;
 }
 
-int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
-			    struct bpf_link ***links, int *nlinks)
+/* One event of attr per target (a pid with cpu -1, or a CPU with pid -1)
+ * running prog, appended to *links; on failure destroys what it made. */
+static int attach_events(struct bpf_program *prog, struct perf_event_attr *attr, const int *targets, int n, int tasks,
+			 struct bpf_link ***links, int *nlinks)
 {
 	struct bpf_link **more = realloc(*links, (*nlinks + n) * sizeof *more);
 	if (!more)
@@ -226,15 +228,7 @@ int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int
 	*links = more;
 	int first = *nlinks;
 	for (int i = 0; i < n; i++) {
-		struct perf_event_attr attr = {
-			.type = PERF_TYPE_SOFTWARE,
-			.size = sizeof attr,
-			.config = config,
-			.sample_period = 1,
-			.disabled = 1,
-			.inherit = tasks,
-		};
-		int fd = (int)syscall(SYS_perf_event_open, &attr, tasks ? targets[i] : -1, tasks ? -1 : targets[i], -1,
+		int fd = (int)syscall(SYS_perf_event_open, attr, tasks ? targets[i] : -1, tasks ? -1 : targets[i], -1,
 				      PERF_FLAG_FD_CLOEXEC);
 		struct bpf_link *link = fd >= 0 ? bpf_program__attach_perf_event(prog, fd) : NULL;
 		if (!link) {
@@ -248,6 +242,33 @@ int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int
 		(*links)[(*nlinks)++] = link;
 	}
 	return 0;
+}
+
+int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
+			    struct bpf_link ***links, int *nlinks)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof attr,
+		.config = config,
+		.sample_period = 1,
+		.disabled = 1,
+		.inherit = tasks,
+	};
+	return attach_events(prog, &attr, targets, n, tasks, links, nlinks);
+}
+
+int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, const int *tids, int n,
+				struct bpf_link ***links, int *nlinks)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof attr,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = period_ns,
+		.disabled = 1,
+	};
+	return attach_events(prog, &attr, tids, n, 1, links, nlinks);
 }
 
 const char *loader_softirq_name(long vec)
@@ -324,7 +345,13 @@ int loader_choose_programs(struct bpf_object *obj, loader_part_fn part_of, const
 	bpf_object__for_each_program(p, obj)
 	{
 		const char *tp = loader_tp_name(p), *part = part_of(p);
-		int load = tp ? loader_has_tracepoint(events, tp) : *fault_tps;
+		/* a perf_event program ends a fault, or (another part's) needs
+		 * no tracepoint */
+		int load = *fault_tps;
+		if (tp)
+			load = loader_has_tracepoint(events, tp);
+		else if (part && strcmp(part, "page_faults"))
+			load = 1;
 		if (part && skip && loader_listed(skip, part)) {
 			bpf_program__set_autoload(p, 0);
 			continue;
@@ -380,17 +407,22 @@ int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct 
 	return loader_attach_ends_first(s, NULL, attach_failed, &ctx);
 }
 
+void loader_emit_ips(struct json *j, const char *name, const __u64 *ips, int depth)
+{
+	json_arr(j, name);
+	for (int i = 0; ips && i < depth && ips[i]; i++) {
+		char addr[32];
+		snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)ips[i]);
+		json_str(j, NULL, addr);
+	}
+	json_end(j);
+}
+
 void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth)
 {
-	json_arr(j, "stack");
 	__u64 ips[depth];
-	if (stack >= 0 && bpf_map__lookup_elem(stacks, &stack, sizeof stack, ips, sizeof ips, 0) == 0)
-		for (int i = 0; i < depth && ips[i]; i++) {
-			char addr[32];
-			snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)ips[i]);
-			json_str(j, NULL, addr);
-		}
-	json_end(j);
+	int found = stack >= 0 && bpf_map__lookup_elem(stacks, &stack, sizeof stack, ips, sizeof ips, 0) == 0;
+	loader_emit_ips(j, "stack", found ? ips : NULL, depth);
 }
 
 void loader_emit_run_lengths(struct json *j, const struct bpf_map *runlens, const char *const *names, int n)

@@ -6,6 +6,7 @@
 #ifndef OSLENS_BPF_LOADER_H
 #define OSLENS_BPF_LOADER_H
 
+#include <linux/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,13 @@ int loader_listed(const char *list, const char *name);
  * failure destroys what it made and returns -1. */
 int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			    struct bpf_link ***links, int *nlinks);
+/* A clock per thread of `tids` running `prog` every `period_ns` of the
+ * thread's time on a CPU: PERF_COUNT_SW_CPU_CLOCK on the thread (it runs
+ * only while the thread runs; `perf record -e cpu-clock`'s event, so the
+ * two compare), not inherited by what the thread creates. Like
+ * loader_attach_sw_events otherwise. */
+int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, const int *tids, int n,
+				struct bpf_link ***links, int *nlinks);
 void loader_destroy_links(struct bpf_link ***links, int *nlinks);
 
 /* A softirq vector's name (TIMER, NET_RX, ...), or NULL. */
@@ -83,7 +91,8 @@ void loader_note_missing(struct loader_missing *m, const struct bpf_program *p, 
 struct bpf_object;
 typedef const char *(*loader_part_fn)(const struct bpf_program *p);
 /* Sets each program of obj to load where this kernel has its tracepoint (a
- * perf_event fault end where it has page_fault_user), never a part listed
+ * perf_event fault end where it has page_fault_user; a perf_event program
+ * of another part always), never a part listed
  * in `skip` (comma-separated, may be NULL); notes in m what cannot load.
  * *fault_tps: whether faults can be timed. 0, or -1 with `why` when a core
  * program (part_of gives NULL) has no tracepoint here. */
@@ -102,6 +111,9 @@ struct bpf_map;
 /* A `stack` array of kernel addresses (hex strings), from a stack map
  * entry of `depth` frames; empty when stack < 0 or the entry is gone. */
 void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth);
+/* An array `name` of kernel addresses (hex strings) of ips[0..depth),
+ * up to the first 0; empty for NULL. */
+void loader_emit_ips(struct json *j, const char *name, const __u64 *ips, int depth);
 /* A "run_lengths" object from a per-CPU array of struct runlen (runlen.h),
  * summed over the CPUs: {names[k]: {count, sum_ns, over: [[ns, count,
  * sum_ns]…], log2_hist: [[b, count]…]}} for the keys 0..n-1. */
