@@ -5,7 +5,9 @@
  * or off a CPU — and every transition charges the time since the previous
  * one to the innermost state, clipped to the measured window. Interrupts
  * taken while a probed thread runs are charged to the interrupt. Raw
- * tracepoints throughout, aggregated in maps: nothing is streamed. */
+ * tracepoints throughout, and a clock per thread whose ticks sample its
+ * kernel stack under the cause it is in; aggregated in maps: nothing is
+ * streamed. */
 #include "common.bpf.h"
 
 #include "explain.h"
@@ -19,7 +21,8 @@ __u64 followed[EXPLAIN_PID_WORDS];
  * known; until then nothing is charged. */
 __u64 window_start_ns = ~0ull;
 __u64 window_end_ns = ~0ull;
-__u64 lost; /* updates that found no room */
+__u64 lost;	    /* updates that found no room */
+__u64 samples_lost; /* samples that found no room for their stack or count */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -55,6 +58,29 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, EXPLAIN_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
+
+/* Sampled kernel stacks: a count per cause and stack (explain.h), the
+ * stacks by their hash, and room to take one before it is hashed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct explain_sample_key);
+	__type(value, __u64);
+} sampled SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct explain_stack);
+} sample_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct explain_stack);
+} sample_buf SEC(".maps");
 
 /* ---- helpers ---- */
 
@@ -585,5 +611,105 @@ SEC("raw_tp/tlb_flush")
 int BPF_PROG(oslens_ex_tlb_flush, int reason, unsigned long pages)
 {
 	count_current(EX_TLB_FLUSH, reason);
+	return 0;
+}
+
+/* ---- sampled kernel stacks ---- */
+
+/* s's hash, never 0 (no stack): FNV-1a over its words, then murmur3's
+ * finaliser, so that addresses differing in their low bits spread. */
+static __always_inline __u64 stack_hash(const struct explain_stack *s)
+{
+	__u64 h = 0xcbf29ce484222325ull;
+#pragma unroll
+	for (int i = 0; i < EXPLAIN_SAMPLE_DEPTH; i++) {
+		h ^= s->ip[i];
+		h *= 0x100000001b3ull;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return h ? h : 1;
+}
+
+/* The kernel stack of what the sample interrupted, kept in sample_stacks:
+ * *stack its hash, 0 for none (user space). -1: it found no room. */
+static __always_inline int sample_stack(struct bpf_perf_event_data *ctx, __u64 *stack)
+{
+	__u32 zero = 0;
+	struct explain_stack *buf = bpf_map_lookup_elem(&sample_buf, &zero);
+	if (!buf)
+		return -1;
+	/* the rest of buf is zeroed; user space has no kernel frame */
+	long len = bpf_get_stack(ctx, buf, sizeof *buf, 0);
+	if (len < 0)
+		return -1;
+	*stack = 0;
+	if (!len)
+		return 0;
+	__u64 h = stack_hash(buf);
+	if (!bpf_map_lookup_elem(&sample_stacks, &h) && bpf_map_update_elem(&sample_stacks, &h, buf, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&sample_stacks, &h)) /* not put there by another CPU meanwhile */
+		return -1;
+	*stack = h;
+	return 0;
+}
+
+/* A probed thread's clock ticked (a software perf event on the thread:
+ * it runs only while the thread does). The sample is the cause the
+ * thread is in, as charge() would charge it now, and the stack of what
+ * the tick interrupted. The tick comes in a hard interrupt (an hrtimer),
+ * and hard interrupts do not nest: an interrupt under way on this CPU is
+ * that tick's own (counted as such in `charges`), unless it is a softirq,
+ * which runs with interrupts on — then the sample is the softirq's. */
+SEC("perf_event")
+int oslens_ex_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	if (!in_window(now))
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!followed_tgid(pid_tgid >> 32))
+		return 0;
+	__u32 tid = (__u32)pid_tgid;
+	struct explain_key cause = {.tid = tid, .kind = EX_USER};
+	struct explain_task *t = task_of(tid, 0);
+	if (t)
+		current_key(t, tid, &cause);
+	__u32 zero = 0;
+	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (c && c->depth && c->tid == tid && c->kind == EX_SOFTIRQ) {
+		cause.kind = EX_SOFTIRQ;
+		cause.id = c->id;
+		cause.flags = 0;
+		cause.named = 0;
+	}
+	__u64 stack;
+	if (sample_stack(ctx, &stack) != 0) {
+		__sync_fetch_and_add(&samples_lost, 1);
+		return 0;
+	}
+	struct explain_sample_key k = {
+		.tid = tid,
+		.kind = cause.kind,
+		.flags = cause.flags,
+		.named = cause.named,
+		.id = cause.id,
+		.stack = stack,
+	};
+	__u64 *n = bpf_map_lookup_elem(&sampled, &k);
+	if (!n) {
+		__u64 one = 1;
+		if (bpf_map_update_elem(&sampled, &k, &one, BPF_NOEXIST) == 0)
+			return 0;
+		n = bpf_map_lookup_elem(&sampled, &k); /* another CPU made it meanwhile */
+		if (!n) {
+			__sync_fetch_and_add(&samples_lost, 1);
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(n, 1);
 	return 0;
 }

@@ -23,6 +23,9 @@ static struct explain_bpf *skel;
 static struct loader_missing missing;
 static struct bpf_link **fault_links;
 static int n_fault_links;
+static struct bpf_link **sample_links; /* the threads' clocks */
+static int n_sample_links;
+static uint64_t sample_period_ns; /* 0: not sampled */
 
 /* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
@@ -30,6 +33,8 @@ static const char *part_of(const struct bpf_program *p)
 	const char *tp = loader_tp_name(p);
 	if (tp && !strncmp(tp, "sys_", 4))
 		return NULL /* the core: the causes would not add up without them */;
+	if (!strcmp(bpf_program__name(p), "oslens_ex_sample"))
+		return "samples";
 	return loader_part_of(p);
 }
 
@@ -70,6 +75,13 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		loader_destroy_links(&fault_links, &n_fault_links);
 		loader_missing_add(&missing, "page_faults");
 	}
+	sample_period_ns = 0;
+	if (EXPLAIN_SAMPLE_PERIOD_NS &&
+	    loader_attach_thread_clocks(skel->progs.oslens_ex_sample, EXPLAIN_SAMPLE_PERIOD_NS, tids, ntids,
+					&sample_links, &n_sample_links) == 0)
+		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;
+	else
+		loader_missing_add(&missing, "samples");
 	return 0;
 }
 
@@ -128,6 +140,59 @@ void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 	__atomic_store_n(&skel->data->window_start_ns, start_ns, __ATOMIC_SEQ_CST);
 }
 
+/* A charge's tid, kind, id and name, as `charges` and `samples` write
+ * them; a fault sampled is under way: minor or major is known at its end. */
+static void emit_cause(struct json *j, const struct explain_key *k, int sampled)
+{
+	char name[64], addr[32];
+	name_of(k, name, sizeof name);
+	if (sampled && k->kind == EX_FAULT && k->id == 2)
+		snprintf(name, sizeof name, "under way");
+	json_int(j, "tid", k->tid);
+	json_str(j, "kind", k->kind < EX_KIND_MAX && kind_names[k->kind] ? kind_names[k->kind] : "?");
+	if (k->kind == EX_LOCK || k->kind == EX_IPI_SENT) {
+		snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k->id);
+		json_str(j, "id", addr);
+	} else {
+		json_int(j, "id", k->id);
+	}
+	if (name[0])
+		json_str(j, "name", name);
+	else
+		json_null(j, "name");
+}
+
+/* sample_period_ns, samples [{tid, kind, id, name, (lock_kind,) stack,
+ * count}] and samples_lost. */
+static void emit_samples(struct json *j)
+{
+	json_uint(j, "sample_period_ns", sample_period_ns);
+	json_arr(j, "samples");
+	struct explain_sample_key k, *prev = NULL;
+	static struct explain_sample_key cur;
+	while (bpf_map__get_next_key(skel->maps.sampled, prev, &k, sizeof k) == 0) {
+		__u64 count;
+		if (bpf_map__lookup_elem(skel->maps.sampled, &k, sizeof k, &count, sizeof count, 0) == 0) {
+			struct explain_key cause = {
+				.tid = k.tid, .kind = k.kind, .flags = k.flags, .named = k.named, .id = k.id};
+			struct explain_stack s;
+			int found = k.stack && bpf_map__lookup_elem(skel->maps.sample_stacks, &k.stack, sizeof k.stack,
+								    &s, sizeof s, 0) == 0;
+			json_obj(j, NULL);
+			emit_cause(j, &cause, 1);
+			if (k.kind == EX_LOCK)
+				json_str(j, "lock_kind", loader_lock_kind(k.flags));
+			loader_emit_ips(j, "stack", found ? s.ip : NULL, EXPLAIN_SAMPLE_DEPTH);
+			json_uint(j, "count", count);
+			json_end(j);
+		}
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+	json_uint(j, "samples_lost", skel->bss->samples_lost);
+}
+
 void explain_bpf_emit(int rep)
 {
 	if (!skel)
@@ -156,21 +221,8 @@ void explain_bpf_emit(int rep)
 	while (bpf_map__get_next_key(skel->maps.charged, prev, &k, sizeof k) == 0) {
 		struct explain_val v;
 		if (bpf_map__lookup_elem(skel->maps.charged, &k, sizeof k, &v, sizeof v, 0) == 0) {
-			char name[64], addr[32];
-			name_of(&k, name, sizeof name);
 			json_obj(j, NULL);
-			json_int(j, "tid", k.tid);
-			json_str(j, "kind", k.kind < EX_KIND_MAX && kind_names[k.kind] ? kind_names[k.kind] : "?");
-			if (k.kind == EX_LOCK || k.kind == EX_IPI_SENT) {
-				snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k.id);
-				json_str(j, "id", addr);
-			} else {
-				json_int(j, "id", k.id);
-			}
-			if (name[0])
-				json_str(j, "name", name);
-			else
-				json_null(j, "name");
+			emit_cause(j, &k, 0);
 			json_uint(j, "ns", v.ns);
 			json_uint(j, "count", v.count);
 			if (k.kind == EX_LOCK) {
@@ -183,6 +235,8 @@ void explain_bpf_emit(int rep)
 		prev = &cur;
 	}
 	json_end(j);
+	if (sample_period_ns)
+		emit_samples(j);
 	static const char *const entries[EE_MAX] = {"syscall", "fault", "interrupt"};
 	loader_emit_run_lengths(j, skel->maps.runlens, entries, EE_MAX);
 	json_emit(j);
@@ -190,6 +244,7 @@ void explain_bpf_emit(int rep)
 
 void explain_bpf_stop(void)
 {
+	loader_destroy_links(&sample_links, &n_sample_links);
 	loader_destroy_links(&fault_links, &n_fault_links);
 	if (skel) {
 		explain_bpf__destroy(skel);

@@ -66,6 +66,29 @@ struct explain_frame {
 	__s64 id;
 };
 
+/* Kernel stacks sampled on a clock that runs while a probed thread runs
+ * (a software perf event per thread: no PMU needed), each counted under
+ * the cause the thread was in at that instant. Aggregated in the kernel: a
+ * count per key, nothing streamed. */
+#define EXPLAIN_SAMPLE_DEPTH 64 /* frames kept, innermost first */
+
+struct explain_sample_key {
+	__u32 tid;
+	__u16 kind;  /* enum explain_kind, as charged */
+	__u16 flags; /* EX_LOCK: LCB_F_* */
+	__u32 named; /* EX_LOCK: enum lock_name */
+	__u32 pad;
+	__s64 id;
+	/* The kernel stack: its hash, its key in sample_stacks (hashed by the
+	 * program, not a stack map's bucket, whose collisions lose a stack
+	 * when two share a bucket); 0 none (user space). */
+	__u64 stack;
+};
+
+struct explain_stack {
+	__u64 ip[EXPLAIN_SAMPLE_DEPTH]; /* innermost first, 0 after the last */
+};
+
 /* OS entry run lengths (runlen.h): a system call or a page fault from user
  * space with everything nested in it (faults, lock spinning, interrupts;
  * not the time asleep), an interrupt taken in user space — counted where
@@ -97,9 +120,20 @@ struct explain_cpu {
 #include <stddef.h>
 #include <stdint.h>
 
+/* The sampling period, ns of the thread's time on a CPU: 1 kHz per
+ * thread. A sample is a timer interrupt and a stack walk, which in a VM
+ * costs some 15-20 µs: at 10 kHz that took 15-22 % of an explained
+ * getppid's or dup's throughput (and `perf record -e cpu-clock` at 10 kHz
+ * 18 % of a plain getppid's), at 1 kHz 2-3 % (engine/README.md). 0 builds
+ * an engine that does not sample, to measure that cost against. */
+#ifndef EXPLAIN_SAMPLE_PERIOD_NS
+#define EXPLAIN_SAMPLE_PERIOD_NS 1000000
+#endif
+
 /* Loads and attaches for the threads of the processes `tgids` (and
  * nothing else); their page faults are timed through perf events on
- * `tids`. Nothing is charged until a window is set. 0, or -1 with `why`. */
+ * `tids`, whose kernel stacks are sampled on a clock of their own. Nothing is
+ * charged or sampled until a window is set. 0, or -1 with `why`. */
 int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen);
 /* Charges from now on what falls in [start_ns, end_ns] of CLOCK_MONOTONIC. */
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
