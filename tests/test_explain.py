@@ -346,3 +346,65 @@ def test_the_causes_frame_holds_what_show_gives_for_every_explained_point(tmp_pa
         assert rows.ns_per_op.iloc[0] == pytest.approx(e["ns_per_op"])
     csv = oslens("export", "last", "--format", "csv", "--frame", "causes", db=db)
     assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == 1 + len(frame)
+
+
+# ---- Sampled kernel stacks (engine side): each worker thread's kernel stack
+# sampled on its own CPU time, under the cause it was in. The records are
+# read raw (stacks as addresses), not through resolve_charges.
+
+
+def sampled(*args: str) -> dict:
+    """The `explain` record of an engine run, raw; a skip with the engine's
+    reason where it could not attribute; its sampling must be there."""
+    r = run_engine("run", "--explain", "--warmup", "0.1", "--workers", "1", *args)
+    assert r.rc == 0, r.stderr
+    (rec,) = r.of("explain")
+    if not rec["available"]:
+        pytest.skip(f"attribution unavailable here: {rec['reason']}")
+    assert "sample_period_ns" in rec, rec["missing"]  # BPF that loads attaches a software clock
+    assert "samples" not in rec["missing"]
+    (worker,) = r.of("worker")
+    rec["worker_tid"] = worker["tid"]
+    return rec
+
+
+def test_samples_cover_the_workers_time_on_a_cpu_under_its_causes():
+    rec = sampled("--probe", "getppid", "--duration", "0.5")
+    tid, period = rec["worker_tid"], rec["sample_period_ns"]
+    samples = [s for s in rec["samples"] if s["tid"] == tid]
+    n = sum(s["count"] for s in samples)
+    assert n > 0 and rec["samples_lost"] <= 0.01 * n
+    # a sample stands for one period of the thread's time on a CPU: all of
+    # it but the waits for a CPU and the sleeps
+    on_cpu = sum(c["ns"] for c in rec["charges"] if c["tid"] == tid and c["kind"] not in ("runq", "blocked"))
+    assert abs(n * period - on_cpu) <= 0.25 * on_cpu, (n, period, on_cpu)
+    by = {}
+    for s in samples:
+        by[(s["kind"], s["name"])] = by.get((s["kind"], s["name"]), 0) + s["count"]
+    assert by.get(("syscall", "getppid"), 0) > 0 and by.get(("user", None), 0) > 0
+    assert by[("syscall", "getppid")] + by[("user", None)] >= 0.95 * n, by
+    for s in samples:
+        assert s["count"] > 0 and len(s["stack"]) <= 64
+        if s["kind"] == "syscall":  # in the kernel: a kernel stack, innermost first
+            assert s["stack"] and all(a.startswith("0xffff") for a in s["stack"])
+        assert s["kind"] not in ("irq", "vector", "runq", "blocked"), s  # the tick's own interrupt is not a cause
+
+
+def test_sampled_clone_stacks_name_the_kernel_code_of_fork():
+    syms = Kallsyms()
+    if not syms.usable:
+        pytest.skip("kernel symbols are not readable here: a stack cannot be named")
+    rec = sampled("--probe", "fork", "--duration", "0.5")
+    clone = [
+        s for s in rec["samples"] if s["tid"] == rec["worker_tid"] and (s["kind"], s["name"]) == ("syscall", "clone")
+    ]
+    n = sum(s["count"] for s in clone)
+    assert n > 0, "no sample in clone()"
+
+    def functions(s: dict) -> set[str]:
+        return {sym.name.split(".")[0] for a in s["stack"] if (sym := syms.lookup(int(a, 16)))}
+
+    assert all(s["stack"] for s in clone)
+    # fork's kernel time is copy_process's above all (the address space, the files, the task)
+    in_copy = sum(s["count"] for s in clone if "copy_process" in functions(s))
+    assert in_copy >= 0.5 * n, (in_copy, n)
