@@ -5,6 +5,8 @@ engine's sampler is tested against the kernel in test_explain.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from oslens.analysis import kstacks
@@ -110,3 +112,99 @@ def test_the_knee_names_the_kernel_functions_that_grew():
     # no lock grew: the growth is offered as a hypothesis, not as a finding
     assert "a hypothesis" in knee.sentence
     assert "stacks" in a.to_dict() and "kernel_self_ns" not in a.to_dict()
+
+
+# ---------------------------------------------------- against the real kernel
+
+
+@pytest.fixture(scope="module")
+def knee_run(tmp_path_factory):
+    """mmap in thread mode at 1 and 2 workers, explained: one address space,
+    so munmap at 2 workers waits for mmap_lock and flushes the other CPU's
+    TLB — a knee whose kernel side grows."""
+    from conftest import NCPU, oslens
+
+    if NCPU < 2:
+        pytest.skip("a knee of contention needs two CPUs")
+    db = tmp_path_factory.mktemp("knee") / "k.db"
+    p = oslens("scale", "-q", "--json", "--probe", "mmap", "--mode", "thread", "--workers", "1,2",
+               "--duration", "0.4", "--reps", "2", "--explain", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (series,) = doc["series"]
+    if any(e and "samples" in e["missing"] for e in series["explained"]):
+        pytest.skip("this kernel could not sample the workers' stacks")
+    if not series["knee"]:
+        pytest.skip(f"no knee here: {series['explanation']}")
+    return db, doc
+
+
+def test_the_knee_names_the_kernel_functions_that_grew_on_the_real_kernel(knee_run):
+    _, doc = knee_run
+    (series,) = doc["series"]
+    functions = series["knee"]["functions"]
+    assert functions, series["explanation"]
+    listed = functions["listed"]
+    assert len(listed) >= 3, listed
+    assert [f["delta_ns"] for f in listed] == sorted((f["delta_ns"] for f in listed), reverse=True)
+    assert all(not f["name"].startswith("0x") and f["callers"] for f in listed), listed  # resolved, with callers
+    # two threads of one address space: munmap's growth is the other CPU's TLB flush or the mmap_lock wait
+    paths = " ".join(" ".join([f["name"], *f["callers"]]) for f in listed)
+    assert any(w in paths for w in ("tlb", "smp_call_function", "rwsem")), paths
+    assert "Sampled kernel time per op rose" in series["explanation"]
+    assert f"{listed[0]['name']} +" in series["explanation"]
+
+
+def test_folded_export_round_trips_to_the_stacks_frame(knee_run, tmp_path):
+    import oslens as api
+
+    from conftest import oslens
+
+    db, doc = knee_run
+    out = tmp_path / "folded"
+    p = oslens("export", str(doc["run"]), "--format", "folded", "-o", f"{out}/", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    written = json.loads(p.stdout)["written"]
+    assert len(written) == 2  # a file per explained point
+    frame = api.Store(db).run(doc["run"]).frames()["stacks"]
+    for w in written:
+        lines = [line.rsplit(" ", 1) for line in open(w["path"]).read().splitlines()]
+        at = frame[frame.workers == int(w["point"]["workers"])]
+        assert {s: int(n) for s, n in lines} == dict(zip(at["stack"], at["samples"]))
+        # per function, as flamegraph.pl would sum it: the leaf frames' samples
+        by_leaf: dict[str, int] = {}
+        for s, n in lines:
+            by_leaf[s.rsplit(";", 1)[1]] = by_leaf.get(s.rsplit(";", 1)[1], 0) + int(n)
+        assert sum(by_leaf.values()) == at["samples"].sum() > 0
+
+
+def test_the_knees_flame_graph_loads_in_chromium(knee_run, tmp_path):
+    from test_report import CHROMEDRIVER, CHROMIUM
+
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("chromium and chromium-driver are not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from test_report import load
+
+    from conftest import oslens
+
+    db, doc = knee_run
+    page = tmp_path / "r.html"
+    p = oslens("report", str(doc["run"]), "-o", str(page), db=db)
+    assert p.returncode == 0, p.stderr
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        shown = load(browser, page)
+        ids = browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)")
+    finally:
+        browser.quit()
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["drawn"] == shown["plots"]
+    assert any(i.startswith("scale-knee-flames-") for i in ids), ids

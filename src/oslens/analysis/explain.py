@@ -48,6 +48,21 @@ class Cause:
     callers: list[str] = field(default_factory=list)  # a lock: who waited (the costliest chain)
 
 
+def _hardware_pmu(pmus: Path = Path("/sys/bus/event_source/devices")) -> bool:
+    try:
+        return any(p.name == "cpu" or p.name.startswith("cpu_") for p in pmus.iterdir())
+    except OSError:
+        return False
+
+
+# The sampler's clock is a software one: where no PMU raises it as an NMI, a
+# sample is taken only when interrupts are on.
+SOFTWARE_CLOCK_NOTE = (
+    "kernel functions are sampled on a software clock: time spent with interrupts off shows at the function "
+    "that turns them back on (…_irqrestore, finish_task_switch), not where it was spent"
+)
+
+
 def cache_line_note(pmus: Path = Path("/sys/bus/event_source/devices")) -> str:
     """What the explanation cannot say about cache-line bouncing, and why. The
     kernel-side causes capture waits and IPIs; lines moving between caches cost
@@ -193,6 +208,8 @@ def _sample_cause(s: dict) -> str:
     """The key of the cause a sample fell in, as its charges' (a lock by its name or address)."""
     if s["kind"] == "lock":
         return f"lock:{s.get('name') or s['id']}"
+    if s["kind"] == "fault":  # sampled while under way: not yet known as minor or major
+        return "fault"
     return _cause(s)[0]
 
 
@@ -279,6 +296,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
                 notes.append(why)
     if not ops:
         return None
+    if sampled.samples:
+        notes.append(SOFTWARE_CLOCK_NOTE)
     causes = charges.causes(ops)
     per_op = window / ops
     cost = None
