@@ -16,6 +16,9 @@
 /* The processes whose threads are charged, one bit per tgid. */
 #define EXPLAIN_PID_WORDS ((1u << 22) / 64)
 __u64 followed[EXPLAIN_PID_WORDS];
+/* The oslens master's processes (the engine and its parent), one bit per
+ * tgid: a runnable worker's CPU taken by them is the master's. */
+__u64 masters[EXPLAIN_PID_WORDS];
 
 /* The measured window, CLOCK_MONOTONIC, set by the loader once it is
  * known; until then nothing is charged. */
@@ -81,6 +84,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct explain_stack);
 } sample_buf SEC(".maps");
+
+/* A runnable worker waiting on each CPU, and who had that CPU meanwhile
+ * (explain.h). */
+#define EXPLAIN_MAX_CPUS 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EXPLAIN_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct runq_wait);
+} runq_waits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct runq_taker_key);
+	__type(value, struct explain_val);
+} runq_takers SEC(".maps");
 
 /* ---- helpers ---- */
 
@@ -421,6 +442,69 @@ int BPF_PROG(oslens_ex_lock_end, void *lock, int ret)
 
 /* ---- on and off the CPU ---- */
 
+/* ---- who takes the CPU a runnable worker waits for ---- */
+
+static __always_inline int master_tgid(__u32 tgid)
+{
+	__u32 w = tgid / 64;
+	if (w >= EXPLAIN_PID_WORDS)
+		return 0;
+	return (masters[w] >> (tgid % 64)) & 1;
+}
+
+static __always_inline void add_taker(const struct runq_taker_key *k, __u64 ns, __u64 count)
+{
+	struct explain_val *v = bpf_map_lookup_elem(&runq_takers, k);
+	if (!v) {
+		struct explain_val zero = {};
+		bpf_map_update_elem(&runq_takers, k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&runq_takers, k);
+		if (!v) {
+			__sync_fetch_and_add(&lost, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->ns, ns);
+	__sync_fetch_and_add(&v->count, count);
+}
+
+/* Charges w's wait since its last charge, up to now, to task p that had
+ * the CPU; the wait goes on from now. */
+static __always_inline void charge_taker(struct runq_wait *w, struct task_struct *p, __u64 now)
+{
+	__u64 lo = clip(w->since_ns), hi = clip(now);
+	w->since_ns = now;
+	if (hi <= lo || !p)
+		return;
+	struct runq_taker_key k = {.tid = w->tid};
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
+		k.who = RQ_KTHREAD;
+	else if (followed_tgid(tgid))
+		k.who = RQ_WORKER;
+	else if (master_tgid(tgid))
+		k.who = RQ_MASTER;
+	else
+		k.who = RQ_OTHER;
+	BPF_CORE_READ_STR_INTO(&k.comm, p, comm);
+	add_taker(&k, hi - lo, 1);
+}
+
+static __always_inline struct runq_wait *wait_on(__u32 cpu)
+{
+	return bpf_map_lookup_elem(&runq_waits, &cpu);
+}
+
+/* Worker tid is runnable on cpu from now. */
+static __always_inline void wait_begins(__u32 tid, __u32 cpu, __u64 now)
+{
+	struct runq_wait *w = wait_on(cpu);
+	if (w) {
+		w->tid = tid;
+		w->since_ns = now;
+	}
+}
+
 /* This CPU's run queue lock, for lock_named() (locknames.bpf.h). */
 static __always_inline void learn_this_rq_lock(struct task_struct *p)
 {
@@ -434,7 +518,16 @@ SEC("raw_tp/sched_switch")
 int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
 	learn_this_rq_lock(prev);
+	/* a worker waits for this CPU: prev had it */
+	struct runq_wait *w = wait_on(cpu);
+	if (w && w->tid) {
+		if (w->tid != BPF_CORE_READ(prev, pid))
+			charge_taker(w, prev, now);
+		if (w->tid == BPF_CORE_READ(next, pid))
+			w->tid = 0;
+	}
 	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
 		struct explain_task *t = task_of(tid, 1);
@@ -442,6 +535,8 @@ int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct ta
 			charge(t, tid, now);
 			/* preempted, or still runnable: it waits for a CPU */
 			t->off_cpu = preempt || task_sched_state(prev) == 0 ? EX_RUNQ : EX_BLOCKED;
+			if (t->off_cpu == EX_RUNQ && prev != next)
+				wait_begins(tid, cpu, now);
 		}
 	}
 	if (followed_tgid(BPF_CORE_READ(next, tgid))) {
@@ -462,9 +557,30 @@ static __always_inline int woken(struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	struct explain_task *t = task_of(tid, 0);
 	if (t && t->off_cpu == EX_BLOCKED) {
-		charge(t, tid, bpf_ktime_get_ns());
+		__u64 now = bpf_ktime_get_ns();
+		charge(t, tid, now);
 		t->off_cpu = EX_RUNQ;
+		wait_begins(tid, BPF_CORE_READ(p, thread_info.cpu), now);
 	}
+	return 0;
+}
+
+/* A waiting worker moved to another CPU's run queue: its wait goes on
+ * there. The stretch on the old CPU since its last switch is not charged
+ * to a taker (what runs there is not known here). */
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(oslens_ex_migrate, struct task_struct *p, int dest_cpu)
+{
+	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct explain_task *t = task_of(tid, 0);
+	if (!t || t->off_cpu != EX_RUNQ)
+		return 0;
+	struct runq_wait *old = wait_on(BPF_CORE_READ(p, thread_info.cpu));
+	if (old && old->tid == tid)
+		old->tid = 0;
+	wait_begins(tid, dest_cpu, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -499,10 +615,22 @@ static __always_inline void intr_enter(__u16 kind, __s64 id)
 	if (c->depth++)
 		return; /* nested: the outermost takes it all */
 	c->tid = 0;
+	c->waiter = 0;
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
-	if (!t)
+	if (!t) {
+		/* a worker waits for this CPU: the interrupt takes it from
+		 * the task that had it */
+		struct runq_wait *w = wait_on(bpf_get_smp_processor_id());
+		if (w && w->tid) {
+			__u64 now = bpf_ktime_get_ns();
+			charge_taker(w, (struct task_struct *)bpf_get_current_task(), now);
+			c->waiter = 1;
+			c->kind = kind;
+			c->id = id;
+		}
 		return;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	charge(t, tid, now);
 	c->start_ns = now;
@@ -517,7 +645,23 @@ static __always_inline void intr_exit(void)
 	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
 	if (!c || !c->depth)
 		return;
-	if (--c->depth || !c->tid)
+	if (--c->depth)
+		return;
+	if (c->waiter) {
+		c->waiter = 0;
+		struct runq_wait *w = wait_on(bpf_get_smp_processor_id());
+		if (!w || !w->tid)
+			return;
+		__u64 now = bpf_ktime_get_ns();
+		__u64 lo = clip(w->since_ns), hi = clip(now);
+		w->since_ns = now;
+		if (hi > lo) {
+			struct runq_taker_key k = {.tid = w->tid, .who = RQ_INTERRUPT, .kind = c->kind, .id = c->id};
+			add_taker(&k, hi - lo, 1);
+		}
+		return;
+	}
+	if (!c->tid)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lo = clip(c->start_ns), hi = clip(now);

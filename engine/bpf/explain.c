@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -61,6 +62,12 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		if (tgids[i] > 0 &&
 		    (unsigned)tgids[i] / 64 < sizeof skel->bss->followed / sizeof skel->bss->followed[0])
 			skel->bss->followed[tgids[i] / 64] |= 1ull << (tgids[i] % 64);
+	/* the master: this engine and the oslens that started it */
+	int masters[2] = {getpid(), getppid()};
+	for (int i = 0; i < 2; i++)
+		if (masters[i] > 1 &&
+		    (unsigned)masters[i] / 64 < sizeof skel->bss->masters / sizeof skel->bss->masters[0])
+			skel->bss->masters[masters[i] / 64] |= 1ull << (masters[i] % 64);
 	if (loader_attach(skel->skeleton, part_of, &missing, why, whylen) != 0) {
 		explain_bpf_stop();
 		return -1;
@@ -193,6 +200,44 @@ static void emit_samples(struct json *j)
 	json_uint(j, "samples_lost", skel->bss->samples_lost);
 }
 
+/* runq_takers [{tid, comm, kthread, who, ns, count}]: who had the CPU a
+ * runnable worker waited for; an interrupt's comm is its name. */
+static void emit_runq_takers(struct json *j)
+{
+	static const char *const whos[] = {[RQ_WORKER] = "worker",
+					   [RQ_MASTER] = "master",
+					   [RQ_KTHREAD] = "kernel thread",
+					   [RQ_OTHER] = "other",
+					   [RQ_INTERRUPT] = "interrupt"};
+	json_arr(j, "runq_takers");
+	struct runq_taker_key k, *prev = NULL;
+	static struct runq_taker_key cur;
+	while (bpf_map__get_next_key(skel->maps.runq_takers, prev, &k, sizeof k) == 0) {
+		struct explain_val v;
+		if (bpf_map__lookup_elem(skel->maps.runq_takers, &k, sizeof k, &v, sizeof v, 0) == 0) {
+			char comm[sizeof k.comm + 1];
+			if (k.who == RQ_INTERRUPT) {
+				struct explain_key ik = {.kind = k.kind, .id = k.id};
+				name_of(&ik, comm, sizeof comm);
+			} else {
+				memcpy(comm, k.comm, sizeof k.comm);
+				comm[sizeof k.comm] = 0;
+			}
+			json_obj(j, NULL);
+			json_int(j, "tid", k.tid);
+			json_str(j, "comm", comm);
+			json_bool(j, "kthread", k.who == RQ_KTHREAD);
+			json_str(j, "who", k.who < sizeof whos / sizeof whos[0] && whos[k.who] ? whos[k.who] : "?");
+			json_uint(j, "ns", v.ns);
+			json_uint(j, "count", v.count);
+			json_end(j);
+		}
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+}
+
 void explain_bpf_emit(int rep)
 {
 	if (!skel)
@@ -235,6 +280,7 @@ void explain_bpf_emit(int rep)
 		prev = &cur;
 	}
 	json_end(j);
+	emit_runq_takers(j);
 	if (sample_period_ns)
 		emit_samples(j);
 	static const char *const entries[EE_MAX] = {"syscall", "fault", "interrupt"};

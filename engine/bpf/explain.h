@@ -66,6 +66,28 @@ struct explain_frame {
 	__s64 id;
 };
 
+/* Who had the CPU a runnable worker waited for: a worker waiting is kept
+ * in its CPU's slot of runq_waits from its wakeup or preemption to its
+ * switch in (a migration moves it), and every stretch of that wait — from
+ * one switch on that CPU to the next, or to and from an interrupt there —
+ * is charged to the task that ran, or to the interrupt. One waiter per
+ * CPU: a second one waiting on the same CPU takes the slot. */
+enum runq_who { RQ_WORKER = 1, RQ_MASTER, RQ_KTHREAD, RQ_OTHER, RQ_INTERRUPT };
+
+struct runq_wait {
+	__u32 tid; /* 0: none */
+	__u32 pad;
+	__u64 since_ns; /* the last instant charged */
+};
+
+struct runq_taker_key {
+	__u32 tid;  /* the waiting worker */
+	__u16 who;  /* enum runq_who */
+	__u16 kind; /* RQ_INTERRUPT: EX_IRQ, EX_SOFTIRQ or EX_VECTOR */
+	__s64 id;   /* RQ_INTERRUPT: as in explain_key */
+	char comm[16];
+};
+
 /* Kernel stacks sampled on a clock that runs while a probed thread runs
  * (a software perf event per thread: no PMU needed), each counted under
  * the cause the thread was in at that instant. Aggregated in the kernel: a
@@ -111,7 +133,7 @@ struct explain_cpu {
 	__u32 tid; /* 0: no probed thread was running */
 	__u16 kind;
 	__u16 rq_known; /* this CPU's run queue lock is in rq_locks */
-	__u32 pad;
+	__u32 waiter;	/* the interrupt under way is charged to the worker waiting for this CPU */
 	__s64 id;
 };
 
