@@ -408,3 +408,69 @@ def test_sampled_clone_stacks_name_the_kernel_code_of_fork():
     # fork's kernel time is copy_process's above all (the address space, the files, the task)
     in_copy = sum(s["count"] for s in clone if "copy_process" in functions(s))
     assert in_copy >= 0.5 * n, (in_copy, n)
+
+
+# ---- Who takes the CPU a worker waits for (issue 30, item 4): the wait for
+# a CPU split by what ran on the worker's CPU meanwhile.
+
+HOG = "oslens-hog"
+
+
+@pytest.fixture
+def hogs():
+    """A busy loop named HOG pinned to each CPU, so one shares the worker's."""
+    import os
+    import subprocess
+    import sys
+
+    code = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\nwhile True:\n    pass\n"
+    procs = [
+        subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", code])
+        for cpu in sorted(os.sched_getaffinity(0))
+    ]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset not installed")
+def test_a_cpu_hog_on_the_workers_cpu_is_named_as_the_taker(tmp_path, hogs, no_leaks):
+    db = tmp_path / "h.db"
+    p = oslens("scale", "--probe", "getppid", "--workers", "1", "--duration", "0.5", "--explain", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    (series,) = json.loads(p.stdout)["series"]
+    (e,) = series["explained"]
+    if e is None:
+        pytest.skip(series.get("explanation") or "not explained here")
+    (runq,) = [c for c in e["causes"] if c["key"] == "runq"]
+    hog = sum(t["ns_per_op"] for t in runq["takers"] if t["name"] == HOG)
+    assert hog >= 0.8 * runq["ns_per_op"], runq
+    assert {t["who"] for t in runq["takers"] if t["name"] == HOG} == {"other"}
+    # the table says it, and the causes frame carries it
+    shown = oslens("show", "last", db=db)
+    import re
+
+    assert "waiting for a CPU (taken by" in shown.stdout, shown.stdout  # the cell wraps in the table
+    assert re.search(rf"{HOG} \d+ %", shown.stdout), shown.stdout
+    import oslens as api
+
+    frame = api.Store(db).last(kind="scale").frame("causes")
+    (takers,) = frame[frame.key == "runq"].takers
+    assert takers.startswith(f"{HOG} 0.") or takers.startswith(f"{HOG} 1.")
+
+
+def test_the_knee_says_who_took_the_cpu():
+    a = knee_point(1, 1000, {"syscall:getppid": 900, "runq": 0})
+    b = knee_point(2, 2000, {"syscall:getppid": 900, "runq": 1000})
+    (runq,) = [c for c in b.causes if c.key == "runq"]
+    runq.label = "waiting for a CPU"
+    runq.takers = [
+        {"name": "hog", "who": "other", "ns_per_op": 960, "share": 0.96},
+        {"name": "kworker/*", "who": "kernel thread", "ns_per_op": 30, "share": 0.03},
+        {"name": "rcu*", "who": "kernel thread", "ns_per_op": 1, "share": 0.001},
+    ]
+    k = find_knee([a, b])
+    assert "waiting for a CPU (taken by hog 96 %, kworker/* 3 %) 1 µs (100%)" in k.sentence, k.sentence

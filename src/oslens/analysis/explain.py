@@ -46,6 +46,39 @@ class Cause:
     ns_per_op: float
     count_per_op: float
     callers: list[str] = field(default_factory=list)  # a lock: who waited (the costliest chain)
+    # runq: who had the CPU meanwhile, [{name, who, ns_per_op, share}] largest first (share of what was split)
+    takers: list[dict] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The label, and for a wait for a CPU who took it: "waiting for a CPU (taken by hog 96 %, …)"."""
+        return f"{self.label} (taken by {takers_text(self.takers)})" if self.takers else self.label
+
+
+# Kernel threads named by the group they belong to, not the CPU they serve.
+KTHREAD_GROUPS = ("ksoftirqd/", "kworker/", "migration/", "rcu", "cpuhp/", "idle_inject/", "watchdog/")
+
+
+def taker_name(t: dict) -> str:
+    """Who had the CPU a worker waited for, for people: a kernel thread by
+    its group (kworker/*, rcu*), the run's workers, the master, an
+    interrupt, or another program by its command name."""
+    who, comm = t["who"], t.get("comm") or "?"
+    if who == "kernel thread":
+        group = next((g for g in KTHREAD_GROUPS if comm.startswith(g)), None)
+        return f"{group}*" if group else comm
+    if who == "worker":
+        return "another worker of the run"
+    if who == "master":
+        return "the oslens master"
+    if who == "interrupt":
+        return f"{comm} interrupts"
+    return comm
+
+
+def takers_text(takers: list[dict], top: int = 3) -> str:
+    """'hog 96 %, kworker/* 3 %': the largest takers and their shares (those that round to 0 % left out)."""
+    shown = [t for t in takers[:top] if t["share"] >= 0.005] or takers[:1]
+    return ", ".join(f"{t['name']} {t['share']:.0%}".replace("%", " %") for t in shown)
 
 
 def _hardware_pmu(pmus: Path = Path("/sys/bus/event_source/devices")) -> bool:
@@ -171,6 +204,10 @@ class _Charges:
     sent: int = 0
     received: int = 0
     tlb: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    takers: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+
+    def add_taker(self, t: dict) -> None:
+        self.takers[(taker_name(t), t["who"])] += t["ns"]
 
     def add(self, c: dict) -> None:
         if c["kind"] == "ipi_sent":
@@ -198,10 +235,19 @@ class _Charges:
                 v / ops,
                 self.counts[k] / ops,
                 list(max(self.chains[k].items(), key=lambda kv: kv[1])[0]) if self.chains.get(k) else [],
+                self._takers(ops) if k == "runq" else [],
             )
             for k, v in self.ns.items()
         ]
         return sorted(out, key=lambda c: -c.ns_per_op)
+
+    def _takers(self, ops: float) -> list[dict]:
+        split = sum(self.takers.values())
+        return [
+            {"name": name, "who": who, "ns_per_op": ns / ops, "share": ns / split}
+            for (name, who), ns in sorted(self.takers.items(), key=lambda kv: -kv[1])
+            if split > 0
+        ]
 
 
 def _sample_cause(s: dict) -> str:
@@ -291,6 +337,9 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         for c in r.explain["charges"]:
             if c["tid"] in r.tids:  # not the thread-mode host, waiting for its workers
                 charges.add(c)
+        for t in r.explain.get("runq_takers", []):
+            if t["tid"] in r.tids:
+                charges.add_taker(t)
         for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
             if why and why not in notes:
                 notes.append(why)
@@ -353,7 +402,7 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         )
         return Knee(a.workers, b.workers, eff[at], eff[at + 1], rise, [], 0.0, sentence)
     before, after = a.by_key(), b.by_key()
-    label = {c.key: c.label for c in a.causes + b.causes}
+    label = {c.key: c.label for c in a.causes} | {c.key: c.text() for c in b.causes}
     callers = {c.key: c.callers for c in a.causes + b.causes if c.callers}
     deltas = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
     ranked = sorted(((k, d) for k, d in deltas.items() if d > 0), key=lambda kd: -kd[1])

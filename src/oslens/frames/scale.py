@@ -79,6 +79,7 @@ COLUMNS = {
         "cause_ns_per_op": ("float64", "the time charged to this cause per operation, ns"),
         "count_per_op": ("float64", "times per operation the cause was entered (NaN for unexplained)"),
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
+        "takers": ("str", "runq: who had the CPU meanwhile, 'name share', '; '-separated, largest first"),
         "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
     },
     "stacks": {
@@ -152,9 +153,11 @@ def frames(run, records: list[dict]) -> dict:
             for c in e.causes:
                 causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,
                                "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,
-                               "callers": joined(c.callers)})  # fmt: skip
+                               "callers": joined(c.callers),
+                               "takers": "; ".join(f"{t['name']} {t['share']:.3f}" for t in c.takers)})  # fmt: skip
             causes.append({**point, "cause": "unexplained", "key": "unexplained", "group": "unexplained",
-                           "cause_ns_per_op": e.unexplained_ns, "count_per_op": None, "callers": ""})  # fmt: skip
+                           "cause_ns_per_op": e.unexplained_ns, "count_per_op": None, "callers": "",
+                           "takers": ""})  # fmt: skip
     return {
         "workers": table(run.id, rows, COLUMNS["workers"]),
         "points": table(run.id, points, COLUMNS["points"]),

@@ -135,7 +135,7 @@ def _why(e) -> str:
     """The two costliest causes of a point's time per operation."""
     if e is None:
         return "—"
-    top = [f"{c.label} {c.ns_per_op / e.ns_per_op:.0%}" for c in e.causes[:2] if e.ns_per_op > 0]
+    top = [f"{c.text()} {c.ns_per_op / e.ns_per_op:.0%}" for c in e.causes[:2] if e.ns_per_op > 0]
     return ", ".join(top)
 
 
