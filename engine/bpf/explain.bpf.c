@@ -480,10 +480,12 @@ static __always_inline void charge_taker(struct runq_wait *w, struct task_struct
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
 		k.who = RQ_KTHREAD;
+	/* in thread mode the workers are threads of the engine: its main
+	 * thread (tid = its pid) is the master, its other threads workers */
+	else if (master_tgid(BPF_CORE_READ(p, pid)) || (master_tgid(tgid) && !followed_tgid(tgid)))
+		k.who = RQ_MASTER;
 	else if (followed_tgid(tgid))
 		k.who = RQ_WORKER;
-	else if (master_tgid(tgid))
-		k.who = RQ_MASTER;
 	else
 		k.who = RQ_OTHER;
 	BPF_CORE_READ_STR_INTO(&k.comm, p, comm);

@@ -62,7 +62,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		if (tgids[i] > 0 &&
 		    (unsigned)tgids[i] / 64 < sizeof skel->bss->followed / sizeof skel->bss->followed[0])
 			skel->bss->followed[tgids[i] / 64] |= 1ull << (tgids[i] % 64);
-	/* the master: this engine and the oslens that started it */
+	/* the master: this engine (in thread mode its main thread) and the oslens that started it */
 	int masters[2] = {getpid(), getppid()};
 	for (int i = 0; i < 2; i++)
 		if (masters[i] > 1 &&
