@@ -400,3 +400,38 @@ def test_a_disk_that_fills_mid_run_fails_the_run_in_one_line(small_tmpfs):
     (small_tmpfs / "filler").unlink()
     runs = json.loads(_cli("runs", "--json", db=db).stdout)
     assert [r["status"] for r in runs] == ["failed", "complete"], runs
+
+
+def _open_each_at_once(paths, barrier, errors):
+    for path in paths:
+        barrier.wait(timeout=60)
+        try:
+            Store(path).close()
+        except StoreError as e:
+            errors.put(str(e))
+
+
+def test_first_openings_that_meet_both_get_the_store(tmp_path):
+    """A `runs` while the first `scale` creates the store: several first
+    openings of one new store at the same instant all succeed (the switch
+    to WAL, which SQLite refuses at once rather than waiting, once lost one
+    in about 200 such meetings)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    paths = [tmp_path / f"{i}.db" for i in range(60)]
+    openers = 4
+    barrier, errors = ctx.Barrier(openers), ctx.Queue()
+    procs = [ctx.Process(target=_open_each_at_once, args=(paths, barrier, errors)) for _ in range(openers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0] * openers
+    lost = []
+    while not errors.empty():
+        lost.append(errors.get())
+    assert not lost, f"{len(lost)} of {len(paths) * openers} openings refused: {lost[0]}"
+    for path in paths:
+        with Store(path, read_only=True) as s:
+            assert s.runs() == []

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -292,8 +293,26 @@ class Store:
             # Always written, so a store we cannot write to is refused now, before measuring.
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._mark_dead_runs(db)
-        # WAL lets readers run alongside the one writer of the moment.
-        self._db.execute("PRAGMA journal_mode = WAL")
+        self._enter_wal()
+
+    def _enter_wal(self) -> None:
+        """WAL lets readers run alongside the one writer of the moment.
+
+        The switch is kept in the file, so only the store's first opening
+        makes it, but two first openings can meet (a `runs` while the first
+        `scale` creates the store): each holds a read lock and wants the
+        exclusive one, and SQLite answers one of them "database is locked"
+        at once, without waiting its busy timeout — so the wait is ours."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                busy = "locked" in str(e) or "busy" in str(e)  # SQLITE_BUSY's texts (no error codes before 3.11)
+                if not busy or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.005)
 
     @staticmethod
     def _mark_dead_runs(db: sqlite3.Connection) -> None:
