@@ -308,6 +308,22 @@ def test_compare_of_two_explained_runs_compares_the_causes(tmp_path):
     why = {m["name"].rsplit("/why/", 1)[1]: m for m in doc["metrics"] if "/why/" in m["name"]}
     assert "syscall:getppid" in why and "unexplained" in why
     assert why["syscall:getppid"]["unit"] == "ns/op" and len(why["syscall:getppid"]["a"]["values"]) == 2
+    # and the sampled kernel functions of the point both runs explained, largest change first
+    if any("samples" in e["missing"] for e in runs["series"][0]["explained"] if e):
+        return
+    (point,) = doc["functions"]
+    assert point["point"] == "getppid:default (processes) · 1 worker"
+    listed = point["functions"]
+    assert listed and point["a_samples"] > 0 and point["b_samples"] > 0
+    assert all(f["delta_ns_per_op"] == pytest.approx(f["b_ns_per_op"] - f["a_ns_per_op"]) for f in listed)
+    sizes = [abs(f["delta_ns_per_op"]) for f in listed]
+    assert sizes == sorted(sizes, reverse=True)
+    assert all(0 <= f["q"] <= 1 and f["a_samples"] + f["b_samples"] > 0 for f in listed)
+    text = oslens("compare", "1", "2", db=db).stdout
+    assert "kernel functions that changed most" in text and listed[0]["name"] in text
+    # a run against itself: the same samples, nothing beyond their error
+    same = json.loads(oslens("compare", "1", "1", "--json", db=db).stdout)["functions"][0]["functions"]
+    assert not any(f["beyond_sampling_error"] or f["delta_ns_per_op"] for f in same)
 
 
 def test_cache_line_bouncing_is_said_to_be_unmeasured_with_the_reason(tmp_path):

@@ -208,3 +208,42 @@ def test_the_knees_flame_graph_loads_in_chromium(knee_run, tmp_path):
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"]
     assert any(i.startswith("scale-knee-flames-") for i in ids), ids
+
+
+# ------------------------------------------------ between two runs (`compare`)
+
+
+def _sampled(extra_copy: int, ops: float, times: int = 1) -> kstacks.PointSamples:
+    samples = [Sample(s.cause, s.frames, s.count * times) for s in fork_like(extra_copy)]
+    return kstacks.PointSamples.of(samples, PERIOD, ops)
+
+
+def test_two_runs_of_the_same_profile_differ_by_nothing_beyond_sampling_error():
+    a = _sampled(0, 100, times=20)
+    changes = kstacks.changed(a, _sampled(0, 100, times=20))
+    assert changes and all(c.delta_ns == 0 and not c.beyond_sampling_error(0.05) for c in changes)
+
+
+def test_more_operations_with_proportionally_more_samples_is_no_change():
+    """Twice the operations and twice the samples: the same time per op."""
+    changes = kstacks.changed(_sampled(0, 100, times=20), _sampled(0, 200, times=40))
+    assert all(c.delta_ns == pytest.approx(0) and c.p == pytest.approx(1) for c in changes)
+
+
+def test_a_function_that_grew_well_beyond_its_sampling_error_is_listed_first():
+    a, b = _sampled(0, 100, times=20), _sampled(30, 100, times=20)  # copy_page_range: 200 → 800 samples
+    first, *rest = kstacks.changed(a, b)
+    assert first.name == "copy_page_range" and first.beyond_sampling_error(0.05)
+    assert first.delta_ns == pytest.approx((800 - 200) * PERIOD / 100)
+    assert first.callers == ["dup_mmap", "copy_process", "kernel_clone"]
+    assert not any(c.beyond_sampling_error(0.05) for c in rest)
+
+
+def test_a_growth_within_the_sampling_error_is_said_to_be_so():
+    """10 → 13 samples: a 30 % rise that a Poisson count shows by chance."""
+    changes = {c.name: c for c in kstacks.changed(_sampled(0, 100), _sampled(3, 100))}
+    assert changes["copy_page_range"].delta_ns > 0 and not changes["copy_page_range"].beyond_sampling_error(0.05)
+
+
+def test_times_from_few_samples_carry_fewer_digits():
+    assert [kstacks.digits(n) for n in (3, 50, 5000)] == [1, 2, 3]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import kinds
+from .analysis import kstacks
 from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
 from .analysis.stats import (
     SPREAD_LIMIT,
@@ -150,6 +151,64 @@ class MetricComparison:
         }
 
 
+FUNCTIONS_NOTE = (
+    "kernel functions: self time per op from the sampled stacks, each change tested against the sampling "
+    "error alone (an exact binomial test on the two runs' samples, adjusted over the point's functions), "
+    "not against run-to-run variation, which only the repetitions' metrics above test"
+)
+
+
+@dataclass
+class PointFunctions:
+    """One point both runs sampled: the kernel functions that changed most."""
+
+    point: str
+    a_samples: int
+    b_samples: int
+    changes: list[kstacks.FunctionChange]
+
+    def to_dict(self, alpha: float) -> dict:
+        return {
+            "point": self.point,
+            "a_samples": self.a_samples,
+            "b_samples": self.b_samples,
+            "functions": [
+                {
+                    "name": c.name,
+                    "a_ns_per_op": c.a_ns,
+                    "b_ns_per_op": c.b_ns,
+                    "delta_ns_per_op": c.delta_ns,
+                    "a_samples": c.a_samples,
+                    "b_samples": c.b_samples,
+                    "p": c.p,
+                    "q": c.q,
+                    "beyond_sampling_error": c.beyond_sampling_error(alpha),
+                    "callers": c.callers,
+                }
+                for c in self.changes
+            ],
+        }
+
+
+def _functions(store: Store, run_a: Run, run_b: Run) -> list[PointFunctions]:
+    """Per point both runs sampled, the kernel functions that changed most."""
+    kind = kinds.get(run_a.kind)
+    if not kind.stacks:
+        return []
+    stacks = kind.load("stacks")
+    a, b = stacks(run_a, store.records(run_a.id)), stacks(run_b, store.records(run_b.id))
+    return [
+        PointFunctions(
+            point,
+            sum(a[point].own.values()),
+            sum(b[point].own.values()),
+            kstacks.changed(a[point], b[point]),
+        )  # fmt: skip
+        for point in a
+        if point in b
+    ]
+
+
 @dataclass
 class Comparison:
     a: Run
@@ -164,6 +223,7 @@ class Comparison:
     params_diff: list[dict]
     load: dict  # {"a": {...}, "b": {...}}: the machine's state before each run
     notes: list[str]
+    functions: list[PointFunctions] = field(default_factory=list)  # sampled kernel functions, where both sampled
 
     @property
     def tested(self) -> int:
@@ -233,6 +293,7 @@ class Comparison:
             "machine": {"differences": self.machine_diff, "load": self.load},
             "params": {"differences": self.params_diff},
             "notes": self.notes,
+            "functions": [pf.to_dict(1 - self.confidence) for pf in self.functions],
         }
         return _json_safe(doc)
 
@@ -394,6 +455,9 @@ def compare(
         )
     if any(m.significant for m in compared):
         notes.append(RUN_LEVEL_NOTE)
+    functions = _functions(store, run_a, run_b)
+    if functions:
+        notes.append(FUNCTIONS_NOTE)
     return Comparison(
         run_a,
         run_b,
@@ -407,6 +471,7 @@ def compare(
         params_diff=_diff(run_a.params, run_b.params),
         load={"a": _load(run_a.machine), "b": _load(run_b.machine)},
         notes=notes,
+        functions=functions,
     )
 
 

@@ -24,6 +24,9 @@ and the facts generic code asks of a kind:
               sentence made from this table
     studies   the published studies (STUDIES.md) re-run as runs of this
               kind: `oslens study NAME`, and the verdicts its summary carries
+    stacks    (run, records) -> {point: analysis.kstacks.PointSamples}, its
+              sampled kernel functions per point, when it samples stacks:
+              `compare` lists the functions that changed most
 
 Layers are named as "module:attribute" and imported only when used, so
 listing runs never loads numpy, pandas or the plotting libraries. `show`,
@@ -76,6 +79,7 @@ class Kind:
     once: str = ""
     in_envs: bool = False
     studies: tuple[Study, ...] = ()
+    stacks: str = ""
 
     def load(self, layer: str) -> Any:
         """The layer's object, imported now."""
@@ -127,6 +131,7 @@ KINDS: dict[str, Kind] = {
             _probes,
             in_envs=True,
             studies=(Study("osmark", ".commands.study:osmark", ".analysis.osmark:beside"),),
+            stacks=".analysis.scale:stacks",
         ),
         _kind("latency", "What does each operation cost, and how variable is it?", _probes, in_envs=True),
         _kind(

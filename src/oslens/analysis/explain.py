@@ -310,18 +310,33 @@ def _latency(ep: ExplainedPoint) -> dict[str, float] | None:
     return {"p50": h.percentile(50), "p99": h.percentile(99), "p99.9": h.percentile(99.9)}
 
 
+def _charged_ops(ep: ExplainedPoint) -> float:
+    """The workers' operations over the charged windows.
+
+    They are counted between the master's first and last samples, the
+    charges over the window planned for them; on a loaded machine the
+    samples come late (by a scheduler slice, 3% of a 0.3 s run). Each
+    worker's operations are therefore taken at its measured rate over the
+    charged window: time per operation is charged time per second over
+    operations per second."""
+    return sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
+
+
+def point_samples(ep: ExplainedPoint) -> kstacks.PointSamples | None:
+    """An explained point's sampled kernel functions, for `compare`; None
+    when it was not sampled."""
+    sampled = _Sampled()
+    for r in ep.reps:
+        sampled.add(r)
+    return kstacks.PointSamples.of(sampled.samples, sampled.period_ns, _charged_ops(ep))
+
+
 def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None = None) -> ExplainedStats | None:
     """The per-operation causes of one explained point, over its
     repetitions; None when it has none with the attribution loaded."""
     if not ep.reps:
         return None
-    # The workers' operations are counted between the master's first and last
-    # samples, the charges over the window planned for them; on a loaded
-    # machine the samples come late (by a scheduler slice, 3% of a 0.3 s run).
-    # Each worker's operations are therefore taken at its measured rate over
-    # the charged window: time per operation is charged time per second over
-    # operations per second.
-    ops = sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
+    ops = _charged_ops(ep)
     window = sum(r.window_ns * len(r.workers) for r in ep.reps)
     charges = _Charges()
     sampled = _Sampled()

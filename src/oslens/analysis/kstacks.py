@@ -33,6 +33,12 @@ KEPT = 25
 USER_SPACE = "[user space]"
 
 
+def digits(samples: int) -> int:
+    """Significant digits a time estimated from this many samples carries:
+    its relative error is about 1/√n (30 % under 10 samples, 3 % at 1000)."""
+    return 1 if samples < 10 else 2 if samples < 1000 else 3
+
+
 @dataclass
 class Sample:
     """One aggregated sample: the cause it fell in and its kernel frames,
@@ -170,3 +176,81 @@ def folded(samples: list[Sample], period_ns: int, ops: float) -> dict[str, tuple
     for s in samples:
         counts[";".join((s.cause, *reversed(s.frames or (USER_SPACE,))))] += s.count
     return {k: (n, n * period_ns / ops) for k, n in counts.items()}
+
+
+# ------------------------------------------------- between two runs (`compare`)
+
+# Functions listed per point in a comparison, by the size of their change.
+COMPARED = 8
+
+
+@dataclass
+class PointSamples:
+    """What `compare` needs of one point's samples: each function's self
+    samples, the operations they were taken over, and its callers."""
+
+    period_ns: int
+    ops: float  # the operations the samples are shared over (1 for a whole run)
+    own: dict[str, int]
+    callers: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, samples: list[Sample], period_ns: int, ops: float) -> PointSamples | None:
+        if not period_ns or not ops or not any(s.frames for s in samples):
+            return None
+        own, _, _ = _walk(samples)
+        return cls(period_ns, ops, dict(own), callers_of(samples))
+
+    def ns(self, function: str) -> float:
+        return self.own.get(function, 0) * self.period_ns / self.ops
+
+    @property
+    def exposure(self) -> float:
+        """Operations per sampling period: a function's samples are Poisson
+        with mean (its time per op / period) × this."""
+        return self.ops / self.period_ns
+
+
+@dataclass
+class FunctionChange:
+    name: str
+    a_ns: float  # self time per operation in run A
+    b_ns: float
+    a_samples: int
+    b_samples: int
+    p: float  # two-sided exact test of equal time per op, on the samples alone
+    q: float | None = None  # p adjusted over the point's functions (Benjamini-Hochberg)
+    callers: list[str] = field(default_factory=list)
+
+    @property
+    def delta_ns(self) -> float:
+        return self.b_ns - self.a_ns
+
+    def beyond_sampling_error(self, alpha: float) -> bool:
+        return self.q is not None and self.q < alpha
+
+
+def changed(a: PointSamples, b: PointSamples, listed: int = COMPARED) -> list[FunctionChange]:
+    """The functions whose self time per operation changed most from A to B,
+    largest change first, each tested against the sampling error alone.
+
+    Given a function's samples in both runs, n = n_A + n_B, equal time per
+    operation makes n_B binomial with p = E_B / (E_A + E_B), E each run's
+    operations per period (Poisson samples conditioned on their sum): an
+    exact test that needs no repetitions. It knows nothing of run-to-run
+    variation, which the repetitions' own metrics test."""
+    from scipy.stats import binomtest
+
+    from .stats import adjust_fdr
+
+    p0 = b.exposure / (a.exposure + b.exposure)
+    out = []
+    for f in set(a.own) | set(b.own):
+        na, nb = a.own.get(f, 0), b.own.get(f, 0)
+        p = binomtest(nb, na + nb, p0).pvalue
+        callers = b.callers.get(f) or a.callers.get(f, [])
+        out.append(FunctionChange(f, a.ns(f), b.ns(f), na, nb, float(p), None, callers))
+    for c, q in zip(out, adjust_fdr([c.p for c in out])):
+        c.q = q
+    out.sort(key=lambda c: (-abs(c.delta_ns), c.name))
+    return out[:listed]

@@ -11,7 +11,8 @@ import numpy as np
 from .. import kinds
 from ..format import plural
 from ..records import ScalePoint, explained_points, scale_series
-from .explain import ExplainedStats, Knee, explain_point, find_knee, scales_sentence
+from . import kstacks
+from .explain import ExplainedStats, Knee, explain_point, find_knee, point_samples, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
 from .stats import SKEW_LIMIT, SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
@@ -324,6 +325,16 @@ def metrics(run, records: list[dict]) -> Metrics:
                     f"{_workers(n)} · slowest worker's time",
                 )
     _cause_metrics(out, records)
+    return out
+
+
+def stacks(run, records: list[dict]) -> dict[str, kstacks.PointSamples]:
+    """scale --explain: each explained point's sampled kernel functions,
+    which `compare` sets side by side."""
+    out = {}
+    for (probe, variant, mode, _placement, n), ep in explained_points(records).items():
+        if sampled := point_samples(ep):
+            out[f"{probe}:{variant} ({'processes' if mode == 'process' else 'threads'}) · {_workers(n)}"] = sampled
     return out
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import kinds
+from ..analysis import kstacks
 from ..analysis.stats import Interval
 from ..compare import (
     HIGHER,
@@ -22,10 +23,12 @@ from ..compare import (
     WITHIN,
     Comparison,
     MetricComparison,
+    PointFunctions,
     dig,
     few,
     fmt_value,
 )
+from ..format import ns as fmt_ns
 from ..format import p_value, plural, share, signed_pct
 from ..store import Run
 
@@ -92,6 +95,38 @@ def _table(
             Text(",".join(marks), style="yellow"),
         ]
         t.add_row(*cells)
+    return t
+
+
+def _functions_table(pf: PointFunctions, c: Comparison) -> Table:
+    """One point both runs sampled: its kernel functions that changed most."""
+    alpha = 1 - c.confidence
+    t = Table(
+        title=Text(f"{pf.point} · kernel functions that changed most (sampled, self time per op)", style="bold"),
+        title_justify="left",
+        caption=f"samples: A {pf.a_samples}, B {pf.b_samples}; each time to the digits its samples carry (≈ 1/√n)",
+        caption_justify="left",
+    )
+    t.add_column("function", no_wrap=True)
+    t.add_column("callers")
+    t.add_column(f"A: run {c.a.id}", justify="right", no_wrap=True)
+    t.add_column(f"B: run {c.b.id}", justify="right", no_wrap=True)
+    t.add_column("change", justify="right", no_wrap=True)
+    t.add_column("samples A/B", justify="right")
+    t.add_column("p adj.", justify="right")
+    t.add_column("sampling error")
+    for f in pf.changes:
+        beyond = f.beyond_sampling_error(alpha)
+        t.add_row(
+            Text(f.name),
+            Text(" ← ".join(f.callers[:2]), style="dim"),
+            fmt_ns(f.a_ns, kstacks.digits(f.a_samples)),
+            fmt_ns(f.b_ns, kstacks.digits(f.b_samples)),
+            ("+" if f.delta_ns >= 0 else "−") + fmt_ns(abs(f.delta_ns), kstacks.digits(min(f.a_samples, f.b_samples))),
+            f"{f.a_samples}/{f.b_samples}",
+            p_value(f.q),
+            Text("beyond it", style="bold") if beyond else Text("within it", style="dim"),
+        )
     return t
 
 
@@ -171,6 +206,8 @@ def render(console: Console, comparison: Comparison) -> None:
         groups.setdefault(m.metric.group, []).append(m)
     for group, rows in groups.items():
         console.print(_table(group, rows, c, notes))
+    for pf in c.functions:
+        console.print(_functions_table(pf, c))
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
     if c.only_a or c.only_b:
