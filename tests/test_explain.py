@@ -476,6 +476,15 @@ def test_a_cpu_hog_on_the_workers_cpu_is_named_as_the_taker(tmp_path, hogs, no_l
     frame = api.Store(db).last(kind="scale").frame("causes")
     (takers,) = frame[frame.key == "runq"].takers
     assert takers.startswith(f"{HOG} 0.") or takers.startswith(f"{HOG} 1.")
+    # compare tests the wait by who took the CPU, and the HTML tables and stacks it
+    doc = json.loads(oslens("compare", "1", "1", "--json", db=db).stdout)
+    (taken,) = [m for m in doc["metrics"] if m["name"].endswith(f"/why/runq/{HOG}")]
+    values = taken["a"]["values"]  # per repetition; the pooled figure is their mean weighted by operations
+    assert min(values) * 0.999 <= hog <= max(values) * 1.001, (values, hog)
+    html = tmp_path / "h.html"
+    assert oslens("report", "1", "-o", str(html), db=db).returncode == 0
+    page = html.read_text()
+    assert "who took the workers&#x27; CPUs" in page and f"waiting for a CPU: {HOG}" in page
 
 
 def test_the_knee_says_who_took_the_cpu():

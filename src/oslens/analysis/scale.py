@@ -12,7 +12,7 @@ from .. import kinds
 from ..format import plural
 from ..records import ScalePoint, explained_points, scale_series
 from . import kstacks
-from .explain import ExplainedStats, Knee, explain_point, find_knee, point_samples, scales_sentence
+from .explain import RUNQ_LABEL, ExplainedStats, Knee, explain_point, find_knee, point_samples, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
 from .stats import SKEW_LIMIT, SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
@@ -363,6 +363,7 @@ def _cause_metrics(out: Metrics, records: list[dict]) -> None:
                 group,
                 f"{_workers(n)} · {label[key]}",
             )
+        _taker_metrics(out, per_rep, f"scale/{probe}:{variant}/{mode}/{n} workers/why/runq", group, _workers(n))
         out.add(
             f"scale/{probe}:{variant}/{mode}/{n} workers/why/unexplained",
             [s.unexplained_ns for s in per_rep],
@@ -370,6 +371,32 @@ def _cause_metrics(out: Metrics, records: list[dict]) -> None:
             LOWER,
             group,
             f"{_workers(n)} · unexplained",
+        )
+
+
+TAKERS_COMPARED = 3  # per explained point, who took the workers' CPUs most
+
+
+def _taker_metrics(out: Metrics, per_rep: list[ExplainedStats], base: str, group: str, workers: str) -> None:
+    """The wait for a CPU by who took it, per repetition: `compare` says
+    whether the program or kernel thread that took it changed."""
+
+    def taken(s: ExplainedStats) -> dict[str, float]:
+        runq = next((c for c in s.causes if c.key == "runq"), None)
+        return {t["name"]: t["ns_per_op"] for t in runq.takers} if runq else {}
+
+    reps = [taken(s) for s in per_rep]
+    total: Counter = Counter()
+    for r in reps:
+        total.update(r)
+    for name, _ in total.most_common(TAKERS_COMPARED):
+        out.add(
+            f"{base}/{name}",
+            [r.get(name, 0.0) for r in reps],
+            "ns/op",
+            LOWER,
+            group,
+            f"{workers} · {RUNQ_LABEL}, taken by {name}",
         )
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.scale import summarize
+from ...format import share
 from ...frames.scale import frames as scale_frames
 from ..scale import LEGEND, footer_lines, table_cells
 from . import flames, study
@@ -60,13 +61,15 @@ def _finite(x: float | None) -> float | None:
 
 TOP_CAUSES = 7  # per probe, the rest stacked as "other causes"
 TOP_LOCKS = 8  # per point, the costliest
+TOP_TAKERS = 5  # per point, who took the CPU most
+WHO = {"other": "another program"}  # the engine's names of what took a CPU, where they read badly
 
 
 def _explained_blocks(runs) -> list:
     """scale --explain: per probe, the time per operation stacked by cause
     against workers (the picture OSMark's readers wanted), the knee in
     words, and the costliest locks at every point."""
-    rows, locks, notes = [], [], []
+    rows, locks, takers, notes = [], [], [], []
     for rd in runs:
         for s in summarize(rd.records):
             if s.explained is None:
@@ -79,14 +82,21 @@ def _explained_blocks(runs) -> list:
                     continue
                 point_locks = [c for c in e.causes if c.group == "lock"][:TOP_LOCKS]
                 for c in e.causes:
-                    rows.append(
-                        {
-                            "run": rd.short,
-                            "probe": probe,
-                            "workers": e.workers,
-                            "cause": c.label,
-                            "ns_per_op": c.ns_per_op,
-                        }
+                    for label, ns in _split_by_taker(c):
+                        rows.append(
+                            {"run": rd.short, "probe": probe, "workers": e.workers, "cause": label, "ns_per_op": ns}
+                        )
+                    takers.extend(
+                        [
+                            rd.short,
+                            probe,
+                            e.workers,
+                            t["name"],
+                            WHO.get(t["who"], t["who"]),
+                            t["ns_per_op"],
+                            share(t["share"], 2),
+                        ]  # fmt: skip
+                        for t in c.takers[:TOP_TAKERS]
                     )
                     if c in point_locks:
                         locks.append(
@@ -145,7 +155,25 @@ def _explained_blocks(runs) -> list:
                 locks,
             )
         )
+    if takers:
+        blocks.append(
+            Table(
+                "who took the workers' CPUs while they waited for one, at every point",
+                ["run", "probe", "workers", "taker", "what it is", "wait ns per op", "share of the wait"],
+                takers,
+            )
+        )
     return blocks + _knee_flames(runs)
+
+
+def _split_by_taker(c) -> list[tuple[str, float]]:
+    """A cause as the chart stacks it: a wait for a CPU split by who took
+    the CPU, what no taker was seen for kept as the wait itself."""
+    if not c.takers:
+        return [(c.label, c.ns_per_op)]
+    parts = [(f"{c.label}: {t['name']}", t["ns_per_op"]) for t in c.takers]
+    unseen = c.ns_per_op - sum(ns for _, ns in parts)
+    return parts + ([(f"{c.label}: taker not seen", unseen)] if unseen > 0 else [])
 
 
 def _knee_flames(runs) -> list:
