@@ -26,6 +26,7 @@ static void emit_probe(const struct probe *p, void *arg)
 	json_str(j, "summary", p->summary);
 	json_str(j, "subsystem", p->subsystem);
 	json_list(j, "syscalls", p->syscalls);
+	json_bool(j, "partner", p->partner);
 	json_arr(j, "variants");
 	for (int i = 0; i < PROBE_MAX_VARIANTS && p->variants[i].name; i++) {
 		json_obj(j, NULL);

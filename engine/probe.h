@@ -80,6 +80,9 @@ struct probe {
 	int processes_per_worker; /* extra tasks a worker keeps alive (RLIMIT_NPROC) */
 	int needs_static;	  /* must run in the statically linked engine */
 	int needs_partner_cpu;	  /* uses w->partner_cpu: needs two CPUs */
+	/* Each worker keeps a partner task for the whole run, the other end of
+	 * its round trips: explain names it as the probe's partner. */
+	int partner;
 	/* Each worker process is a fresh exec of the engine, not a copy of the
 	 * master: for probes whose cost grows with the parent's address space
 	 * and its ancestry (fork copies every mapping, its page tables and its

@@ -138,6 +138,7 @@ void emit_header(const struct run_config *cfg, const struct topology *topo, cons
 	json_str(j, "name", cfg->mix ? "mix" : p->name);
 	json_str(j, "subsystem", cfg->mix ? "mixed" : p->subsystem);
 	json_str(j, "syscalls", cfg->mix ? "" : p->syscalls);
+	json_bool(j, "partner", !cfg->mix && p->partner);
 	json_end(j);
 	json_str(j, "variant", cfg->mix ? "default" : p->variants[c->variant].name);
 	json_obj(j, "options");
@@ -172,7 +173,10 @@ void emit_header(const struct run_config *cfg, const struct topology *topo, cons
 	json_end(j);
 	json_str(j, "fixed", cfg->ops ? "ops" : "time");
 	json_bool(j, "latency", cfg->latency);
-	json_bool(j, "explain", run_part_wanted(cfg, "explain"));
+	int light = run_part_wanted(cfg, "explain-light");
+	json_bool(j, "explain", light || run_part_wanted(cfg, "explain"));
+	if (light || run_part_wanted(cfg, "explain"))
+		json_str(j, "explain_mode", light ? "light" : "full");
 	if (cfg->ops)
 		json_uint(j, "ops", cfg->ops);
 	else

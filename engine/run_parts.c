@@ -67,7 +67,12 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
 
 static int explain_attach(const struct run_view *v, char *why, size_t whylen)
 {
-	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, why, whylen);
+	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, 0, why, whylen);
+}
+
+static int explain_light_attach(const struct run_view *v, char *why, size_t whylen)
+{
+	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, 1, why, whylen);
 }
 
 static void explain_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
@@ -88,6 +93,21 @@ static const struct run_part explain_part = {
 	.bpf = 1,
 	.check = explain_check,
 	.attach = explain_attach,
+	.window = explain_window,
+	.emit = explain_emit,
+	.detach = explain_bpf_stop,
+};
+
+/* ---- --explain-light: the same, with nothing run per system call or
+ * fault; the samples split the time on a CPU (bpf/explain.h). */
+
+static const struct run_part explain_light_part = {
+	.name = "explain-light",
+	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
+		"split by samples",
+	.bpf = 1,
+	.check = explain_check,
+	.attach = explain_light_attach,
 	.window = explain_window,
 	.emit = explain_emit,
 	.detach = explain_bpf_stop,
@@ -140,7 +160,8 @@ static const struct run_part completions_part = {
 
 /* ---- The table, in the order of their records. */
 
-const struct run_part *const run_part_table[] = {&trace_part, &explain_part, &completions_part, NULL};
+const struct run_part *const run_part_table[] = {&trace_part, &explain_part, &explain_light_part, &completions_part,
+						 NULL};
 #define NPARTS ((int)(sizeof run_part_table / sizeof run_part_table[0]) - 1)
 _Static_assert(NPARTS <= RUN_MAX_PARTS, "run_config.parts has a bit per part");
 static int attached[NPARTS];

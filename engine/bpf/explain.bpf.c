@@ -20,6 +20,10 @@ __u64 followed[EXPLAIN_PID_WORDS];
  * tgid: a runnable worker's CPU taken by them is the master's. */
 __u64 masters[EXPLAIN_PID_WORDS];
 
+/* Light mode (explain.h): set before loading, so the verifier drops what
+ * full mode alone needs. */
+const volatile __u32 light_mode = 0;
+
 /* The measured window, CLOCK_MONOTONIC, set by the loader once it is
  * known; until then nothing is charged. */
 __u64 window_start_ns = ~0ull;
@@ -175,7 +179,7 @@ static __always_inline void current_key(struct explain_task *t, __u32 tid, struc
 	}
 	if (t->off_cpu) {
 		k->kind = t->off_cpu;
-		k->id = -1;
+		k->id = light_mode ? t->off_id : -1;
 		/* the system call it waits in, which says why it waits */
 		for (int i = EXPLAIN_NEST - 1; i >= 0; i--) {
 			struct explain_frame *f = frame_at(t, i);
@@ -288,6 +292,19 @@ static __always_inline void pop(struct explain_task *t, __u32 tid, __u16 kind, _
 			return;
 		}
 	}
+}
+
+/* The current thread's orig_ax, as its kernel entry saved it: the number
+ * of the system call it is in, a user page fault's error code, or -1 (an
+ * interrupt). x86 only; elsewhere -1. */
+static __always_inline __s64 entry_orig_ax(void)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return regs ? BPF_CORE_READ(regs, orig_ax) : -1;
+#else
+	return -1;
+#endif
 }
 
 /* ---- system calls ---- */
@@ -484,8 +501,11 @@ static __always_inline void charge_taker(struct runq_wait *w, struct task_struct
 	 * thread (tid = its pid) is the master, its other threads workers */
 	else if (master_tgid(BPF_CORE_READ(p, pid)) || (master_tgid(tgid) && !followed_tgid(tgid)))
 		k.who = RQ_MASTER;
-	else if (followed_tgid(tgid))
+	else if (followed_tgid(tgid)) {
 		k.who = RQ_WORKER;
+		k.taker = BPF_CORE_READ(p, pid);
+	} else if (followed_tgid(BPF_CORE_READ(p, real_parent, tgid)))
+		k.who = RQ_CHILD;
 	else
 		k.who = RQ_OTHER;
 	BPF_CORE_READ_STR_INTO(&k.comm, p, comm);
@@ -537,6 +557,8 @@ int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct ta
 			charge(t, tid, now);
 			/* preempted, or still runnable: it waits for a CPU */
 			t->off_cpu = preempt || task_sched_state(prev) == 0 ? EX_RUNQ : EX_BLOCKED;
+			if (light_mode) /* prev is the current thread */
+				t->off_id = entry_orig_ax();
 			if (t->off_cpu == EX_RUNQ && prev != next)
 				wait_begins(tid, cpu, now);
 		}
@@ -836,6 +858,10 @@ int oslens_ex_sample(struct bpf_perf_event_data *ctx)
 	if (sample_stack(ctx, &stack) != 0) {
 		__sync_fetch_and_add(&samples_lost, 1);
 		return 0;
+	}
+	if (light_mode && cause.kind == EX_USER && stack) { /* in the kernel: which entry, the stack says */
+		cause.kind = EX_KERNEL;
+		cause.id = entry_orig_ax();
 	}
 	struct explain_sample_key k = {
 		.tid = tid,

@@ -27,22 +27,25 @@ static int n_fault_links;
 static struct bpf_link **sample_links; /* the threads' clocks */
 static int n_sample_links;
 static uint64_t sample_period_ns; /* 0: not sampled */
+static int light;		  /* light mode (explain.h) */
 
 /* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
 {
 	const char *tp = loader_tp_name(p);
-	if (tp && !strncmp(tp, "sys_", 4))
-		return NULL /* the core: the causes would not add up without them */;
+	if (tp && !strncmp(tp, "sys_", 4)) /* the core of full mode: its causes would not add up without them */
+		return light ? "syscalls" : NULL;
 	if (!strcmp(bpf_program__name(p), "oslens_ex_sample"))
 		return "samples";
 	return loader_part_of(p);
 }
 
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen)
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light_mode, char *why,
+		      size_t whylen)
 {
 	explain_bpf_stop();
 	missing.list[0] = 0;
+	light = light_mode;
 	loader_init();
 	if (loader_check_usable(why, whylen) != 0)
 		return -1;
@@ -51,7 +54,10 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		snprintf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
 		return -1;
 	}
-	int fault_tps, err = loader_choose_programs(skel->obj, part_of, NULL, &missing, &fault_tps, why, whylen);
+	skel->rodata->light_mode = light;
+	/* light: nothing per system call or page fault (the samples say where the time on a CPU went) */
+	int fault_tps, err = loader_choose_programs(skel->obj, part_of, light ? "syscalls,page_faults" : NULL, &missing,
+						    &fault_tps, why, whylen);
 	if (!err && (err = explain_bpf__load(skel)) != 0)
 		loader_load_failed(err, why, whylen);
 	if (err) {
@@ -72,11 +78,13 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		explain_bpf_stop();
 		return -1;
 	}
-	if (!fault_tps ||
-	    loader_attach_sw_events(skel->progs.oslens_ex_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
-				    &fault_links, &n_fault_links) != 0 ||
-	    loader_attach_sw_events(skel->progs.oslens_ex_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
-				    &fault_links, &n_fault_links) != 0) {
+	if (light) {
+		/* no fault is timed: the samples find them */
+	} else if (!fault_tps ||
+		   loader_attach_sw_events(skel->progs.oslens_ex_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids,
+					   1, &fault_links, &n_fault_links) != 0 ||
+		   loader_attach_sw_events(skel->progs.oslens_ex_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids,
+					   1, &fault_links, &n_fault_links) != 0) {
 		/* a fault's end unseen: its time stays with the fault until the
 		 * next system call; say that faults are not timed */
 		loader_destroy_links(&fault_links, &n_fault_links);
@@ -95,7 +103,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 static const char *const kind_names[EX_KIND_MAX] = {
 	[EX_USER] = "user",	  [EX_SYSCALL] = "syscall",   [EX_FAULT] = "fault",	    [EX_LOCK] = "lock",
 	[EX_IRQ] = "irq",	  [EX_SOFTIRQ] = "softirq",   [EX_VECTOR] = "vector",	    [EX_RUNQ] = "runq",
-	[EX_BLOCKED] = "blocked", [EX_IPI_SENT] = "ipi_sent", [EX_TLB_FLUSH] = "tlb_flush",
+	[EX_BLOCKED] = "blocked", [EX_IPI_SENT] = "ipi_sent", [EX_TLB_FLUSH] = "tlb_flush", [EX_KERNEL] = "kernel",
 };
 
 static const char *const vector_names[EV_MAX] = {
@@ -116,6 +124,7 @@ static void name_of(const struct explain_key *k, char *buf, size_t len)
 	case EX_SYSCALL:
 	case EX_RUNQ:
 	case EX_BLOCKED:
+	case EX_KERNEL: /* a system call's name; where id is a fault's error code, its stack says so */
 		if (k->id >= 0 && k->id < (long)(sizeof syscall_names / sizeof syscall_names[0]) &&
 		    syscall_names[k->id])
 			snprintf(buf, len, "%s", syscall_names[k->id]);
@@ -200,15 +209,13 @@ static void emit_samples(struct json *j)
 	json_uint(j, "samples_lost", skel->bss->samples_lost);
 }
 
-/* runq_takers [{tid, comm, kthread, who, ns, count}]: who had the CPU a
- * runnable worker waited for; an interrupt's comm is its name. */
+/* runq_takers [{tid, comm, kthread, who, (taker_tid,) ns, count}]: who had
+ * the CPU a runnable worker waited for; an interrupt's comm is its name. */
 static void emit_runq_takers(struct json *j)
 {
-	static const char *const whos[] = {[RQ_WORKER] = "worker",
-					   [RQ_MASTER] = "master",
-					   [RQ_KTHREAD] = "kernel thread",
-					   [RQ_OTHER] = "other",
-					   [RQ_INTERRUPT] = "interrupt"};
+	static const char *const whos[] = {
+		[RQ_WORKER] = "worker", [RQ_MASTER] = "master",	      [RQ_KTHREAD] = "kernel thread",
+		[RQ_OTHER] = "other",	[RQ_INTERRUPT] = "interrupt", [RQ_CHILD] = "child"};
 	json_arr(j, "runq_takers");
 	struct runq_taker_key k, *prev = NULL;
 	static struct runq_taker_key cur;
@@ -228,6 +235,8 @@ static void emit_runq_takers(struct json *j)
 			json_str(j, "comm", comm);
 			json_bool(j, "kthread", k.who == RQ_KTHREAD);
 			json_str(j, "who", k.who < sizeof whos / sizeof whos[0] && whos[k.who] ? whos[k.who] : "?");
+			if (k.taker)
+				json_int(j, "taker_tid", k.taker);
 			json_uint(j, "ns", v.ns);
 			json_uint(j, "count", v.count);
 			json_end(j);
@@ -245,6 +254,16 @@ void explain_bpf_emit(int rep)
 	struct json *j = json_record("explain");
 	json_int(j, "rep", rep);
 	json_bool(j, "available", 1);
+	json_str(j, "mode", light ? "light" : "full");
+	/* what ran in the kernel for it: light mode's cost claim is checked against this */
+	json_arr(j, "programs");
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj)
+	{
+		if (bpf_program__autoload(p))
+			json_str(j, NULL, bpf_program__name(p));
+	}
+	json_end(j);
 	json_uint(j, "window_start_ns", skel->data->window_start_ns);
 	json_uint(j, "window_end_ns", skel->data->window_end_ns);
 	json_uint(j, "lost", skel->bss->lost);

@@ -28,6 +28,10 @@ enum explain_kind {
 	EX_BLOCKED,   /* asleep (id = the system call it slept in, or -1) */
 	EX_IPI_SENT,  /* counts only: IPIs the thread sent (id = the function they run) */
 	EX_TLB_FLUSH, /* counts only: TLB flushes by reason (id = enum tlb_flush_reason) */
+	/* Light mode, samples only: in the kernel, in none of the causes it
+	 * times exactly (id = the thread's orig_ax: its system call's number,
+	 * a user page fault's error code, -1 for an interrupt). */
+	EX_KERNEL,
 	EX_KIND_MAX
 };
 
@@ -71,8 +75,11 @@ struct explain_frame {
  * switch in (a migration moves it), and every stretch of that wait — from
  * one switch on that CPU to the next, or to and from an interrupt there —
  * is charged to the task that ran, or to the interrupt. One waiter per
- * CPU: a second one waiting on the same CPU takes the slot. */
-enum runq_who { RQ_WORKER = 1, RQ_MASTER, RQ_KTHREAD, RQ_OTHER, RQ_INTERRUPT };
+ * CPU: a second one waiting on the same CPU takes the slot. A task of a
+ * followed process is RQ_WORKER (in thread mode a probe's partner thread
+ * too: the taker's tid tells them apart); a process a worker forked (a
+ * two-task probe's partner, fork's child) is RQ_CHILD. */
+enum runq_who { RQ_WORKER = 1, RQ_MASTER, RQ_KTHREAD, RQ_OTHER, RQ_INTERRUPT, RQ_CHILD };
 
 struct runq_wait {
 	__u32 tid; /* 0: none */
@@ -81,10 +88,12 @@ struct runq_wait {
 };
 
 struct runq_taker_key {
-	__u32 tid;  /* the waiting worker */
-	__u16 who;  /* enum runq_who */
-	__u16 kind; /* RQ_INTERRUPT: EX_IRQ, EX_SOFTIRQ or EX_VECTOR */
-	__s64 id;   /* RQ_INTERRUPT: as in explain_key */
+	__u32 tid;   /* the waiting worker */
+	__u32 taker; /* RQ_WORKER: the thread that ran (else 0: takers by name) */
+	__u16 who;   /* enum runq_who */
+	__u16 kind;  /* RQ_INTERRUPT: EX_IRQ, EX_SOFTIRQ or EX_VECTOR */
+	__u32 pad;
+	__s64 id; /* RQ_INTERRUPT: as in explain_key */
 	char comm[16];
 };
 
@@ -123,6 +132,7 @@ struct explain_task {
 	__u64 entry_ns; /* on-CPU time of the kernel entry under way */
 	__u32 depth;	/* frames in use; 0: user space */
 	__u32 off_cpu;	/* 0 on a CPU, else EX_RUNQ or EX_BLOCKED */
+	__s64 off_id;	/* light mode: orig_ax when it left its CPU (the call it waits in) */
 	struct explain_frame f[EXPLAIN_NEST];
 };
 
@@ -155,8 +165,14 @@ struct explain_cpu {
 /* Loads and attaches for the threads of the processes `tgids` (and
  * nothing else); their page faults are timed through perf events on
  * `tids`, whose kernel stacks are sampled on a clock of their own. Nothing is
- * charged or sampled until a window is set. 0, or -1 with `why`. */
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, char *why, size_t whylen);
+ * charged or sampled until a window is set. 0, or -1 with `why`.
+ *
+ * light: no program runs per system call or page fault, so the cost does
+ * not grow with their rate. Lock waits, waits for a CPU, sleeps and
+ * interrupts are timed as in full mode; the rest of the time on a CPU is
+ * charged to EX_USER, and the samples split it (EX_USER in user space,
+ * EX_KERNEL with the thread's orig_ax in the kernel). */
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light, char *why, size_t whylen);
 /* Charges from now on what falls in [start_ns, end_ns] of CLOCK_MONOTONIC. */
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
 /* The `explain` record of repetition rep (engine/README.md). */

@@ -195,7 +195,7 @@ PROBE_LOOP(pingpong_op)
 	.subsystem = "sched/wakeup",                                                                         \
 	.variants = {{"pipe", "one byte over a pipe each way: write, read", "write,read"},                   \
 		     {"futex", "FUTEX_WAKE, then FUTEX_WAIT unless the partner already answered", "futex"}}, \
-	.syscalls = "write,read,futex", .processes_per_worker = 1, .setup = pingpong_setup,                  \
+	.syscalls = "write,read,futex", .processes_per_worker = 1, .partner = 1, .setup = pingpong_setup,    \
 	.teardown = pingpong_teardown, PROBE_OPS(pingpong_op)
 
 OSLENS_PROBE(pingpong) = {

@@ -128,6 +128,7 @@ OSLENS_PROBE(sem) = {
 	.syscalls = "semtimedop,semtimedop", /* glibc's semop() on x86-64; post and wait */
 	.variants = {{"default", "a private semaphore pair per worker; partner on the same CPU"}},
 	.processes_per_worker = 1,
+	.partner = 1,
 	.global_setup = sem_global_setup,
 	.global_teardown = sem_global_teardown,
 	.setup = sem_setup,

@@ -206,6 +206,15 @@ def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+# `--explain [MODE]`: full times every system call and fault (exact calls
+# per op, a cost that grows with their rate); light times only lock waits,
+# CPU waits, sleeps and interrupts and splits the rest of the time on a CPU
+# by samples (engine/bpf/explain.h). The default is chosen by measurement
+# (README, "What --explain costs").
+EXPLAIN_MODES = ("full", "light")
+DEFAULT_EXPLAIN = "full"
+
+
 def run_argv(
     *,
     probe: str,
@@ -223,12 +232,15 @@ def run_argv(
     latency: bool = False,
     mix: bool = False,
     trace: bool = False,
-    explain: bool = False,
+    explain: str | None = None,
     target: str | None = None,
     completions: bool = False,
 ) -> list[str]:
     """`oslens-engine run …`: workers (a count, placed by policy) or cpus
-    (an explicit list); fixed time (duration) or fixed work (ops)."""
+    (an explicit list); fixed time (duration) or fixed work (ops); explain:
+    None, or the mode of the attribution ("full" or "light")."""
+    if explain not in (None, *EXPLAIN_MODES):
+        raise ValueError(f"explain mode {explain!r}")
     args = ["run", "--probe", probe]
     if workers is not None:
         args += ["--workers", str(workers)]
@@ -251,8 +263,8 @@ def run_argv(
     if target is not None:
         args += ["--target", target]
     flags = (
-        ("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain),
-        ("--completions", completions),
+        ("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain == "full"),
+        ("--explain-light", explain == "light"), ("--completions", completions),
     )  # fmt: skip
     args += [flag for flag, on in flags if on]
     return args

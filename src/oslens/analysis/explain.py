@@ -12,7 +12,9 @@ TLB flushes per operation, lock waits per operation."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +50,8 @@ class Cause:
     callers: list[str] = field(default_factory=list)  # a lock: who waited (the costliest chain)
     # runq: who had the CPU meanwhile, [{name, who, ns_per_op, share}] largest first (share of what was split)
     takers: list[dict] = field(default_factory=list)
+    # light mode: a share of the time on a CPU the samples gave, and its standard error (None: timed exactly)
+    error_ns: float | None = None
 
     def text(self) -> str:
         """The label, and for a wait for a CPU who took it: "waiting for a CPU (taken by hog 96 %, …)"."""
@@ -58,16 +62,26 @@ class Cause:
 KTHREAD_GROUPS = ("ksoftirqd/", "kworker/", "migration/", "rcu", "cpuhp/", "idle_inject/", "watchdog/")
 
 
-def taker_name(t: dict) -> str:
+PARTNER = "the probe's partner"
+
+
+def taker_name(t: dict, workers: Collection[int] = (), partner: bool = False) -> str:
     """Who had the CPU a worker waited for, for people: a kernel thread by
-    its group (kworker/*, rcu*), the run's workers, the master, an
-    interrupt, or another program by its command name."""
+    its group (kworker/*, rcu*), the run's workers, the probe's partner
+    (the other end of its round trips: a thread of the run that is no
+    worker, or a process a worker forked, when the probe keeps one), a
+    worker's child, the master, an interrupt, or another program by its
+    command name. `workers`: the run's worker threads."""
     who, comm = t["who"], t.get("comm") or "?"
     if who == "kernel thread":
         group = next((g for g in KTHREAD_GROUPS if comm.startswith(g)), None)
         return f"{group}*" if group else comm
     if who == "worker":
+        if workers and t.get("taker_tid") and t["taker_tid"] not in workers:
+            return PARTNER if partner else "another thread of the run"
         return "another worker of the run"
+    if who == "child":
+        return PARTNER if partner else "a process a worker forked"
     if who == "master":
         return "the oslens master"
     if who == "interrupt":
@@ -130,6 +144,8 @@ class ExplainedStats:
     run_lengths: dict[str, RunLengths] = field(default_factory=dict)
     # the workers' sampled stacks: time per operation by kernel function (None: not sampled)
     stacks: kstacks.StackProfile | None = None
+    # "full": every system call and fault timed; "light": the time on a CPU split by samples
+    mode: str = "full"
     # every function's self time per op and its callers, for the knee's differential (not in to_dict)
     kernel_self_ns: dict[str, float] = field(default_factory=dict, repr=False)
     kernel_callers: dict[str, list[str]] = field(default_factory=dict, repr=False)
@@ -205,9 +221,11 @@ class _Charges:
     received: int = 0
     tlb: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     takers: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    errors: dict[str, float] = field(default_factory=dict)  # light mode: a sampled share's standard error
 
-    def add_taker(self, t: dict) -> None:
-        self.takers[(taker_name(t), t["who"])] += t["ns"]
+    def add_taker(self, t: dict, workers: Collection[int], partner: bool) -> None:
+        name = taker_name(t, workers, partner)
+        self.takers[(name, "partner" if name == PARTNER else t["who"])] += t["ns"]
 
     def add(self, c: dict) -> None:
         if c["kind"] == "ipi_sent":
@@ -225,6 +243,23 @@ class _Charges:
         if c["kind"] == "lock":
             self.chains[key][tuple(c.get("callers") or [])] += c["ns"]
 
+    def split_on_cpu(self, samples: dict[tuple[str, str, str], int]) -> int:
+        """Light mode: the on-CPU charge shared out as its samples fell
+        (each share with its binomial standard error); the samples used."""
+        n = sum(samples.values())
+        on_cpu = self.ns.pop("user", 0.0)
+        self.counts.pop("user", None)
+        if not n:
+            self.ns["user"] += on_cpu
+            self.labels["user"] = ("on a CPU, not split (no sample fell in it)", "user")
+            return 0
+        for (key, label, group), k in samples.items():
+            share = k / n
+            self.labels[key] = (label, group)
+            self.ns[key] += on_cpu * share
+            self.errors[key] = on_cpu * math.sqrt(share * (1 - share) / n)
+        return n
+
     def causes(self, ops: float) -> list[Cause]:
         """Per operation, costliest first; a lock with its costliest chain of callers."""
         out = [
@@ -233,9 +268,10 @@ class _Charges:
                 self.labels[k][0],
                 self.labels[k][1],
                 v / ops,
-                self.counts[k] / ops,
+                self.counts[k] / ops if k not in self.errors else None,
                 list(max(self.chains[k].items(), key=lambda kv: kv[1])[0]) if self.chains.get(k) else [],
                 self._takers(ops) if k == "runq" else [],
+                self.errors[k] / ops if k in self.errors else None,
             )
             for k, v in self.ns.items()
         ]
@@ -256,7 +292,43 @@ def _sample_cause(s: dict) -> str:
         return f"lock:{s.get('name') or s['id']}"
     if s["kind"] == "fault":  # sampled while under way: not yet known as minor or major
         return "fault"
+    if s["kind"] in ON_CPU_KINDS:
+        return on_cpu_cause(s)[0]
     return _cause(s)[0]
+
+
+# Light mode (engine/bpf/explain.h): nothing runs per system call or fault,
+# so the time a thread spent on its CPU outside the causes timed exactly
+# (locks, interrupts) is one charge, and the samples taken in it say where
+# it went: in user space, or in the kernel — entered by a system call (its
+# number read from the thread's registers) or a page fault, which the
+# entry at the bottom of the stack tells apart.
+ON_CPU_KINDS = ("user", "kernel")
+FAULT_ENTRY = "asm_exc_page_fault"
+SYSCALL_ENTRY = "entry_SYSCALL_64"
+SAMPLED_FAULTS = ("fault:sampled", "page faults (minor and major together)", "fault")
+
+
+def on_cpu_cause(s: dict) -> tuple[str, str, str]:
+    """(key, label, group) of a light-mode sample on a CPU, keyed as full
+    mode's charges are where they are the same thing ("syscall:dup")."""
+    frames = s.get("frames") or ()
+    if s["kind"] == "user" or not (frames or s.get("stack")):
+        return "user", "user space", "user"
+    if FAULT_ENTRY in frames:  # a fault nested in a system call is the fault's, as full mode charges it
+        return SAMPLED_FAULTS
+    if any(f.startswith(SYSCALL_ENTRY) for f in frames) and s.get("name"):
+        return f"syscall:{s['name']}", f"{s['name']}() in the kernel", "syscall"
+    if not frames:
+        return "kernel:unresolved", "in the kernel (stack not resolved to names)", "kernel"
+    return "kernel:other", "in the kernel, entered otherwise", "kernel"
+
+
+LIGHT_NOTE = (
+    "light mode: nothing ran per system call or page fault; the time on a CPU outside lock waits and "
+    "interrupts was split by {n} samples, so each of its shares is an estimate (± one standard error "
+    "in --json), and calls per op are not counted"
+)
 
 
 @dataclass
@@ -266,16 +338,21 @@ class _Sampled:
     samples: list[kstacks.Sample] = field(default_factory=list)
     period_ns: int = 0
     lost: int = 0
+    # light mode: the samples on a CPU outside the exact causes, by the cause they tell
+    on_cpu: Counter = field(default_factory=Counter)
 
     def add(self, r) -> None:
         if not r.explain.get("sample_period_ns"):
             return
         self.period_ns = r.explain["sample_period_ns"]
         self.lost += r.explain.get("samples_lost", 0)
+        light = r.explain.get("mode") == "light"
         for s in r.explain.get("samples", []):
             if s["tid"] in r.tids:  # not the thread-mode host
                 frames = tuple(s.get("frames") or s.get("stack") or ())
                 self.samples.append(kstacks.Sample(_sample_cause(s), frames, s["count"]))
+                if light and s["kind"] in ON_CPU_KINDS:
+                    self.on_cpu[on_cpu_cause(s)] += s["count"]
 
     def profiles(self, ops: float) -> dict:
         stacks = kstacks.profile(self.samples, self.period_ns, ops, self.lost)
@@ -354,7 +431,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
                 charges.add(c)
         for t in r.explain.get("runq_takers", []):
             if t["tid"] in r.tids:
-                charges.add_taker(t)
+                charges.add_taker(t, r.tids, bool(ep.header.get("probe", {}).get("partner")))
         for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
             if why and why not in notes:
                 notes.append(why)
@@ -362,6 +439,9 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         return None
     if sampled.samples:
         notes.append(SOFTWARE_CLOCK_NOTE)
+    mode = "light" if any(r.explain.get("mode") == "light" for r in ep.reps) else "full"
+    if mode == "light":
+        notes.append(LIGHT_NOTE.format(n=charges.split_on_cpu(sampled.on_cpu)))
     causes = charges.causes(ops)
     per_op = window / ops
     cost = None
@@ -371,6 +451,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     return ExplainedStats(
         workers=ep.workers,
         reps=len(ep.reps),
+        mode=mode,
         ns_per_op=per_op,
         causes=causes,
         unexplained_ns=per_op - sum(c.ns_per_op for c in causes),

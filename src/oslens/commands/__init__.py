@@ -117,6 +117,22 @@ def _refuse_empty_options(ctx: click.Context) -> None:
             raise UsageError(f"{max(param.opts, key=len)}: an empty value (leave the option out for its default)")
 
 
+def explain_option(what: str):
+    """`--explain [full|light]`: the attributed twin of each point, in the
+    mode given, or the default one when none is."""
+    return click.option(
+        "--explain",
+        type=click.Choice(engine.EXPLAIN_MODES),
+        is_flag=False,
+        flag_value=engine.DEFAULT_EXPLAIN,
+        default=None,
+        metavar="[full|light]",
+        help=f"{what} full: every system call and fault timed (exact calls per op, a cost that grows with "
+        "their rate); light: lock waits, CPU waits, sleeps and interrupts timed, the rest of the time on a CPU "
+        f"split by samples (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
+    )
+
+
 def environment_option(kind: str):
     """--in ENV: the command's engine runs in that environment (envs/), made
     for the command and removed after it; a kind that takes no environment

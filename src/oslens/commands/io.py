@@ -10,7 +10,7 @@ import click
 from ..errors import UsageError
 from ..format import size
 from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
-from . import Context, common_options, environment_option, measure
+from . import Context, common_options, environment_option, explain_option, measure
 
 
 @click.command("io")
@@ -61,10 +61,8 @@ from . import Context, common_options, environment_option, measure
     is_flag=True,
     help="Write to a device that holds a filesystem or partition table, or to a file that holds data: destroys it.",
 )
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="After each point, the same point again with every worker's time charged to its kernel causes, per I/O.",
+@explain_option(
+    "After each point, the same point again with every worker's time charged to its kernel causes, per I/O."
 )
 @common_options
 @environment_option("io")

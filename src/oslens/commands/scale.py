@@ -6,7 +6,7 @@ import click
 
 from ..format import plural
 from ..parse import OSMARK_PROBES
-from . import Context, common_options, environment_option, measure, print_dry_run
+from . import Context, common_options, environment_option, explain_option, measure, print_dry_run
 
 
 @click.command("scale")
@@ -49,11 +49,9 @@ from . import Context, common_options, environment_option, measure, print_dry_ru
     help="Sampling interval of the workers' counters (fixed time).",
 )
 @click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="Say why: after each point, the same point again with every worker's time charged to its kernel "
-    "causes (system calls, page faults, named lock waits, interrupts, run-queue wait), per operation.",
+@explain_option(
+    "Say why: after each point, the same point again with every worker's time charged to its kernel "
+    "causes (system calls, page faults, named lock waits, interrupts, run-queue wait), per operation."
 )
 @click.option("--quick", is_flag=True, help="The quick suite: the OSMark five, short durations.")
 @click.option(
@@ -88,6 +86,6 @@ def command(ctx: Context, quick: bool, dry_run: bool, **kw):
         "scale",
         plan,
         f"{plural(sum(not p.explained for p in plan.points), 'point')} × {plural(plan.reps, 'repetition')}"
-        + (", each explained" if plan.params["explain"] else "")
+        + (f", each explained ({plan.params['explain']})" if plan.params["explain"] else "")
         + f", workers {','.join(map(str, plan.params['workers']))}",
     )

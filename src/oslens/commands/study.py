@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .. import kinds
+from .. import engine, kinds
 from . import Context, common_options, measure
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
@@ -61,7 +61,7 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
         warmup=warmup,
         interval=0.1,
         opts=(),
-        explain=explain,
+        explain=engine.DEFAULT_EXPLAIN if explain else None,
         explain_duration=explain_duration,
     )
     plan.params["study"] = "osmark"

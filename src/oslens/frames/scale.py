@@ -75,12 +75,14 @@ COLUMNS = {
         "ns_per_op": ("float64", "the workers' time per operation in the explained repetitions, ns"),
         "cause": ("str", "what the time was charged to, for people ('unexplained': nothing was)"),
         "key": ("str", "the same cause at every point of a series ('syscall:munmap', 'lock:mmap_lock:rwsem:W')"),
-        "group": ("str", "user, syscall, fault, lock, interrupt, runq, blocked (or unexplained)"),
+        "group": ("str", "user, syscall, fault, lock, interrupt, runq, blocked, kernel (or unexplained)"),
         "cause_ns_per_op": ("float64", "the time charged to this cause per operation, ns"),
         "count_per_op": ("float64", "times per operation the cause was entered (NaN for unexplained)"),
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
         "takers": ("str", "runq: who had the CPU meanwhile, 'name share', '; '-separated, largest first"),
         "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
+        "explain_mode": ("str", "full (every system call and fault timed) or light (time on a CPU split by samples)"),
+        "error_ns_per_op": ("float64", "light mode: a sampled share's standard error, ns (NaN: timed exactly)"),
     },
     "stacks": {
         **_SERIES,
@@ -149,15 +151,16 @@ def frames(run, records: list[dict]) -> dict:
             at = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
                   "workers": p.workers}  # fmt: skip
             stacks += [{**at, "stack": k, "samples": n, "ns_per_op": v} for k, (n, v) in sorted(e.folded.items())]
-            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost}
+            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost, "explain_mode": e.mode}
             for c in e.causes:
                 causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,
                                "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,
                                "callers": joined(c.callers),
-                               "takers": "; ".join(f"{t['name']} {t['share']:.3f}" for t in c.takers)})  # fmt: skip
+                               "takers": "; ".join(f"{t['name']} {t['share']:.3f}" for t in c.takers),
+                               "error_ns_per_op": c.error_ns})  # fmt: skip
             causes.append({**point, "cause": "unexplained", "key": "unexplained", "group": "unexplained",
                            "cause_ns_per_op": e.unexplained_ns, "count_per_op": None, "callers": "",
-                           "takers": ""})  # fmt: skip
+                           "takers": "", "error_ns_per_op": None})  # fmt: skip
     return {
         "workers": table(run.id, rows, COLUMNS["workers"]),
         "points": table(run.id, points, COLUMNS["points"]),

@@ -126,7 +126,7 @@ def parse_qds(text: str) -> list[int]:
 def check(
     *, target: str | None, size: str | None, engines: str, qd: str | None, bs: str, span: str | None,
     workers: str | None, placement: str, duration: float | None, ops: int | None, reps: int, warmup: float,
-    scheduler: str | None, allow_overwrite: bool, explain: bool, uring_wait: bool = False,
+    scheduler: str | None, allow_overwrite: bool, explain: str | None, uring_wait: bool = False,
     taskrun: str | None = None,
 ) -> dict:  # fmt: skip
     """Every option checked before anything is made; the choices (the
@@ -250,7 +250,7 @@ def plan(choices: dict, target: Target) -> Plan:
             args = engine.run_argv(**common, reps=1, time_limit=one, ops=c["ops"], completions=True)
             points.append(IoPoint(s, n, tuple(args), target, role="completions", reps=1))
             if c["explain"]:
-                args = engine.run_argv(**common, reps=c["reps"], time_limit=limit, latency=True, explain=True)
+                args = engine.run_argv(**common, reps=c["reps"], time_limit=limit, latency=True, explain=c["explain"])
                 points.append(IoPoint(s, n, tuple(args), target, role="explain"))
     params = {
         "target": target.describe(),
@@ -264,7 +264,7 @@ def plan(choices: dict, target: Target) -> Plan:
         "reps": c["reps"],
         "warmup_s": c["warmup"],
         "scheduler": c["scheduler"],
-        "explain": c["explain"],
+        "explain": c["explain"] or False,  # the mode, or False
         "uring": c["uring"],
     }
     return Plan(points, c["reps"], params)

@@ -20,11 +20,11 @@ def plan(
     warmup: float,
     interval: float,
     opts: tuple[str, ...],
-    explain: bool = False,
+    explain: str | None = None,
     explain_duration: float | None = None,
     available: int | None = None,
 ) -> Plan:
-    """With explain, each point is followed by its explained twin: the same
+    """With explain (its mode, engine.EXPLAIN_MODES), each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
     time (explain_duration, else the measured duration, else 1 s), with every
     worker's time charged to its kernel causes and, where the probe times
@@ -67,7 +67,7 @@ def plan(
                         time_limit=time_limit(reps, explain_s + warmup),
                         duration=explain_s,
                         latency=catalogue[name].timed,
-                        explain=True,
+                        explain=explain,
                     )
                     points.append(Point(name, variant, m, n, tuple(args), explained=True))
     params = {
@@ -81,7 +81,7 @@ def plan(
         "warmup_s": warmup,
         "interval_s": interval,
         "opts": probe_opts,
-        "explain": explain,
+        "explain": explain or False,  # the mode, or False
         # what each probe measured, in words, kept with the run: showing it
         # later needs no engine (nor this engine's version of the words)
         "descriptions": _described(probes),

@@ -139,11 +139,16 @@ def _why(e) -> str:
     return ", ".join(top)
 
 
+def _percent_range(xs: list[float]) -> str:
+    lo, hi = f"{min(xs):.0%}", f"{max(xs):.0%}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 def explanation_lines(s: Series) -> list[str]:
     """Under a series: the knee named, what attribution cost, what it lacked."""
-    if s.explanation is None:
+    if s.explanation is None and not any(s.explained or []):
         return []
-    lines = [f"why: {s.explanation}"]
+    lines = [f"why: {s.explanation}"] if s.explanation else []
     got = [e for e in s.explained or [] if e]
     for e in got:
         extras = []
@@ -169,9 +174,10 @@ def explanation_lines(s: Series) -> list[str]:
             lines.append(f"  {e.workers} worker{'s' if e.workers > 1 else ''}: " + "; ".join(extras))
     costs = [e.cost for e in got if e.cost is not None]
     if costs:
+        modes = " and ".join(sorted({e.mode for e in got}))
         lines.append(
-            f"  attribution ran in separate repetitions right after each point; it cost "
-            f"{min(costs):.0%}–{max(costs):.0%} of the throughput there (the figures above are the plain ones)"
+            f"  attribution ({modes} mode) ran in separate repetitions right after each point; it cost "
+            f"{_percent_range(costs)} of the throughput there (the figures above are the plain ones)"
         )
     missing = sorted({m for e in got for m in e.missing})
     if missing:

@@ -62,7 +62,8 @@ def _finite(x: float | None) -> float | None:
 TOP_CAUSES = 7  # per probe, the rest stacked as "other causes"
 TOP_LOCKS = 8  # per point, the costliest
 TOP_TAKERS = 5  # per point, who took the CPU most
-WHO = {"other": "another program"}  # the engine's names of what took a CPU, where they read badly
+# the engine's names of what took a CPU, where they read badly
+WHO = {"other": "another program", "child": "a process a worker forked"}
 
 
 def _explained_blocks(runs) -> list:
