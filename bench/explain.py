@@ -1,17 +1,22 @@
-"""What `scale --explain` costs and how much it explains (a benchmark, not a
-test: timing claims live here).
+"""What `scale --explain` costs in each mode and how much it explains (a
+benchmark, not a test: timing claims live here).
 
-For each probe and worker count, plain and explained engine runs alternate
-(`run` vs `run --explain`, the same fixed time), so that both see the same
-machine; the medians over the rounds give
+For each probe and worker count, a plain engine run and one explained run per
+mode alternate (`run`, `run --explain`, `run --explain-light`, the same fixed
+time), so that all see the same machine; the medians over the rounds give,
+per mode,
 
 - the attribution's cost: 1 - explained throughput / plain throughput, and
-  per operation in ns, with the system calls per operation (the cost grows
-  with the tracepoint hits, not with the time);
-- how much of the explained time per operation the causes cover: the share
-  left unexplained.
+  per operation in ns (full mode's grows with the system calls and faults
+  per operation, which it counts; light mode's should not);
+- how much of the explained time per operation the causes cover (the share
+  left unexplained);
+- the lock wait per operation it measured: a mode that slows the workers
+  issues fewer lock requests per second, so the contention it sees
+  understates the plain point's (the observer effect on the explanation).
 
 Usage: python bench/explain.py [--rounds 5] [--seconds 1] [--probes dup,getppid,mmap,fork,sem,socket]
+       [--modes process,thread] [--explain-modes full,light]
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from oslens import engine
 from oslens.analysis.explain import explain_point
 from oslens.records import explained_points
 
+FLAGS = {"full": ["--explain"], "light": ["--explain-light"]}
 
-def run(probe: str, mode: str, workers: int, seconds: float, explain: bool) -> list[dict]:
+
+def run(probe: str, mode: str, workers: int, seconds: float, explain: str | None) -> list[dict]:
     args = [str(engine.engine_path()), "run", "--probe", probe, "--mode", mode, "--workers", str(workers)]
-    args += ["--duration", str(seconds), "--warmup", "0.2"] + (["--explain"] if explain else [])
+    args += ["--duration", str(seconds), "--warmup", "0.2"] + (FLAGS[explain] if explain else [])
     p = subprocess.run(args, capture_output=True, text=True, check=True)
     return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
@@ -43,34 +50,46 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--probes", default="dup,getppid,mmap,fork,sem,socket")
     ap.add_argument("--modes", default="process,thread")
+    ap.add_argument("--explain-modes", default="full,light")
+    ap.add_argument("--workers", help="worker counts (default: 1 and every CPU)")
     args = ap.parse_args()
     ncpu = engine.topology()["available"]
-    counts = sorted({1, ncpu})
+    counts = [int(n) for n in args.workers.split(",")] if args.workers else sorted({1, ncpu})
+    kinds = args.explain_modes.split(",")
     print(
-        f"{'probe':10} {'mode':8} {'workers':>7} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
-        f"{'ns/op':>8} {'calls/op':>8} {'unexplained':>11}"
+        f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>7} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
+        f"{'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
     )
     for probe in args.probes.split(","):
         for mode in args.modes.split(","):
             for n in counts:
-                plain, expl, unexplained, calls = [], [], [], []
+                plain: list[float] = []
+                got: dict[str, dict[str, list[float]]] = {k: {"rate": [], "unexpl": [], "calls": [], "lock": []}
+                                                          for k in kinds}  # fmt: skip
                 for _ in range(args.rounds):
-                    plain.append(ops_per_s(run(probe, mode, n, args.seconds, False)))
-                    recs = run(probe, mode, n, args.seconds, True)
-                    expl.append(ops_per_s(recs))
-                    ep = next(iter(explained_points(recs).values()))
-                    s = explain_point(ep)
-                    if s is None:
-                        print(f"{probe}: not explained: {ep.unavailable}")
-                        return
-                    unexplained.append(s.unexplained_ns / s.ns_per_op)
-                    calls.append(sum(c.count_per_op for c in s.causes if c.group == "syscall"))
-                p, e = statistics.median(plain), statistics.median(expl)
-                cost_ns = n / e * 1e9 - n / p * 1e9  # per operation of one worker
-                print(
-                    f"{probe:10} {mode:8} {n:7d} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {cost_ns:8.0f} "
-                    f"{statistics.median(calls):8.2f} {statistics.median(unexplained):11.2%}"
-                )
+                    plain.append(ops_per_s(run(probe, mode, n, args.seconds, None)))
+                    for k in kinds:
+                        recs = run(probe, mode, n, args.seconds, k)
+                        got[k]["rate"].append(ops_per_s(recs))
+                        ep = next(iter(explained_points(recs).values()))
+                        s = explain_point(ep)
+                        if s is None:
+                            print(f"{probe}: not explained ({k}): {ep.unavailable}")
+                            return
+                        got[k]["unexpl"].append(s.unexplained_ns / s.ns_per_op)
+                        counted = [c.count_per_op for c in s.causes if c.group == "syscall"]
+                        got[k]["calls"].append(sum(counted) if None not in counted else float("nan"))
+                        got[k]["lock"].append(sum(c.ns_per_op for c in s.causes if c.group == "lock"))
+                p = statistics.median(plain)
+                for k in kinds:
+                    g = got[k]
+                    e = statistics.median(g["rate"])
+                    cost_ns = n / e * 1e9 - n / p * 1e9  # per operation of one worker
+                    print(
+                        f"{probe:10} {mode:8} {n:7d} {k:>7} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {cost_ns:8.0f} "
+                        f"{statistics.median(g['calls']):8.2f} {statistics.median(g['lock']):10.1f} "
+                        f"{statistics.median(g['unexpl']):11.2%}"
+                    )
 
 
 if __name__ == "__main__":
