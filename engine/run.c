@@ -49,6 +49,7 @@ struct master {
 	/* the attribution parts' view of the workers (run_parts.h): per worker
 	 * its CPU, process and thread */
 	int *view_cpus, *view_pids, *view_tids;
+	int *view_helpers, *view_served; /* nworkers * PROBE_PARTNERS_MAX */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -355,12 +356,24 @@ static struct run_view workers_view(struct master *m, int rep)
 		m->view_pids[i] = m->shm->slot[i].c.pid;
 		m->view_tids[i] = m->shm->slot[i].c.tid;
 	}
+	int nhelpers = 0; /* the partner processes the workers forked, each with its worker */
+	for (int i = 0; i < m->cfg->nworkers; i++)
+		for (int k = 0; k < PROBE_PARTNERS_MAX; k++) {
+			int pid = __atomic_load_n(&m->shm->slot[i].c.partners[k], __ATOMIC_ACQUIRE);
+			if (pid > 0) {
+				m->view_helpers[nhelpers] = pid;
+				m->view_served[nhelpers++] = m->view_tids[i];
+			}
+		}
 	return (struct run_view){.cfg = m->cfg,
 				 .rep = rep,
 				 .nworkers = m->cfg->nworkers,
 				 .cpus = m->view_cpus,
 				 .pids = m->view_pids,
-				 .tids = m->view_tids};
+				 .tids = m->view_tids,
+				 .helpers = m->view_helpers,
+				 .served = m->view_served,
+				 .nhelpers = nhelpers};
 }
 
 static void release_sems(struct probe_env *env)
@@ -564,7 +577,10 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	m.view_cpus = calloc(cfg->nworkers, sizeof *m.view_cpus);
 	m.view_pids = calloc(cfg->nworkers, sizeof *m.view_pids);
 	m.view_tids = calloc(cfg->nworkers, sizeof *m.view_tids);
-	if (!m.envs || (!cfg->threaded && !m.partners) || !m.view_cpus || !m.view_pids || !m.view_tids)
+	m.view_helpers = calloc((size_t)cfg->nworkers * PROBE_PARTNERS_MAX, sizeof *m.view_helpers);
+	m.view_served = calloc((size_t)cfg->nworkers * PROBE_PARTNERS_MAX, sizeof *m.view_served);
+	if (!m.envs || (!cfg->threaded && !m.partners) || !m.view_cpus || !m.view_pids || !m.view_tids ||
+	    !m.view_helpers || !m.view_served)
 		die_usage("out of memory");
 	m.shm_len = sizeof(struct shm) + (size_t)cfg->nworkers * sizeof(struct slot);
 	/* a memfd, not an anonymous mapping: a worker exec'd afresh maps it again */
@@ -596,6 +612,8 @@ int run_probe(const struct run_config *cfg, const struct topology *topo)
 	free(m.view_cpus);
 	free(m.view_pids);
 	free(m.view_tids);
+	free(m.view_helpers);
+	free(m.view_served);
 
 	const char *status = "ok";
 	int code = 0;

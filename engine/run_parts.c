@@ -65,14 +65,31 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
 	return -1;
 }
 
+/* The workers, and the partners that serve them: what a worker waits for
+ * in its semop or futex is their doing. */
+static int explain_attach_mode(const struct run_view *v, int light, char *why, size_t whylen)
+{
+	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, light, why, whylen) != 0)
+		return -1;
+	int cpus[2 * v->nworkers], ncpus = 0; /* the workers' and their partners' CPUs, each once */
+	for (int i = 0; i < 2 * v->nworkers; i++) {
+		int cpu = i < v->nworkers ? v->cpus[i] : v->cfg->partner_cpus[i - v->nworkers], seen = cpu < 0;
+		for (int k = 0; k < ncpus && !seen; k++)
+			seen = cpus[k] == cpu;
+		if (!seen)
+			cpus[ncpus++] = cpu;
+	}
+	return explain_bpf_helpers(v->helpers, v->served, v->nhelpers, cpus, ncpus, why, whylen);
+}
+
 static int explain_attach(const struct run_view *v, char *why, size_t whylen)
 {
-	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, 0, why, whylen);
+	return explain_attach_mode(v, 0, why, whylen);
 }
 
 static int explain_light_attach(const struct run_view *v, char *why, size_t whylen)
 {
-	return explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, 1, why, whylen);
+	return explain_attach_mode(v, 1, why, whylen);
 }
 
 static void explain_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)

@@ -23,6 +23,10 @@ struct run_view {
 	const int *cpus; /* per worker: the CPU it is pinned to */
 	const int *pids; /* its process (thread mode: the one hosting them all) */
 	const int *tids; /* its thread */
+	/* The processes serving the workers, forked before the start (a
+	 * two-task probe's partner), each with its worker's thread. */
+	const int *helpers, *served;
+	int nhelpers;
 };
 
 /* At most this many parts: the bits of run_config.parts. */

@@ -434,12 +434,19 @@ HOG = "oslens-hog"
 
 @pytest.fixture
 def hogs():
-    """A busy loop named HOG pinned to each CPU, so one shares the worker's."""
+    """A busy loop named HOG pinned to each CPU, so one shares the worker's,
+    at nice -10: it then outweighs (9.3 times) any other program at the
+    default priority that wants the same CPU — another test suite, a CI
+    neighbour — which would otherwise take its share of the wait too (as it
+    did once, when a second suite ran beside this one)."""
     import os
     import subprocess
     import sys
 
-    code = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\nwhile True:\n    pass\n"
+    code = (
+        f"import ctypes, os\nctypes.CDLL(None).prctl(15, b'{HOG}', 0, 0, 0)\n"
+        "try:\n    os.nice(-10)\nexcept OSError:\n    pass\nwhile True:\n    pass\n"
+    )
     procs = [
         subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", code])
         for cpu in sorted(os.sched_getaffinity(0))
@@ -632,3 +639,46 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     assert sum(c["ns_per_op"] for c in e["causes"]) + e["unexplained_ns"] == pytest.approx(e["ns_per_op"])
     shown = oslens("show", "last", db=db).stdout
     assert "light mode" in shown
+
+
+# ---- What the workers wait on (issue 30, item 3): fork's children and a
+# probe's partner followed as the workers' helpers, said beside their time.
+
+
+def _explained_json(tmp_path, *args: str) -> dict | None:
+    p = oslens("scale", *args, "--workers", "1", "--duration", "0.3", "--reps", "1", "--explain", "--json",
+               db=tmp_path / "w.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (series,) = json.loads(p.stdout)["series"]
+    (e,) = series["explained"]
+    if e is None:
+        pytest.skip(series.get("explanation") or "not explained here")
+    return e
+
+
+def test_a_forking_worker_is_explained_with_what_its_children_did(tmp_path):
+    e = _explained_json(tmp_path, "--probe", "fork")
+    assert e["helped_by"] == "the workers' children"
+    helpers = {c["key"]: c for c in e["helpers"]}
+    assert helpers["syscall:exit_group"]["ns_per_op"] > 0 and helpers["syscall:exit_group"]["count_per_op"] > 0.9
+    # pinned to its parent's CPU, a child runs only while its parent does not
+    off_cpu = sum(c["ns_per_op"] for c in e["causes"] if c["group"] in ("blocked", "runq"))
+    on_cpu = sum(c["ns_per_op"] for c in e["helpers"] if c["group"] not in ("blocked", "runq"))
+    assert 0 < on_cpu <= off_cpu * 1.05, (on_cpu, off_cpu)
+    # the workers' own causes still add up to their time, the children's stay beside it
+    assert sum(c["ns_per_op"] for c in e["causes"]) + e["unexplained_ns"] == pytest.approx(e["ns_per_op"])
+    if "samples" in e["missing"] or "helper_samples" in e["missing"]:
+        return
+    import oslens as api
+
+    stacks = api.Store(tmp_path / "w.db").last(kind="scale").frame("stacks")
+    folded = stacks["stack"]
+    exits = stacks[folded.str.startswith("helper:") & folded.str.contains("do_exit")]
+    assert exits.samples.sum() > 0, "the children's exit path was not sampled"
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_workers_partner_is_followed_as_its_helper(tmp_path, mode):
+    e = _explained_json(tmp_path, "--probe", "sem", "--mode", mode)
+    assert e["helped_by"] == "the probe's partner"
+    assert "syscall:semtimedop" in {c["key"] for c in e["helpers"]}

@@ -16,6 +16,9 @@
 /* The processes whose threads are charged, one bit per tgid. */
 #define EXPLAIN_PID_WORDS ((1u << 22) / 64)
 __u64 followed[EXPLAIN_PID_WORDS];
+/* The processes that serve a worker (explain.h, EXF_HELPER), one bit per
+ * tgid: its children, its partner; helper_of says which worker. */
+__u64 helpers[EXPLAIN_PID_WORDS];
 /* The oslens master's processes (the engine and its parent), one bit per
  * tgid: a runnable worker's CPU taken by them is the master's. */
 __u64 masters[EXPLAIN_PID_WORDS];
@@ -107,14 +110,52 @@ struct {
 	__type(value, struct explain_val);
 } runq_takers SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);   /* a helper's tgid */
+	__type(value, __u32); /* the worker it serves */
+} helper_of SEC(".maps");
+
 /* ---- helpers ---- */
+
+/* Bit tgid of a set of EXPLAIN_PID_WORDS words. Masked, not compared: a
+ * pid is below PID_MAX_LIMIT (2^22), and a bound the compiler can prove
+ * it drops, indexing with a copy the verifier then finds unbounded. */
+static __always_inline int bit_set(const __u64 *set, __u32 tgid)
+{
+	__u32 w = (tgid / 64) & (EXPLAIN_PID_WORDS - 1);
+	return (set[w] >> (tgid % 64)) & 1;
+}
 
 static __always_inline int followed_tgid(__u32 tgid)
 {
-	__u32 w = tgid / 64;
-	if (w >= EXPLAIN_PID_WORDS)
+	return bit_set(followed, tgid);
+}
+
+/* Whether tgid's threads are probed: a worker's process (*served 0), or a
+ * helper of the worker *served. */
+static __always_inline int probed(__u32 tgid, __u32 *served)
+{
+	*served = 0;
+	if (followed_tgid(tgid))
+		return 1;
+	if (!bit_set(helpers, tgid))
 		return 0;
-	return (followed[w] >> (tgid % 64)) & 1;
+	__u32 *w = bpf_map_lookup_elem(&helper_of, &tgid);
+	if (!w)
+		return 0;
+	*served = *w;
+	return 1;
+}
+
+/* A helper's charges and samples are its worker's, marked as a helper's. */
+static __always_inline void as_served(const struct explain_task *t, __u32 *tid, __u16 *flags)
+{
+	if (t && t->served) {
+		*tid = t->served;
+		*flags |= EXF_HELPER;
+	}
 }
 
 static __always_inline __u64 clip(__u64 t)
@@ -161,8 +202,8 @@ static __always_inline struct explain_frame *top_frame(struct explain_task *t)
 	return d ? frame_at(t, d - 1) : NULL;
 }
 
-/* The state probed thread t is charged to now. */
-static __always_inline void current_key(struct explain_task *t, __u32 tid, struct explain_key *k)
+/* The state probed thread t is charged to now, as if it were not a helper. */
+static __always_inline void own_key(struct explain_task *t, __u32 tid, struct explain_key *k)
 {
 	__builtin_memset(k, 0, sizeof *k);
 	k->tid = tid;
@@ -198,6 +239,13 @@ static __always_inline void current_key(struct explain_task *t, __u32 tid, struc
 	k->id = top->id;
 }
 
+/* The state probed thread t is charged to now. */
+static __always_inline void current_key(struct explain_task *t, __u32 tid, struct explain_key *k)
+{
+	own_key(t, tid, k);
+	as_served(t, &k->tid, &k->flags);
+}
+
 /* Charges t's time since its last transition to what it was in; on a CPU
  * inside a kernel entry, that time is also the entry's. Never backwards:
  * an interrupt can come between a program's clock read and its charge,
@@ -228,12 +276,12 @@ static __always_inline void run_length(__u32 entry, __u64 ns, __u64 now)
 		runlen_add(r, ns);
 }
 
-static __always_inline struct explain_task *task_of(__u32 tid, int create)
+static __always_inline struct explain_task *task_of(__u32 tid, int create, __u32 served)
 {
 	struct explain_task *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (t || !create)
 		return t;
-	struct explain_task fresh = {.last_ns = bpf_ktime_get_ns()};
+	struct explain_task fresh = {.last_ns = bpf_ktime_get_ns(), .served = served};
 	bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t)
@@ -245,17 +293,19 @@ static __always_inline struct explain_task *task_of(__u32 tid, int create)
 static __always_inline struct explain_task *current_task(__u32 *tid)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if (!followed_tgid(id >> 32))
+	__u32 served;
+	if (!probed(id >> 32, &served))
 		return NULL;
 	*tid = (__u32)id;
-	return task_of(*tid, 1);
+	return task_of(*tid, 1, served);
 }
 
-static __always_inline void count_entry(__u32 tid, __u16 kind, __s64 id, __u64 now)
+static __always_inline void count_entry(const struct explain_task *t, __u32 tid, __u16 kind, __s64 id, __u64 now)
 {
 	if (!in_window(now))
 		return;
 	struct explain_key k = {.tid = tid, .kind = kind, .stack = -1, .id = id};
+	as_served(t, &k.tid, &k.flags);
 	add(&k, 0, 1);
 }
 
@@ -277,7 +327,7 @@ static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, 
 	f->named = 0;
 	t->depth = d + 1;
 	if (count)
-		count_entry(tid, kind, id, now);
+		count_entry(t, tid, kind, id, now);
 }
 
 /* Leaves the innermost frame of `kind`, and any frame above it (a fault
@@ -336,7 +386,7 @@ int BPF_PROG(oslens_ex_sys_exit, struct pt_regs *regs, long ret)
 	charge(t, tid, now);
 	if (t->depth) {
 		struct explain_frame *outer = frame_at(t, 0);
-		if (outer && outer->kind == EX_SYSCALL)
+		if (outer && outer->kind == EX_SYSCALL && !t->served)
 			run_length(EE_SYSCALL, t->entry_ns, now);
 	}
 	t->depth = 0; /* back to user space */
@@ -373,9 +423,10 @@ static __always_inline int fault_end(int major)
 	if (top && top->kind == EX_FAULT)
 		top->id = major; /* charged as minor or major from the start */
 	pop(t, tid, EX_FAULT, now);
-	count_entry(tid, EX_FAULT, major, now);
+	count_entry(t, tid, EX_FAULT, major, now);
 	if (!t->depth) { /* the entry from user space ends here */
-		run_length(EE_FAULT, t->entry_ns, now);
+		if (!t->served)
+			run_length(EE_FAULT, t->entry_ns, now);
 		t->entry_ns = 0;
 	}
 	return 0;
@@ -463,10 +514,7 @@ int BPF_PROG(oslens_ex_lock_end, void *lock, int ret)
 
 static __always_inline int master_tgid(__u32 tgid)
 {
-	__u32 w = tgid / 64;
-	if (w >= EXPLAIN_PID_WORDS)
-		return 0;
-	return (masters[w] >> (tgid % 64)) & 1;
+	return bit_set(masters, tgid);
 }
 
 static __always_inline void add_taker(const struct runq_taker_key *k, __u64 ns, __u64 count)
@@ -550,22 +598,24 @@ int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct ta
 		if (w->tid == BPF_CORE_READ(next, pid))
 			w->tid = 0;
 	}
-	if (followed_tgid(BPF_CORE_READ(prev, tgid))) {
+	__u32 served;
+	if (probed(BPF_CORE_READ(prev, tgid), &served)) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
-		struct explain_task *t = task_of(tid, 1);
+		struct explain_task *t = task_of(tid, 1, served);
 		if (t) {
 			charge(t, tid, now);
 			/* preempted, or still runnable: it waits for a CPU */
 			t->off_cpu = preempt || task_sched_state(prev) == 0 ? EX_RUNQ : EX_BLOCKED;
 			if (light_mode) /* prev is the current thread */
 				t->off_id = entry_orig_ax();
-			if (t->off_cpu == EX_RUNQ && prev != next)
+			/* who takes the CPU is followed for workers only (one waiter per CPU) */
+			if (t->off_cpu == EX_RUNQ && prev != next && !t->served)
 				wait_begins(tid, cpu, now);
 		}
 	}
-	if (followed_tgid(BPF_CORE_READ(next, tgid))) {
+	if (probed(BPF_CORE_READ(next, tgid), &served)) {
 		__u32 tid = BPF_CORE_READ(next, pid);
-		struct explain_task *t = task_of(tid, 1);
+		struct explain_task *t = task_of(tid, 1, served);
 		if (t) {
 			charge(t, tid, now);
 			t->off_cpu = 0;
@@ -576,15 +626,17 @@ int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct ta
 
 static __always_inline int woken(struct task_struct *p)
 {
-	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
+	__u32 served;
+	if (!probed(BPF_CORE_READ(p, tgid), &served))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
-	struct explain_task *t = task_of(tid, 0);
+	struct explain_task *t = task_of(tid, 0, 0);
 	if (t && t->off_cpu == EX_BLOCKED) {
 		__u64 now = bpf_ktime_get_ns();
 		charge(t, tid, now);
 		t->off_cpu = EX_RUNQ;
-		wait_begins(tid, BPF_CORE_READ(p, thread_info.cpu), now);
+		if (!t->served)
+			wait_begins(tid, BPF_CORE_READ(p, thread_info.cpu), now);
 	}
 	return 0;
 }
@@ -598,7 +650,7 @@ int BPF_PROG(oslens_ex_migrate, struct task_struct *p, int dest_cpu)
 	if (!followed_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
-	struct explain_task *t = task_of(tid, 0);
+	struct explain_task *t = task_of(tid, 0, 0);
 	if (!t || t->off_cpu != EX_RUNQ)
 		return 0;
 	struct runq_wait *old = wait_on(BPF_CORE_READ(p, thread_info.cpu));
@@ -620,11 +672,31 @@ int BPF_PROG(oslens_ex_wakeup_new, struct task_struct *p)
 	return woken(p);
 }
 
+/* A worker forks: the child (a new process, not a thread of the worker's)
+ * is its helper — fork's child, which it waits for in wait4 — followed
+ * until it is freed. */
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(oslens_ex_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+	if (!followed_tgid(BPF_CORE_READ(parent, tgid)) || followed_tgid(tgid))
+		return 0;
+	__u32 worker = BPF_CORE_READ(parent, pid), w = tgid / 64;
+	if (w >= EXPLAIN_PID_WORDS || bpf_map_update_elem(&helper_of, &tgid, &worker, BPF_ANY))
+		return 0;
+	__sync_fetch_and_or(&helpers[w], 1ull << (tgid % 64));
+	return 0;
+}
+
 SEC("raw_tp/sched_process_free")
 int BPF_PROG(oslens_ex_free, struct task_struct *p)
 {
-	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	bpf_map_delete_elem(&tasks, &tid);
+	if (tid == tgid && bit_set(helpers, tgid)) {
+		__sync_fetch_and_and(&helpers[tgid / 64 % EXPLAIN_PID_WORDS], ~(1ull << (tgid % 64)));
+		bpf_map_delete_elem(&helper_of, &tgid);
+	}
 	return 0;
 }
 
@@ -690,14 +762,15 @@ static __always_inline void intr_exit(void)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lo = clip(c->start_ns), hi = clip(now);
 	struct explain_key k = {.tid = c->tid, .kind = c->kind, .stack = -1, .id = c->id};
+	struct explain_task *t = task_of(c->tid, 0, 0);
+	as_served(t, &k.tid, &k.flags);
 	if (hi > lo || in_window(c->start_ns))
 		add(&k, hi > lo ? hi - lo : 0, in_window(c->start_ns));
-	struct explain_task *t = task_of(c->tid, 0);
 	if (t) {
 		t->last_ns = now; /* the interrupt's time is charged */
 		if (t->depth)
 			t->entry_ns += now - c->start_ns; /* part of the kernel entry it interrupted */
-		else
+		else if (!t->served)
 			run_length(EE_INTERRUPT, now - c->start_ns, now);
 	}
 	c->tid = 0;
@@ -756,9 +829,10 @@ VECTOR(irq_work, EV_IRQ_WORK)
 static __always_inline void count_current(__u16 kind, __s64 id)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!followed_tgid(pid_tgid >> 32))
+	__u32 served, tid = (__u32)pid_tgid;
+	if (!probed(pid_tgid >> 32, &served))
 		return;
-	count_entry((__u32)pid_tgid, kind, id, bpf_ktime_get_ns());
+	count_entry(task_of(tid, 0, 0), tid, kind, id, bpf_ktime_get_ns());
 }
 
 SEC("raw_tp/ipi_send_cpu")
@@ -832,20 +906,20 @@ static __always_inline int sample_stack(struct bpf_perf_event_data *ctx, __u64 *
  * and hard interrupts do not nest: an interrupt under way on this CPU is
  * that tick's own (counted as such in `charges`), unless it is a softirq,
  * which runs with interrupts on — then the sample is the softirq's. */
-SEC("perf_event")
-int oslens_ex_sample(struct bpf_perf_event_data *ctx)
+static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_only)
 {
 	__u64 now = bpf_ktime_get_ns();
 	if (!in_window(now))
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!followed_tgid(pid_tgid >> 32))
+	__u32 served;
+	if (!probed(pid_tgid >> 32, &served) || (helpers_only && !served))
 		return 0;
 	__u32 tid = (__u32)pid_tgid;
 	struct explain_key cause = {.tid = tid, .kind = EX_USER};
-	struct explain_task *t = task_of(tid, 0);
+	struct explain_task *t = task_of(tid, 0, 0);
 	if (t)
-		current_key(t, tid, &cause);
+		own_key(t, tid, &cause);
 	__u32 zero = 0;
 	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
 	if (c && c->depth && c->tid == tid && c->kind == EX_SOFTIRQ) {
@@ -862,6 +936,10 @@ int oslens_ex_sample(struct bpf_perf_event_data *ctx)
 	if (light_mode && cause.kind == EX_USER && stack) { /* in the kernel: which entry, the stack says */
 		cause.kind = EX_KERNEL;
 		cause.id = entry_orig_ax();
+	}
+	if (served) { /* a helper's sample is its worker's, marked */
+		cause.tid = served;
+		cause.flags |= EXF_HELPER;
 	}
 	struct explain_sample_key k = {
 		.tid = tid,
@@ -884,4 +962,20 @@ int oslens_ex_sample(struct bpf_perf_event_data *ctx)
 	}
 	__sync_fetch_and_add(n, 1);
 	return 0;
+}
+
+SEC("perf_event")
+int oslens_ex_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample(ctx, 0);
+}
+
+/* A clock on a CPU the run's tasks are pinned to: the helpers (a worker's
+ * children, which a thread clock cannot follow, and its partner) sampled
+ * there, every period of the CPU's time — the same weight. The workers
+ * have their own clocks and are left to them. */
+SEC("perf_event")
+int oslens_ex_sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	return sample(ctx, 1);
 }

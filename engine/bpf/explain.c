@@ -35,7 +35,7 @@ static const char *part_of(const struct bpf_program *p)
 	const char *tp = loader_tp_name(p);
 	if (tp && !strncmp(tp, "sys_", 4)) /* the core of full mode: its causes would not add up without them */
 		return light ? "syscalls" : NULL;
-	if (!strcmp(bpf_program__name(p), "oslens_ex_sample"))
+	if (!strcmp(bpf_program__name(p), "oslens_ex_sample") || !strcmp(bpf_program__name(p), "oslens_ex_sample_cpu"))
 		return "samples";
 	return loader_part_of(p);
 }
@@ -146,6 +146,27 @@ static void name_of(const struct explain_key *k, char *buf, size_t len)
 	}
 }
 
+int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cpus, int ncpus, char *why, size_t whylen)
+{
+	if (!skel)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		__u32 tgid = (__u32)pids[i], worker = (__u32)served[i];
+		if (pids[i] <= 0 || tgid / 64 >= sizeof skel->bss->helpers / sizeof skel->bss->helpers[0])
+			continue;
+		if (bpf_map__update_elem(skel->maps.helper_of, &tgid, sizeof tgid, &worker, sizeof worker, BPF_ANY)) {
+			snprintf(why, whylen, "cannot follow helper %d: %s", pids[i], strerror(errno));
+			return -1;
+		}
+		__atomic_fetch_or(&skel->bss->helpers[tgid / 64], 1ull << (tgid % 64), __ATOMIC_SEQ_CST);
+	}
+	/* the helpers are sampled where they run: the CPUs the run pins its tasks to */
+	if (sample_period_ns && loader_attach_cpu_clocks(skel->progs.oslens_ex_sample_cpu, sample_period_ns, cpus,
+							 ncpus, &sample_links, &n_sample_links) != 0)
+		loader_missing_add(&missing, "helper_samples");
+	return 0;
+}
+
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 {
 	if (!skel)
@@ -165,6 +186,8 @@ static void emit_cause(struct json *j, const struct explain_key *k, int sampled)
 	if (sampled && k->kind == EX_FAULT && k->id == 2)
 		snprintf(name, sizeof name, "under way");
 	json_int(j, "tid", k->tid);
+	if (k->flags & EXF_HELPER)
+		json_bool(j, "helper", 1);
 	json_str(j, "kind", k->kind < EX_KIND_MAX && kind_names[k->kind] ? kind_names[k->kind] : "?");
 	if (k->kind == EX_LOCK || k->kind == EX_IPI_SENT) {
 		snprintf(addr, sizeof addr, "0x%" PRIx64, (uint64_t)k->id);
@@ -197,7 +220,7 @@ static void emit_samples(struct json *j)
 			json_obj(j, NULL);
 			emit_cause(j, &cause, 1);
 			if (k.kind == EX_LOCK)
-				json_str(j, "lock_kind", loader_lock_kind(k.flags));
+				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_HELPER));
 			loader_emit_ips(j, "stack", found ? s.ip : NULL, EXPLAIN_SAMPLE_DEPTH);
 			json_uint(j, "count", count);
 			json_end(j);
@@ -290,7 +313,7 @@ void explain_bpf_emit(int rep)
 			json_uint(j, "ns", v.ns);
 			json_uint(j, "count", v.count);
 			if (k.kind == EX_LOCK) {
-				json_str(j, "lock_kind", loader_lock_kind(k.flags));
+				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_HELPER));
 				loader_emit_stack(j, skel->maps.stacks, k.stack, EXPLAIN_STACK_DEPTH);
 			}
 			json_end(j);

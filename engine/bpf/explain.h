@@ -56,6 +56,11 @@ struct explain_key {
 	__s64 id;
 };
 
+/* In explain_key.flags and explain_sample_key.flags: the time of a task a
+ * worker waits on — a child it forked (fork's, which it waits for in
+ * wait4) or its partner process — keyed by the tid of that worker. */
+#define EXF_HELPER 0x8000
+
 struct explain_val {
 	__u64 ns;    /* time charged within the window */
 	__u64 count; /* entries within the window */
@@ -133,6 +138,8 @@ struct explain_task {
 	__u32 depth;	/* frames in use; 0: user space */
 	__u32 off_cpu;	/* 0 on a CPU, else EX_RUNQ or EX_BLOCKED */
 	__s64 off_id;	/* light mode: orig_ax when it left its CPU (the call it waits in) */
+	__u32 served;	/* a helper (EXF_HELPER): the worker it serves; 0 for a worker */
+	__u32 pad;
 	struct explain_frame f[EXPLAIN_NEST];
 };
 
@@ -173,6 +180,15 @@ struct explain_cpu {
  * charged to EX_USER, and the samples split it (EX_USER in user space,
  * EX_KERNEL with the thread's orig_ax in the kernel). */
 int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light, char *why, size_t whylen);
+/* Before explain_bpf_window: processes that already serve a worker (its
+ * partner, forked before the start), each with the tid of the worker it
+ * serves; their time is charged as the worker's helpers' (EXF_HELPER). The
+ * children the workers fork from now on are followed the same way without
+ * being named. The helpers are sampled by a clock on each of `cpus`, the
+ * CPUs the run pins its tasks to (a child runs where its parent is
+ * pinned). 0, or -1 with why. */
+int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cpus, int ncpus, char *why,
+			size_t whylen);
 /* Charges from now on what falls in [start_ns, end_ns] of CLOCK_MONOTONIC. */
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
 /* The `explain` record of repetition rep (engine/README.md). */

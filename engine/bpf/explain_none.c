@@ -29,3 +29,9 @@ void explain_bpf_emit(int rep)
 void explain_bpf_stop(void)
 {
 }
+
+int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cpus, int ncpus, char *why, size_t whylen)
+{
+	(void)pids, (void)served, (void)n, (void)cpus, (void)ncpus, (void)why, (void)whylen;
+	return 0;
+}

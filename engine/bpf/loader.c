@@ -271,6 +271,19 @@ int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, co
 	return attach_events(prog, &attr, tids, n, 1, links, nlinks);
 }
 
+int loader_attach_cpu_clocks(struct bpf_program *prog, uint64_t period_ns, const int *cpus, int n,
+			     struct bpf_link ***links, int *nlinks)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof attr,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = period_ns,
+		.disabled = 1,
+	};
+	return attach_events(prog, &attr, cpus, n, 0, links, nlinks);
+}
+
 const char *loader_softirq_name(long vec)
 {
 	static const char *const names[] = {"HI",	"TIMER",   "NET_TX", "NET_RX",	"BLOCK",

@@ -146,6 +146,9 @@ class ExplainedStats:
     stacks: kstacks.StackProfile | None = None
     # "full": every system call and fault timed; "light": the time on a CPU split by samples
     mode: str = "full"
+    # what the tasks the workers wait on did meanwhile (their children, their partner), per operation
+    helpers: list[Cause] = field(default_factory=list)
+    helped_by: str = ""  # who those tasks are, for people
     # every function's self time per op and its callers, for the knee's differential (not in to_dict)
     kernel_self_ns: dict[str, float] = field(default_factory=dict, repr=False)
     kernel_callers: dict[str, list[str]] = field(default_factory=dict, repr=False)
@@ -340,19 +343,22 @@ class _Sampled:
     lost: int = 0
     # light mode: the samples on a CPU outside the exact causes, by the cause they tell
     on_cpu: Counter = field(default_factory=Counter)
+    helper_on_cpu: Counter = field(default_factory=Counter)  # the same, of the helpers
 
-    def add(self, r) -> None:
+    def add(self, r, ep: ExplainedPoint) -> None:
         if not r.explain.get("sample_period_ns"):
             return
         self.period_ns = r.explain["sample_period_ns"]
         self.lost += r.explain.get("samples_lost", 0)
         light = r.explain.get("mode") == "light"
         for s in r.explain.get("samples", []):
-            if s["tid"] in r.tids:  # not the thread-mode host
+            helper = is_helper(s, r, ep)
+            if s["tid"] in r.tids or helper:  # not the thread-mode host
                 frames = tuple(s.get("frames") or s.get("stack") or ())
-                self.samples.append(kstacks.Sample(_sample_cause(s), frames, s["count"]))
+                cause = _sample_cause(s)
+                self.samples.append(kstacks.Sample(f"{HELPER}:{cause}" if helper else cause, frames, s["count"]))
                 if light and s["kind"] in ON_CPU_KINDS:
-                    self.on_cpu[on_cpu_cause(s)] += s["count"]
+                    (self.helper_on_cpu if helper else self.on_cpu)[on_cpu_cause(s)] += s["count"]
 
     def profiles(self, ops: float) -> dict:
         stacks = kstacks.profile(self.samples, self.period_ns, ops, self.lost)
@@ -399,13 +405,68 @@ def _charged_ops(ep: ExplainedPoint) -> float:
     return sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
 
 
+# The tasks a worker waits on, which the engine follows as its helpers: the
+# children it forks (fork's, which it waits for in wait4) and its partner
+# (sem's and pingpong's other end). Their time is not the workers' — it
+# overlaps the workers' sleep — and is said beside it, per operation.
+HELPER = "helper"
+
+
+def is_helper(c: dict, r, ep: ExplainedPoint) -> bool:
+    """A charge or sample of a helper: marked so by the engine (a child or
+    a partner process, keyed by its worker's thread), or in thread mode a
+    thread of the run that is neither a worker nor the master (the
+    partner thread of a probe that keeps one)."""
+    if c.get("helper"):
+        return True
+    return (
+        ep.mode == "thread"
+        and bool(ep.header.get("probe", {}).get("partner"))
+        and c["tid"] not in r.tids
+        and c["tid"] != ep.header.get("pid")
+    )
+
+
+def helped_by(ep: ExplainedPoint) -> str:
+    return PARTNER if ep.header.get("probe", {}).get("partner") else "the workers' children"
+
+
 def point_samples(ep: ExplainedPoint) -> kstacks.PointSamples | None:
     """An explained point's sampled kernel functions, for `compare`; None
     when it was not sampled."""
     sampled = _Sampled()
     for r in ep.reps:
-        sampled.add(r)
+        sampled.add(r, ep)
     return kstacks.PointSamples.of(sampled.samples, sampled.period_ns, _charged_ops(ep))
+
+
+def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str], list[str]]:
+    """An explained point's repetitions summed: the workers' charges, their
+    helpers', the samples, what the kernel could not attribute, the notes."""
+    charges, helpers = _Charges(), _Charges()
+    sampled = _Sampled()
+    missing: set[str] = set()
+    notes: list[str] = [cache_line_note()]
+    partner = bool(ep.header.get("probe", {}).get("partner"))
+    for r in ep.reps:
+        sampled.add(r, ep)
+        missing.update(r.explain.get("missing", []))
+        if r.explain.get("lost"):
+            notes.append(
+                f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
+            )
+        for c in r.explain["charges"]:
+            if is_helper(c, r, ep):
+                helpers.add(c)
+            elif c["tid"] in r.tids:  # not the thread-mode host, waiting for its workers
+                charges.add(c)
+        for t in r.explain.get("runq_takers", []):
+            if t["tid"] in r.tids:
+                charges.add_taker(t, r.tids, partner)
+        for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
+            if why and why not in notes:
+                notes.append(why)
+    return charges, helpers, sampled, missing, notes
 
 
 def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None = None) -> ExplainedStats | None:
@@ -415,26 +476,7 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         return None
     ops = _charged_ops(ep)
     window = sum(r.window_ns * len(r.workers) for r in ep.reps)
-    charges = _Charges()
-    sampled = _Sampled()
-    missing: set[str] = set()
-    notes: list[str] = [cache_line_note()]
-    for r in ep.reps:
-        sampled.add(r)
-        missing.update(r.explain.get("missing", []))
-        if r.explain.get("lost"):
-            notes.append(
-                f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
-            )
-        for c in r.explain["charges"]:
-            if c["tid"] in r.tids:  # not the thread-mode host, waiting for its workers
-                charges.add(c)
-        for t in r.explain.get("runq_takers", []):
-            if t["tid"] in r.tids:
-                charges.add_taker(t, r.tids, bool(ep.header.get("probe", {}).get("partner")))
-        for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
-            if why and why not in notes:
-                notes.append(why)
+    charges, helpers, sampled, missing, notes = _gathered(ep)
     if not ops:
         return None
     if sampled.samples:
@@ -442,6 +484,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     mode = "light" if any(r.explain.get("mode") == "light" for r in ep.reps) else "full"
     if mode == "light":
         notes.append(LIGHT_NOTE.format(n=charges.split_on_cpu(sampled.on_cpu)))
+        if helpers.ns:
+            helpers.split_on_cpu(sampled.helper_on_cpu)
     causes = charges.causes(ops)
     per_op = window / ops
     cost = None
@@ -452,6 +496,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         workers=ep.workers,
         reps=len(ep.reps),
         mode=mode,
+        helpers=helpers.causes(ops),
+        helped_by=helped_by(ep) if helpers.ns else "",
         ns_per_op=per_op,
         causes=causes,
         unexplained_ns=per_op - sum(c.ns_per_op for c in causes),
@@ -523,6 +569,7 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
                 f" (no lock was contended more: {functions.listed[0].name} taking longer with more workers is "
                 "what a cache line they share would do — a hypothesis; no PMU here counts the line's moves)"
             )
+    sentence += _helpers_rise(a, b)
     explained = sum(d for _, d in ranked)
     if rise > 0 and explained / rise < EXPLAINED_ENOUGH:
         sentence += (
@@ -540,6 +587,24 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         sentence,
         functions,
     )
+
+
+def _helpers_rise(a: ExplainedStats, b: ExplainedStats) -> str:
+    """'. Meanwhile the workers' children took 9 µs more per op: exit_group()
+    in the kernel +6 µs, …' — what the tasks the workers wait on did more of,
+    which the workers' own sleep does not say."""
+    if not (a.helpers or b.helpers):
+        return ""
+    before = {c.key: c.ns_per_op for c in a.helpers}
+    after = {c.key: c.ns_per_op for c in b.helpers}
+    label = {c.key: c.label for c in a.helpers + b.helpers}
+    deltas = sorted(((k, after.get(k, 0.0) - before.get(k, 0.0)) for k in set(before) | set(after)),
+                    key=lambda kd: -kd[1])  # fmt: skip
+    total = sum(after.values()) - sum(before.values())
+    grew = [f"{label[k]} +{fmt_ns(d)}" for k, d in deltas[:3] if d > 0]
+    if total <= 0 or not grew:
+        return ""
+    return f". Meanwhile {b.helped_by or a.helped_by} took {fmt_ns(total)} more per op: {', '.join(grew)}"
 
 
 def scales_sentence(points: list[ExplainedStats], efficiency: list[float] | None = None) -> str:

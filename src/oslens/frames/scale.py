@@ -75,7 +75,11 @@ COLUMNS = {
         "ns_per_op": ("float64", "the workers' time per operation in the explained repetitions, ns"),
         "cause": ("str", "what the time was charged to, for people ('unexplained': nothing was)"),
         "key": ("str", "the same cause at every point of a series ('syscall:munmap', 'lock:mmap_lock:rwsem:W')"),
-        "group": ("str", "user, syscall, fault, lock, interrupt, runq, blocked, kernel (or unexplained)"),
+        "group": (
+            "str",
+            "user, syscall, fault, lock, interrupt, runq, blocked, kernel (or unexplained); helper: "
+            "what a task the workers wait on did meanwhile (a child, the partner), beside their time, not in it",
+        ),
         "cause_ns_per_op": ("float64", "the time charged to this cause per operation, ns"),
         "count_per_op": ("float64", "times per operation the cause was entered (NaN for unexplained)"),
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
@@ -158,6 +162,10 @@ def frames(run, records: list[dict]) -> dict:
                                "callers": joined(c.callers),
                                "takers": "; ".join(f"{t['name']} {t['share']:.3f}" for t in c.takers),
                                "error_ns_per_op": c.error_ns})  # fmt: skip
+            for c in e.helpers:  # beside the workers' time, not in it: it overlaps their sleep
+                causes.append({**point, "cause": f"{e.helped_by}: {c.label}", "key": f"helper:{c.key}",
+                               "group": "helper", "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,
+                               "callers": joined(c.callers), "takers": "", "error_ns_per_op": c.error_ns})  # fmt: skip
             causes.append({**point, "cause": "unexplained", "key": "unexplained", "group": "unexplained",
                            "cause_ns_per_op": e.unexplained_ns, "count_per_op": None, "callers": "",
                            "takers": "", "error_ns_per_op": None})  # fmt: skip

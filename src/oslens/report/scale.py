@@ -167,6 +167,9 @@ def explanation_lines(s: Series) -> list[str]:
                 f"kernel entries {rl.count}, mean {ns(rl.mean_ns)}, {1 - short[0]:.1%} ≤ 1 µs; "
                 f"{long_[1]:.0%} of kernel time in the {long_[0]:.2%} longer than 10 µs"
             )
+        if e.helpers:
+            top = ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in e.helpers[:3])
+            extras.append(f"meanwhile {e.helped_by}: {ns(sum(c.ns_per_op for c in e.helpers))}/op, most in {top}")
         if e.stacks and e.stacks.functions:
             top = ", ".join(f"{f.name} {ns(f.self_ns)}" for f in e.stacks.functions[:3])
             extras.append(f"kernel {ns(e.stacks.kernel_ns)}/op sampled, most in {top}")
