@@ -532,3 +532,42 @@ def test_without_privileges_at_paranoid_2_counters_count_user_space_and_rusage_c
     assert (switches["voluntary"], switches["involuntary"]) == (rusage["nvcsw"], rusage["nivcsw"])
     assert switches["voluntary"] >= 1  # sh waited for sleep
     assert (faults["minor"], faults["major"]) == (rusage["min_flt"], rusage["maj_flt"]) and faults["minor"] > 0
+
+
+# ---- where the workload's kernel time goes, by function (issue 30, item 7)
+
+
+def test_kernel_time_is_sampled_by_function_under_the_call_that_entered_it(build, no_leaks):
+    prof = profile(build["getppid_loop"], "2000000")
+    bpf_or_skip(prof)
+    rec = prof.first("samples")
+    if rec is None:
+        pytest.skip(f"the per-CPU clocks could not be attached: {prof.first('bpf')['missing']}")
+    from oslens.profile.records import Records
+    from oslens.profile.sections import kernel_functions
+
+    section = kernel_functions.summarize(Records(prof.records))
+    assert section["samples"] > 0 and section["functions"], section
+    # a loop of getppid: the kernel is entered by getppid, named from the thread's registers
+    assert section["entries"][0]["key"] == "syscall:getppid", section["entries"]
+    # the samples are the workload's time on a CPU: the folded stacks add up to kernel + user
+    assert sum(section["folded"].values()) == pytest.approx(section["kernel_ns"] + section["user_ns"])
+    cpu = sum(t["runtime_ns"] for t in threads(prof))
+    assert 0.5 * cpu <= section["samples"] * section["period_ns"] <= 1.5 * cpu, (section["samples"], cpu)
+
+
+def test_compare_of_two_profiles_lists_the_kernel_functions_that_changed(build, tmp_path, no_leaks):
+    from conftest import oslens
+
+    db = tmp_path / "p.db"
+    for n in ("300000", "900000"):
+        p = oslens("profile", "-q", "--", build["getppid_loop"], n, db=db)
+        assert p.returncode == 0, p.stderr
+    doc = json.loads(oslens("compare", "1", "2", "--json", db=db).stdout)
+    if not doc["functions"]:
+        pytest.skip("no samples here")
+    (point,) = doc["functions"]
+    assert point["per"] == "run" and point["functions"]
+    # three times the calls: the kernel functions of getppid take about three times as long per run
+    top = point["functions"][0]
+    assert top["delta_ns_per_op"] > 0 and top["beyond_sampling_error"], top

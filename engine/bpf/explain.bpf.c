@@ -11,6 +11,7 @@
 #include "common.bpf.h"
 
 #include "explain.h"
+#include "kstack.bpf.h"
 #include "locknames.bpf.h"
 
 /* The processes whose threads are charged, one bit per tgid. */
@@ -77,20 +78,6 @@ struct {
 	__type(key, struct explain_sample_key);
 	__type(value, __u64);
 } sampled SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct explain_stack);
-} sample_stacks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct explain_stack);
-} sample_buf SEC(".maps");
 
 /* A runnable worker waiting on each CPU, and who had that CPU meanwhile
  * (explain.h). */
@@ -344,19 +331,6 @@ static __always_inline void pop(struct explain_task *t, __u32 tid, __u16 kind, _
 	}
 }
 
-/* The current thread's orig_ax, as its kernel entry saved it: the number
- * of the system call it is in, a user page fault's error code, or -1 (an
- * interrupt). x86 only; elsewhere -1. */
-static __always_inline __s64 entry_orig_ax(void)
-{
-#if defined(__TARGET_ARCH_x86)
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return regs ? BPF_CORE_READ(regs, orig_ax) : -1;
-#else
-	return -1;
-#endif
-}
-
 /* ---- system calls ---- */
 
 SEC("raw_tp/sys_enter")
@@ -607,7 +581,7 @@ int BPF_PROG(oslens_ex_switch, bool preempt, struct task_struct *prev, struct ta
 			/* preempted, or still runnable: it waits for a CPU */
 			t->off_cpu = preempt || task_sched_state(prev) == 0 ? EX_RUNQ : EX_BLOCKED;
 			if (light_mode) /* prev is the current thread */
-				t->off_id = entry_orig_ax();
+				t->off_id = kstack_orig_ax();
 			/* who takes the CPU is followed for workers only (one waiter per CPU) */
 			if (t->off_cpu == EX_RUNQ && prev != next && !t->served)
 				wait_begins(tid, cpu, now);
@@ -858,47 +832,6 @@ int BPF_PROG(oslens_ex_tlb_flush, int reason, unsigned long pages)
 
 /* ---- sampled kernel stacks ---- */
 
-/* s's hash, never 0 (no stack): FNV-1a over its words, then murmur3's
- * finaliser, so that addresses differing in their low bits spread. */
-static __always_inline __u64 stack_hash(const struct explain_stack *s)
-{
-	__u64 h = 0xcbf29ce484222325ull;
-#pragma unroll
-	for (int i = 0; i < EXPLAIN_SAMPLE_DEPTH; i++) {
-		h ^= s->ip[i];
-		h *= 0x100000001b3ull;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ull;
-	h ^= h >> 33;
-	return h ? h : 1;
-}
-
-/* The kernel stack of what the sample interrupted, kept in sample_stacks:
- * *stack its hash, 0 for none (user space). -1: it found no room. */
-static __always_inline int sample_stack(struct bpf_perf_event_data *ctx, __u64 *stack)
-{
-	__u32 zero = 0;
-	struct explain_stack *buf = bpf_map_lookup_elem(&sample_buf, &zero);
-	if (!buf)
-		return -1;
-	/* the rest of buf is zeroed; user space has no kernel frame */
-	long len = bpf_get_stack(ctx, buf, sizeof *buf, 0);
-	if (len < 0)
-		return -1;
-	*stack = 0;
-	if (!len)
-		return 0;
-	__u64 h = stack_hash(buf);
-	if (!bpf_map_lookup_elem(&sample_stacks, &h) && bpf_map_update_elem(&sample_stacks, &h, buf, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&sample_stacks, &h)) /* not put there by another CPU meanwhile */
-		return -1;
-	*stack = h;
-	return 0;
-}
-
 /* A probed thread's clock ticked (a software perf event on the thread:
  * it runs only while the thread does). The sample is the cause the
  * thread is in, as charge() would charge it now, and the stack of what
@@ -929,13 +862,13 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_o
 		cause.named = 0;
 	}
 	__u64 stack;
-	if (sample_stack(ctx, &stack) != 0) {
+	if (kstack_take(ctx, &stack) != 0) {
 		__sync_fetch_and_add(&samples_lost, 1);
 		return 0;
 	}
 	if (light_mode && cause.kind == EX_USER && stack) { /* in the kernel: which entry, the stack says */
 		cause.kind = EX_KERNEL;
-		cause.id = entry_orig_ax();
+		cause.id = kstack_orig_ax();
 	}
 	if (served) { /* a helper's sample is its worker's, marked */
 		cause.tid = served;

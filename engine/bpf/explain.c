@@ -214,14 +214,11 @@ static void emit_samples(struct json *j)
 		if (bpf_map__lookup_elem(skel->maps.sampled, &k, sizeof k, &count, sizeof count, 0) == 0) {
 			struct explain_key cause = {
 				.tid = k.tid, .kind = k.kind, .flags = k.flags, .named = k.named, .id = k.id};
-			struct explain_stack s;
-			int found = k.stack && bpf_map__lookup_elem(skel->maps.sample_stacks, &k.stack, sizeof k.stack,
-								    &s, sizeof s, 0) == 0;
 			json_obj(j, NULL);
 			emit_cause(j, &cause, 1);
 			if (k.kind == EX_LOCK)
 				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_HELPER));
-			loader_emit_ips(j, "stack", found ? s.ip : NULL, EXPLAIN_SAMPLE_DEPTH);
+			loader_emit_kstack(j, "stack", skel->maps.kstacks, k.stack);
 			json_uint(j, "count", count);
 			json_end(j);
 		}

@@ -13,6 +13,7 @@
 #include <linux/types.h> /* the BPF side has these from vmlinux.h */
 #endif
 
+#include "kstack.h"
 #include "runlen.h"
 
 /* What an instant is charged to. */
@@ -106,7 +107,6 @@ struct runq_taker_key {
  * (a software perf event per thread: no PMU needed), each counted under
  * the cause the thread was in at that instant. Aggregated in the kernel: a
  * count per key, nothing streamed. */
-#define EXPLAIN_SAMPLE_DEPTH 64 /* frames kept, innermost first */
 
 struct explain_sample_key {
 	__u32 tid;
@@ -115,14 +115,9 @@ struct explain_sample_key {
 	__u32 named; /* EX_LOCK: enum lock_name */
 	__u32 pad;
 	__s64 id;
-	/* The kernel stack: its hash, its key in sample_stacks (hashed by the
-	 * program, not a stack map's bucket, whose collisions lose a stack
-	 * when two share a bucket); 0 none (user space). */
+	/* The kernel stack: its hash, its key in kstacks (kstack.h); 0 none
+	 * (user space). */
 	__u64 stack;
-};
-
-struct explain_stack {
-	__u64 ip[EXPLAIN_SAMPLE_DEPTH]; /* innermost first, 0 after the last */
 };
 
 /* OS entry run lengths (runlen.h): a system call or a page fault from user

@@ -1,5 +1,6 @@
 /* See loader.h. */
 #include "loader.h"
+#include "kstack.h"
 #include "runlen.h"
 #include "../json.h"
 #include "../textfile.h"
@@ -429,6 +430,13 @@ void loader_emit_ips(struct json *j, const char *name, const __u64 *ips, int dep
 		json_str(j, NULL, addr);
 	}
 	json_end(j);
+}
+
+void loader_emit_kstack(struct json *j, const char *name, const struct bpf_map *kstacks, __u64 hash)
+{
+	struct kstack s;
+	int found = hash && bpf_map__lookup_elem(kstacks, &hash, sizeof hash, &s, sizeof s, 0) == 0;
+	loader_emit_ips(j, name, found ? s.ip : NULL, KSTACK_DEPTH);
 }
 
 void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth)

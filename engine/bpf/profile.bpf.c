@@ -13,6 +13,7 @@
 #include "common.bpf.h"
 
 #include "profile.h"
+#include "kstack.bpf.h"
 #include "locknames.bpf.h"
 
 /* The processes followed, one bit per tgid: a plain load on every event
@@ -709,5 +710,43 @@ int BPF_PROG(oslens_prof_lock_end, void *lock, int ret)
 	__sync_fetch_and_add(&l->total_ns, ns);
 	if (ns > l->max_ns)
 		l->max_ns = ns;
+	return 0;
+}
+
+/* ---- sampled kernel stacks (profile.h) ---- */
+
+__u64 samples_lost; /* samples that found no room for their stack or count */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct prof_sample_key);
+	__type(value, __u64);
+} sampled SEC(".maps");
+
+/* A CPU's clock ticked: the stack of the workload's thread it interrupted. */
+SEC("perf_event")
+int oslens_prof_sample(struct bpf_perf_event_data *ctx)
+{
+	if (!current_followed())
+		return 0;
+	__u64 stack;
+	if (kstack_take(ctx, &stack) != 0) {
+		__sync_fetch_and_add(&samples_lost, 1);
+		return 0;
+	}
+	struct prof_sample_key k = {.kernel = stack != 0, .id = stack ? kstack_orig_ax() : -1, .stack = stack};
+	__u64 *n = bpf_map_lookup_elem(&sampled, &k);
+	if (!n) {
+		__u64 one = 1;
+		if (bpf_map_update_elem(&sampled, &k, &one, BPF_NOEXIST) == 0)
+			return 0;
+		n = bpf_map_lookup_elem(&sampled, &k); /* another CPU made it meanwhile */
+		if (!n) {
+			__sync_fetch_and_add(&samples_lost, 1);
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(n, 1);
 	return 0;
 }

@@ -5,6 +5,8 @@
 #include "locknames.h"
 #include "../json.h"
 #include "loader.h"
+#include "../textfile.h"
+#include "../topology.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +30,9 @@ static int n_fault_links;
 static int ncpus_possible;
 static int faults_timed;
 static int fault_tps_attached;
+static struct bpf_link **sample_links; /* a clock per online CPU */
+static int n_sample_links;
+static uint64_t sample_period_ns; /* 0: not sampled */
 
 /* ---- loading ---- */
 
@@ -38,16 +43,38 @@ static int fail(char *why, size_t whylen, const char *fmt, const char *arg)
 	return -1;
 }
 
+static char skipped[256];
+
 /* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
 {
 	const char *tp = loader_tp_name(p);
 	if (tp && !strncmp(tp, "sys_", 4))
 		return "syscalls";
+	if (!strcmp(bpf_program__name(p), "oslens_prof_sample"))
+		return "samples";
 	return loader_part_of(p);
 }
 
-static char skipped[256];
+/* A clock on each online CPU (the workload runs wherever it likes), its
+ * ticks kept for the followed processes only; `samples` missing if the
+ * kernel refuses. */
+static void attach_clocks(void)
+{
+	sample_period_ns = 0;
+	if (loader_listed(skipped, "samples"))
+		return;
+	char *text = read_text_file("/sys/devices/system/cpu/online", 0);
+	int max = ncpus_possible > 0 ? ncpus_possible : 1, *cpus = calloc(max, sizeof *cpus);
+	int n = text && cpus ? cpulist_parse(text, cpus, max) : -1;
+	if (n > 0 && loader_attach_cpu_clocks(skel->progs.oslens_prof_sample, PROF_SAMPLE_PERIOD_NS, cpus, n,
+					      &sample_links, &n_sample_links) == 0)
+		sample_period_ns = PROF_SAMPLE_PERIOD_NS;
+	else
+		loader_missing_add(&missing, "samples");
+	free(text);
+	free(cpus);
+}
 
 int profile_bpf_start(const char *skip, char *why, size_t whylen)
 {
@@ -73,6 +100,7 @@ int profile_bpf_start(const char *skip, char *why, size_t whylen)
 		return -1;
 	}
 	fault_tps_attached = fault_tps;
+	attach_clocks();
 	return 0;
 }
 
@@ -125,6 +153,7 @@ const char *profile_bpf_missing(void)
 void profile_bpf_stop(void)
 {
 	loader_destroy_links(&fault_links, &n_fault_links);
+	loader_destroy_links(&sample_links, &n_sample_links);
 	if (skel) {
 		profile_bpf__destroy(skel);
 		skel = NULL;
@@ -489,6 +518,39 @@ static void emit_run_lengths(void)
 	json_emit(j);
 }
 
+/* The record samples: period_ns, samples [{kind (user or kernel), id (the
+ * thread's saved orig_ax in the kernel), name (that system call's), stack,
+ * count}], lost. */
+static void emit_samples(void)
+{
+	struct json *j = json_record("samples");
+	json_uint(j, "period_ns", sample_period_ns);
+	json_arr(j, "samples");
+	struct prof_sample_key k, *prev = NULL;
+	static struct prof_sample_key cur;
+	while (bpf_map__get_next_key(skel->maps.sampled, prev, &k, sizeof k) == 0) {
+		__u64 count;
+		if (bpf_map__lookup_elem(skel->maps.sampled, &k, sizeof k, &count, sizeof count, 0) == 0) {
+			json_obj(j, NULL);
+			json_str(j, "kind", k.kernel ? "kernel" : "user");
+			json_int(j, "id", k.id);
+			if (k.kernel && k.id >= 0 && k.id < (long)(sizeof syscall_names / sizeof syscall_names[0]) &&
+			    syscall_names[k.id])
+				json_str(j, "name", syscall_names[k.id]);
+			else
+				json_null(j, "name");
+			loader_emit_kstack(j, "stack", skel->maps.kstacks, k.stack);
+			json_uint(j, "count", count);
+			json_end(j);
+		}
+		cur = k;
+		prev = &cur;
+	}
+	json_end(j);
+	json_uint(j, "lost", skel->bss->samples_lost);
+	json_emit(j);
+}
+
 void profile_bpf_emit(void)
 {
 	if (!skel)
@@ -500,6 +562,8 @@ void profile_bpf_emit(void)
 	if (!lacking("lock_contention"))
 		emit_locks();
 	emit_run_lengths();
+	if (sample_period_ns)
+		emit_samples();
 	struct json *j = json_record("bpf_stats");
 	json_uint(j, "lost", lost);
 	json_emit(j);

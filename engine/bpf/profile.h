@@ -11,6 +11,7 @@
 #include <linux/types.h> /* the BPF side has these from vmlinux.h */
 #endif
 
+#include "kstack.h"
 #include "runlen.h"
 
 /* Log-linear latency histogram, the engine's layout (hist.h) with 2 sub-bucket
@@ -150,6 +151,20 @@ struct prof_lock {
 	__u32 pad;
 };
 
+/* Kernel stacks sampled on a clock on every CPU, while a thread of the
+ * workload is current there (kstack.h), counted per stack and per what the
+ * thread was in: user space (no stack) or the kernel, with the thread's
+ * saved orig_ax — its system call's number, or a user page fault's error
+ * code, which the stack tells apart. */
+#define PROF_SAMPLE_PERIOD_NS 1000000 /* 1 kHz per CPU, as explain's clocks */
+
+struct prof_sample_key {
+	__u32 kernel; /* 1: in the kernel (id is orig_ax) */
+	__u32 pad;
+	__s64 id;
+	__u64 stack; /* in kstacks; 0: user space */
+};
+
 #ifndef __bpf__ /* ---- the loader's interface (profile.c, profile_none.c) */
 
 #include <stddef.h>
@@ -169,7 +184,7 @@ int profile_bpf_followed(pid_t *out, int max);
 /* Parts this kernel lacks, comma-separated ("" when none). */
 const char *profile_bpf_missing(void);
 /* Emits the aggregates as JSON records: thread (exits), cpu_time, switches,
- * faults, irqs, syscalls, locks, bpf_stats. */
+ * faults, irqs, syscalls, locks, samples, bpf_stats. */
 void profile_bpf_emit(void);
 /* Detaches and unloads. Idempotent. */
 void profile_bpf_stop(void);

@@ -166,10 +166,12 @@ class PointFunctions:
     a_samples: int
     b_samples: int
     changes: list[kstacks.FunctionChange]
+    per: str = "op"  # each time per operation, or per run (a profile)
 
     def to_dict(self, alpha: float) -> dict:
         return {
             "point": self.point,
+            "per": self.per,
             "a_samples": self.a_samples,
             "b_samples": self.b_samples,
             "functions": [
@@ -203,6 +205,7 @@ def _functions(store: Store, run_a: Run, run_b: Run) -> list[PointFunctions]:
             sum(a[point].own.values()),
             sum(b[point].own.values()),
             kstacks.changed(a[point], b[point]),
+            a[point].per,
         )  # fmt: skip
         for point in a
         if point in b

@@ -179,10 +179,19 @@ def resolve_charges(record: dict, syms: Kallsyms) -> dict:
             continue
         c["callers"] = callers([syms.lookup(int(a, 16)) for a in c.get("stack", [])])
         c["lock_symbol"] = _lock_symbol(c["id"], syms)
-    for sample in record.get("samples", []):
-        # a function's name is what is kept: its address means nothing on another boot (KASLR)
-        sample["frames"] = [function(syms.lookup(int(a, 16)), a) for a in sample.pop("stack", [])]
+    resolve_samples(record.get("samples", []), syms)
     return record
+
+
+def resolve_samples(samples: list[dict], syms: Kallsyms) -> None:
+    """Each sampled stack's addresses replaced by its functions' names
+    (`frames`, innermost first): a name is what is kept, an address means
+    nothing on another boot (KASLR). Left as addresses where kallsyms
+    gives none."""
+    if not syms.usable:
+        return
+    for sample in samples:
+        sample["frames"] = [function(syms.lookup(int(a, 16)), a) for a in sample.pop("stack", [])]
 
 
 def function(sym: Symbol | None, address: str) -> str:

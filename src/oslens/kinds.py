@@ -152,6 +152,7 @@ KINDS: dict[str, Kind] = {
             frames=".frames.profile:frames",
             columns=".frames.profile:COLUMNS",
             what=_command_line,
+            stacks=".profile.summary:stacks",
             once="a profile is one run of a command: with one value on each side no significance test is "
             "possible; the changes are shown, not judged (repeat the profile, or use appscale, to test them)",
         ),

@@ -76,6 +76,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "locks": ("rows",),
         "run_lengths": ("run_lengths",),
         "threads_dropped": ("count",),
+        "samples": ("period_ns", "samples", "lost"),
         "bpf_stats": ("lost",),
         "error": (),
         "end": ("status",),

@@ -24,6 +24,7 @@ from ..locknames import lock_label
 from ..records import ExplainedPoint
 from . import kstacks
 from .histogram import Histogram, merge_all
+from .kstacks import ON_CPU_KINDS, on_cpu_cause
 from .runlengths import RunLengths
 
 # A knee: where the per-worker rate falls below this share of the smallest
@@ -298,33 +299,6 @@ def _sample_cause(s: dict) -> str:
     if s["kind"] in ON_CPU_KINDS:
         return on_cpu_cause(s)[0]
     return _cause(s)[0]
-
-
-# Light mode (engine/bpf/explain.h): nothing runs per system call or fault,
-# so the time a thread spent on its CPU outside the causes timed exactly
-# (locks, interrupts) is one charge, and the samples taken in it say where
-# it went: in user space, or in the kernel — entered by a system call (its
-# number read from the thread's registers) or a page fault, which the
-# entry at the bottom of the stack tells apart.
-ON_CPU_KINDS = ("user", "kernel")
-FAULT_ENTRY = "asm_exc_page_fault"
-SYSCALL_ENTRY = "entry_SYSCALL_64"
-SAMPLED_FAULTS = ("fault:sampled", "page faults (minor and major together)", "fault")
-
-
-def on_cpu_cause(s: dict) -> tuple[str, str, str]:
-    """(key, label, group) of a light-mode sample on a CPU, keyed as full
-    mode's charges are where they are the same thing ("syscall:dup")."""
-    frames = s.get("frames") or ()
-    if s["kind"] == "user" or not (frames or s.get("stack")):
-        return "user", "user space", "user"
-    if FAULT_ENTRY in frames:  # a fault nested in a system call is the fault's, as full mode charges it
-        return SAMPLED_FAULTS
-    if any(f.startswith(SYSCALL_ENTRY) for f in frames) and s.get("name"):
-        return f"syscall:{s['name']}", f"{s['name']}() in the kernel", "syscall"
-    if not frames:
-        return "kernel:unresolved", "in the kernel (stack not resolved to names)", "kernel"
-    return "kernel:other", "in the kernel, entered otherwise", "kernel"
 
 
 LIGHT_NOTE = (

@@ -39,6 +39,33 @@ def digits(samples: int) -> int:
     return 1 if samples < 10 else 2 if samples < 1000 else 3
 
 
+# A sample taken where nothing timed the thread exactly (explain's light
+# mode, a profile) says where its time on a CPU went: in user space, or in
+# the kernel — entered by a system call (its number read from the thread's
+# registers) or a page fault, which the entry at the bottom of the stack
+# tells apart.
+ON_CPU_KINDS = ("user", "kernel")
+FAULT_ENTRY = "asm_exc_page_fault"
+SYSCALL_ENTRY = "entry_SYSCALL_64"
+SAMPLED_FAULTS = ("fault:sampled", "page faults (minor and major together)", "fault")
+
+
+def on_cpu_cause(s: dict) -> tuple[str, str, str]:
+    """(key, label, group) of a sample on a CPU with nothing timed exactly,
+    keyed as explain's full mode charges are where they are the same thing
+    ("syscall:dup")."""
+    frames = s.get("frames") or ()
+    if s["kind"] == "user" or not (frames or s.get("stack")):
+        return "user", "user space", "user"
+    if FAULT_ENTRY in frames:  # a fault nested in a system call is the fault's, as full mode charges it
+        return SAMPLED_FAULTS
+    if any(f.startswith(SYSCALL_ENTRY) for f in frames) and s.get("name"):
+        return f"syscall:{s['name']}", f"{s['name']}() in the kernel", "syscall"
+    if not frames:
+        return "kernel:unresolved", "in the kernel (stack not resolved to names)", "kernel"
+    return "kernel:other", "in the kernel, entered otherwise", "kernel"
+
+
 @dataclass
 class Sample:
     """One aggregated sample: the cause it fell in and its kernel frames,
@@ -193,13 +220,14 @@ class PointSamples:
     ops: float  # the operations the samples are shared over (1 for a whole run)
     own: dict[str, int]
     callers: dict[str, list[str]]
+    per: str = "op"  # what a time is per: "op", or "run" (a profile)
 
     @classmethod
-    def of(cls, samples: list[Sample], period_ns: int, ops: float) -> PointSamples | None:
+    def of(cls, samples: list[Sample], period_ns: int, ops: float, per: str = "op") -> PointSamples | None:
         if not period_ns or not ops or not any(s.frames for s in samples):
             return None
         own, _, _ = _walk(samples)
-        return cls(period_ns, ops, dict(own), callers_of(samples))
+        return cls(period_ns, ops, dict(own), callers_of(samples), per)
 
     def ns(self, function: str) -> float:
         return self.own.get(function, 0) * self.period_ns / self.ops

@@ -164,3 +164,10 @@ def metrics(run, records: list[dict]) -> Metrics:
     ):
         out.add(f"profile/{key}", [value] if isinstance(value, (int, float)) else [], unit, LOWER, group, label)
     return out
+
+
+def stacks(run, records: list[dict]) -> dict:
+    """The profile's sampled kernel functions, which `compare` sets side by side."""
+    from .sections import kernel_functions
+
+    return kernel_functions.stacks(Records(records))

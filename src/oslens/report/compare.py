@@ -102,7 +102,7 @@ def _functions_table(pf: PointFunctions, c: Comparison) -> Table:
     """One point both runs sampled: its kernel functions that changed most."""
     alpha = 1 - c.confidence
     t = Table(
-        title=Text(f"{pf.point} · kernel functions that changed most (sampled, self time per op)", style="bold"),
+        title=Text(f"{pf.point} · kernel functions that changed most (sampled, self time per {pf.per})", style="bold"),
         title_justify="left",
         caption=f"samples: A {pf.a_samples}, B {pf.b_samples}; each time to the digits its samples carry (≈ 1/√n)",
         caption_justify="left",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import counters, faults, interrupts, locks, run_lengths, switches, syscalls, time
+from . import counters, faults, interrupts, kernel_functions, locks, run_lengths, switches, syscalls, time
 
-SECTIONS = (time, switches, faults, interrupts, syscalls, run_lengths, locks, counters)
+SECTIONS = (time, switches, faults, interrupts, syscalls, run_lengths, locks, kernel_functions, counters)
 
 
 def section_name(module: ModuleType) -> str:
