@@ -882,18 +882,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_o
 		.id = cause.id,
 		.stack = stack,
 	};
-	__u64 *n = bpf_map_lookup_elem(&sampled, &k);
-	if (!n) {
-		__u64 one = 1;
-		if (bpf_map_update_elem(&sampled, &k, &one, BPF_NOEXIST) == 0)
-			return 0;
-		n = bpf_map_lookup_elem(&sampled, &k); /* another CPU made it meanwhile */
-		if (!n) {
-			__sync_fetch_and_add(&samples_lost, 1);
-			return 0;
-		}
-	}
-	__sync_fetch_and_add(n, 1);
+	if (kstack_count(&sampled, &k) != 0)
+		__sync_fetch_and_add(&samples_lost, 1);
 	return 0;
 }
 

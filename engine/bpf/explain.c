@@ -91,9 +91,8 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		loader_missing_add(&missing, "page_faults");
 	}
 	sample_period_ns = 0;
-	if (EXPLAIN_SAMPLE_PERIOD_NS &&
-	    loader_attach_thread_clocks(skel->progs.oslens_ex_sample, EXPLAIN_SAMPLE_PERIOD_NS, tids, ntids,
-					&sample_links, &n_sample_links) == 0)
+	if (EXPLAIN_SAMPLE_PERIOD_NS && loader_attach_clocks(skel->progs.oslens_ex_sample, EXPLAIN_SAMPLE_PERIOD_NS,
+							     tids, ntids, 1, &sample_links, &n_sample_links) == 0)
 		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;
 	else
 		loader_missing_add(&missing, "samples");
@@ -161,8 +160,8 @@ int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cp
 		__atomic_fetch_or(&skel->bss->helpers[tgid / 64], 1ull << (tgid % 64), __ATOMIC_SEQ_CST);
 	}
 	/* the helpers are sampled where they run: the CPUs the run pins its tasks to */
-	if (sample_period_ns && loader_attach_cpu_clocks(skel->progs.oslens_ex_sample_cpu, sample_period_ns, cpus,
-							 ncpus, &sample_links, &n_sample_links) != 0)
+	if (sample_period_ns && loader_attach_clocks(skel->progs.oslens_ex_sample_cpu, sample_period_ns, cpus, ncpus, 0,
+						     &sample_links, &n_sample_links) != 0)
 		loader_missing_add(&missing, "helper_samples");
 	return 0;
 }

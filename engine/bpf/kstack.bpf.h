@@ -62,6 +62,23 @@ static __always_inline int kstack_take(struct bpf_perf_event_data *ctx, __u64 *s
 	return 0;
 }
 
+/* Adds one to the count of `key` in `counts` (a hash of __u64 counts, each
+ * keyed by a sample's cause and stack); -1 when the map has no room. */
+static __always_inline int kstack_count(void *counts, const void *key)
+{
+	__u64 *n = bpf_map_lookup_elem(counts, key);
+	if (!n) {
+		__u64 one = 1;
+		if (bpf_map_update_elem(counts, key, &one, BPF_NOEXIST) == 0)
+			return 0;
+		n = bpf_map_lookup_elem(counts, key); /* another CPU made it meanwhile */
+		if (!n)
+			return -1;
+	}
+	__sync_fetch_and_add(n, 1);
+	return 0;
+}
+
 /* The current thread's orig_ax, as its kernel entry saved it: the number
  * of the system call it is in, a user page fault's error code, or -1 (an
  * interrupt). x86 only; elsewhere -1. */

@@ -259,8 +259,8 @@ int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int
 	return attach_events(prog, &attr, targets, n, tasks, links, nlinks);
 }
 
-int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, const int *tids, int n,
-				struct bpf_link ***links, int *nlinks)
+int loader_attach_clocks(struct bpf_program *prog, uint64_t period_ns, const int *targets, int n, int tasks,
+			 struct bpf_link ***links, int *nlinks)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -269,20 +269,7 @@ int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, co
 		.sample_period = period_ns,
 		.disabled = 1,
 	};
-	return attach_events(prog, &attr, tids, n, 1, links, nlinks);
-}
-
-int loader_attach_cpu_clocks(struct bpf_program *prog, uint64_t period_ns, const int *cpus, int n,
-			     struct bpf_link ***links, int *nlinks)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof attr,
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period = period_ns,
-		.disabled = 1,
-	};
-	return attach_events(prog, &attr, cpus, n, 0, links, nlinks);
+	return attach_events(prog, &attr, targets, n, tasks, links, nlinks);
 }
 
 const char *loader_softirq_name(long vec)

@@ -65,18 +65,16 @@ int loader_listed(const char *list, const char *name);
  * failure destroys what it made and returns -1. */
 int loader_attach_sw_events(struct bpf_program *prog, uint64_t config, const int *targets, int n, int tasks,
 			    struct bpf_link ***links, int *nlinks);
-/* A clock per thread of `tids` running `prog` every `period_ns` of the
- * thread's time on a CPU: PERF_COUNT_SW_CPU_CLOCK on the thread (it runs
- * only while the thread runs; `perf record -e cpu-clock`'s event, so the
- * two compare), not inherited by what the thread creates (inherited, it
- * stopped sampling a forking thread here: a fork probe's worker gave 1
- * sample where 120 were due). Like loader_attach_sw_events otherwise. */
-int loader_attach_thread_clocks(struct bpf_program *prog, uint64_t period_ns, const int *tids, int n,
-				struct bpf_link ***links, int *nlinks);
-/* The same clock per CPU of `cpus`: every `period_ns` of the CPU's time,
- * whatever runs there (prog decides what to keep). */
-int loader_attach_cpu_clocks(struct bpf_program *prog, uint64_t period_ns, const int *cpus, int n,
-			     struct bpf_link ***links, int *nlinks);
+/* A clock per target running `prog` every `period_ns`: with `tasks`, per
+ * thread of `targets`, ticking only while the thread runs (its time on a
+ * CPU: `perf record -e cpu-clock`'s event, so the two compare), not
+ * inherited by what it creates (inherited, it stopped sampling a forking
+ * thread here: a fork probe's worker gave 1 sample where 120 were due);
+ * else per CPU of `targets`, whatever runs there (prog decides what to
+ * keep). PERF_COUNT_SW_CPU_CLOCK: no PMU needed. Like
+ * loader_attach_sw_events otherwise. */
+int loader_attach_clocks(struct bpf_program *prog, uint64_t period_ns, const int *targets, int n, int tasks,
+			 struct bpf_link ***links, int *nlinks);
 void loader_destroy_links(struct bpf_link ***links, int *nlinks);
 
 /* A softirq vector's name (TIMER, NET_RX, ...), or NULL. */

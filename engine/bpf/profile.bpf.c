@@ -736,17 +736,7 @@ int oslens_prof_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	struct prof_sample_key k = {.kernel = stack != 0, .id = stack ? kstack_orig_ax() : -1, .stack = stack};
-	__u64 *n = bpf_map_lookup_elem(&sampled, &k);
-	if (!n) {
-		__u64 one = 1;
-		if (bpf_map_update_elem(&sampled, &k, &one, BPF_NOEXIST) == 0)
-			return 0;
-		n = bpf_map_lookup_elem(&sampled, &k); /* another CPU made it meanwhile */
-		if (!n) {
-			__sync_fetch_and_add(&samples_lost, 1);
-			return 0;
-		}
-	}
-	__sync_fetch_and_add(n, 1);
+	if (kstack_count(&sampled, &k) != 0)
+		__sync_fetch_and_add(&samples_lost, 1);
 	return 0;
 }

@@ -67,8 +67,8 @@ static void attach_clocks(void)
 	char *text = read_text_file("/sys/devices/system/cpu/online", 0);
 	int max = ncpus_possible > 0 ? ncpus_possible : 1, *cpus = calloc(max, sizeof *cpus);
 	int n = text && cpus ? cpulist_parse(text, cpus, max) : -1;
-	if (n > 0 && loader_attach_cpu_clocks(skel->progs.oslens_prof_sample, PROF_SAMPLE_PERIOD_NS, cpus, n,
-					      &sample_links, &n_sample_links) == 0)
+	if (n > 0 && loader_attach_clocks(skel->progs.oslens_prof_sample, PROF_SAMPLE_PERIOD_NS, cpus, n, 0,
+					  &sample_links, &n_sample_links) == 0)
 		sample_period_ns = PROF_SAMPLE_PERIOD_NS;
 	else
 		loader_missing_add(&missing, "samples");
