@@ -203,11 +203,29 @@ def test_the_knees_flame_graph_loads_in_chromium(knee_run, tmp_path):
     try:
         shown = load(browser, page)
         ids = browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)")
+        # each point's flame graph is drawn when its reader opens it, not before
+        on_demand = browser.execute_script(
+            "const ds = Array.from(document.querySelectorAll('details[data-plot]'));"
+            "const before = ds.filter(d => d.querySelector('svg.marks')).length;"
+            "ds.forEach(d => { d.open = true; }); return [ds.length, before];"
+        )
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(browser, 60).until(lambda d: d.execute_script(
+            "return Array.from(document.querySelectorAll('details[data-plot]')).every(x => x.dataset.drawn === 'yes'"
+            " || x.dataset.drawn === 'error')"))  # fmt: skip
+        opened = browser.execute_script(
+            "return Array.from(document.querySelectorAll('details[data-plot]'))"
+            ".map(d => [d.dataset.drawn, !!d.querySelector('svg.marks')])"
+        )
+        console = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     finally:
         browser.quit()
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"]
     assert any(i.startswith("scale-knee-flames-") for i in ids), ids
+    assert on_demand[0] == len(doc["series"][0]["points"]) and on_demand[1] == 0, on_demand
+    assert opened == [["yes", True]] * on_demand[0] and console == [], (opened, console)
 
 
 # ------------------------------------------------ between two runs (`compare`)

@@ -144,7 +144,7 @@ def html(profiles) -> Section:
                     f"{rd.short}: kernel and user time by stack (flame graph)",
                     chart,
                     "width: sampled time on a CPU; what entered the kernel at the root, then the kernel functions "
-                    "outermost first" + (f"; {hidden} frames under 0.2 % of the width are not drawn" if hidden else ""),
+                    "outermost first" + flames.hidden_note(hidden),
                 )
             )
         for f in section["functions"]:

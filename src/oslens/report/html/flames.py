@@ -71,6 +71,11 @@ def _rects(root: _Node, differential: bool) -> tuple[list[dict], int]:
     return rows, hidden
 
 
+def hidden_note(hidden: int) -> str:
+    """What a caption adds when chart() left frames out."""
+    return f"; {hidden} frames under {MIN_SHARE:.1%} of the width are not drawn" if hidden else ""
+
+
 def chart(after: dict[str, float], before: dict[str, float] | None = None, width: int = 860):
     """The flame graph of `after` (folded stacks, ns per op); differential
     against `before` when given. None when there is nothing to draw; else

@@ -30,6 +30,9 @@ class Figure:
     title: str
     chart: alt.TopLevelMixin
     caption: str = ""
+    # drawn only when its reader opens it: a figure per point that few want
+    # (a flame graph of each) costs nothing on the page until then
+    on_demand: bool = False
 
     def spec(self) -> dict:
         return self.chart.to_dict()
@@ -66,9 +69,19 @@ def _vega_bundle() -> str:
 
     snippet = """
 const specs = JSON.parse(document.getElementById('oslens-specs').textContent);
-const pending = Object.entries(specs).map(([id, spec]) =>
-  vegaEmbed('#' + id, spec, {actions: {export: true, source: false, compiled: false, editor: false},
-                             renderer: 'svg'}));
+const options = {actions: {export: true, source: false, compiled: false, editor: false}, renderer: 'svg'};
+const later = Array.from(document.querySelectorAll('details[data-plot]'));
+const onDemand = new Set(later.map(d => d.dataset.plot));
+const pending = Object.entries(specs).filter(([id]) => !onDemand.has(id))
+  .map(([id, spec]) => vegaEmbed('#' + id, spec, options));
+for (const d of later) {
+  d.addEventListener('toggle', () => {
+    if (!d.open || d.dataset.drawn) return;
+    d.dataset.drawn = 'pending';
+    vegaEmbed('#' + d.dataset.plot, specs[d.dataset.plot], options).then(
+      () => { d.dataset.drawn = 'yes'; }, (e) => { d.dataset.drawn = 'error'; console.error(e); });
+  });
+}
 Promise.all(pending).then(() => { document.body.dataset.plotsReady = String(pending.length); },
                           (e) => { document.body.dataset.plotsError = String(e); console.error(e); });
 """
@@ -144,6 +157,12 @@ class Page:
             cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
             return f"<h3>{html.escape(b.title)}</h3><table><tr>{head}</tr>{body}</table>{cap}"
         cap = f"<p class='caption'>{html.escape(b.caption)}</p>" if b.caption else ""
+        if b.on_demand:
+            return (
+                f"<details class='figure' data-plot='{html.escape(b.id)}'><summary>{html.escape(b.title)}</summary>"
+                f"<div id='{html.escape(b.id)}' class='plot-on-demand' data-title='{html.escape(b.title)}'></div>"
+                f"{cap}</details>"
+            )
         return (
             f"<div class='figure'><h3>{html.escape(b.title)}</h3>"
             f"<div id='{html.escape(b.id)}' class='plot' data-title='{html.escape(b.title)}'></div>{cap}</div>"

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.scale import summarize
-from ...format import share
+from ...format import plural, share
 from ...frames.scale import frames as scale_frames
 from ..scale import LEGEND, footer_lines, table_cells
 from . import flames, study
@@ -164,7 +164,7 @@ def _explained_blocks(runs) -> list:
                 takers,
             )
         )
-    return blocks + _knee_flames(runs)
+    return blocks + _flames(runs)
 
 
 def _split_by_taker(c) -> list[tuple[str, float]]:
@@ -177,34 +177,47 @@ def _split_by_taker(c) -> list[tuple[str, float]]:
     return parts + ([(f"{c.label}: taker not seen", unseen)] if unseen > 0 else [])
 
 
-def _knee_flames(runs) -> list:
-    """Per series with a knee and sampled stacks: the differential flame
-    graph of the knee, widths at the larger count, colours the change."""
-    blocks = []
+def _flames(runs) -> list:
+    """Per series with sampled stacks: the knee's differential flame graph
+    (widths at the larger count, colours how each frame changed since the
+    smaller), and each explained point's own, drawn when its reader opens it."""
+    knees, points = [], []
     for rd in runs:
         for s in summarize(rd.records):
-            k = s.knee
-            got = {e.workers: e for e in s.explained or [] if e and e.folded}
-            if not k or k.from_workers not in got or k.to_workers not in got:
-                continue
-            a, b = got[k.from_workers], got[k.to_workers]
-            drawn = flames.chart({f: v for f, (_, v) in b.folded.items()}, {f: v for f, (_, v) in a.folded.items()})
-            if drawn is None:
-                continue
-            chart, hidden = drawn
             slug = f"{s.probe}-{s.variant}-{s.mode}-{rd.run.id}".replace(":", "-")
-            blocks.append(
-                Figure(
+            where = f"{rd.short} · {s.probe}:{s.variant} ({s.mode})"
+            got = {e.workers: e for e in s.explained or [] if e and e.folded}
+            k = s.knee
+            if k and k.from_workers in got and k.to_workers in got:
+                knees += _flame_figure(
                     f"scale-knee-flames-{slug}",
-                    f"{rd.short} · {s.probe}:{s.variant} ({s.mode}): the knee's kernel stacks, {k.from_workers} → "
-                    f"{k.to_workers} workers",
-                    chart,
+                    f"{where}: the knee's kernel stacks, {k.from_workers} → {k.to_workers} workers",
+                    flames.chart(_per_op(got[k.to_workers]), _per_op(got[k.from_workers])),
                     f"sampled stacks of the workers' time at {k.to_workers} workers, width its time per operation, "
                     f"colour how that changed since {k.from_workers} (red grew, blue shrank); the root frames are "
-                    "the causes" + (f"; {hidden} frames under 0.2 % of the width are not drawn" if hidden else ""),
+                    "the causes",
                 )
-            )
-    return blocks
+            for n, e in got.items():
+                points += _flame_figure(
+                    f"scale-point-flames-{slug}-{n}",
+                    f"{where}, {plural(n, 'worker')}: kernel stacks (flame graph, {e.mode} mode)",
+                    flames.chart(_per_op(e)),
+                    "width: sampled time per operation; the causes at the root, then the kernel functions "
+                    "outermost first ('helper:' the tasks the workers wait on)",
+                    on_demand=True,
+                )
+    return knees + points
+
+
+def _per_op(e) -> dict[str, float]:
+    return {stack: ns for stack, (_, ns) in e.folded.items()}
+
+
+def _flame_figure(id: str, title: str, drawn, caption: str, on_demand: bool = False) -> list[Figure]:
+    if drawn is None:
+        return []
+    chart, hidden = drawn
+    return [Figure(id, title, chart, caption + flames.hidden_note(hidden), on_demand)]
 
 
 def sections(runs) -> list[Section]:
