@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,60 @@ def test_runs_unprivileged_and_respects_rlimit_nproc(no_leaks):
         )
         assert limited.returncode == 2
         assert "RLIMIT_NPROC" in one_line_error(limited.stderr)
+
+
+# The fork probes' children issue calls of their own start-up that the
+# declared list spells out per op but strace adds the engine's to; the I/O
+# probes' set-up reads their target, and io_uring enters once or twice per
+# I/O (its `uring` record counts them).
+COUNTED_APART = {"fork-exec", "fork-static", "thread"}
+# Calls that never return, which strace -c does not count.
+NO_RETURN = {"exit_group", "exit"}
+CALLS_OPS = 2000
+
+
+def _declared(info, variant: str) -> Counter:
+    calls = info.variant_syscalls[variant] if variant in info.variant_syscalls else info.syscalls
+    return Counter(c for c in calls if c not in NO_RETURN)
+
+
+def _counted_probes() -> list[str]:
+    out = []
+    for pv in PROBE_VARIANTS:
+        name, variant = pv.split(":")
+        info = engine.probes()[name]
+        if name not in COUNTED_APART and not info.static and not info.needs_target and _declared(info, variant):
+            out.append(pv)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+@pytest.mark.parametrize("probe", _counted_probes())
+def test_every_probe_issues_the_system_calls_it_declares(probe, no_leaks):
+    """What a probe says it measures is what the kernel saw (strace counts
+    every process of the run): each declared call at least as many times per
+    operation as declared — twice where a partner mirrors the worker — and,
+    where nothing waits on another task, at most a few more (set-up, teardown
+    and the master issue some of the same calls). A call that waits on
+    another task (wait4, a partner's semop or futex or pipe read) is counted
+    again by strace whenever its tracing interrupts it, so it has no upper
+    bound here."""
+    name, variant = probe.split(":")
+    info = engine.probes()[name]
+    declared = _declared(info, variant)
+    p = subprocess.run(
+        ["strace", "-f", "-qq", "-c", "-e", "trace=" + ",".join(declared), engine.engine_path(), "run",
+         *probe_args(probe), "--ops", str(CALLS_OPS), "--warmup", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    counted = {
+        m.group(2): int(m.group(1))
+        for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", p.stderr, re.M)
+    }
+    waits = info.partner or "wait4" in declared
+    for call, per_op in declared.items():
+        want = CALLS_OPS * per_op * (2 if info.partner else 1)
+        assert counted.get(call, 0) >= want, (call, per_op, counted)
+        if not waits:
+            assert counted[call] <= want + max(256, want // 20), (call, per_op, counted)

@@ -16,11 +16,13 @@
 static const struct {
 	int family;
 	size_t bytes;
-} sendrecv_kind[] = {{AF_UNIX, 64}, {AF_UNIX, 65536}, {AF_INET, 64}, {AF_INET, 65536}};
+	int msg; /* sendmsg/recvmsg with one iovec instead of send/recv */
+} sendrecv_kind[] = {{AF_UNIX, 64, 0}, {AF_UNIX, 65536, 0}, {AF_INET, 64, 0}, {AF_INET, 65536, 0}, {AF_UNIX, 64, 1}};
 
 struct sendrecv_worker {
 	int tx, rx;
 	size_t bytes;
+	int msg;
 	char *buf; /* one buffer for both directions: the bytes are the same */
 };
 
@@ -83,6 +85,7 @@ static int sendrecv_setup(struct worker *w)
 		return -1;
 	int family = sendrecv_kind[w->env->variant].family;
 	s->bytes = sendrecv_kind[w->env->variant].bytes;
+	s->msg = sendrecv_kind[w->env->variant].msg;
 	int sv[2];
 	if (family == AF_UNIX) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
@@ -111,10 +114,18 @@ fail_free:
 	return -1;
 }
 
+/* One message of `len` bytes at buf, by sendmsg or recvmsg. */
+static inline ssize_t by_msg(int fd, char *buf, size_t len, int receiving)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	return receiving ? recvmsg(fd, &m, 0) : sendmsg(fd, &m, 0);
+}
+
 static inline int sendrecv_op(struct worker *w)
 {
 	const struct sendrecv_worker *s = w->data;
-	ssize_t n = send(s->tx, s->buf, s->bytes, 0);
+	ssize_t n = s->msg ? by_msg(s->tx, s->buf, s->bytes, 0) : send(s->tx, s->buf, s->bytes, 0);
 	if (n != (ssize_t)s->bytes) {
 		if (n >= 0)
 			errno = EIO;
@@ -122,7 +133,8 @@ static inline int sendrecv_op(struct worker *w)
 	}
 	/* Everything was sent, so each recv has data to return or soon will. */
 	for (size_t got = 0; got < s->bytes; got += n)
-		if ((n = recv(s->rx, s->buf + got, s->bytes - got, 0)) <= 0) {
+		if ((n = s->msg ? by_msg(s->rx, s->buf + got, s->bytes - got, 1)
+				: recv(s->rx, s->buf + got, s->bytes - got, 0)) <= 0) {
 			if (n == 0)
 				errno = ECONNRESET;
 			return -1;
@@ -139,7 +151,9 @@ OSLENS_PROBE(sendrecv) = {
 	.variants = {{"unix-64", "64 bytes over an AF_UNIX socketpair"},
 		     {"unix-64k", "64 KiB over an AF_UNIX socketpair"},
 		     {"tcp-64", "64 bytes over loopback TCP (TCP_NODELAY)"},
-		     {"tcp-64k", "64 KiB over loopback TCP (TCP_NODELAY)"}},
+		     {"tcp-64k", "64 KiB over loopback TCP (TCP_NODELAY)"},
+		     {"unix-64-msg", "64 bytes over an AF_UNIX socketpair by sendmsg() and recvmsg()",
+		      "sendmsg,recvmsg"}},
 	.setup = sendrecv_setup,
 	.teardown = sendrecv_teardown,
 	PROBE_OPS(sendrecv_op),

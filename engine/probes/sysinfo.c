@@ -99,3 +99,50 @@ OSLENS_PROBE(sched_yield) = {
 	.variants = {{"default", "one call per operation, no other runnable task on the CPU"}},
 	PROBE_OPS(sched_yield_op),
 };
+
+/* getpid(): the null system call of the co-design study's table (glibc no
+ * longer caches it; the call is issued directly all the same). */
+static inline int getpid_op(struct worker *w)
+{
+	(void)w;
+	return syscall(SYS_getpid) > 0 ? 0 : -1;
+}
+PROBE_LOOP(getpid_op)
+
+OSLENS_PROBE(getpid) = {
+	.name = "getpid",
+	.summary = "getpid() as a direct system call: the kernel's entry and exit and one field read",
+	.subsystem = "syscall",
+	.syscalls = "getpid",
+	.variants = {{"default", "one call per operation"}},
+	PROBE_OPS(getpid_op),
+};
+
+#ifdef SYS_time
+static int time_global_setup(struct probe_env *env)
+{
+	env->data = (void *)(long)probe_variant_is(env, "syscall");
+	return 0;
+}
+
+/* time(): x86-64 keeps it as a system call beside the vDSO's copy. */
+static inline int time_op(struct worker *w)
+{
+	time_t t;
+	if (w->env->data)
+		return syscall(SYS_time, &t) < 0 ? -1 : 0;
+	return time(&t) == (time_t)-1 ? -1 : 0;
+}
+PROBE_LOOP(time_op)
+
+OSLENS_PROBE(time) = {
+	.name = "time",
+	.summary = "time(): through the vDSO (no system call) or as a real system call",
+	.subsystem = "time",
+	.syscalls = "time",
+	.variants = {{"vdso", "libc's time() through the vDSO: issues no system call", ""},
+		     {"syscall", "syscall(SYS_time): enters the kernel"}},
+	.global_setup = time_global_setup,
+	PROBE_OPS(time_op),
+};
+#endif

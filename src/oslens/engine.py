@@ -71,6 +71,7 @@ class ProbeInfo:
     static: bool
     timed: bool  # has a per-operation latency (latency can measure it)
     needs_target: bool = False  # works on a device or file (`oslens io`'s probes)
+    partner: bool = False  # each worker keeps a partner task, the other end of its round trips
 
 
 USAGE_STATUS = 2  # the engine's exit status for an argv it refuses
@@ -176,6 +177,7 @@ def probes() -> dict[str, ProbeInfo]:
             static=r["static"],
             timed=r["timed"],
             needs_target=r.get("needs_target", False),
+            partner=r.get("partner", False),
         )
     return out
 
