@@ -52,12 +52,15 @@ def _load(ref: str) -> Any:
 class Study:
     """A published experiment re-run as a run of its kind: `command` (click)
     plans and measures it, marking the run's params with `study: name`;
-    `verdicts` (summary, run) -> [{…}] sets the paper's findings beside what
-    was measured, carried in the summary as `study`."""
+    `verdicts` (summary, run, records) -> [{…}] sets the paper's findings
+    beside what was measured, carried in the summary as `study`; `context`
+    (run) -> [line], what a reader needs beside them (the CPU's
+    mitigations, for a table of call costs)."""
 
     name: str
     command: str
     verdicts: str
+    context: str = ""
 
     def load(self, part: str) -> Any:
         return _load(getattr(self, part))
@@ -130,7 +133,12 @@ KINDS: dict[str, Kind] = {
             "Does each OS primitive scale with cores? (OSMark-style)",
             _probes,
             in_envs=True,
-            studies=(Study("osmark", ".commands.study:osmark", ".analysis.osmark:beside"),),
+            studies=(
+                Study("osmark", ".commands.study:osmark", ".analysis.osmark:beside"),
+                Study(
+                    "codesign", ".commands.study:codesign", ".analysis.codesign:beside", ".analysis.codesign:context"
+                ),
+            ),
             stacks=".analysis.scale:stacks",
         ),
         _kind("latency", "What does each operation cost, and how variable is it?", _probes, in_envs=True),

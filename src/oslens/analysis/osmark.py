@@ -28,9 +28,9 @@ WAITING = "waiting for a CPU"
 SCALES, DOES_NOT_SCALE, CANNOT_TELL = "scales", "does not scale", "cannot tell here"
 
 
-def beside(summary, run) -> list[dict]:
+def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: a scale run's summary and
-    the paper's findings, one verdict per probe."""
+    the paper's findings, one verdict per probe (the records are not needed)."""
     return verdicts(summary.series, run.machine.get("kernel", {}).get("release", "this kernel"))
 
 

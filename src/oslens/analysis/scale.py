@@ -294,7 +294,7 @@ class ScaleSummary:
 def analyze(run, records: list[dict]) -> ScaleSummary:
     summary = ScaleSummary(summarize(records))
     if run.params.get("study"):
-        summary.study = kinds.study(run.params["study"]).load("verdicts")(summary, run)
+        summary.study = kinds.study(run.params["study"]).load("verdicts")(summary, run, records)
     return summary
 
 

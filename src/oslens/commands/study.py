@@ -68,3 +68,36 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
     measure(
         ctx, "scale", plan, f"OSMark, {ops} operations per worker, workers {','.join(map(str, plan.params['workers']))}"
     )
+
+
+@click.command("codesign")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per call.")
+@click.option("--duration", type=float, default=0.3, show_default=True, metavar="S",
+              help="Seconds of each repetition (plain and explained).")  # fmt: skip
+@click.option("--paper", is_flag=True, help="The paper's care: 10 repetitions of 1 s each.")
+@common_options
+def codesign(ctx: Context, reps, duration, paper):
+    """The OS/hardware co-design study (Nellans): the cost of each system call
+    of its Table 2.4 on this kernel, one pinned worker issuing it, timed in
+    the kernel by an explained run, beside the paper's Pentium 4 figures."""
+    from ..analysis.codesign import probes
+    from ..plan.scale import plan as scale_plan
+
+    if paper:
+        reps, duration = 10, 1.0
+    plan = scale_plan(
+        probe=",".join(probes()),
+        workers="1",
+        mode="process",
+        placement="compact",
+        duration=duration,
+        ops=None,
+        reps=reps,
+        warmup=0.1,
+        interval=0.1,
+        opts=(),
+        explain="full",  # the table is of calls: only full mode counts them
+        explain_duration=duration,
+    )
+    plan.params["study"] = "codesign"
+    measure(ctx, "scale", plan, f"co-design study: {len(probes())} operations, {reps} repetitions of {duration} s")

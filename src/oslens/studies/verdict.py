@@ -77,7 +77,8 @@ class Finding:
         return op, arg
 
     def paper_text(self) -> str:
-        unit = f" {self.unit}" if self.unit and self.unit not in ("%", "x") else self.unit
+        shown = UNIT_SHOWN.get(self.unit, self.unit)
+        unit = f" {shown}" if shown and shown not in ("%", "x") else shown
         return f"{self.value}{unit}" + (f" ({self.relation})" if self.relation else "")
 
 
@@ -119,7 +120,12 @@ class Verdict:
         return dict(self.__dict__)
 
 
+# Units as the findings files write them, as people read them.
+UNIT_SHOWN = {"us": "µs"}
+
+
 def _fmt(x: float, unit: str) -> str:
+    unit = UNIT_SHOWN.get(unit, unit)
     return f"{sig(x, 3)}{'' if unit in ('%', 'x', '') else ' '}{unit}"
 
 
