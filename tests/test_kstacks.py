@@ -142,7 +142,13 @@ def knee_run(tmp_path_factory):
 def test_the_knee_names_the_kernel_functions_that_grew_on_the_real_kernel(knee_run):
     _, doc = knee_run
     (series,) = doc["series"]
-    functions = series["knee"]["functions"]
+    knee, functions = series["knee"], series["knee"]["functions"]
+    at = {e["workers"]: e["stacks"] for e in series["explained"] if e}
+    if at[knee["to_workers"]]["kernel_ns"] <= at[knee["from_workers"]]["kernel_ns"]:
+        # on a loaded machine the knee's time can go off the CPU (mmap_lock slept on): nothing
+        # sampled grew, and then nothing is named as having grown
+        assert functions is None and "Sampled kernel time" not in series["explanation"], series["explanation"]
+        return
     assert functions, series["explanation"]
     listed = functions["listed"]
     assert len(listed) >= 3, listed

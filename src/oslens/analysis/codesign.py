@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 from dataclasses import replace
 from importlib import resources
 
-from ..records import explained_points
+from ..records import explained_points, scale_series
 from ..studies import load
-from ..studies.verdict import CANNOT_TELL, Measured, Verdict, judge
+from ..studies.verdict import AGREES, CANNOT_TELL, DIFFERS, Measured, Verdict, judge
 from .explain import explain_point
 from .stats import median_ci
 
@@ -39,8 +40,8 @@ def calls() -> dict[str, dict[str, str]]:
 
 
 def probes() -> list[str]:
-    """probe:variant, each once, that the table's calls need."""
-    return list(dict.fromkeys(c["probe"] for c in calls().values()))
+    """probe:variant, each once, that the table's calls and the context switch need."""
+    return list(dict.fromkeys([*(c["probe"] for c in calls().values()), ":".join(SWITCH_PROBE)]))
 
 
 def _per_call(ep, syscall: str) -> list[float]:
@@ -73,15 +74,72 @@ def _other(f) -> Verdict:
     return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, why)
 
 
+# The context switch: a round trip of pingpong on one CPU is two switches.
+SWITCH_PROBE = ("pingpong", "futex")
+SWITCHES_PER_OP = 2
+
+
+def _switch(summary, records: list[dict], mhz: float | None) -> dict[str, Measured]:
+    """cycles per context switch, and the repetitions' spread of it."""
+    s = next((s for s in summary.series if (s.probe, s.variant) == SWITCH_PROBE and s.points), None)
+    if s is None:
+        why = f"{':'.join(SWITCH_PROBE)} was not run"
+        return {"cs_cycles_p4": Measured.unmeasured(why), "cs_run_stdev": Measured.unmeasured(why)}
+    iv = s.points[0].per_worker  # round trips per second
+    if not mhz:
+        cycles = Measured.unmeasured("the CPU's clock rate is not known here")
+    else:
+        per = mhz * 1e6 / SWITCHES_PER_OP  # cycles per switch at a rate of one round trip per second
+        cycles = Measured(per / iv.median, per / iv.high, per / iv.low, iv.coverage, iv.n,
+                          text=f"{1e9 / iv.median / SWITCHES_PER_OP:,.0f} ns per switch, "
+                               f"{':'.join(SWITCH_PROBE)} on one CPU, {mhz:,.0f} MHz")  # fmt: skip
+    pts = next((pts for key, pts in scale_series(records).items() if key[:2] == SWITCH_PROBE), [])
+    rates = [sum(w["ops_per_sec"] for w in ws) for ws in pts[0].complete] if pts else []
+    spread = (
+        Measured(100 * statistics.stdev(rates) / statistics.mean(rates), n=len(rates), text="of the repetitions' rates")
+        if len(rates) >= 2
+        else Measured.unmeasured("one repetition: no spread")
+    )
+    return {"cs_cycles_p4": cycles, "cs_run_stdev": spread}
+
+
+def _kernel(run) -> dict[str, Measured]:
+    """What the kernel's build and table say: its timer tick, its system calls."""
+    options = (((run.machine or {}).get("kernel") or {}).get("config") or {}).get("options") or {}
+    hz = options.get("CONFIG_HZ", "")
+    idle = ", idle ticks stopped" if options.get("CONFIG_NO_HZ_IDLE") == "y" else ""
+    tick = (
+        Measured(1000 / int(hz), text=f"CONFIG_HZ={hz}{idle}")
+        if hz.isdigit()
+        else Measured.unmeasured("the kernel's build configuration is not readable here")
+    )
+    n = (run.params or {}).get("kernel_syscalls")
+    calls = (
+        Measured(n, text="distinct __x64_sys_* entry points in kallsyms")
+        if n
+        else Measured.unmeasured("kallsyms gave no system call entry points")
+    )
+    return {"timer_interval_default": tick, "syscall_count_linux_2_6_30": calls}
+
+
 def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     eps = {(ep.probe, ep.variant): ep for ep in explained_points(records).values() if ep.reps}
     mhz = ((run.machine or {}).get("cpu", {}).get("cpuinfo_mhz") or {}).get("median")
     table = calls()
+    measured = _switch(summary, records, mhz) | _kernel(run)
     rows = []
     for f in load(STUDY):
         call = table.get(f.id)
-        if call:
+        if f.id in measured:
+            v = judge(f, measured[f.id])
+            if f.id == "syscall_count_linux_2_6_30":  # the count's growth since, not its match
+                here = measured[f.id].value
+                v.verdict = CANNOT_TELL if here is None else AGREES if here > float(f.value) else DIFFERS
+                v.reason = ("grew since Linux 2.6.30, as the paper's series did" if v.verdict == AGREES
+                            else v.reason)  # fmt: skip
+            rows.append({**v.to_dict(), "part": f.source, "measure": f.measure, "note": ""})
+        elif call:
             probe, variant = call["probe"].split(":")
             floor = RESOLUTION in f.notes
             v = judge(replace(f, value=f"<={f.value}") if floor else f, _measured(eps.get((probe, variant)), call, mhz))

@@ -100,4 +100,15 @@ def codesign(ctx: Context, reps, duration, paper):
         explain_duration=duration,
     )
     plan.params["study"] = "codesign"
+    plan.params["kernel_syscalls"] = _kernel_syscalls()
     measure(ctx, "scale", plan, f"co-design study: {len(probes())} operations, {reps} repetitions of {duration} s")
+
+
+def _kernel_syscalls() -> int | None:
+    """The system calls this kernel implements, as its distinct __x64_sys_*
+    entry points in kallsyms (an approximation of its table: a few calls
+    share an entry point); None where kallsyms hides them."""
+    from ..kallsyms import Kallsyms
+
+    names = {name for name, _, _ in Kallsyms().names if name.startswith("__x64_sys_")}
+    return len(names) or None
