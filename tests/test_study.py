@@ -160,3 +160,16 @@ def test_codesign_gives_every_call_of_the_table_a_cost_and_every_finding_a_verdi
     page = tmp_path / "c.html"
     assert oslens("report", "last", "-o", str(page), db=db).returncode == 0
     assert "the paper and Linux" in page.read_text()
+
+
+def test_study_alone_lists_every_study_with_its_paper(tmp_path):
+    from oslens import kinds
+
+    p = oslens("study", db=tmp_path / "s.db")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    studies = [s for k in kinds.KINDS.values() for s in k.studies]
+    assert len(lines) == len(studies)
+    for s in studies:
+        (line,) = [ln for ln in lines if ln.startswith(f"oslens study {s.name} ")]
+        assert s.paper and s.paper in line

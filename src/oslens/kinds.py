@@ -61,6 +61,8 @@ class Study:
     command: str
     verdicts: str
     context: str = ""
+    paper: str = ""  # who found what, where: what `oslens study` lists
+    findings: str = ""  # its findings file in studies/ (the shared columns), if it has one
 
     def load(self, part: str) -> Any:
         return _load(getattr(self, part))
@@ -134,9 +136,21 @@ KINDS: dict[str, Kind] = {
             _probes,
             in_envs=True,
             studies=(
-                Study("osmark", ".commands.study:osmark", ".analysis.osmark:beside"),
                 Study(
-                    "codesign", ".commands.study:codesign", ".analysis.codesign:beside", ".analysis.codesign:context"
+                    "osmark",
+                    ".commands.study:osmark",
+                    ".analysis.osmark:beside",
+                    paper="Cui, Chen and Shi, OSMark: parallel scalability of OS primitives "
+                    "(32-core AMD, Linux 2.6.26)",
+                ),
+                Study(
+                    "codesign",
+                    ".commands.study:codesign",
+                    ".analysis.codesign:beside",
+                    ".analysis.codesign:context",
+                    paper="Nellans, OS/hardware co-design (dissertation): per-call cost on a Pentium 4, run lengths, "
+                    "OS-caused misses, the block layer",
+                    findings="nellans-codesign",
                 ),
             ),
             stacks=".analysis.scale:stacks",

@@ -22,10 +22,18 @@ class _Studies(click.Group):
         return kinds.study(name).load("command") if name in self.list_commands(ctx) else None
 
 
-@click.group("study", cls=_Studies)
-def study():
+@click.group("study", cls=_Studies, invoke_without_command=True)
+@click.pass_context
+def study(click_ctx):
     """Re-run a published study of OS behaviour beside the paper's findings
-    (kept as data in src/oslens/studies/; README.md, "oslens study osmark")."""
+    (kept as data in src/oslens/studies/; README.md, "oslens study osmark").
+    Alone, it lists the studies and their papers."""
+    if click_ctx.invoked_subcommand is None:
+        from ..studies import findings
+
+        for s in sorted((s for k in kinds.KINDS.values() for s in k.studies), key=lambda s: s.name):
+            counted = f" ({len(findings(s.findings))} findings as data)" if s.findings else ""
+            click.echo(f"oslens study {s.name:10} {s.paper}{counted}")
 
 
 @click.command("osmark")
