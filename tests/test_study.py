@@ -173,3 +173,38 @@ def test_study_alone_lists_every_study_with_its_paper(tmp_path):
     for s in studies:
         (line,) = [ln for ln in lines if ln.startswith(f"oslens study {s.name} ")]
         assert s.paper and s.paper in line
+
+
+# ---- study variability: the catalogue mixed on every CPU, the paper's tables
+
+
+def test_variability_gives_the_native_tables_and_says_why_for_the_rest(tmp_path, no_leaks):
+    from oslens.studies import load
+    from oslens.studies.verdict import AGREES, DIFFERS
+
+    db = tmp_path / "v.db"
+    p = oslens("study", "variability", "--reps", "2", "--duration", "0.1", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    rows = {r["id"]: r for r in doc["study"]}
+    assert set(rows) == {f.id for f in load("kocoloski-variability")}
+    native = [r for i, r in rows.items() if i.endswith("_native") and i.startswith(("median_", "p99_"))]
+    assert len(native) == 12 and all(r["verdict"] in (AGREES, DIFFERS, CANNOT_TELL) for r in native)
+    # the bucket shares are the stored tables', cumulative, and sum with the rest to 100 %; a
+    # percentile the runs are too short to tell (p99 needs 1,000 values an operation) says so
+    for q in ("p50", "p99"):
+        table = doc["variability"]["alone"][q]
+        if not table["operations"]:
+            name = "median" if q == "p50" else "p99"
+            told = [r for i, r in rows.items() if i.startswith(f"{name}_") and i.endswith("_native")]
+            assert all(r["verdict"] == CANNOT_TELL and f"{q} could be told" in r["reason"] for r in told)
+            continue
+        shares = [table[b] for b in ("≤1µs", "≤10µs", "≤100µs", "≤1ms", "≤10ms")]
+        assert shares == sorted(shares) and table["≤10ms"] + table[">10ms"] == pytest.approx(1)
+        name = "median" if q == "p50" else "p99"
+        here = float(rows[f"{name}_lt10us_native"]["here"].split("%")[0])
+        assert here == pytest.approx(100 * table["≤10µs"], abs=0.5)
+    kvm = [r for i, r in rows.items() if i.endswith("_kvm")]
+    assert all(r["verdict"] == CANNOT_TELL and "kvm column" in r["reason"] for r in kvm)
+    assert rows["tail_at_scale"]["verdict"] == AGREES
+    assert "variability: the paper and this kernel" in oslens("show", "last", db=db).stdout

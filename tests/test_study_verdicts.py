@@ -31,11 +31,18 @@ def test_every_shipped_finding_gets_a_verdict_and_a_reason_even_unmeasured(study
 
 
 def test_a_plain_number_agrees_within_the_band_and_differs_outside_it():
-    f = finding("11.12")
+    f = finding("11.12", "us")
     assert judge(f, Measured(11.5, 10.0, 13.0, 0.9, 6)).verdict == AGREES
     off = judge(f, Measured(40.0, 38.0, 42.0, 0.9, 6))
     assert off.verdict == DIFFERS and "3.6 times" in off.reason
     assert judge(f, Measured(13.0, 10.0, 11.12 * NUMBER_BAND + 1, 0.9, 6)).verdict == CANNOT_TELL
+
+
+def test_a_share_agrees_within_points_and_never_past_100():
+    assert judge(finding("11.12"), Measured(15.0, 13.0, 16.0, 0.95, 6)).verdict == AGREES  # within 5 points
+    assert judge(finding("11.12"), Measured(20.0, 18.0, 22.0, 0.95, 6)).verdict == DIFFERS
+    near_all = judge(finding("98.81"), Measured(99.5, 97.0, 100.0, 0.95, 6))
+    assert near_all.verdict == AGREES and "100 %)" in near_all.reason
 
 
 @pytest.mark.parametrize(

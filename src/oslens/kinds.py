@@ -155,7 +155,22 @@ KINDS: dict[str, Kind] = {
             ),
             stacks=".analysis.scale:stacks",
         ),
-        _kind("latency", "What does each operation cost, and how variable is it?", _probes, in_envs=True),
+        _kind(
+            "latency",
+            "What does each operation cost, and how variable is it?",
+            _probes,
+            in_envs=True,
+            studies=(
+                Study(
+                    "variability",
+                    ".commands.study:variability",
+                    ".analysis.variability:beside",
+                    paper="Kocoloski et al., variability in operating systems: every core issuing system calls at "
+                    "once, median and p99 tables (64 cores; native, KVM, Docker)",
+                    findings="kocoloski-variability",
+                ),
+            ),
+        ),
         _kind(
             "noise",
             "How much does the OS interrupt a thread that only computes, and why?",

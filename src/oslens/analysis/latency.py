@@ -84,6 +84,7 @@ class LatencySummary:
     ops: list[OpLatency]  # the catalogue, in run order
     floor: dict[str, OpLatency]  # phase -> the null probe: timing overhead
     phases: list[str]
+    study: list[dict] | None = None  # `oslens study NAME`: the paper's findings beside what was measured
 
     def variability(self, phase: str) -> dict[str, dict[str, float | None]]:
         """Share of operations whose p50 (p99) falls in each cumulative
@@ -106,7 +107,7 @@ class LatencySummary:
             "operations": [o.to_dict() for o in self.ops],
             "timing_overhead": {p: o.to_dict() for p, o in self.floor.items()},
             "variability": {p: self.variability(p) for p in self.phases},
-        }
+        } | ({"study": self.study} if self.study is not None else {})
 
 
 def phase_of(context: dict | None) -> str:
@@ -160,7 +161,12 @@ def summarize(records: list[dict]) -> LatencySummary:
 
 
 def analyze(run, records: list[dict]) -> LatencySummary:
-    return summarize(records)
+    summary = summarize(records)
+    if run.params.get("study"):
+        from .. import kinds
+
+        summary.study = kinds.study(run.params["study"]).load("verdicts")(summary, run, records)
+    return summary
 
 
 LATENCY_QUANTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))

@@ -120,3 +120,26 @@ def _kernel_syscalls() -> int | None:
 
     names = {name for name, _, _ in Kallsyms().names if name.startswith("__x64_sys_")}
     return len(names) or None
+
+
+@click.command("variability")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions of the mix.")
+@click.option("--duration", type=float, default=1.0, show_default=True, metavar="S",
+              help="Seconds of each repetition, every CPU issuing the whole catalogue (a p99 needs 1,000 "
+              "values of each operation: shorter runs leave it untold).")  # fmt: skip
+@click.option("--compete", metavar="SPEC", help="Also with a competing workload, as `latency --compete` takes it.")
+@click.option("--paper", is_flag=True, help="The paper's care: 10 repetitions of 5 s each.")
+@common_options
+def variability(ctx: Context, reps, duration, compete, paper):
+    """Variability in operating systems (Kocoloski et al.): every CPU issuing
+    the whole catalogue of operations at once, and the share of operations
+    whose median and 99th percentile lie under 1 µs, 10 µs, 100 µs, 1 ms and
+    10 ms, beside the paper's tables."""
+    from ..plan.latency import plan as latency_plan
+
+    if paper:
+        reps, duration = 10, 5.0
+    plan = latency_plan(probe=None, workers="max", mode="process", placement="compact", duration=duration, ops=None,
+                        reps=reps, warmup=0.1, compete=compete, mix=True)  # fmt: skip
+    plan.params.update(study="variability", environment="native")
+    measure(ctx, "latency", plan, f"variability study: the catalogue mixed on every CPU, {reps} × {duration} s")

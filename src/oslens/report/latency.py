@@ -11,6 +11,7 @@ from rich.text import Text
 from ..analysis.histogram import TAIL_RULE
 from ..analysis.latency import ALONE, BUCKETS, LatencySummary, OpLatency
 from ..format import ns, pct, quotient
+from . import verdicts
 
 # An operation whose p50 is under this multiple of the timing floor is
 # mostly measuring the clock reads around it.
@@ -102,3 +103,5 @@ def _variability(console: Console, s: LatencySummary) -> None:
 
 def show(console: Console, run, summary: LatencySummary) -> None:
     render(console, summary)
+    if summary.study:
+        verdicts.show(console, run, summary.study)

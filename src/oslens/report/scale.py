@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import kinds
 from ..analysis.scale import PointStats, Series, confidence_note
 from ..format import ns, pct, seconds, si, sig
+from . import verdicts
 from .usl import usl_line
 
 LEGEND = (
@@ -224,36 +224,10 @@ def study_table(console: Console, rows: list[dict]) -> None:
         console.print(Text(f"  {r['verdict']}"))
 
 
-# How a finding's verdict is coloured.
-VERDICT_STYLE = {"agrees": "green", "differs": "red", "cannot tell here": "yellow"}
-
-
-def verdict_table(console: Console, rows: list[dict], study: str) -> None:
-    """A study's findings measured here, each beside the paper's, with its
-    verdict and reason; the rest counted by what they would need."""
-    measured = [r for r in rows if r["here"] != "not measured"]
-    t = Table(title=f"[bold]{study}[/]: the paper and this kernel", title_justify="left")
-    for col in ("finding", "the paper", "this kernel", "verdict", "why"):
-        t.add_column(col)
-    for r in measured:
-        t.add_row(Text(r["measure"]), Text(r["paper"]), Text(r["here"]),
-                  Text(r["verdict"], style=VERDICT_STYLE.get(r["verdict"], "")), Text(r["reason"]))  # fmt: skip
-    console.print(t)
-    rest: dict[str, int] = {}
-    for r in rows:
-        if r["here"] == "not measured":
-            rest[r["reason"]] = rest.get(r["reason"], 0) + 1
-    for why, n in sorted(rest.items(), key=lambda kv: -kv[1]):
-        console.print(Text(f"  {n} more findings: cannot tell here — {why}", style="yellow"))
-
-
 def show(console: Console, run, summary) -> None:
     # the probes' words as the run stored them (a run stored before they were has none)
     render(console, summary.series, run.params.get("descriptions") or {})
     if summary.study and "here" in summary.study[0]:
-        verdict_table(console, summary.study, run.params["study"])
-        study = kinds.study(run.params["study"])
-        for line in study.load("context")(run) if study.context else []:
-            console.print(Text(f"  {line}", style="dim"))
+        verdicts.show(console, run, summary.study)
     elif summary.study:
         study_table(console, summary.study)

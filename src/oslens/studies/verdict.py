@@ -13,8 +13,9 @@ finding needs, it is "cannot tell here", with what was missing.
 
 How near is "agrees" for a plain number measured decades and machines
 apart is a choice, stated: within a factor of NUMBER_BAND either way of
-the paper's figure ("~" the same); outside it the verdict says by how
-much."""
+the paper's figure ("~" the same), a share (%) within SHARE_POINTS
+points or that relative width if wider, never past 0 or 100 %; outside it
+the verdict says by how much."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from ..format import sig
 AGREES, DIFFERS, CANNOT_TELL = "agrees", "differs", "cannot tell here"
 # A plain number agrees when this machine's lies within this factor of the paper's, either way.
 NUMBER_BAND = 1.25
+# A share (%) agrees within this many points of the paper's, or NUMBER_BAND's relative width if wider.
+SHARE_POINTS = 5.0
 # A series is flat when every point stays within this share of the first.
 FLAT_WITHIN = 0.10
 # Near-linear scaling: at the most cores, at least this efficiency (speedup / cores).
@@ -178,8 +181,13 @@ def _number(f: Finding, m: Measured) -> tuple[str, str]:
         return _against_bounds(iv, x, None, f"the paper's bound {q} {sig(x)}")
     if x == 0:
         return _against_bounds(iv, None, 0.0, "the paper's 0")
-    lo, hi = sorted((x / NUMBER_BAND, x * NUMBER_BAND))
-    band = f"a factor {NUMBER_BAND} of the paper's {sig(x)} ({sig(lo)}–{sig(hi)})"
+    if f.unit == "%":  # a share: in points, never past 0 or 100
+        d = max(SHARE_POINTS, x * (NUMBER_BAND - 1))
+        lo, hi = max(0.0, x - d), min(100.0, x + d)
+        band = f"{sig(d, 2)} points of the paper's {sig(x)} % ({sig(lo)}–{sig(hi)} %)"
+    else:
+        lo, hi = sorted((x / NUMBER_BAND, x * NUMBER_BAND))
+        band = f"a factor {NUMBER_BAND} of the paper's {sig(x)} ({sig(lo)}–{sig(hi)})"
     verdict, why = _against_bounds(iv, lo, hi, band)
     if verdict == DIFFERS and m.value:
         why += f" ({sig(m.value / x, 2)} times the paper's)"

@@ -4,6 +4,7 @@ kernel's, with the finding's confidence, or why this run cannot tell
 
 from __future__ import annotations
 
+from ... import kinds
 from ...analysis.scale import analyze
 from .page import Note, Section, Table
 
@@ -37,7 +38,7 @@ def sections(runs) -> list[Section]:
     for rd in runs:
         study = rd.run.params.get("study")
         if study and study != "osmark":
-            rows = analyze(rd.run, rd.records).study or []
+            rows = kinds.get(rd.run.kind).load("analyze")(rd.run, rd.records).study or []
             if rows and "here" in rows[0]:
                 others += _verdicts(rd, rows)
             continue
