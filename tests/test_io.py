@@ -166,7 +166,7 @@ def test_explain_charges_each_io_to_its_system_call(tmp_path):
     causes: a direct pread is one pread64() per I/O, and the causes add up to
     the measured time per I/O."""
     p = oslens("io", "--engine", "pread", "--workers", "1", "--duration", "0.3", "--reps", "1", "--warmup", "0.1",
-               "--size", "32M", "--explain", db=tmp_path / "r.db")  # fmt: skip
+               "--size", "32M", "--explain", "full", db=tmp_path / "r.db")  # fmt: skip
     assert p.returncode == 0, p.stderr
     (pt,) = show(tmp_path / "r.db")["series"][0]["points"]
     ex = pt["explained"]
@@ -191,7 +191,7 @@ def test_the_measured_repetitions_carry_no_tracing(tmp_path):
     f.write_bytes(os.urandom(8 << 20))
     choices = io_plan.check(target=str(f), size=None, engines="pread,uring", qd="1", bs="4k", span=None,
                             workers="1", placement="compact", duration=0.2, ops=None, reps=3, warmup=0.1,
-                            scheduler=None, allow_overwrite=False, explain=True)  # fmt: skip
+                            scheduler=None, allow_overwrite=False, explain="full")  # fmt: skip
     points = io_plan.plan(choices, choices["target"]).points
     roles = [(p.series.label, p.role) for p in points]
     assert roles == [(s, r) for s in ("pread", "uring qd1") for r in ("measure", "completions", "explain")]

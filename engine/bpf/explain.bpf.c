@@ -104,6 +104,16 @@ struct {
 	__type(value, __u32); /* the worker it serves */
 } helper_of SEC(".maps");
 
+/* The threads with a clock of their own (the workers): the CPU clocks leave
+ * them to it, and sample every other probed thread (a helper, or a
+ * partner thread in thread mode, which is of a worker's process). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} clocked SEC(".maps");
+
 /* ---- helpers ---- */
 
 /* Bit tgid of a set of EXPLAIN_PID_WORDS words. Masked, not compared: a
@@ -845,10 +855,11 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_o
 	if (!in_window(now))
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 served;
-	if (!probed(pid_tgid >> 32, &served) || (helpers_only && !served))
+	__u32 served, tid = (__u32)pid_tgid;
+	if (!probed(pid_tgid >> 32, &served))
 		return 0;
-	__u32 tid = (__u32)pid_tgid;
+	if (helpers_only && !served && bpf_map_lookup_elem(&clocked, &tid))
+		return 0; /* a worker: its own clock samples it */
 	struct explain_key cause = {.tid = tid, .kind = EX_USER};
 	struct explain_task *t = task_of(tid, 0, 0);
 	if (t)
@@ -894,9 +905,9 @@ int oslens_ex_sample(struct bpf_perf_event_data *ctx)
 }
 
 /* A clock on a CPU the run's tasks are pinned to: the helpers (a worker's
- * children, which a thread clock cannot follow, and its partner) sampled
- * there, every period of the CPU's time — the same weight. The workers
- * have their own clocks and are left to them. */
+ * children, which a thread clock cannot follow, and its partner, a process
+ * or a thread) sampled there, every period of the CPU's time — the same
+ * weight. The workers have their own clocks and are left to them. */
 SEC("perf_event")
 int oslens_ex_sample_cpu(struct bpf_perf_event_data *ctx)
 {

@@ -91,6 +91,11 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		loader_missing_add(&missing, "page_faults");
 	}
 	sample_period_ns = 0;
+	for (int i = 0; i < ntids; i++) { /* the workers have clocks of their own */
+		__u32 tid = (__u32)tids[i];
+		__u8 one = 1;
+		bpf_map__update_elem(skel->maps.clocked, &tid, sizeof tid, &one, sizeof one, BPF_ANY);
+	}
 	if (EXPLAIN_SAMPLE_PERIOD_NS && loader_attach_clocks(skel->progs.oslens_ex_sample, EXPLAIN_SAMPLE_PERIOD_NS,
 							     tids, ntids, 1, &sample_links, &n_sample_links) == 0)
 		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;

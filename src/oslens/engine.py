@@ -212,9 +212,10 @@ def _num(x: float) -> str:
 # per op, a cost that grows with their rate); light times only lock waits,
 # CPU waits, sleeps and interrupts and splits the rest of the time on a CPU
 # by samples (engine/bpf/explain.h). The default is chosen by measurement
-# (README, "What --explain costs").
+# (README, "--explain light"): light, whose cost was below full's on every
+# probe measured and within 5 % on the system-call-bound ones (bench/explain.py).
 EXPLAIN_MODES = ("full", "light")
-DEFAULT_EXPLAIN = "full"
+DEFAULT_EXPLAIN = "light"
 
 
 def run_argv(
