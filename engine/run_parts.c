@@ -69,7 +69,7 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
  * in its semop or futex is their doing. */
 static int explain_attach_mode(const struct run_view *v, int light, char *why, size_t whylen)
 {
-	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->nworkers, light, why, whylen) != 0)
+	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->cpus, v->nworkers, light, why, whylen) != 0)
 		return -1;
 	int cpus[2 * v->nworkers], ncpus = 0; /* the workers' and their partners' CPUs, each once */
 	for (int i = 0; i < 2 * v->nworkers; i++) {

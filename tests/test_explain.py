@@ -629,8 +629,11 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     records = [r for r in run.records() if r["type"] == "explain"]
     assert records and all(r["mode"] == "light" for r in records)
     loaded = set(records[0]["programs"])
-    assert "oslens_ex_switch" in loaded and "oslens_ex_sample" in loaded
-    assert not loaded & {"oslens_ex_sys_enter", "oslens_ex_sys_exit", "oslens_ex_fault_user", "oslens_ex_fault_min"}
+    # the CPU clocks sample; nothing runs per call, fault or switch, and no thread has a clock of its own
+    assert "oslens_ex_sample_cpu" in loaded and "oslens_ex_lock_begin" in loaded
+    per_event = {"oslens_ex_sys_enter", "oslens_ex_sys_exit", "oslens_ex_fault_user", "oslens_ex_fault_min"}
+    per_switch = {"oslens_ex_switch", "oslens_ex_wakeup", "oslens_ex_wakeup_new", "oslens_ex_migrate"}
+    assert not loaded & (per_event | per_switch | {"oslens_ex_sample", "oslens_ex_tlb_flush"}), loaded
     assert e["mode"] == "light" and e["cost"] is not None
     by = {c["key"]: c for c in e["causes"]}
     if "samples" in e["missing"]:
@@ -641,6 +644,78 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     assert sum(c["ns_per_op"] for c in e["causes"]) + e["unexplained_ns"] == pytest.approx(e["ns_per_op"])
     shown = oslens("show", "last", db=db).stdout
     assert "light mode" in shown
+
+
+def test_light_mode_splits_the_window_as_the_workers_cpu_samples_fell():
+    """The CPU clocks sample a worker off its CPU too: everything but the
+    exact causes (a lock wait, interrupts) is the window's rest, split by
+    the samples running, waiting for the CPU and asleep; who had the CPU
+    is split as its samples fell, within the wait."""
+    from oslens.analysis.explain import explain_point
+
+    point = light_point(0, [("user", None, [], 20), ("kernel", "dup", SYSCALL_FRAMES, 30)])
+    rep = point.reps[0]
+    rep.explain["off_cpu_sampled"] = True
+    rep.explain["charges"] = [c for c in rep.explain["charges"] if c["kind"] == "lock"]
+    rep.explain["samples"] += [
+        {"tid": 7, "kind": "runq", "id": -1, "name": None, "stack": [], "off_cpu": True, "count": 10},
+        {"tid": 7, "kind": "blocked", "id": 220, "name": "semtimedop", "stack": [], "off_cpu": True, "count": 40},
+        # a sleeping lock wait is timed exactly: its samples split nothing
+        {"tid": 7, "kind": "lock", "id": "0x1", "name": "mmap_lock", "lock_kind": "rwsem:W", "stack": [],
+         "off_cpu": True, "count": 5},
+    ]  # fmt: skip
+    rep.explain["runq_takers"] = [
+        {"tid": 7, "comm": "hog", "kthread": False, "who": "other", "ns": 9000, "count": 9},
+        {"tid": 7, "comm": "ksoftirqd/3", "kthread": True, "who": "kernel thread", "ns": 1000, "count": 1},
+    ]
+    e = explain_point(point)
+    by = {c.key: c for c in e.causes}
+    rest = 1000 - 0.1  # per op: the window (1 ms over 1000 ops) less the lock wait's 100 ns
+    shares = {"user": 0.2, "syscall:dup": 0.3, "blocked:semtimedop": 0.4, "runq": 0.1}
+    assert {k: by[k].ns_per_op for k in shares} == pytest.approx({k: v * rest for k, v in shares.items()})
+    lock = by["lock:mmap_lock:rwsem:W"]
+    assert lock.ns_per_op == pytest.approx(0.1) and lock.error_ns is None
+    assert sum(c.ns_per_op for c in e.causes) == pytest.approx(e.ns_per_op) and e.unexplained_ns == pytest.approx(0)
+    hog, ksoftirqd = by["runq"].takers
+    assert (hog["name"], hog["share"]) == ("hog", 0.9) and hog["ns_per_op"] == pytest.approx(0.9 * by["runq"].ns_per_op)
+    assert ksoftirqd["name"] == "ksoftirqd/*"
+    # off-CPU samples have no stack: the kernel profile is the time on a CPU alone
+    assert e.stacks.samples == 50
+    assert e.ipis_sent_per_op is None and e.tlb_flushes_per_op is None  # not counted, not zero
+    assert any("running or not" in n for n in e.notes)
+
+
+def _light_engine_run(*args: str) -> dict:
+    """One engine repetition in light mode, its `explain` record with the worker's tid; skips where BPF is not."""
+    r = run_engine("run", "--explain-light", "--warmup", "0.1", "--workers", "1", *args)
+    assert r.rc == 0, r.stderr
+    (rec,) = r.of("explain")
+    if not rec["available"]:
+        pytest.skip(f"attribution unavailable here: {rec['reason']}")
+    assert rec["mode"] == "light" and rec["off_cpu_sampled"]
+    (worker,) = r.of("worker")
+    rec["worker_tid"] = worker["tid"]
+    return rec
+
+
+def test_light_mode_samples_each_tick_of_the_workers_cpu_once():
+    """A clock on the worker's CPU finds it at every tick: running, waiting
+    for the CPU, or asleep — never twice, and so never more samples than
+    ticks in the window (a tick a busy host delays can only be lost)."""
+    rec = _light_engine_run("--probe", "sem", "--duration", "0.5")
+    if "samples" in rec["missing"]:
+        pytest.skip("the CPU clocks could not be attached here")
+    tid, period = rec["worker_tid"], rec["sample_period_ns"]
+    mine = [s for s in rec["samples"] if s["tid"] == tid and not s.get("helper")]
+    on = sum(s["count"] for s in mine if not s.get("off_cpu"))
+    off = sum(s["count"] for s in mine if s.get("off_cpu"))
+    ticks = (rec["window_end_ns"] - rec["window_start_ns"]) / period
+    assert on > 0 and off > 0, (on, off)
+    assert on + off + rec["off_cpu_unseen"] <= ticks + 2, (on, off, rec["off_cpu_unseen"], ticks)
+    # sem's worker sleeps in its semaphore call, and its partner is sampled as its helper
+    asleep = {s["name"] for s in mine if s.get("off_cpu") and s["kind"] == "blocked"}
+    assert asleep & {"semtimedop", "semop"}, asleep
+    assert any(s.get("helper") for s in rec["samples"])
 
 
 # ---- What the workers wait on (issue 30, item 3): fork's children and a

@@ -25,15 +25,18 @@ __u64 helpers[EXPLAIN_PID_WORDS];
 __u64 masters[EXPLAIN_PID_WORDS];
 
 /* Light mode (explain.h): set before loading, so the verifier drops what
- * full mode alone needs. */
+ * full mode alone needs; the period of the CPU clocks that sample it, what
+ * one sample of a wait for a CPU stands for. */
 const volatile __u32 light_mode = 0;
+const volatile __u64 light_period_ns = 0;
 
 /* The measured window, CLOCK_MONOTONIC, set by the loader once it is
  * known; until then nothing is charged. */
 __u64 window_start_ns = ~0ull;
 __u64 window_end_ns = ~0ull;
-__u64 lost;	    /* updates that found no room */
-__u64 samples_lost; /* samples that found no room for their stack or count */
+__u64 lost;	      /* updates that found no room */
+__u64 samples_lost;   /* samples that found no room for their stack or count */
+__u64 off_cpu_unseen; /* light: a worker off its CPU not yet seen on it (its task unknown) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -81,8 +84,6 @@ struct {
 
 /* A runnable worker waiting on each CPU, and who had that CPU meanwhile
  * (explain.h). */
-#define EXPLAIN_MAX_CPUS 1024
-
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, EXPLAIN_MAX_CPUS);
@@ -113,6 +114,29 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } clocked SEC(".maps");
+
+/* Light mode: the workers pinned to each CPU (explain.h), and each
+ * worker's task and saved registers, taken when its CPU's clock first
+ * finds it running: read while it is off the CPU, they say whether it is
+ * runnable and which system call it sleeps in. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, EXPLAIN_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct explain_cpu_workers);
+} cpu_workers SEC(".maps");
+
+struct explain_watched {
+	__u64 task; /* its struct task_struct, read with probe reads only */
+	__u64 regs; /* its struct pt_regs at the top of its kernel stack; 0 not known */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct explain_watched);
+} watched SEC(".maps");
 
 /* ---- helpers ---- */
 
@@ -260,6 +284,10 @@ static __always_inline void charge(struct explain_task *t, __u32 tid, __u64 now)
 		return;
 	struct explain_key k;
 	current_key(t, tid, &k);
+	/* light: between its lock waits and interrupts, nothing times a
+	 * thread; that time is the samples' to split */
+	if (light_mode && k.kind != EX_LOCK)
+		return;
 	add(&k, hi - lo, 0);
 }
 
@@ -517,6 +545,27 @@ static __always_inline void add_taker(const struct runq_taker_key *k, __u64 ns, 
 	__sync_fetch_and_add(&v->count, count);
 }
 
+/* Who task p, which had the CPU a worker waited for, is: k's who, taker
+ * and comm. */
+static __always_inline void taker_of(struct task_struct *p, struct runq_taker_key *k)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
+		k->who = RQ_KTHREAD;
+	/* in thread mode the workers are threads of the engine: its main
+	 * thread (tid = its pid) is the master, its other threads workers */
+	else if (master_tgid(BPF_CORE_READ(p, pid)) || (master_tgid(tgid) && !followed_tgid(tgid)))
+		k->who = RQ_MASTER;
+	else if (followed_tgid(tgid)) {
+		k->who = RQ_WORKER;
+		k->taker = BPF_CORE_READ(p, pid);
+	} else if (followed_tgid(BPF_CORE_READ(p, real_parent, tgid)))
+		k->who = RQ_CHILD;
+	else
+		k->who = RQ_OTHER;
+	BPF_CORE_READ_STR_INTO(&k->comm, p, comm);
+}
+
 /* Charges w's wait since its last charge, up to now, to task p that had
  * the CPU; the wait goes on from now. */
 static __always_inline void charge_taker(struct runq_wait *w, struct task_struct *p, __u64 now)
@@ -526,21 +575,7 @@ static __always_inline void charge_taker(struct runq_wait *w, struct task_struct
 	if (hi <= lo || !p)
 		return;
 	struct runq_taker_key k = {.tid = w->tid};
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
-		k.who = RQ_KTHREAD;
-	/* in thread mode the workers are threads of the engine: its main
-	 * thread (tid = its pid) is the master, its other threads workers */
-	else if (master_tgid(BPF_CORE_READ(p, pid)) || (master_tgid(tgid) && !followed_tgid(tgid)))
-		k.who = RQ_MASTER;
-	else if (followed_tgid(tgid)) {
-		k.who = RQ_WORKER;
-		k.taker = BPF_CORE_READ(p, pid);
-	} else if (followed_tgid(BPF_CORE_READ(p, real_parent, tgid)))
-		k.who = RQ_CHILD;
-	else
-		k.who = RQ_OTHER;
-	BPF_CORE_READ_STR_INTO(&k.comm, p, comm);
+	taker_of(p, &k);
 	add_taker(&k, hi - lo, 1);
 }
 
@@ -696,6 +731,8 @@ static __always_inline void intr_enter(__u16 kind, __s64 id)
 		return; /* nested: the outermost takes it all */
 	c->tid = 0;
 	c->waiter = 0;
+	c->kind = kind; /* whoever it interrupts: a sampled wait for this CPU reads it */
+	c->id = id;
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
 	if (!t) {
@@ -842,24 +879,16 @@ int BPF_PROG(oslens_ex_tlb_flush, int reason, unsigned long pages)
 
 /* ---- sampled kernel stacks ---- */
 
-/* A probed thread's clock ticked (a software perf event on the thread:
- * it runs only while the thread does). The sample is the cause the
- * thread is in, as charge() would charge it now, and the stack of what
- * the tick interrupted. The tick comes in a hard interrupt (an hrtimer),
- * and hard interrupts do not nest: an interrupt under way on this CPU is
- * that tick's own (counted as such in `charges`), unless it is a softirq,
- * which runs with interrupts on — then the sample is the softirq's. */
-static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_only)
+/* A probed thread runs under a clock's tick (a software perf event, on the
+ * thread in full mode: it runs only while the thread does; on its CPU in
+ * light mode). The sample is the cause the thread is in, as charge() would
+ * charge it now, and the stack of what the tick interrupted. The tick
+ * comes in a hard interrupt (an hrtimer), and hard interrupts do not nest:
+ * an interrupt under way on this CPU is that tick's own (counted as such
+ * in `charges`), unless it is a softirq, which runs with interrupts on —
+ * then the sample is the softirq's. served: the worker a helper serves. */
+static __always_inline void sample_running(struct bpf_perf_event_data *ctx, __u32 tid, __u32 served)
 {
-	__u64 now = bpf_ktime_get_ns();
-	if (!in_window(now))
-		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 served, tid = (__u32)pid_tgid;
-	if (!probed(pid_tgid >> 32, &served))
-		return 0;
-	if (helpers_only && !served && bpf_map_lookup_elem(&clocked, &tid))
-		return 0; /* a worker: its own clock samples it */
 	struct explain_key cause = {.tid = tid, .kind = EX_USER};
 	struct explain_task *t = task_of(tid, 0, 0);
 	if (t)
@@ -875,7 +904,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_o
 	__u64 stack;
 	if (kstack_take(ctx, &stack) != 0) {
 		__sync_fetch_and_add(&samples_lost, 1);
-		return 0;
+		return;
 	}
 	if (light_mode && cause.kind == EX_USER && stack) { /* in the kernel: which entry, the stack says */
 		cause.kind = EX_KERNEL;
@@ -895,6 +924,125 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_o
 	};
 	if (kstack_count(&sampled, &k) != 0)
 		__sync_fetch_and_add(&samples_lost, 1);
+}
+
+/* Light mode, where no program sees a fork: the current task is a child a
+ * worker forked (fork's, which it waits for in wait4) — *served that
+ * worker's thread, the one that forked it. */
+static __always_inline int worker_child(__u32 *served)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *parent = BPF_CORE_READ(cur, real_parent);
+	if (!parent || !followed_tgid(BPF_CORE_READ(parent, tgid)))
+		return 0;
+	*served = BPF_CORE_READ(parent, pid);
+	return 1;
+}
+
+/* Light mode: worker tid runs on this CPU; its task and saved registers
+ * are kept the first time, for the ticks that find it off the CPU. */
+static __always_inline void remember_running(__u32 tid)
+{
+	if (bpf_map_lookup_elem(&watched, &tid))
+		return;
+	struct explain_watched fresh = {.task = bpf_get_current_task()};
+#if defined(__TARGET_ARCH_x86)
+	fresh.regs = (__u64)bpf_task_pt_regs(bpf_get_current_task_btf());
+#endif
+	bpf_map_update_elem(&watched, &tid, &fresh, BPF_NOEXIST);
+}
+
+/* Light mode: who has this CPU while a worker waits for it — a softirq
+ * under way here, or the task the tick interrupted — for one period. */
+static __always_inline void sample_taker(__u32 wtid)
+{
+	struct runq_taker_key k = {.tid = wtid};
+	__u32 zero = 0;
+	struct explain_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (c && c->depth && c->kind == EX_SOFTIRQ) {
+		k.who = RQ_INTERRUPT;
+		k.kind = EX_SOFTIRQ;
+		k.id = c->id;
+	} else {
+		taker_of((struct task_struct *)bpf_get_current_task(), &k);
+	}
+	add_taker(&k, light_period_ns, 1);
+}
+
+/* Light mode: worker wtid, pinned to this CPU, is not what runs here. The
+ * tick samples it where it is: runnable and waiting for the CPU (EX_RUNQ,
+ * with who has it), or asleep (EX_BLOCKED) — in the system call its saved
+ * registers name — or in a lock wait its contention began (EX_LOCK, which
+ * is also timed exactly). No stack: a sleeping task's would need a helper
+ * that the tick's program cannot call on it. */
+static __always_inline void sample_off_cpu(__u32 wtid, __u32 cpu)
+{
+	struct explain_watched *w = bpf_map_lookup_elem(&watched, &wtid);
+	if (!w) {
+		__sync_fetch_and_add(&off_cpu_unseen, 1);
+		return;
+	}
+	struct task_struct *p = (struct task_struct *)w->task;
+	if (BPF_CORE_READ(p, thread_info.cpu) != cpu)
+		return; /* moved off the CPU it was pinned to: not this clock's */
+	int queued = BPF_CORE_READ(p, on_rq);
+	struct explain_sample_key k = {
+		.tid = wtid, .kind = queued ? EX_RUNQ : EX_BLOCKED, .flags = EXF_OFF_CPU, .id = -1};
+#if defined(__TARGET_ARCH_x86)
+	/* in a system call, its entry saved -ENOSYS as ax until it returns;
+	 * anything else is a fault's error code or an interrupt's vector */
+	struct pt_regs *regs = (struct pt_regs *)w->regs;
+	if (regs && BPF_CORE_READ(regs, ax) == (unsigned long)-38)
+		k.id = BPF_CORE_READ(regs, orig_ax);
+#endif
+	struct explain_task *t = bpf_map_lookup_elem(&tasks, &wtid);
+	struct explain_frame *top = t ? top_frame(t) : NULL;
+	if (top && top->kind == EX_LOCK) {
+		k.kind = EX_LOCK;
+		k.flags |= top->flags;
+		k.named = top->named;
+		k.id = top->id;
+	}
+	if (kstack_count(&sampled, &k) != 0)
+		__sync_fetch_and_add(&samples_lost, 1);
+	if (queued)
+		sample_taker(wtid);
+}
+
+/* Light mode: each worker pinned to this CPU, at this tick. */
+static __always_inline void sample_pinned(__u32 cur_tid)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct explain_cpu_workers *cw = bpf_map_lookup_elem(&cpu_workers, &cpu);
+	if (!cw)
+		return;
+	for (int i = 0; i < EXPLAIN_WORKERS_PER_CPU; i++) {
+		__u32 wtid = cw->tid[i];
+		if (!wtid)
+			break;
+		if (wtid == cur_tid)
+			remember_running(wtid);
+		else
+			sample_off_cpu(wtid, cpu);
+	}
+}
+
+static __always_inline int sample(struct bpf_perf_event_data *ctx, int helpers_only)
+{
+	__u64 now = bpf_ktime_get_ns();
+	if (!in_window(now))
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 served, tid = (__u32)pid_tgid;
+	if (light_mode) {
+		learn_this_rq_lock((struct task_struct *)bpf_get_current_task()); /* no switch program learns it */
+		sample_pinned(tid);
+	}
+	if (!probed(pid_tgid >> 32, &served) && !(light_mode && worker_child(&served)))
+		return 0;
+	if (helpers_only && !served && bpf_map_lookup_elem(&clocked, &tid))
+		return 0; /* a worker: its own clock samples it */
+	sample_running(ctx, tid, served);
 	return 0;
 }
 
@@ -907,7 +1055,8 @@ int oslens_ex_sample(struct bpf_perf_event_data *ctx)
 /* A clock on a CPU the run's tasks are pinned to: the helpers (a worker's
  * children, which a thread clock cannot follow, and its partner, a process
  * or a thread) sampled there, every period of the CPU's time — the same
- * weight. The workers have their own clocks and are left to them. */
+ * weight. In full mode the workers have their own clocks and are left to
+ * them; in light mode this clock samples them too, on their CPU or off. */
 SEC("perf_event")
 int oslens_ex_sample_cpu(struct bpf_perf_event_data *ctx)
 {

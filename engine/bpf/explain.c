@@ -35,13 +35,39 @@ static const char *part_of(const struct bpf_program *p)
 	const char *tp = loader_tp_name(p);
 	if (tp && !strncmp(tp, "sys_", 4)) /* the core of full mode: its causes would not add up without them */
 		return light ? "syscalls" : NULL;
+	if (tp && !strncmp(tp, "sched_", 6) && light) /* light: the CPU clocks find each worker on or off its CPU */
+		return "scheduler";
 	if (!strcmp(bpf_program__name(p), "oslens_ex_sample") || !strcmp(bpf_program__name(p), "oslens_ex_sample_cpu"))
 		return "samples";
 	return loader_part_of(p);
 }
 
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light_mode, char *why,
-		      size_t whylen)
+/* Light mode: which workers each CPU's clock samples off it (explain.h). */
+static void pin_workers(const int *tids, const int *cpus, int ntids)
+{
+	for (int i = 0; i < ntids; i++) {
+		__u32 cpu = (__u32)cpus[i];
+		struct explain_cpu_workers cw;
+		if (cpus[i] < 0 || cpu >= EXPLAIN_MAX_CPUS ||
+		    bpf_map__lookup_elem(skel->maps.cpu_workers, &cpu, sizeof cpu, &cw, sizeof cw, 0) != 0) {
+			loader_missing_add(&missing, "off_cpu_samples");
+			continue;
+		}
+		int k = 0;
+		while (k < EXPLAIN_WORKERS_PER_CPU && cw.tid[k])
+			k++;
+		if (k == EXPLAIN_WORKERS_PER_CPU) {
+			loader_missing_add(&missing, "off_cpu_samples"); /* more workers than slots on one CPU */
+			continue;
+		}
+		cw.tid[k] = (__u32)tids[i];
+		if (bpf_map__update_elem(skel->maps.cpu_workers, &cpu, sizeof cpu, &cw, sizeof cw, BPF_ANY) != 0)
+			loader_missing_add(&missing, "off_cpu_samples");
+	}
+}
+
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light_mode,
+		      char *why, size_t whylen)
 {
 	explain_bpf_stop();
 	missing.list[0] = 0;
@@ -55,9 +81,16 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		return -1;
 	}
 	skel->rodata->light_mode = light;
-	/* light: nothing per system call or page fault (the samples say where the time on a CPU went) */
-	int fault_tps, err = loader_choose_programs(skel->obj, part_of, light ? "syscalls,page_faults" : NULL, &missing,
-						    &fault_tps, why, whylen);
+	skel->rodata->light_period_ns = light ? EXPLAIN_SAMPLE_PERIOD_NS : 0;
+	/* light: nothing per system call, page fault or switch (the samples say
+	 * where the time went, on a CPU and off it), and no counts per IPI or
+	 * TLB flush */
+	int fault_tps,
+		err = loader_choose_programs(skel->obj, part_of,
+					     light ? "syscalls,page_faults,scheduler,ipis_sent,tlb_flushes" : NULL,
+					     &missing, &fault_tps, why, whylen);
+	if (!err && light) /* the CPU clocks sample the workers: no clock per thread */
+		bpf_program__set_autoload(skel->progs.oslens_ex_sample, 0);
 	if (!err && (err = explain_bpf__load(skel)) != 0)
 		loader_load_failed(err, why, whylen);
 	if (err) {
@@ -79,12 +112,20 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, 
 		return -1;
 	}
 	if (light) {
-		/* no fault is timed: the samples find them */
-	} else if (!fault_tps ||
-		   loader_attach_sw_events(skel->progs.oslens_ex_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids,
-					   1, &fault_links, &n_fault_links) != 0 ||
-		   loader_attach_sw_events(skel->progs.oslens_ex_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids,
-					   1, &fault_links, &n_fault_links) != 0) {
+		/* no fault is timed, and the CPU clocks explain_bpf_helpers
+		 * attaches sample every probed thread: the workers on their
+		 * CPUs and off them, the helpers on theirs */
+		pin_workers(tids, cpus, ntids);
+		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;
+		if (!sample_period_ns)
+			loader_missing_add(&missing, "samples");
+		return 0;
+	}
+	if (!fault_tps ||
+	    loader_attach_sw_events(skel->progs.oslens_ex_fault_min, PERF_COUNT_SW_PAGE_FAULTS_MIN, tids, ntids, 1,
+				    &fault_links, &n_fault_links) != 0 ||
+	    loader_attach_sw_events(skel->progs.oslens_ex_fault_maj, PERF_COUNT_SW_PAGE_FAULTS_MAJ, tids, ntids, 1,
+				    &fault_links, &n_fault_links) != 0) {
 		/* a fault's end unseen: its time stays with the fault until the
 		 * next system call; say that faults are not timed */
 		loader_destroy_links(&fault_links, &n_fault_links);
@@ -164,10 +205,14 @@ int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cp
 		}
 		__atomic_fetch_or(&skel->bss->helpers[tgid / 64], 1ull << (tgid % 64), __ATOMIC_SEQ_CST);
 	}
-	/* the helpers are sampled where they run: the CPUs the run pins its tasks to */
+	/* the helpers are sampled where they run: the CPUs the run pins its
+	 * tasks to; in light mode the workers there too */
 	if (sample_period_ns && loader_attach_clocks(skel->progs.oslens_ex_sample_cpu, sample_period_ns, cpus, ncpus, 0,
-						     &sample_links, &n_sample_links) != 0)
-		loader_missing_add(&missing, "helper_samples");
+						     &sample_links, &n_sample_links) != 0) {
+		loader_missing_add(&missing, light ? "samples" : "helper_samples");
+		if (light)
+			sample_period_ns = 0;
+	}
 	return 0;
 }
 
@@ -221,7 +266,9 @@ static void emit_samples(struct json *j)
 			json_obj(j, NULL);
 			emit_cause(j, &cause, 1);
 			if (k.kind == EX_LOCK)
-				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_HELPER));
+				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_MARKS));
+			if (k.flags & EXF_OFF_CPU)
+				json_bool(j, "off_cpu", 1);
 			loader_emit_kstack(j, "stack", skel->maps.kstacks, k.stack);
 			json_uint(j, "count", count);
 			json_end(j);
@@ -231,6 +278,8 @@ static void emit_samples(struct json *j)
 	}
 	json_end(j);
 	json_uint(j, "samples_lost", skel->bss->samples_lost);
+	if (light)
+		json_uint(j, "off_cpu_unseen", skel->bss->off_cpu_unseen);
 }
 
 /* runq_takers [{tid, comm, kthread, who, (taker_tid,) ns, count}]: who had
@@ -279,6 +328,10 @@ void explain_bpf_emit(int rep)
 	json_int(j, "rep", rep);
 	json_bool(j, "available", 1);
 	json_str(j, "mode", light ? "light" : "full");
+	/* light: the workers sampled off their CPUs too, so the window's time
+	 * outside the exact charges is the samples' to split (explain.h) */
+	if (light)
+		json_bool(j, "off_cpu_sampled", 1);
 	/* what ran in the kernel for it: light mode's cost claim is checked against this */
 	json_arr(j, "programs");
 	struct bpf_program *p;
@@ -314,7 +367,7 @@ void explain_bpf_emit(int rep)
 			json_uint(j, "ns", v.ns);
 			json_uint(j, "count", v.count);
 			if (k.kind == EX_LOCK) {
-				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_HELPER));
+				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_MARKS));
 				loader_emit_stack(j, skel->maps.stacks, k.stack, EXPLAIN_STACK_DEPTH);
 			}
 			json_end(j);

@@ -61,6 +61,11 @@ struct explain_key {
  * worker waits on — a child it forked (fork's, which it waits for in
  * wait4) or its partner process — keyed by the tid of that worker. */
 #define EXF_HELPER 0x8000
+/* In explain_sample_key.flags, light mode: a worker sampled off its CPU —
+ * asleep or waiting for it — by the clock of the CPU it is pinned to. */
+#define EXF_OFF_CPU 0x4000
+/* Both marks: what remains of flags is a lock's LCB_F_*. */
+#define EXF_MARKS (EXF_HELPER | EXF_OFF_CPU)
 
 struct explain_val {
 	__u64 ns;    /* time charged within the window */
@@ -120,6 +125,17 @@ struct explain_sample_key {
 	__u64 stack;
 };
 
+/* Light mode: the workers pinned to each CPU, whose clock samples them
+ * while they are off it (asleep, or runnable and waiting for it) as well
+ * as while they run. A CPU with more workers than this samples the first
+ * ones off it; the loader says so (`off_cpu_samples` in `missing`). */
+#define EXPLAIN_MAX_CPUS 1024
+#define EXPLAIN_WORKERS_PER_CPU 8
+
+struct explain_cpu_workers {
+	__u32 tid[EXPLAIN_WORKERS_PER_CPU]; /* 0: no more */
+};
+
 /* OS entry run lengths (runlen.h): a system call or a page fault from user
  * space with everything nested in it (faults, lock spinning, interrupts;
  * not the time asleep), an interrupt taken in user space — counted where
@@ -166,15 +182,22 @@ struct explain_cpu {
 
 /* Loads and attaches for the threads of the processes `tgids` (and
  * nothing else); their page faults are timed through perf events on
- * `tids`, whose kernel stacks are sampled on a clock of their own. Nothing is
- * charged or sampled until a window is set. 0, or -1 with `why`.
+ * `tids` (worker i pinned to cpus[i]), whose kernel stacks are sampled on
+ * a clock of their own. Nothing is charged or sampled until a window is
+ * set. 0, or -1 with `why`.
  *
- * light: no program runs per system call or page fault, so the cost does
- * not grow with their rate. Lock waits, waits for a CPU, sleeps and
- * interrupts are timed as in full mode; the rest of the time on a CPU is
- * charged to EX_USER, and the samples split it (EX_USER in user space,
- * EX_KERNEL with the thread's orig_ax in the kernel). */
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light, char *why, size_t whylen);
+ * light: no program runs per system call, page fault or context switch,
+ * so the cost grows with none of their rates — only lock waits and
+ * interrupts are timed. The rest of each worker's time is sampled by the
+ * clock of the CPU it is pinned to (explain_bpf_helpers attaches those):
+ * running (EX_USER in user space, EX_KERNEL with the thread's orig_ax in
+ * the kernel), runnable and waiting for it (EX_RUNQ, who had the CPU
+ * counted in runq_takers at one period each), or asleep (EX_BLOCKED with
+ * the system call it sleeps in), these two marked EXF_OFF_CPU. Not a clock
+ * per thread: the kernel stops and restarts its timer at every switch of
+ * the thread, which sem's worker makes twice an operation. */
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light, char *why,
+		      size_t whylen);
 /* Before explain_bpf_window: processes that already serve a worker (its
  * partner, forked before the start), each with the tid of the worker it
  * serves; their time is charged as the worker's helpers' (EXF_HELPER). The

@@ -8,9 +8,10 @@
 #define OSLENS_NO_BPF_REASON "engine built without BPF"
 #endif
 
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, int ntids, int light, char *why, size_t whylen)
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light, char *why,
+		      size_t whylen)
 {
-	(void)tgids, (void)ntgids, (void)tids, (void)ntids, (void)light;
+	(void)tgids, (void)ntgids, (void)tids, (void)cpus, (void)ntids, (void)light;
 	if (why && whylen)
 		snprintf(why, whylen, "%s", OSLENS_NO_BPF_REASON);
 	return -1;

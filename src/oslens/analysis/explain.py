@@ -134,9 +134,9 @@ class ExplainedStats:
     ns_per_op: float  # measured: the workers' time in the window / their operations
     causes: list[Cause]  # costliest first
     unexplained_ns: float  # ns_per_op - the causes (the share nothing was charged with)
-    ipis_sent_per_op: float
+    ipis_sent_per_op: float | None  # None: not counted (light mode)
     ipis_received_per_op: float
-    tlb_flushes_per_op: dict[str, float]
+    tlb_flushes_per_op: dict[str, float] | None  # None: not counted (light mode)
     latency_ns: dict[str, float] | None  # p50, p99, p99.9 of one operation, where the probe times them
     cost: float | None  # 1 - the explained repetitions' throughput / the plain ones'
     missing: list[str]  # what this kernel could not attribute
@@ -247,22 +247,35 @@ class _Charges:
         if c["kind"] == "lock":
             self.chains[key][tuple(c.get("callers") or [])] += c["ns"]
 
-    def split_on_cpu(self, samples: dict[tuple[str, str, str], int]) -> int:
-        """Light mode: the on-CPU charge shared out as its samples fell
-        (each share with its binomial standard error); the samples used."""
+    def split_untimed(self, samples: dict[tuple[str, str, str], int], untimed: float | None = None) -> int:
+        """Light mode: the time no exact cause took, `untimed`, shared out
+        as its samples fell (each share with its binomial standard error);
+        the samples used. Without `untimed`, the on-CPU charge `user` is
+        that time (light runs made before the workers' CPUs sampled them
+        off those CPUs too, when switches were still timed)."""
         n = sum(samples.values())
-        on_cpu = self.ns.pop("user", 0.0)
-        self.counts.pop("user", None)
+        if untimed is None:
+            untimed = self.ns.pop("user", 0.0)
+            self.counts.pop("user", None)
         if not n:
-            self.ns["user"] += on_cpu
-            self.labels["user"] = ("on a CPU, not split (no sample fell in it)", "user")
+            self.ns["user"] += untimed
+            self.labels["user"] = ("untimed, not split (no sample fell in it)", "user")
             return 0
         for (key, label, group), k in samples.items():
             share = k / n
             self.labels[key] = (label, group)
-            self.ns[key] += on_cpu * share
-            self.errors[key] = on_cpu * math.sqrt(share * (1 - share) / n)
+            self.ns[key] += untimed * share
+            self.errors[key] = untimed * math.sqrt(share * (1 - share) / n)
         return n
+
+    def add_sampled(self, samples: dict[tuple[str, str, str], int], period_ns: int) -> None:
+        """Light mode, a helper's time on a CPU: no window bounds it, so
+        each sample stands for one period (a Poisson count's error: √n
+        periods)."""
+        for (key, label, group), k in samples.items():
+            self.labels[key] = (label, group)
+            self.ns[key] += k * period_ns
+            self.errors[key] = math.sqrt(self.errors.get(key, 0.0) ** 2 + k * period_ns**2)
 
     def causes(self, ops: float) -> list[Cause]:
         """Per operation, costliest first; a lock with its costliest chain of callers."""
@@ -283,8 +296,15 @@ class _Charges:
 
     def _takers(self, ops: float) -> list[dict]:
         split = sum(self.takers.values())
+        # light mode samples the takers: their shares of the wait the samples split
+        sampled = "runq" in self.errors
         return [
-            {"name": name, "who": who, "ns_per_op": ns / ops, "share": ns / split}
+            {
+                "name": name,
+                "who": who,
+                "ns_per_op": (ns / split * self.ns["runq"] if sampled else ns) / ops,
+                "share": ns / split,
+            }
             for (name, who), ns in sorted(self.takers.items(), key=lambda kv: -kv[1])
             if split > 0
         ]
@@ -302,10 +322,14 @@ def _sample_cause(s: dict) -> str:
 
 
 LIGHT_NOTE = (
-    "light mode: nothing ran per system call or page fault; the time on a CPU outside lock waits and "
-    "interrupts was split by {n} samples, so each of its shares is an estimate (± one standard error "
-    "in --json), and calls per op are not counted"
+    "light mode: nothing ran per system call or page fault; the time outside lock waits and interrupts "
+    "was split by {n} samples{where}, so each of its shares is an estimate (± one standard error in --json), "
+    "and calls per op are not counted"
 )
+# Where light mode's samples were taken: the workers' CPUs, on and off them
+# (the record's off_cpu_sampled), or only while they ran.
+LIGHT_WHERE = " of the workers' CPUs, running or not (IPIs sent and TLB flushes not counted)"
+LIGHT_WHERE_BEFORE = " of the time on a CPU"
 
 
 @dataclass
@@ -318,6 +342,8 @@ class _Sampled:
     # light mode: the samples on a CPU outside the exact causes, by the cause they tell
     on_cpu: Counter = field(default_factory=Counter)
     helper_on_cpu: Counter = field(default_factory=Counter)  # the same, of the helpers
+    # light mode: the workers sampled off their CPUs — waiting for one, or asleep in a call
+    off_cpu: Counter = field(default_factory=Counter)
 
     def add(self, r, ep: ExplainedPoint) -> None:
         if not r.explain.get("sample_period_ns"):
@@ -327,6 +353,10 @@ class _Sampled:
         light = r.explain.get("mode") == "light"
         for s in r.explain.get("samples", []):
             helper = is_helper(s, r, ep)
+            if s.get("off_cpu"):  # no stack; a lock wait is timed exactly, and left to its charge
+                if s["tid"] in r.tids and s["kind"] in ("runq", "blocked"):
+                    self.off_cpu[_cause(s)] += s["count"]
+                continue
             if s["tid"] in r.tids or helper:  # not the thread-mode host
                 frames = tuple(s.get("frames") or s.get("stack") or ())
                 cause = _sample_cause(s)
@@ -429,6 +459,11 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
             notes.append(
                 f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
             )
+        if r.explain.get("off_cpu_unseen"):
+            notes.append(
+                f"repetition {r.rep}: {plural(r.explain['off_cpu_unseen'], 'tick')} found a worker off its CPU "
+                "before it had run there, when where it waited is not yet known: not sampled"
+            )
         for c in r.explain["charges"]:
             if is_helper(c, r, ep):
                 helpers.add(c)
@@ -456,10 +491,17 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     if sampled.samples:
         notes.append(SOFTWARE_CLOCK_NOTE)
     mode = "light" if any(r.explain.get("mode") == "light" for r in ep.reps) else "full"
-    if mode == "light":
-        notes.append(LIGHT_NOTE.format(n=charges.split_on_cpu(sampled.on_cpu)))
+    counted = mode == "full"  # IPIs sent and TLB flushes
+    if mode == "light" and all(r.explain.get("off_cpu_sampled") for r in ep.reps):
+        untimed = window - sum(charges.ns.values())
+        n = charges.split_untimed(sampled.on_cpu + sampled.off_cpu, untimed)
+        notes.append(LIGHT_NOTE.format(n=n, where=LIGHT_WHERE))
+        helpers.add_sampled(sampled.helper_on_cpu, sampled.period_ns)
+    elif mode == "light":
+        counted = True
+        notes.append(LIGHT_NOTE.format(n=charges.split_untimed(sampled.on_cpu), where=LIGHT_WHERE_BEFORE))
         if helpers.ns:
-            helpers.split_on_cpu(sampled.helper_on_cpu)
+            helpers.split_untimed(sampled.helper_on_cpu)
     causes = charges.causes(ops)
     per_op = window / ops
     cost = None
@@ -475,9 +517,9 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         ns_per_op=per_op,
         causes=causes,
         unexplained_ns=per_op - sum(c.ns_per_op for c in causes),
-        ipis_sent_per_op=charges.sent / ops,
+        ipis_sent_per_op=charges.sent / ops if counted else None,
         ipis_received_per_op=charges.received / ops,
-        tlb_flushes_per_op={k: v / ops for k, v in sorted(charges.tlb.items())},
+        tlb_flushes_per_op={k: v / ops for k, v in sorted(charges.tlb.items())} if counted else None,
         latency_ns=_latency(ep),
         cost=cost,
         missing=sorted(missing),

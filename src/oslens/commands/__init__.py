@@ -128,8 +128,8 @@ def explain_option(what: str):
         default=None,
         metavar="[full|light]",
         help=f"{what} full: every system call and fault timed (exact calls per op, a cost that grows with "
-        "their rate); light: lock waits, CPU waits, sleeps and interrupts timed, the rest of the time on a CPU "
-        f"split by samples (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
+        "their rate); light: lock waits and interrupts timed, the rest of each worker's time, on its CPU or off "
+        f"it, split by samples of its CPU (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
     )
 
 

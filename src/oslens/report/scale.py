@@ -153,9 +153,12 @@ def explanation_lines(s: Series) -> list[str]:
     got = [e for e in s.explained or [] if e]
     for e in got:
         extras = []
-        if e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
+        if e.ipis_sent_per_op is None:  # light mode counts what it receives, not what it sends
+            if e.ipis_received_per_op >= 0.01:
+                extras.append(f"IPIs received {sig(e.ipis_received_per_op, 2)}/op (sent: not counted in light mode)")
+        elif e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
             extras.append(f"IPIs sent {sig(e.ipis_sent_per_op, 2)}/op, received {sig(e.ipis_received_per_op, 2)}/op")
-        remote = e.tlb_flushes_per_op.get("remote_shootdown", 0)
+        remote = (e.tlb_flushes_per_op or {}).get("remote_shootdown", 0)
         if remote >= 0.01:
             extras.append(f"TLB shootdowns received {sig(remote, 2)}/op")
         if e.latency_ns:
