@@ -15,9 +15,11 @@ import pytest
 
 from conftest import engine_bin, engine_processes, one_line_error, run_engine
 
-KINDS = {"kmeans": "compute", "wordcount": "memory", "psearchy": "kernel"}
+KINDS = {"kmeans": "compute", "wordcount": "memory", "psearchy": "kernel", "linreg": "memory", "matmul": "compute",
+         "pca": "compute", "strmatch": "compute"}  # fmt: skip
 # Test sizes: each run takes tens of milliseconds on a slow CPU.
-SIZES = {"kmeans": 20000, "wordcount": 50000, "psearchy": 150}
+SIZES = {"kmeans": 20000, "wordcount": 50000, "psearchy": 150, "linreg": 200000, "matmul": 60, "pca": 40,
+         "strmatch": 50000}  # fmt: skip
 SPLITS = [(2, "thread"), (1, "process"), (2, "process"), (3, "thread"), (3, "process")]
 
 
@@ -42,7 +44,7 @@ def the_app_record(r) -> dict:
     return r.records[0]
 
 
-def test_list_has_the_three_kinds():
+def test_list_has_every_kind():
     r = run_engine("app", "list")
     assert r.rc == 0, r.stderr
     infos = {rec["name"]: rec for rec in r.records}
@@ -64,7 +66,7 @@ def test_checksum_is_the_same_for_any_split(name, prepared, no_leaks):
         assert rec["checksum"] == one["checksum"], f"{workers} {mode} workers got another result"
 
 
-@pytest.mark.parametrize("name", ["kmeans", "wordcount"])
+@pytest.mark.parametrize("name", ["kmeans", "wordcount", "linreg", "matmul", "pca", "strmatch"])
 def test_checksum_depends_on_the_work(name):
     a = the_app_record(run_engine("app", name, "--size", str(SIZES[name])))
     b = the_app_record(run_engine("app", name, "--size", str(SIZES[name] + 1)))
@@ -72,8 +74,8 @@ def test_checksum_depends_on_the_work(name):
 
 
 def test_more_workers_than_work(no_leaks):
-    """Workers with an empty share still take part (kmeans: in every barrier)."""
-    for name, size in [("kmeans", "16"), ("wordcount", "2")]:
+    """Workers with an empty share still take part (kmeans and pca: in every barrier)."""
+    for name, size in [("kmeans", "16"), ("wordcount", "2"), ("pca", "3"), ("matmul", "2")]:
         ref = the_app_record(run_engine("app", name, "--size", size))
         rec = the_app_record(run_engine("app", name, "--size", size, "--workers", "7", "--mode", "process"))
         assert rec["checksum"] == ref["checksum"]
