@@ -53,6 +53,15 @@ case " $* " in *" envs "*|*" test "*)
     want "ls /boot/vmlinuz-* && ls /lib/modules/*/modules.dep" "linux-image-$arch"
 esac
 
+# `install-deps.sh servers` (and `test`): the real server software `oslens
+# serve` and `study scaleout` drive, each with its load generator.
+case " $* " in *" servers "*|*" test "*)
+    want "command -v nginx || test -x /usr/sbin/nginx"                nginx
+    want "command -v wrk"                                             wrk
+    want "command -v redis-server"                                    redis-server
+    want "command -v redis-benchmark && command -v redis-cli"         redis-tools
+esac
+
 # `install-deps.sh bench`: fio, which bench/io.py measures oslens io against.
 case " $* " in *" bench "*)
     want "command -v fio" fio
@@ -88,5 +97,27 @@ for p in $(echo "$optional" | tr ' ' '\n' | sort -u); do
 done
 [ -z "$missing" ] && exit 0
 echo "oslens: installing$missing" >&2
+# A server package starts its service when installed (nginx on port 80,
+# redis on 6379), open to every local user: oslens starts its servers
+# itself, in private network namespaces, and wants none running. A
+# policy-rc.d that refuses every start (invoke-rc.d's rule) holds for the
+# install only, unless the machine had one already.
+policy=/usr/sbin/policy-rc.d
+own_policy=
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && own_policy=1
+fi
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get install -y -qq --no-install-recommends $missing >/dev/null || status=$?
+[ -n "$own_policy" ] && rm -f "$policy"
+# ... nor one started at the next boot: the services these packages enabled are disabled again
+for svc in nginx redis-server; do
+    case " $missing " in *" $svc "*)
+        if [ -d /run/systemd/system ]; then
+            systemctl disable --now "$svc" >/dev/null 2>&1 || true
+        elif command -v update-rc.d >/dev/null 2>&1; then
+            update-rc.d "$svc" disable >/dev/null 2>&1 || true
+        fi
+    esac
+done
+exit "${status:-0}"

@@ -33,6 +33,13 @@ def _mpi() -> str | None:
     return None if shutil.which("mpirun") else "mpirun (Open MPI) is not installed"
 
 
+def _servers() -> str | None:
+    from oslens import servers
+
+    missing = [exe for exe in ("nginx", "wrk") if servers.find(exe) is None]
+    return f"{' and '.join(missing)} not installed (scripts/install-deps.sh servers)" if missing else None
+
+
 # A string a user may type that is markup if a report forgets to escape it.
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -56,6 +63,7 @@ RECIPES: dict[str, Recipe] = {
                           "--duration", "0.2", "--warmup", "0.05", "--reps", "2"]),
     "envs": Recipe(lambda: ["envs", "getppid", "--envs", "native", "--ops", "2000", "--rounds", "2"]),
     "cluster": Recipe(lambda: ["cluster", "noise", "--duration", "0.3", "--ranks", "2"], _mpi),
+    "serve": Recipe(lambda: ["serve", "--server", "nginx", "--warmup", "0.3", "--duration", "0.5"], _servers),
 }  # fmt: skip
 
 

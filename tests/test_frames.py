@@ -37,7 +37,7 @@ RUNS = {
 # frame-equals-show tests read value by value.
 KINDS = sorted(kinds.KINDS)
 MAIN = {"scale": "workers", "latency": "hists", "noise": "detours", "profile": "threads", "appscale": "reps",
-        "io": "points", "envs": "rounds", "cluster": "ranks"}  # fmt: skip
+        "io": "points", "envs": "rounds", "cluster": "ranks", "serve": "reps"}  # fmt: skip
 CPUS = {c["cpu"] for c in engine.topology()["cpus"]}
 
 # Snapshots: the main frame's columns and dtypes, per kind. A change here is
@@ -155,6 +155,25 @@ SNAPSHOT = {
         "p99_ns": "float64",
         "top_cause": "str",
         "outlier": "bool",
+    },
+    "serve": {
+        "run_id": "int64",
+        "server": "str",
+        "rep": "int64",
+        "requests": "Int64",
+        "errors": "Int64",
+        "counted_by": "str",
+        "server_requests": "Int64",
+        "latency_p50_ms": "float64",
+        "latency_p99_ms": "float64",
+        "requests_per_s": "float64",
+        "kernel_share": "float64",
+        "syscalls_per_s": "float64",
+        "voluntary_per_s": "float64",
+        "involuntary_per_s": "float64",
+        "migrations_per_s": "float64",
+        "faults_per_s": "float64",
+        "lock_wait_ns": "float64",
     },
 }
 

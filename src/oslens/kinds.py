@@ -211,6 +211,21 @@ KINDS: dict[str, Kind] = {
             ),
         ),
         _kind(
+            "serve",
+            "Where does real server software spend its time in the kernel, under load?",
+            lambda p: f"{','.join(p.get('servers', []))} on CPUs {format_cpulist(p.get('server_cpus', []))}",
+            studies=(
+                Study(
+                    "scaleout",
+                    ".commands.study:scaleout",
+                    ".analysis.scaleout:beside",
+                    paper="Zheng et al., scale-out workloads (CloudSuite) on Linux 2.6.38: kernel time, context "
+                    "switches, page faults, interrupts, locks",
+                    findings="zheng-scaleout",
+                ),
+            ),
+        ),
+        _kind(
             "appscale",
             "Does an application speed up with cores, and is the time lost in the kernel?",
             lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs",

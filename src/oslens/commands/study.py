@@ -143,3 +143,28 @@ def variability(ctx: Context, reps, duration, compete, paper):
                         reps=reps, warmup=0.1, compete=compete, mix=True)  # fmt: skip
     plan.params.update(study="variability", environment="native")
     measure(ctx, "latency", plan, f"variability study: the catalogue mixed on every CPU, {reps} × {duration} s")
+
+
+@click.command("scaleout")
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per server (interleaved).")
+@click.option("--warmup", type=float, default=2.0, show_default=True, metavar="S",
+              help="Seconds of load before each profile.")  # fmt: skip
+@click.option("--duration", type=float, default=3.0, show_default=True, metavar="S",
+              help="Seconds each server is profiled under load.")  # fmt: skip
+@click.option("--paper", is_flag=True, help="Steadier: 5 repetitions, 10 s of load, then 30 s profiled.")
+@common_options
+def scaleout(ctx: Context, reps, warmup, duration, paper):
+    """The scale-out study (Zheng et al.): real servers from the
+    distribution's packages, each driven by its load generator over a
+    private loopback and profiled in steady state — web serving (nginx and
+    wrk), media streaming (nginx serving large files at a rate per
+    connection), data serving (redis and redis-benchmark) — beside the
+    paper's findings."""
+    from ..plan.serve import plan as serve_plan
+
+    if paper:
+        reps, warmup, duration = 5, 10.0, 30.0
+    plan = serve_plan(server="nginx,streaming,redis", server_cpus=None, connections=64, warmup=warmup,
+                      duration=duration, reps=reps)  # fmt: skip
+    plan.params["study"] = "scaleout"
+    measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")

@@ -8,6 +8,7 @@ function seen in n samples is known to about 1/√n of its time."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -140,7 +141,8 @@ def html(profiles) -> Section:
             chart, hidden = drawn
             blocks.append(
                 Figure(
-                    f"profile-flames-{rd.run.id}",
+                    # by what the page calls it: a serve run holds one profile per server
+                    "profile-flames-" + re.sub(r"[^a-z0-9]+", "-", rd.short.lower()).strip("-"),
                     f"{rd.short}: kernel and user time by stack (flame graph)",
                     chart,
                     "width: sampled time on a CPU; what entered the kernel at the root, then the kernel functions "

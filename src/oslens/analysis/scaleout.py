@@ -1,0 +1,137 @@
+"""The scale-out study (Zheng et al., CloudSuite on Linux 2.6.38) re-run on
+real server software (`oslens serve`): each finding about a workload this
+study runs set beside its profile under load — media streaming stands in
+as nginx serving large files at a rate per connection — and every other
+finding said to be "cannot tell here", with what it would need: a workload
+not run yet (web search, the Hadoop job, HPC Challenge), hardware counters,
+or a definition the paper does not give.
+
+A figure is the median of the repetitions with its order-statistic
+interval; one repetition gives no interval, and no verdict."""
+
+from __future__ import annotations
+
+from ..studies import load
+from ..studies.verdict import CANNOT_TELL, Measured, Verdict, judge
+from .serve import dig
+from .stats import median_ci
+
+STUDY = "zheng-scaleout"
+CONFIDENCE = 0.95
+
+# The paper's workloads, as its findings name them, and the server of `serve` standing in for each.
+STANDS_IN = {"media streaming": "streaming", "streaming": "streaming"}
+
+# Why a finding cannot be told here, by what it needs (words of its experiment or workload, lowercased).
+NEEDS = (
+    (("front-end stall", "itlb", "os stall", "l1i"),
+     "hardware counters (front-end stalls, L1i and ITLB misses), which `study scaleout` does not read yet"),
+    (("bayes", "hadoop"), "the data-analysis job (a MapReduce run across cores), which `study scaleout` does not run "
+                          "yet"),
+    (("search",), "web search (Xapian indexing and queries), which `study scaleout` does not run yet"),
+    (("hpl", "fft", "hpc"), "HPC Challenge (Debian's hpcc on MPI), which `study scaleout` does not run yet"),
+)  # fmt: skip
+OPERATING_POINT = "the authors' operating point, not a finding"
+UNDEFINED = (
+    "the paper's context-switch latency is not defined in its text (its seconds-long maxima suggest time off the "
+    "CPU): oslens's run-queue wait and off-CPU time are in each server's profile, not set beside it"
+)
+
+# finding id (its media-streaming rows) -> (path in the profile summary, scale to the finding's unit)
+PROFILED = {
+    "kernel_share_media_streaming": (("sections", "time", "total", "kernel_share"), 100.0),
+    "pf_freq_media_streaming": (("sections", "faults", "counts", "all_per_s"), 1.0),
+    "pf_avg_media_streaming": (("sections", "faults", "latency", "all", "avg_ns"), 1e-6),
+    "pf_max_media_streaming": (("sections", "faults", "latency", "all", "max_ns"), 1e-6),
+    "pf_min_media_streaming": (("sections", "faults", "latency", "all", "min_ns"), 1e-3),
+    "pf_stddev_media_streaming": (("sections", "faults", "latency", "all", "std_ns"), 1e-6),
+}
+
+
+def _profiles(records: list[dict]) -> dict[str, list[dict]]:
+    """Each server's repetitions' profile summaries."""
+    from ..profile.summary import summarize
+    from .serve import repetitions
+
+    out: dict[str, list[dict]] = {}
+    for serve, recs in repetitions(records):
+        if recs:
+            out.setdefault(serve["server"], []).append(summarize(recs))
+    return out
+
+
+def _measured(values: list[float], what: str) -> Measured:
+    if not values:
+        return Measured.unmeasured(f"{what}: not measured in any repetition (the profile says why)")
+    if len(values) < 2:
+        return Measured.unmeasured(f"{what}: one repetition gives no interval (run the study with --reps 3 or more)")
+    iv = median_ci(values, CONFIDENCE)
+    return Measured(iv.median, iv.low, iv.high, iv.coverage, len(values), text=what)
+
+
+def _timer_share(profile: dict) -> float | None:
+    """The TIMER softirq's share of all softirq time, in %."""
+    rows = dig(profile, "sections", "interrupts", "softirq", "rows") or []
+    total = sum(r.get("ns") or 0 for r in rows)
+    timer = sum(r.get("ns") or 0 for r in rows if r.get("name") == "TIMER")
+    return 100.0 * timer / total if total else None
+
+
+def _softirq_over_hardirq(f, profiles: dict[str, list[dict]]) -> Verdict:
+    """Softirq time far above hard-irq time: each profile's mean softirq
+    time over its mean hard-irq handler time, above 1 in every one."""
+    from ..studies.verdict import AGREES, DIFFERS
+
+    ratios = []
+    for reps in profiles.values():
+        for p in reps:
+            soft = dig(p, "sections", "interrupts", "softirq", "total", "avg_ns")
+            hard = dig(p, "sections", "interrupts", "hardirq", "total", "avg_ns")
+            if soft and hard:
+                ratios.append(soft / hard)
+    if not ratios:
+        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL,
+                       "no profile timed both softirqs and hard interrupts (the profiles say why)")  # fmt: skip
+    here = f"{min(ratios):.2g}–{max(ratios):.2g}× over {len(ratios)} server profiles"
+    verdict = AGREES if min(ratios) > 1 else DIFFERS
+    why = "mean softirq time over mean hard-irq handler time, per profile"
+    return Verdict(f.id, f.paper_text(), here, verdict, why)
+
+
+def beside(summary, run, records) -> list[dict]:
+    """The study's entry in the registry of kinds: one verdict per finding."""
+    profiles = _profiles(records)
+    rows = []
+    for f in load(STUDY):
+        workload = f.workload.lower()
+        server = STANDS_IN.get(workload)
+        if f.experiment == "setup":
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, OPERATING_POINT)
+        elif f.id in PROFILED and server in profiles:
+            path, scale = PROFILED[f.id]
+            values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]
+            v = judge(f, _measured(values, f"{server}: {f.measure}"))
+        elif f.id == "softirq_timer_share" and "streaming" in profiles:
+            values = [x for p in profiles["streaming"] if (x := _timer_share(p)) is not None]
+            v = judge(f, _measured(values, "streaming: TIMER's share of softirq time"))
+            v.reason += "; media streaming only, of the paper's four data-center workloads"
+        elif f.id == "softirq_gt_hardirq" and profiles:
+            v = _softirq_over_hardirq(f, profiles)
+        elif f.id == "irq_cpu0":
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL,
+                        "over loopback no network interrupt is raised (the paper's clients were other nodes): "
+                        "where network interrupts land cannot be seen here")  # fmt: skip
+        elif f.id.startswith("cs_") and server:
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, UNDEFINED)
+        else:
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _needs(f, server, profiles))
+        rows.append({**v.to_dict(), "part": f.source, "measure": f"{f.measure} ({f.workload})"})
+    return rows
+
+
+def _needs(f, server: str | None, profiles: dict) -> str:
+    if server and server not in profiles:
+        return f"the {server} server was not run in this study run"
+    words = f"{f.experiment} {f.workload}".lower()
+    needs = next((why for keys, why in NEEDS if any(k in words for k in keys)), None)
+    return f"needs {needs}" if needs else "not measured by `study scaleout` yet"

@@ -1,0 +1,134 @@
+"""A `serve` run: per server, what its load generator counted (requests,
+errors, their rate, its latency percentiles) and where the server's time
+went while it was profiled, from each repetition's profile (the sections
+of `oslens profile`, profile/summary.py), with the repetitions' headline
+figures side by side and their median.
+
+The records of a repetition are its `serve` record and the profile's
+records after it, up to the next `serve` record."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from .. import kinds
+from . import DictSummary
+from .metrics import HIGHER, LOWER, Metrics
+
+# The headline figures of a server's profile: (key, path in the profile
+# summary, unit, label). What the scale-out study reads, and `compare` tests.
+HEADLINES = (
+    ("kernel_share", ("sections", "time", "total", "kernel_share"), "share", "kernel share of the server's CPU time"),
+    ("syscalls_per_s", ("sections", "syscalls", "total", "per_s"), "/s", "system calls per second"),
+    ("voluntary_per_s", ("sections", "switches", "counts", "voluntary_per_s"), "/s", "voluntary switches per second"),
+    ("involuntary_per_s", ("sections", "switches", "counts", "involuntary_per_s"), "/s", "preemptions per second"),
+    ("migrations_per_s", ("sections", "switches", "counts", "migrations_per_s"), "/s", "migrations per second"),
+    ("faults_per_s", ("sections", "faults", "counts", "all_per_s"), "/s", "page faults per second"),
+    ("lock_wait_ns", ("sections", "locks", "total", "total_ns"), "ns", "kernel lock wait in the window"),
+)
+
+
+def dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def repetitions(records: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """Each repetition's `serve` record and its profile's records."""
+    out: list[tuple[dict, list[dict]]] = []
+    for r in records:
+        if r.get("type") == "serve":
+            out.append((r, []))
+        elif out:
+            out[-1][1].append(r)
+    return out
+
+
+class ServeSummary(DictSummary):
+    """{servers: [...]} and, for a study, its verdicts under `study`."""
+
+    @property
+    def study(self) -> list[dict] | None:
+        return self.get("study")
+
+    def nothing_measured(self) -> list[str]:
+        """The servers whose load generator saw no request answered: a run that profiled an idle server."""
+        return [s["server"] for s in self["servers"] if not s["requests"]]
+
+
+def _answered(load: dict) -> bool:
+    return bool(load.get("requests")) and load.get("errors") == 0
+
+
+def summarize(records: list[dict]) -> dict:
+    from ..profile.summary import summarize as profile_summary
+
+    by_server: dict[str, list[tuple[dict, dict | None]]] = defaultdict(list)
+    for serve, recs in repetitions(records):
+        by_server[serve["server"]].append((serve, profile_summary(recs) if recs else None))
+    servers = []
+    for name, reps in by_server.items():
+        first = reps[0][0]
+        rows = []
+        for serve, prof in reps:
+            load = serve["load"]
+            rows.append(
+                {
+                    "rep": serve["rep"],
+                    "requests": load.get("requests"),
+                    "errors": load.get("errors"),
+                    "per_s": load.get("per_s"),
+                    "latency_ms": load.get("latency_ms") or {},
+                    "counted_by": load.get("counted_by"),
+                    # the other end's count, where the server keeps one beside the generator's
+                    "server_requests": (serve.get("server_view") or {}).get("requests"),
+                    "unread": load.get("unread"),
+                    "server_alive": serve.get("server_alive"),
+                    **{key: dig(prof, *path) for key, path, _, _ in HEADLINES},
+                }
+            )
+        figures = {}
+        for key, _, _, _ in (*HEADLINES, ("per_s", None, None, None)):
+            values = [r[key] for r in rows if isinstance(r[key], (int, float))]
+            figures[key] = statistics.median(values) if values else None
+        servers.append(
+            {
+                "server": name,
+                "what": first["what"],
+                "stands_for": first["stands_for"],
+                "limits": first.get("limits"),
+                "versions": first.get("versions") or {},
+                "server_cpus": first["server_cpus"],
+                "client_cpus": first["client_cpus"],
+                "connections": first["connections"],
+                "requests": sum(r["requests"] or 0 for r in rows),
+                "answered": all(_answered(s["load"]) for s, _ in reps),
+                "reps": rows,
+                "figures": figures,
+                # the sections of the last repetition's profile, as `profile` shows them
+                "profile": reps[-1][1],
+            }
+        )
+    return {"servers": servers}
+
+
+def analyze(run, records: list[dict]) -> ServeSummary:
+    summary = ServeSummary(summarize(records))
+    if (run.params or {}).get("study"):
+        summary["study"] = kinds.study(run.params["study"]).load("verdicts")(summary, run, records)
+    return summary
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    out = Metrics()
+    for s in summarize(records)["servers"]:
+        group = f"{s['server']} ({s['stands_for']})"
+        out.add(f"serve/{s['server']}/requests per s", [r["per_s"] for r in s["reps"]], "/s", HIGHER, group,
+                "requests answered per second")  # fmt: skip
+        for key, _, unit, label in HEADLINES:
+            out.add(f"serve/{s['server']}/{key}", [r[key] for r in s["reps"]], unit, LOWER, group, label)
+    return out

@@ -1,0 +1,253 @@
+"""`oslens serve`: real server software under its load generator, profiled
+in steady state, as Zheng et al. profiled CloudSuite.
+
+One repetition of one server: the server is configured in a private
+directory and started in a network namespace of its own (servers/netns.py)
+on its CPUs; once it listens, the load generator starts in that namespace
+on the other CPUs; after the warm-up, `oslens-engine profile --pid` attaches
+to the server (its master and workers alike) for the window, and detaches;
+the generator is let finish (or stopped), and the server is stopped. Both
+sit in cgroups oslens owns, so a kill at any moment leaves nothing the
+next oslens does not remove.
+
+Stored per repetition: a `serve` record (the server, its version and
+configuration, the generator's command and what it counted, the CPUs),
+then the profile's own records, as `oslens profile --pid` stores them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from . import cgroups, runtime, servers
+from .errors import Interrupted, MeasurementError
+from .invocation import Invocation
+from .servers import netns
+
+READY_TIMEOUT_S = 10.0  # a server not listening by then failed to start
+STOP_TIMEOUT_S = 5.0  # then SIGKILL
+OUTPUT_TAIL = 2000  # characters of a failed server's or generator's output kept
+# The load goes on this long after the profile has detached, so that the
+# whole window was under it; a generator that keeps a time limit of its own
+# is given this much more than the warm-up and the window.
+TAIL_S = 0.5
+GENERATOR_SLACK_S = 60.0
+
+
+@dataclass(frozen=True)
+class ServePoint(Invocation):
+    """One repetition of one server, as the runner takes it."""
+
+    server: str
+    server_cpus: tuple[int, ...]
+    client_cpus: tuple[int, ...]
+    connections: int
+    warmup: float
+    window: float
+    rep: int
+    # False: the same load for the same window, the server not profiled
+    # (bench/serve.py: what profiling costs it)
+    profiled: bool = True
+    reps = 1  # the progress counts repetitions
+    check_args = None  # no engine argv to check: the profile's is made here
+
+    @property
+    def label(self) -> str:
+        return f"{self.server}, rep {self.rep + 1}"
+
+    def measure(self) -> Iterator[list[dict]]:
+        yield serve_once(self)
+
+
+def _tail(f) -> str:
+    f.seek(0)
+    return f.read()[-OUTPUT_TAIL:]
+
+
+def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
+    """Asks a process to end, then makes it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _start(argv: list[str], box: cgroups.Confinement, out, then=None) -> subprocess.Popen:
+    """A process on the box's CPUs, in a session of its own (a terminal's
+    Ctrl-C is oslens's to handle, in order), dying with oslens."""
+
+    def enter() -> None:
+        box.enter()
+        if then:
+            then()
+
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=runtime.dies_with_parent(signal.SIGTERM, enter),
+        )
+    except (OSError, subprocess.SubprocessError) as e:  # the child's set-up failed before exec
+        raise MeasurementError(f"cannot start {argv[0]}: {e}") from None
+
+
+def _in_namespace(argv: list[str], pid: int, box: cgroups.Confinement, out) -> subprocess.Popen:
+    enter = netns.joiner(pid)
+    try:
+        return _start(argv, box, out, enter)
+    finally:
+        os.close(enter.fd)
+
+
+def _wait_listening(server: subprocess.Popen, port: int, out) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not netns.listening(server.pid, port):
+        if server.poll() is not None:
+            raise MeasurementError(f"the server exited with status {server.returncode} before it listened: "
+                                   f"{_tail(out).strip() or 'no output'}")  # fmt: skip
+        if time.monotonic() > deadline:
+            raise MeasurementError(f"the server did not listen on port {port} within {READY_TIMEOUT_S:g} s")
+        time.sleep(0.05)
+
+
+def _alive(when: str, server, server_out, client, client_out) -> None:
+    """The window must be under load: a server or generator that ended fails the repetition, in its words."""
+    for who, proc, out in (("server", server, server_out), ("load generator", client, client_out)):
+        if proc.poll() is not None:
+            raise MeasurementError(f"the {who} ended {when} (status {proc.returncode}): "
+                                   f"{_tail(out).strip() or 'no output'}")  # fmt: skip
+
+
+def _counters(srv: servers.Server, pid: int, box: cgroups.Confinement) -> str | None:
+    """The server's own counters, read by its client tool in its namespace."""
+    if not srv.counters:
+        return None
+    with tempfile.TemporaryFile("w+") as out:
+        proc = _in_namespace(servers.resolved(srv.counters), pid, box, out)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _stop(proc, signal.SIGKILL)
+            return None
+        return _tail(out) if proc.returncode == 0 else None
+
+
+def _counted(srv: servers.Server, output: str, before: str | None, after: str | None, seconds: float):
+    """(the count, the generator's view, the server's view or None): the
+    generator's count, unless it keeps none and the server does."""
+    generator = srv.read(output)
+    server_view = srv.count(before or "", after or "", seconds) if srv.count else None
+    if not srv.generator_counts and server_view is not None:
+        return server_view, generator, server_view
+    return generator, generator, server_view
+
+
+def versions(srv: servers.Server) -> dict[str, str | None]:
+    """The server's and the generator's versions, in their own words."""
+    out = {}
+    for role, argv in (("server", srv.version_argv), ("client", srv.client_version_argv)):
+        try:
+            p = subprocess.run(servers.resolved(argv), capture_output=True, text=True, timeout=10)
+            out[role] = servers.version(p.stdout + p.stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            out[role] = None
+    return out
+
+
+def serve_once(pt: ServePoint) -> list[dict]:
+    """One repetition: the `serve` record, then the profile's records."""
+    from .profile.collect import run as profile
+
+    srv = servers.get(pt.server)
+    workdir = Path(tempfile.mkdtemp(prefix=f"oslens.serve.{srv.name}."))  # in oslens's private temporary directory
+    label = f"serve.{srv.name}.{pt.rep}"
+    try:
+        with (
+            cgroups.Confinement(list(pt.server_cpus), f"{label}.server") as server_box,
+            cgroups.Confinement(list(pt.client_cpus), f"{label}.client") as client_box,
+            tempfile.TemporaryFile("w+") as server_out,
+            tempfile.TemporaryFile("w+") as client_out,
+        ):
+            argv = servers.resolved(srv.configure(workdir, len(pt.server_cpus)))
+            config = {p.name: p.read_text() for p in workdir.glob("*.conf")}
+            server = _start(argv, server_box, server_out, netns.enter_new)
+            client = None
+            try:
+                _wait_listening(server, srv.port, server_out)
+                before = _counters(srv, server.pid, client_box)
+                # its own limit, if it keeps one, well past the profile's end: it is stopped once the profile
+                # has detached (the engine takes a moment to load before its window), never before
+                seconds = pt.warmup + pt.window + GENERATOR_SLACK_S
+                # a generator thread per CPU, each with a connection at least
+                connections = max(pt.connections, len(pt.client_cpus))
+                client_argv = servers.resolved(srv.drive(seconds, connections, len(pt.client_cpus)))
+                started = time.monotonic()
+                client = _in_namespace(client_argv, server.pid, client_box, client_out)
+                time.sleep(pt.warmup)
+                _alive("during the warm-up", server, server_out, client, client_out)
+                records: list[dict] = []
+                if pt.profiled:
+                    prof = profile(pid=server.pid, duration=pt.window)
+                    if not prof.complete:
+                        raise Interrupted(prof.interrupted_by or signal.SIGINT)
+                    records = prof.records
+                else:
+                    time.sleep(pt.window)
+                time.sleep(TAIL_S)
+                _alive("before the profile's end", server, server_out, client, client_out)
+                _stop(client, signal.SIGINT)  # wrk prints its summary then
+                elapsed = time.monotonic() - started
+                after = _counters(srv, server.pid, client_box)
+                alive = server.poll() is None
+            finally:
+                _stop(client, signal.SIGINT)
+                _stop(server)
+            load, generator, server_view = _counted(srv, _whole(client_out), before, after, elapsed)
+            record = {
+                "type": "serve",
+                "server": srv.name,
+                "what": srv.what,
+                "stands_for": srv.stands_for,
+                "rep": pt.rep,
+                "versions": versions(srv),
+                "server_argv": argv,
+                "config": config,
+                "client_argv": client_argv,
+                "server_cpus": list(pt.server_cpus),
+                "client_cpus": list(pt.client_cpus),
+                "confinement": server_box.method,
+                "connections": connections,
+                "warmup_s": pt.warmup,
+                "window_s": pt.window,
+                "profiled": pt.profiled,
+                "load": load.to_dict(),
+                "generator": generator.to_dict(),
+                "server_view": server_view.to_dict() if server_view else None,
+                "server_alive": alive,
+                "limits": srv.limits,
+            }
+            if not alive or load.requests in (None, 0):
+                record["server_output"] = _tail(server_out)
+                record["client_output"] = _tail(client_out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return [record, *records]
+
+
+def _whole(f) -> str:
+    f.seek(0)
+    return f.read()

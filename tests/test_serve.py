@@ -1,0 +1,209 @@
+"""`oslens serve` and `study scaleout`: real server software from the
+distribution's packages (nginx, redis), driven by their real load
+generators (wrk, redis-benchmark) over a private loopback, profiled in
+steady state; nothing of them left after any kill, and no one else able to
+reach them meanwhile."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import oslens as api
+from oslens import servers
+from oslens.servers import netns
+
+from conftest import can_run_as_nobody, one_line_error, oslens
+
+# The programs `serve` starts, by their command names.
+COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli"}
+
+
+def installed(name: str) -> bool:
+    s = servers.get(name)
+    return servers.find(s.server_exe) is not None and servers.find(s.client_exe) is not None
+
+
+def needs(name: str):
+    return pytest.mark.skipif(not installed(name), reason=f"{name} or its load generator is not installed "
+                                                          "(scripts/install-deps.sh servers)")  # fmt: skip
+
+
+def ours_running() -> list[str]:
+    """Server and generator processes in a network namespace other than
+    ours but under our root directory (a container's have another): those
+    `serve` starts (it starts them nowhere else)."""
+    mine, root = os.readlink("/proc/self/ns/net"), os.stat("/")
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            comm = open(f"/proc/{d}/comm").read().strip()
+            net = os.readlink(f"/proc/{d}/ns/net")
+            theirs = os.stat(f"/proc/{d}/root")
+        except OSError:
+            continue
+        if comm in COMMS and net != mine and (theirs.st_dev, theirs.st_ino) == (root.st_dev, root.st_ino):
+            found.append(f"{d} {comm}")
+    return found
+
+
+def served(tmp_path, *args: str) -> dict:
+    p = oslens("serve", *args, "--warmup", "0.5", "--duration", "1", "--json", db=tmp_path / "s.db", timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("name", ["nginx", "streaming", "redis"])
+def test_each_server_answers_its_generator_and_is_profiled_under_load(tmp_path, name, no_leaks):
+    if not installed(name):
+        pytest.skip(f"{name} or its load generator is not installed (scripts/install-deps.sh servers)")
+    doc = served(tmp_path, "--server", name)
+    (s,) = doc["servers"]
+    (rep,) = s["reps"]
+    assert rep["requests"] > 0 and rep["errors"] == 0, rep
+    assert rep["server_alive"] and s["answered"]
+    assert 0 < rep["per_s"] < rep["requests"]  # a rate over more than a second, not a count
+    # the profile was of the server (its master and workers) while it served: kernel time, calls, switches
+    target = s["profile"]["target"]
+    assert target["how"] == "duration" and target["pid"] > 0
+    assert 0 < rep["kernel_share"] < 1 and rep["syscalls_per_s"] > 0
+    assert s["versions"]["server"] and s["versions"]["client"]
+    record = next(r for r in api.Store(tmp_path / "s.db").last(kind="serve").records() if r["type"] == "serve")
+    assert record["server_cpus"] and record["client_cpus"] and record["config"] is not None
+    assert ours_running() == []
+    shown = oslens("show", "last", db=tmp_path / "s.db")
+    assert shown.returncode == 0 and name in shown.stdout and "Servers under load" in shown.stdout
+
+
+@needs("nginx")
+def test_the_generators_count_agrees_with_the_servers_own(tmp_path):
+    """wrk's requests against nginx's own counter (stub_status, read in the
+    server's namespace before and after the load): the same requests
+    counted by both ends. nginx counts a request once it has read it, wrk
+    once it has the whole reply: those in flight when wrk stopped — at most
+    one per connection — nginx alone counts."""
+    doc = served(tmp_path, "--server", "nginx", "--connections", "8")
+    (s,) = doc["servers"]
+    (rep,) = s["reps"]
+    assert rep["counted_by"] == "the load generator" and rep["requests"] > 0
+    assert 0 <= rep["server_requests"] - rep["requests"] <= s["connections"], rep
+
+
+@needs("nginx")
+def test_no_other_user_reaches_the_server(tmp_path):
+    """The server listens on 127.0.0.1:8080 inside its own network
+    namespace: from the machine's loopback — root's or nobody's — nothing
+    answers there, while inside it the server listens."""
+    if not can_run_as_nobody():
+        pytest.skip("needs root and setpriv to act as another user")
+    port = servers.get("nginx").port
+    if netns.listening(os.getpid(), port):
+        pytest.skip(f"another program of this machine listens on port {port}: a refusal could not be told")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "-q", "serve", "--server", "nginx", "--warmup", "3", "--duration", "1"],
+        env={**os.environ, "OSLENS_DB": str(tmp_path / "s.db")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (running := [r for r in ours_running() if r.endswith(" nginx")]):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        pid = int(running[0].split()[0])
+        while not netns.listening(pid, port):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        probe = ("import socket, sys\ns = socket.socket()\ns.settimeout(2)\n"
+                 f"try:\n    s.connect(('127.0.0.1', {port}))\nexcept OSError as e:\n    print(type(e).__name__)\n"
+                 "else:\n    print('connected')\n")  # fmt: skip
+        for prefix in ([], ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]):
+            out = subprocess.run([*prefix, sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+            assert out.stdout.strip() == "ConnectionRefusedError", (prefix, out.stdout, out.stderr)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert ours_running() == []
+
+
+@needs("nginx")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, sig):
+    """Killed at any moment — starting the server, under load, while
+    profiled — nothing of the server or its generator runs after the next
+    start, and the next start removes their cgroups."""
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oslens", "-q", "serve", "--server", "nginx", "--warmup", "1", "--duration", "2"],
+        env={**os.environ, "OSLENS_DB": str(db)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(random.uniform(0.5, 4.0))
+    os.killpg(proc.pid, sig)
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 15
+    while ours_running() and time.monotonic() < deadline:
+        time.sleep(0.1)  # told by their parent-death signal, they end on their own
+    assert oslens("runs", db=db).returncode == 0  # a start: it sweeps what a dead oslens left
+    assert ours_running() == []
+    from oslens import cgroups
+
+    assert not [g for g in cgroups.stale() if f".{proc.pid}." in str(g)]
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--server", "nosuch"], "no server 'nosuch'"),
+        (["--server", "nginx,"], "empty name"),
+        (["--server-cpus", "0"], "--server-cpus"),
+        (["--server-cpus", "100000"], "--server-cpus"),
+        (["--connections", "0"], "--connections"),
+        (["--duration", "0"], "--duration"),
+        (["--warmup", "-1"], "--warmup"),
+        (["--reps", "0"], "--reps"),
+    ],
+)
+def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
+    p = oslens("serve", *args, db=tmp_path / "b.db")
+    assert p.returncode == 2
+    assert word in one_line_error(p.stderr)
+    assert not (tmp_path / "b.db").exists() or api.Store(tmp_path / "b.db").runs() == []
+    assert ours_running() == []
+
+
+@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis")),
+                    reason="nginx, wrk and redis are needed (scripts/install-deps.sh servers)")  # fmt: skip
+def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks):
+    from oslens.studies import findings
+
+    db = tmp_path / "z.db"
+    p = oslens("study", "scaleout", "--reps", "2", "--warmup", "0.5", "--duration", "1", "--json", db=db,
+               timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    rows = {r["id"]: r for r in doc["study"]}
+    assert set(rows) == {f["id"] for f in findings("zheng-scaleout")}
+    for r in rows.values():
+        assert r["verdict"] in ("agrees", "differs", "cannot tell here") and r["reason"], r
+    # media streaming is run: its kernel share is measured and judged against "most" (> 50 %)
+    share = rows["kernel_share_media_streaming"]
+    assert share["here"] != "not measured", share
+    # what the study cannot run says what it would need
+    assert "hardware counters" in rows["fe_stalls_kernel_major"]["reason"]
+    assert "hpcc" in rows["kernel_share_hpc"]["reason"]
+    shown = oslens("show", "last", db=db)
+    assert shown.returncode == 0 and "scaleout" in shown.stdout
