@@ -208,3 +208,34 @@ def test_variability_gives_the_native_tables_and_says_why_for_the_rest(tmp_path,
     assert all(r["verdict"] == CANNOT_TELL and "kvm column" in r["reason"] for r in kvm)
     assert rows["tail_at_scale"]["verdict"] == AGREES
     assert "variability: the paper and this kernel" in oslens("show", "last", db=db).stdout
+
+
+def test_compare_of_two_study_runs_sets_their_findings_side_by_side(tmp_path):
+    """Two re-runs of one study (two kernels, two machines: here two runs)
+    compared finding by finding: each finding once, each run's figure and
+    verdict from its own summary, the changed ones first; a run of the kind
+    that re-ran no study sets no finding beside it."""
+    from oslens.studies import load
+
+    db = tmp_path / "c.db"
+    for _ in range(2):
+        p = oslens("study", "variability", "--reps", "2", "--duration", "0.05", "-q", db=db)
+        assert p.returncode == 0, p.stderr
+    for _ in range(2):
+        p = oslens("latency", "--probe", "getppid", "--duration", "0.05", "--reps", "2", "-q", db=db)
+        assert p.returncode == 0, p.stderr
+    doc = json.loads(oslens("compare", "1", "2", "--json", db=db).stdout)
+    found = doc["findings"]
+    assert sorted(f["id"] for f in found) == sorted(f.id for f in load("kocoloski-variability"))
+    a, b = ({r["id"]: r for r in json.loads(oslens("show", n, "--json", db=db).stdout)["study"]} for n in "12")
+    for f in found:
+        assert f["changed"] == (f["a_verdict"] != f["b_verdict"])
+        assert (f["a_verdict"], f["a_here"]) == (a[f["id"]]["verdict"], a[f["id"]]["here"])
+        assert (f["b_verdict"], f["b_here"]) == (b[f["id"]]["verdict"], b[f["id"]]["here"])
+    flags = [f["changed"] for f in found]
+    assert flags == sorted(flags, reverse=True)  # the changed ones first
+    assert "finding by finding" in oslens("compare", "1", "2", db=db).stdout
+    assert json.loads(oslens("compare", "3", "4", "--json", db=db).stdout)["findings"] == []  # no study
+    # a study run and a plain one share no finding, and here no metric either: nothing to set side by side
+    p = oslens("compare", "1", "3", db=db)
+    assert p.returncode == 2 and "no metric in common" in one_line_error(p.stderr)

@@ -213,6 +213,58 @@ def _functions(store: Store, run_a: Run, run_b: Run) -> list[PointFunctions]:
 
 
 @dataclass
+class FindingChange:
+    """One finding of a study both runs re-ran: each run's figure and verdict."""
+
+    id: str
+    measure: str
+    paper: str
+    a_here: str
+    a_verdict: str
+    b_here: str
+    b_verdict: str
+
+    @property
+    def changed(self) -> bool:
+        return self.a_verdict != self.b_verdict
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "changed": self.changed}
+
+
+def _study_rows(store: Store, run: Run) -> dict[str, dict]:
+    """A study run's verdicts by finding, as its kind's summary gives them
+    (OSMark's rows, by probe, named the same way)."""
+    summary = kinds.get(run.kind, run.id).load("analyze")(run, store.records(run.id))
+    rows = getattr(summary, "study", None) or []
+    out = {}
+    for r in rows:
+        key = r.get("id") or r.get("probe")
+        out[key] = {
+            "measure": r.get("measure") or r.get("paper_benchmark") or key,
+            "paper": str(r.get("paper") or ""),
+            "here": str(r.get("here") or r.get("today") or "not measured"),
+            "verdict": r.get("verdict") or r.get("finding") or "cannot tell here",
+        }
+    return out
+
+
+def _findings(store: Store, run_a: Run, run_b: Run) -> list[FindingChange]:
+    """Finding by finding, when both runs re-ran the same study: what each
+    kernel (machine, environment) gave, changed verdicts first."""
+    study = (run_a.params or {}).get("study")
+    if not study or study != (run_b.params or {}).get("study"):
+        return []
+    a, b = _study_rows(store, run_a), _study_rows(store, run_b)
+    changes = [
+        FindingChange(k, a[k]["measure"], a[k]["paper"], a[k]["here"], a[k]["verdict"], b[k]["here"], b[k]["verdict"])
+        for k in a
+        if k in b
+    ]
+    return sorted(changes, key=lambda f: not f.changed)
+
+
+@dataclass
 class Comparison:
     a: Run
     b: Run
@@ -227,6 +279,7 @@ class Comparison:
     load: dict  # {"a": {...}, "b": {...}}: the machine's state before each run
     notes: list[str]
     functions: list[PointFunctions] = field(default_factory=list)  # sampled kernel functions, where both sampled
+    findings: list[FindingChange] = field(default_factory=list)  # a study both runs re-ran, finding by finding
 
     @property
     def tested(self) -> int:
@@ -297,6 +350,7 @@ class Comparison:
             "params": {"differences": self.params_diff},
             "notes": self.notes,
             "functions": [pf.to_dict(1 - self.confidence) for pf in self.functions],
+            "findings": [f.to_dict() for f in self.findings],
         }
         return _json_safe(doc)
 
@@ -419,7 +473,8 @@ def compare(
         )
     ma, mb = metrics(store, run_a), metrics(store, run_b)
     common = [name for name in ma if name in mb]
-    if not common:
+    findings = _findings(store, run_a, run_b)
+    if not common and not findings:
         raise UsageError(
             f"runs {run_a.id} and {run_b.id} have no metric in common "
             f"({few(list(ma)) or 'run ' + str(run_a.id) + ' measured nothing'}; "
@@ -461,6 +516,10 @@ def compare(
     functions = _functions(store, run_a, run_b)
     if functions:
         notes.append(FUNCTIONS_NOTE)
+    studies = {(r.params or {}).get("study") for r in (run_a, run_b)}
+    if len(studies) > 1 and None not in studies:
+        notes.append(f"runs {run_a.id} and {run_b.id} re-ran different studies ({' and '.join(sorted(studies))}): "
+                     "their findings are not set side by side")  # fmt: skip
     return Comparison(
         run_a,
         run_b,
@@ -475,6 +534,7 @@ def compare(
         load={"a": _load(run_a.machine), "b": _load(run_b.machine)},
         notes=notes,
         functions=functions,
+        findings=findings,
     )
 
 

@@ -183,6 +183,30 @@ def _context(console: Console, c: Comparison) -> None:
         console.print(Text(f"load just before the run: A {busy(la)}, B {busy(lb)}", style="dim"))
 
 
+def _findings_table(c: Comparison) -> Table:
+    """A study both runs re-ran, finding by finding: the changed verdicts first."""
+    from .verdicts import VERDICT_STYLE
+
+    changed = sum(1 for f in c.findings if f.changed)
+    t = Table(
+        title=Text(f"study {c.a.params.get('study')}, finding by finding: {plural(changed, 'verdict')} changed",
+                   style="bold"),
+        title_justify="left",
+    )  # fmt: skip
+    for col in ("finding", "the paper", f"A: run {c.a.id}", "", f"B: run {c.b.id}", ""):
+        t.add_column(col)
+    for f in c.findings:
+        t.add_row(
+            Text(f.measure),
+            Text(f.paper),
+            Text(_short(f.a_here, 40)),
+            Text(f.a_verdict, style=VERDICT_STYLE.get(f.a_verdict, "")),
+            Text(_short(f.b_here, 40)),
+            Text(f.b_verdict + (" (changed)" if f.changed else ""), style=VERDICT_STYLE.get(f.b_verdict, "")),
+        )
+    return t
+
+
 def render(console: Console, comparison: Comparison) -> None:
     c = comparison
     _context(console, c)
@@ -208,6 +232,8 @@ def render(console: Console, comparison: Comparison) -> None:
         console.print(_table(group, rows, c, notes))
     for pf in c.functions:
         console.print(_functions_table(pf, c))
+    if c.findings:
+        console.print(_findings_table(c))
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
     if c.only_a or c.only_b:

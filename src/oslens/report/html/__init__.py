@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ... import kinds
 from ...store import Run
-from . import machine
+from . import machine, study
 from .page import Page
 
 
@@ -33,6 +33,8 @@ def build(runs: list[RunData]) -> Page:
     ids = " vs ".join(r.short for r in runs)
     names = sorted({r.run.kind for r in runs})
     page = Page(f"oslens report: {ids}", f"{', '.join(names)} · made by oslens from the results store")
+    # a study's report opens with the paper beside this kernel (report/html/study.py: runs that re-ran one)
+    page.sections += study.sections(runs)
     page.sections += machine.sections(runs)
     for kind in names:
         of_kind = [r for r in runs if r.run.kind == kind]

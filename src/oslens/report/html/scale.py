@@ -15,7 +15,7 @@ from ...analysis.scale import summarize
 from ...format import plural, share
 from ...frames.scale import frames as scale_frames
 from ..scale import LEGEND, footer_lines, table_cells
-from . import flames, study
+from . import flames
 from .page import Figure, Note, Section, Table
 
 EXTRAPOLATE = 4  # the USL curve is drawn to this many times the largest count
@@ -275,7 +275,6 @@ def sections(runs) -> list[Section]:
     if not points:
         return [
             Section("Scalability (scale)", [Note("no complete measurement in these runs", warning=True), *tables]),
-            *study.sections(runs),
         ]
     m = pd.DataFrame(points)
     frames = {
@@ -316,7 +315,7 @@ def sections(runs) -> list[Section]:
         Note(LEGEND),
         *_explained_blocks(runs),
     ]
-    return [Section("Scalability (scale)", blocks), *study.sections(runs)]
+    return [Section("Scalability (scale)", blocks)]
 
 
 def _panels(m, frames, counts, field, title, dots, dot_field):
