@@ -14,8 +14,6 @@
 #include "app.h"
 #include "words.h"
 
-#define TEXT_CHUNKS 1024
-#define LONGEST_WORD 12 /* with its separator */
 #define KEYS 4
 /* Vocabulary ranks of the keys: a common word, two middling, a rare one. */
 static const uint32_t key_rank[KEYS] = {3, 500, 20000, 99000};
@@ -78,22 +76,13 @@ static int strmatch_work(struct app_worker *w, struct app_buf *out)
 	char *buf = NULL;
 	size_t cap = 0;
 	for (long c = first; c < last; c++) {
-		long begin, end;
-		app_share(r->size, TEXT_CHUNKS, (int)c, &begin, &end);
-		size_t need = (size_t)(end - begin) * LONGEST_WORD + 1;
-		if (need > cap) {
-			char *more = realloc(buf, need);
-			if (!more) {
-				free(buf);
-				return app_fail(w, "out of memory for a chunk of %ld words", end - begin);
-			}
-			buf = more;
-			cap = need;
+		long n, len = vocab_chunk(&s->v, 0x7374726d61ull, r->size, (int)c, &buf, &cap, &n);
+		if (len < 0) {
+			free(buf);
+			return app_fail(w, "out of memory for chunk %ld of the text", c);
 		}
-		uint64_t rng = 0x7374726d61ull + (uint64_t)c * 0x9e3779b97f4a7c15ull;
-		size_t len = vocab_text(&s->v, &rng, buf, cap, (uint64_t)(end - begin));
-		match(s, buf, len, count);
-		count[KEYS] += (uint64_t)(end - begin);
+		match(s, buf, (size_t)len, count);
+		count[KEYS] += (uint64_t)n;
 	}
 	free(buf);
 	return app_buf_put(out, count, sizeof count) == 0 ? 0 : app_fail(w, "out of memory");

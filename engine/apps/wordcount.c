@@ -15,9 +15,6 @@
 #include "app.h"
 #include "words.h"
 
-#define TEXT_CHUNKS 1024
-#define LONGEST_WORD 12 /* with its separator */
-
 static int wordcount_setup(struct app_run *r)
 {
 	struct vocab *v = calloc(1, sizeof *v);
@@ -39,23 +36,10 @@ static int wordcount_work(struct app_worker *w, struct app_buf *out)
 	char *buf = NULL;
 	size_t cap = 0;
 	for (long c = first; c < last; c++) {
-		long begin, end;
-		app_share(r->size, TEXT_CHUNKS, (int)c, &begin, &end);
-		size_t need = (size_t)(end - begin) * LONGEST_WORD + 1;
-		if (need > cap) {
-			char *more = realloc(buf, need);
-			if (!more) {
-				free(buf);
-				return app_fail(w, "out of memory for a chunk of %ld words", end - begin);
-			}
-			buf = more;
-			cap = need;
-		}
-		uint64_t rng = 0x776f7264ull + (uint64_t)c * 0x9e3779b97f4a7c15ull;
-		size_t len = vocab_text(v, &rng, buf, cap, (uint64_t)(end - begin));
-		if (wordtab_scan(&tab, buf, len, 0) != 0) {
+		long n, len = vocab_chunk(v, 0x776f7264ull, r->size, (int)c, &buf, &cap, &n);
+		if (len < 0 || wordtab_scan(&tab, buf, (size_t)len, 0) != 0) {
 			free(buf);
-			return app_fail(w, "out of memory for the word table");
+			return app_fail(w, "out of memory for chunk %ld of the text or the word table", c);
 		}
 	}
 	free(buf);

@@ -243,3 +243,22 @@ uint64_t wordtab_checksum(const struct wordtab *t, int with_docs)
 			sum += app_mix64(w->hash ^ app_mix64(w->count + (with_docs ? (uint64_t)w->docs << 40 : 0)));
 	return app_mix64(sum ^ app_mix64(t->total) ^ ((uint64_t)t->nwords << 32));
 }
+
+#define LONGEST_WORD 12 /* with its separator */
+
+long vocab_chunk(const struct vocab *v, uint64_t seed, long words, int c, char **buf, size_t *cap, long *nwords)
+{
+	long begin, end;
+	app_share(words, TEXT_CHUNKS, c, &begin, &end);
+	size_t need = (size_t)(end - begin) * LONGEST_WORD + 1;
+	if (need > *cap) {
+		char *more = realloc(*buf, need);
+		if (!more)
+			return -1;
+		*buf = more;
+		*cap = need;
+	}
+	uint64_t rng = seed + (uint64_t)c * 0x9e3779b97f4a7c15ull;
+	*nwords = end - begin;
+	return (long)vocab_text(v, &rng, *buf, *cap, (uint64_t)(end - begin));
+}

@@ -21,6 +21,14 @@ void vocab_free(struct vocab *v);
  * words, whichever comes first; returns the bytes written. */
 size_t vocab_text(const struct vocab *v, uint64_t *rng, char *buf, size_t bytes, uint64_t words);
 
+/* The text apps' text: `words` words in TEXT_CHUNKS fixed chunks, chunk c
+ * drawn from a generator seeded by (seed, c), so that it is the same however
+ * the chunks are shared among workers. Writes chunk c into *buf (grown as
+ * needed, *cap its size) and returns its words in *nwords; its length in
+ * bytes, or -1 when out of memory. */
+#define TEXT_CHUNKS 1024
+long vocab_chunk(const struct vocab *v, uint64_t seed, long words, int c, char **buf, size_t *cap, long *nwords);
+
 /* A word-count table as PHOENIX word_count keeps it: chained hashing, one
  * malloc'd node per distinct word, doubling as it grows. */
 struct word {
