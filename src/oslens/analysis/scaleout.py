@@ -11,9 +11,9 @@ interval; one repetition gives no interval, and no verdict."""
 
 from __future__ import annotations
 
+from ..profile.summary import dig
 from ..studies import load
 from ..studies.verdict import CANNOT_TELL, Measured, Verdict, judge
-from .serve import dig
 from .stats import median_ci
 
 STUDY = "zheng-scaleout"

@@ -13,6 +13,7 @@ import statistics
 from collections import defaultdict
 
 from .. import kinds
+from ..profile.summary import dig
 from . import DictSummary
 from .metrics import HIGHER, LOWER, Metrics
 
@@ -27,14 +28,6 @@ HEADLINES = (
     ("faults_per_s", ("sections", "faults", "counts", "all_per_s"), "/s", "page faults per second"),
     ("lock_wait_ns", ("sections", "locks", "total", "total_ns"), "ns", "kernel lock wait in the window"),
 )
-
-
-def dig(d, *keys):
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
 
 
 def repetitions(records: list[dict]) -> list[tuple[dict, list[dict]]]:

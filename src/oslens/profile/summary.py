@@ -129,7 +129,7 @@ def show(console: Console, run, summary: dict) -> None:
     render(console, summary)
 
 
-def _dig(d, *keys):
+def dig(d, *keys):
     for k in keys:
         if not isinstance(d, dict):
             return None
@@ -140,7 +140,7 @@ def _dig(d, *keys):
 def metrics(run, records: list[dict]) -> Metrics:
     s = summarize(records)
     sec = s["sections"]
-    counts = _dig(sec, "switches", "counts") or {}
+    counts = dig(sec, "switches", "counts") or {}
     if counts.get("voluntary_per_s") is not None and counts.get("involuntary_per_s") is not None:
         switches = counts["voluntary_per_s"] + counts["involuntary_per_s"]
     else:
@@ -148,16 +148,16 @@ def metrics(run, records: list[dict]) -> Metrics:
     group = "headline figures (one run each)"
     out = Metrics()
     for key, value, unit, label in (
-        ("wall s", _dig(s, "target", "wall_s"), "s", "wall time"),
-        ("kernel share", _dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
-        ("syscalls per s", _dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
-        ("page faults per s", _dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
+        ("wall s", dig(s, "target", "wall_s"), "s", "wall time"),
+        ("kernel share", dig(sec, "time", "total", "kernel_share"), "share", "kernel share of CPU time"),
+        ("syscalls per s", dig(sec, "syscalls", "total", "per_s"), "/s", "system calls per second"),
+        ("page faults per s", dig(sec, "faults", "counts", "all_per_s"), "/s", "page faults per second"),
         ("context switches per s", switches, "/s", "context switches per second"),
-        ("lock wait ns", _dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
-        ("kernel entry mean ns", _dig(sec, "run_lengths", "all", "mean_ns"), "ns", "mean kernel entry run length"),
+        ("lock wait ns", dig(sec, "locks", "total", "total_ns"), "ns", "kernel lock wait, in all"),
+        ("kernel entry mean ns", dig(sec, "run_lengths", "all", "mean_ns"), "ns", "mean kernel entry run length"),
         (
             "kernel cycle share",
-            _dig(sec, "counters", "hardware", "kernel_cycle_share"),
+            dig(sec, "counters", "hardware", "kernel_cycle_share"),
             "share",
             "kernel share of cycles",
         ),
