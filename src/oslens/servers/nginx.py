@@ -8,6 +8,7 @@ import math
 import re
 import resource
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -129,22 +130,14 @@ WEB = Server(
     limits="a static page: nginx's own path (accept, read, sendfile, write), not CloudSuite's PHP social network",
 )
 
-STREAMING = Server(
+# the same server and client as WEB, serving large files at a rate per connection
+STREAMING = replace(
+    WEB,
     name="streaming",
     what=f"media streaming: nginx serving {VIDEO_BYTES >> 20} MiB video segments, each connection held to "
     f"{STREAM_RATE.upper()}B/s, to wrk's connections",
     stands_for="media streaming",
-    server_package="nginx",
-    client_package="wrk",
-    server_exe="nginx",
-    client_exe="wrk",
-    port=PORT,
-    version_argv=("nginx", "-v"),
-    client_version_argv=("wrk", "-v"),
     configure=_streaming,
     drive=_wrk("/video0.mp4"),
-    read=read_wrk,
-    counters=STATUS,
-    count=count,
     limits="HTTP segments held to a rate, not CloudSuite's Darwin RTSP server",
 )
