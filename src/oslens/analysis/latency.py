@@ -182,9 +182,12 @@ def metrics(run, records: list[dict]) -> Metrics:
         elif t == "hist":
             by_key[(r["probe"], r["variant"], phase_of(context))][r["rep"]].append(Histogram.from_record(r["hist"]))
     out = Metrics()
+    # an operation in the mix (every CPU issuing the whole catalogue) is another experiment than
+    # the same operation issued alone: its metrics are named apart, so that compare never pairs them
+    mixed = " in the mix" if (run.params or {}).get("mix") else ""
     for (probe, variant, phase), by_rep in by_key.items():
         per_rep = [h for h in (merge_all(hs) for _, hs in sorted(by_rep.items())) if h.count]
-        op = f"{probe}:{variant}"
+        op = f"{probe}:{variant}{mixed}"
         group = f"timing overhead ({op}), {phase}" if probe == "null" else phase
         for label, q in LATENCY_QUANTILES:
             out.add(
