@@ -75,7 +75,9 @@ def test_each_server_answers_its_generator_and_is_profiled_under_load(tmp_path, 
     # the profile was of the server (its master and workers) while it served: kernel time, calls, switches
     target = s["profile"]["target"]
     assert target["how"] == "duration" and target["pid"] > 0
-    assert 0 < rep["kernel_share"] < 1 and rep["syscalls_per_s"] > 0
+    # streaming's nginx hands each segment to sendfile at a held rate: its user time can fall under
+    # one tick of the tick-sampled split, and then every tick it was caught in is kernel time (1.0)
+    assert 0 < rep["kernel_share"] <= 1 and rep["syscalls_per_s"] > 0
     assert s["versions"]["server"] and s["versions"]["client"]
     record = next(r for r in api.Store(tmp_path / "s.db").last(kind="serve").records() if r["type"] == "serve")
     assert record["server_cpus"] and record["client_cpus"] and record["config"] is not None
