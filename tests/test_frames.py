@@ -109,6 +109,7 @@ SNAPSHOT = {
     },
     "appscale": {
         "run_id": "int64",
+        "app": "str",
         "n": "int64",
         "rep": "int64",
         "cpus": "str",

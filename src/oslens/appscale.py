@@ -16,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from . import cgroups, engine
@@ -64,7 +64,7 @@ def prepared(plan: Plan):
     d = tempfile.mkdtemp(prefix="oslens.appscale.")
     try:
         engine.prepare_app(workload, d, plan.params["size"])
-        yield [AppPoint(pt.n, pt.cpus, tuple(a.replace(DIR_PLACEHOLDER, d) for a in pt.argv)) for pt in plan.points]
+        yield [replace(pt, argv=tuple(a.replace(DIR_PLACEHOLDER, d) for a in pt.argv)) for pt in plan.points]
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -83,8 +83,42 @@ def _irq_ns(begin: str, end: str, cpus: tuple[int, ...], clk_tck: int) -> tuple[
     return int(irq * tick), int(softirq * tick)
 
 
+def _prepare(point: AppPoint, rep: int) -> dict | None:
+    """Runs the point's --prepare command, untimed; the repetition's failed
+    `point` record if it fails, else None."""
+    if not point.prepare:
+        return None
+    p = subprocess.run(point.prepare, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if p.returncode == 0:
+        return None
+    return {
+        **_identity(point, rep),
+        "status": "failed",
+        "how": "prepare",
+        "code": p.returncode if p.returncode >= 0 else None,
+        "signal": -p.returncode if p.returncode < 0 else None,
+        "wall_ns": None,
+        "output_tail": (p.stdout + p.stderr)[-OUTPUT_TAIL:],
+    }
+
+
+def _identity(point: AppPoint, rep: int) -> dict:
+    return {
+        "type": "point",
+        **({"app": point.app} if point.app else {}),
+        "n": point.n,
+        "cpus": list(point.cpus),
+        "rep": rep,
+        "argv": list(point.argv),
+    }
+
+
 def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -> dict:
-    """Runs the command once on the point's CPUs; returns its `point` record."""
+    """Runs the command once on the point's CPUs, after its --prepare
+    command; returns its `point` record."""
+    failed = _prepare(point, rep)
+    if failed:
+        return failed
     with (
         cgroups.Confinement(list(point.cpus), label) as box,
         tempfile.TemporaryFile("w+") as records,
@@ -132,11 +166,7 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
             by["header"]["clk_tck"],
         )
     rec = {
-        "type": "point",
-        "n": point.n,
-        "cpus": list(point.cpus),
-        "rep": rep,
-        "argv": list(point.argv),
+        **_identity(point, rep),
         "status": "ok" if ok else "failed",
         "how": end["how"],
         "code": end["code"],

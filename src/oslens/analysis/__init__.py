@@ -7,3 +7,8 @@ class DictSummary(dict):
 
     def to_dict(self) -> dict:
         return dict(self)
+
+    @property
+    def study(self) -> list[dict] | None:
+        """A study run's verdicts, kept under `study`."""
+        return self.get("study")

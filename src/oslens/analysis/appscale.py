@@ -50,9 +50,10 @@ def summarize(records: list[dict], available_cpus: int | None = None) -> dict:
                 }
                 for p in failed
             ],
-            "confinement": reps[0]["confinement"],
-            "cpu_source": reps[0]["cpu_source"],
-            "irq_unavailable": reps[0].get("irq_unavailable"),
+            # a repetition whose --prepare failed never ran confined: the first that did says how
+            "confinement": next((p["confinement"] for p in reps if "confinement" in p), None),
+            "cpu_source": next((p["cpu_source"] for p in reps if "cpu_source" in p), None),
+            "irq_unavailable": next((p["irq_unavailable"] for p in reps if "irq_unavailable" in p), None),
         }
         if ok:
             walls = [p["wall_ns"] / 1e9 for p in ok]
@@ -132,25 +133,63 @@ def fits(measured: list[dict], available_cpus: int | None) -> dict:
     return out
 
 
+def applications(records: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The run's applications in the order they first ran, each with its
+    records: one, named "", in a run of one application."""
+    by_app: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("type") == "point":
+            by_app.setdefault(r.get("app", ""), []).append(r)
+    return list(by_app.items()) or [("", [])]
+
+
+def summarize_run(records: list[dict], available_cpus: int | None = None) -> dict:
+    """A run of one application: its summary. A run of several (a study's):
+    {"apps": [{"app": name, **its summary}, …], "failed_points": [{"app", "n"}, …]}."""
+    apps = applications(records)
+    if len(apps) == 1 and not apps[0][0]:
+        return summarize(apps[0][1], available_cpus)
+    each = [{"app": app, **summarize(recs, available_cpus)} for app, recs in apps]
+    return {"apps": each, "failed_points": [{"app": a["app"], "n": n} for a in each for n in a["failed_points"]]}
+
+
+def per_app(summary: dict) -> list[tuple[str, dict]]:
+    """(application, its summary) for each application of a run's summary."""
+    if "apps" not in summary:
+        return [("", summary)]
+    return [(a["app"], a) for a in summary["apps"]]
+
+
 def analyze(run, records: list[dict]) -> DictSummary:
-    return DictSummary(summarize(records, run.params.get("available_cpus")))
+    summary = DictSummary(summarize_run(records, run.params.get("available_cpus")))
+    if (run.params or {}).get("study"):
+        from .. import kinds
+
+        summary["study"] = kinds.study(run.params["study"]).load("verdicts")(summary, run, records)
+    return summary
 
 
 def metrics(run, records: list[dict]) -> Metrics:
-    by_n: dict[int, list[dict]] = defaultdict(list)
-    for p in records:
-        if p.get("type") == "point" and p.get("status") == "ok":
-            by_n[p["n"]].append(p)
     p = run.params or {}
-    group = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
+    single = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []) or "appscale"
     out = Metrics()
+    for app, recs in applications(records):
+        by_n: dict[int, list[dict]] = defaultdict(list)
+        for q in recs:
+            if q.get("status") == "ok":
+                by_n[q["n"]].append(q)
+        _app_metrics(out, f"appscale/{app}/" if app else "appscale/", app or single, by_n)
+    return out
+
+
+def _app_metrics(out: Metrics, prefix: str, group: str, by_n: dict[int, list[dict]]) -> None:
     for n in sorted(by_n):
         ok = by_n[n]
         out.add(
-            f"appscale/{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group, f"{_cpus(n)} · wall time"
+            f"{prefix}{n} CPUs/wall s", [q["wall_ns"] / 1e9 for q in ok], "s", LOWER, group, f"{_cpus(n)} · wall time"
         )
         out.add(
-            f"appscale/{n} CPUs/system share",
+            f"{prefix}{n} CPUs/system share",
             [
                 q["system_ns"] / (q["user_ns"] + q["system_ns"])
                 for q in ok
@@ -161,7 +200,6 @@ def metrics(run, records: list[dict]) -> Metrics:
             group,
             f"{_cpus(n)} · system share of CPU time",
         )
-    return out
 
 
 def _cpus(n: int) -> str:

@@ -44,10 +44,6 @@ def repetitions(records: list[dict]) -> list[tuple[dict, list[dict]]]:
 class ServeSummary(DictSummary):
     """{servers: [...]} and, for a study, its verdicts under `study`."""
 
-    @property
-    def study(self) -> list[dict] | None:
-        return self.get("study")
-
     def nothing_measured(self) -> list[str]:
         """The servers whose load generator saw no request answered: a run that profiled an idle server."""
         return [s["server"] for s in self["servers"] if not s["requests"]]

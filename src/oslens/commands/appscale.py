@@ -44,6 +44,12 @@ from . import EXIT_FAILED, Context, common_options, environment_option, one_of, 
 )
 @click.option("--time-limit", "time_limit", type=float, metavar="S", help="Stop a run (SIGTERM) after this long.")
 @click.option(
+    "--prepare",
+    metavar="CMD",
+    help="A shell command run untimed before each repetition, on any CPU ({n} = the CPU count): a build's "
+    "'make clean', a cache dropped.",
+)
+@click.option(
     "--dry-run",
     "dry_run",
     is_flag=True,

@@ -8,7 +8,8 @@ user/system split, speedup and efficiency against the smallest count.
 `fits`: the Amdahl and USL fits, long: one row per model and figure
 (`lambda`, `sigma`, `kappa`, `serial_fraction`, `r2`, `peak_speedup`,
 `predicted.0.speedup` …; one row without a figure when the model was not
-fitted, with why).
+fitted, with why). A run of several applications (a study's) has every
+frame's rows for each, told apart by `app`.
 
 CPU lists are text, comma-separated ("0,1,4").
 """
@@ -20,6 +21,7 @@ from . import describe, joined, table
 
 COLUMNS = {
     "reps": {
+        "app": ("str", "the application, in a run of several (a study's); empty in a run of one"),
         "n": ("int64", "CPUs the application was given"),
         "rep": ("int64", "repetition"),
         "cpus": ("str", "those CPUs, comma-separated"),
@@ -38,6 +40,7 @@ COLUMNS = {
         "maj_flt": ("Int64", "major page faults"),
     },
     "points": {
+        "app": ("str", "the application, in a run of several; empty in a run of one"),
         "n": ("int64", "CPUs"),
         "cpus": ("str", "which, comma-separated"),
         "reps": ("int64", "repetitions run"),
@@ -58,6 +61,7 @@ COLUMNS = {
         "warnings": ("str", "why a figure may not be trusted, '; '-separated"),
     },
     "fits": {
+        "app": ("str", "the application, in a run of several; empty in a run of one"),
         "model": ("str", "amdahl or usl"),
         "fitted": ("bool", "the model could be fitted"),
         "why": ("str", "why not, when it was not"),
@@ -73,10 +77,11 @@ def _s(ns) -> float | None:
 
 
 def frames(run, records: list[dict]) -> dict:
-    from ..analysis.appscale import analyze
+    from ..analysis.appscale import analyze, per_app
 
     reps = [
         {
+            "app": p.get("app", ""),
             "n": p["n"],
             "rep": p["rep"],
             "cpus": joined(p["cpus"], ","),
@@ -93,13 +98,25 @@ def frames(run, records: list[dict]) -> dict:
         }
         for p in of_type(records, "point")
     ]
+    points, fits = [], []
+    for app, summary in per_app(analyze(run, records).to_dict()):
+        points += _points(app, summary)
+        fits += _fits(app, summary)
+    return {
+        "reps": table(run.id, reps, COLUMNS["reps"]),
+        "points": table(run.id, points, COLUMNS["points"]),
+        "fits": table(run.id, fits, COLUMNS["fits"]),
+    }
+
+
+def _points(app: str, summary: dict) -> list[dict]:
     points = []
-    summary = analyze(run, records).to_dict()
     for r in summary["rows"]:
         wall = r.get("wall_s") or {}
         points.append(
             {
                 **{k: r.get(k) for k in COLUMNS["points"]},
+                "app": app,
                 "cpus": joined(r["cpus"], ","),
                 "wall_s_median": wall.get("median"),
                 "wall_s_low": wall.get("low"),
@@ -109,16 +126,16 @@ def frames(run, records: list[dict]) -> dict:
                 "warnings": joined(r.get("warnings") or []),
             }
         )
+    return points
+
+
+def _fits(app: str, summary: dict) -> list[dict]:
     fits = []
     for model, fit in summary.get("fits", {}).items():
-        head = {"model": model, "fitted": bool(fit.get("fitted")), "why": fit.get("why")}
+        head = {"app": app, "model": model, "fitted": bool(fit.get("fitted")), "why": fit.get("why")}
         figures = _figures({k: v for k, v in fit.items() if k not in ("fitted", "why", "model")})
         fits += [{**head, "name": name, "value": value} for name, value in figures] or [head]
-    return {
-        "reps": table(run.id, reps, COLUMNS["reps"]),
-        "points": table(run.id, points, COLUMNS["points"]),
-        "fits": table(run.id, fits, COLUMNS["fits"]),
-    }
+    return fits
 
 
 def _figures(node, path: str = "") -> list[tuple[str, float]]:

@@ -22,10 +22,15 @@ class AppPoint:
     n: int
     cpus: tuple[int, ...]
     argv: tuple[str, ...]
+    # which application, in a run of several (a study's); "" in a run of one
+    app: str = ""
+    # run untimed before each repetition (hyperfine's --prepare): a build's clean
+    prepare: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.n} CPU{'s' if self.n > 1 else ''}"
+        cpus = f"{self.n} CPU{'s' if self.n > 1 else ''}"
+        return f"{self.app}, {cpus}" if self.app else cpus
 
 
 def substitute(argv: list[str], n: int) -> tuple[str, ...]:
@@ -42,6 +47,7 @@ def plan(
     size: int | None,
     mode: str,
     time_limit: float | None,
+    prepare: str | None = None,
 ) -> Plan:
     if bool(command) == bool(workload):
         raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
@@ -65,7 +71,11 @@ def plan(
             raise UsageError("--size is for --workload; give a command its own arguments")
         check_target([command[0]], None, None, None)
         argv = list(command)
-    points = [AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n)) for n in counts]
+    before = ("sh", "-c", prepare) if prepare else ()
+    points = [
+        AppPoint(n, tuple(engine.placement(n, placement)), substitute(argv, n), prepare=substitute(list(before), n))
+        for n in counts
+    ]
     params = {
         "command": list(command) or None,
         "workload": workload,
@@ -75,6 +85,7 @@ def plan(
         "placement": placement,
         "reps": reps,
         "time_limit_s": time_limit,
+        "prepare": prepare,
         "available_cpus": available,
     }
     return Plan(points, reps, params)

@@ -69,7 +69,7 @@ def render(console: Console, what: str, s: dict) -> None:
     console.print(t)
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
-    first = rows[0]
+    first = next((r for r in rows if r.get("confinement")), rows[0])
     console.print(
         Text(
             f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
@@ -90,10 +90,17 @@ def _failure(f: dict) -> str:
         end = f"killed by signal {f['signal']}"
     elif f["how"] == "time_limit":
         end = "stopped at the time limit"
+    elif f["how"] == "prepare":
+        how = f"exited with status {f['code']}" if f["code"] is not None else f"was killed by signal {f['signal']}"
+        return f"rep {f['rep'] + 1}: its --prepare command {how}: not run" + _tail(f)
     else:
         end = f"exited with status {f['code']}"
+    return f"rep {f['rep'] + 1} {end}: not timed" + _tail(f)
+
+
+def _tail(f: dict) -> str:
     tail = " ".join(f.get("output_tail", "").split())[-160:]
-    return f"rep {f['rep'] + 1} {end}: not timed" + (f" (output ends: {tail})" if tail else "")
+    return f" (output ends: {tail})" if tail else ""
 
 
 def fit_lines(fits: dict, measured: list[int]) -> list[str]:
@@ -116,5 +123,13 @@ def fit_lines(fits: dict, measured: list[int]) -> list[str]:
 
 
 def show(console: Console, run, summary: dict) -> None:
+    from ..analysis.appscale import per_app
+
     p = run.params
-    render(console, f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or []), summary)
+    single = f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or [])
+    for app, s in per_app(summary):
+        render(console, app or single, s)
+    if summary.get("study"):
+        from . import verdicts
+
+        verdicts.show(console, run, summary["study"])

@@ -8,7 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.appscale import summarize
+from ...analysis.appscale import per_app, summarize_run
 from ...analysis.scaling import amdahl, usl
 from ...format import pct
 from ..appscale import fit_lines
@@ -20,81 +20,84 @@ EXTRAPOLATE = 4
 def sections(runs) -> list[Section]:
     points, times, curves, table, blocks = [], [], [], [], []
     for rd in runs:
-        s = summarize(rd.records, rd.run.params.get("available_cpus"))
-        what = rd.run.params.get("workload") or " ".join(rd.run.params.get("command") or [])
-        for r in s["rows"]:
-            if not r["ok"]:
+        whole = summarize_run(rd.records, rd.run.params.get("available_cpus"))
+        single = rd.run.params.get("workload") or " ".join(rd.run.params.get("command") or [])
+        for app, s in per_app(whole):
+            # a run of several applications (a study's): a line each
+            label, what = (f"{rd.short} {app}", app) if app else (rd.short, single)
+            for r in s["rows"]:
+                if not r["ok"]:
+                    table.append(
+                        [
+                            label,
+                            r["n"],
+                            "failed",
+                            None,
+                            None,
+                            None,
+                            None,
+                            None,
+                            "; ".join(
+                                f"exit {f['code']}" if f["code"] is not None else f"signal {f['signal']}"
+                                for f in r["failures"]
+                            ),
+                        ]
+                    )
+                    continue
+                points.append(
+                    {
+                        "run": label,
+                        "cpus": r["n"],
+                        "speedup": r["speedup"],
+                        "efficiency": r["efficiency"],
+                        "wall_s": r["wall_s"]["median"],
+                    }
+                )
+                for part, v in (("user", r["user_s"]), ("system", r["system_s"]), ("irq+softirq", r["irq_softirq_s"])):
+                    times.append({"run": label, "cpus": r["n"], "part": part, "seconds": v or 0.0})
                 table.append(
                     [
-                        rd.short,
+                        label,
                         r["n"],
-                        "failed",
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        "; ".join(
-                            f"exit {f['code']}" if f["code"] is not None else f"signal {f['signal']}"
-                            for f in r["failures"]
-                        ),
+                        r["wall_s"]["median"],
+                        r["speedup"],
+                        pct(r["efficiency"]),
+                        r["user_s"],
+                        r["system_s"],
+                        pct(r["system_share"], 1),
+                        "",
                     ]
                 )
-                continue
-            points.append(
-                {
-                    "run": rd.short,
-                    "cpus": r["n"],
-                    "speedup": r["speedup"],
-                    "efficiency": r["efficiency"],
-                    "wall_s": r["wall_s"]["median"],
-                }
-            )
-            for part, v in (("user", r["user_s"]), ("system", r["system_s"]), ("irq+softirq", r["irq_softirq_s"])):
-                times.append({"run": rd.short, "cpus": r["n"], "part": part, "seconds": v or 0.0})
-            table.append(
-                [
-                    rd.short,
-                    r["n"],
-                    r["wall_s"]["median"],
-                    r["speedup"],
-                    pct(r["efficiency"]),
-                    r["user_s"],
-                    r["system_s"],
-                    pct(r["system_share"], 1),
-                    "",
+            top = max((r["n"] for r in s["rows"] if r["ok"]), default=1)
+            ns = np.unique(np.geomspace(1, top * EXTRAPOLATE, 60).round(2))
+            fits = s["fits"]
+            if fits["usl"].get("fitted"):
+                u = fits["usl"]
+                one = usl(1.0, u["lambda"], u["sigma"], u["kappa"])
+                curves += [
+                    {
+                        "run": label,
+                        "model": "USL",
+                        "cpus": float(n),
+                        "speedup": float(usl(n, u["lambda"], u["sigma"], u["kappa"]) / one),
+                        "extrapolated": bool(n > top),
+                    }
+                    for n in ns
                 ]
-            )
-        top = max((r["n"] for r in s["rows"] if r["ok"]), default=1)
-        ns = np.unique(np.geomspace(1, top * EXTRAPOLATE, 60).round(2))
-        fits = s["fits"]
-        if fits["usl"].get("fitted"):
-            u = fits["usl"]
-            one = usl(1.0, u["lambda"], u["sigma"], u["kappa"])
-            curves += [
-                {
-                    "run": rd.short,
-                    "model": "USL",
-                    "cpus": float(n),
-                    "speedup": float(usl(n, u["lambda"], u["sigma"], u["kappa"]) / one),
-                    "extrapolated": bool(n > top),
-                }
-                for n in ns
-            ]
-        if fits["amdahl"].get("fitted"):
-            f = fits["amdahl"]["serial_fraction"]
-            curves += [
-                {
-                    "run": rd.short,
-                    "model": "Amdahl",
-                    "cpus": float(n),
-                    "speedup": float(amdahl(n, f)),
-                    "extrapolated": bool(n > top),
-                }
-                for n in ns
-            ]
-        measured = [r["n"] for r in s["rows"] if r["ok"]]
-        blocks += [Note(f"{rd.short} ({what}): {line}") for line in fit_lines(fits, measured)]
+            if fits["amdahl"].get("fitted"):
+                f = fits["amdahl"]["serial_fraction"]
+                curves += [
+                    {
+                        "run": label,
+                        "model": "Amdahl",
+                        "cpus": float(n),
+                        "speedup": float(amdahl(n, f)),
+                        "extrapolated": bool(n > top),
+                    }
+                    for n in ns
+                ]
+            measured = [r["n"] for r in s["rows"] if r["ok"]]
+            blocks += [Note(f"{label} ({what}): {line}") for line in fit_lines(fits, measured)]
     if not points:
         return [
             Section(
