@@ -62,6 +62,17 @@ case " $* " in *" servers "*|*" test "*)
     want "command -v redis-benchmark && command -v redis-cli"         redis-tools
 esac
 
+# `install-deps.sh studies` (and `test`): what `study kernels` builds with:
+# the distribution's Linux source (a tarball in /usr/src) and the tools a
+# kernel build runs beside the compiler.
+case " $* " in *" studies "*|*" test "*)
+    want "ls /usr/src/linux-source-*.tar.*" linux-source
+    want "command -v flex"                  flex
+    want "command -v bison"                 bison
+    want "command -v bc"                    bc
+    want "command -v perl"                  perl
+esac
+
 # `install-deps.sh bench`: fio, which bench/io.py measures oslens io against.
 case " $* " in *" bench "*)
     want "command -v fio" fio

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the machine, the engine, the store, the registry of kinds",
      ("oslens.runtime", "oslens.leftovers", "oslens.store", "oslens.collectors", "oslens.collectors.*",
       "oslens.engine", "oslens.kinds", "oslens.parse", "oslens.cgroups", "oslens.blockdev", "oslens.blockdev.*",
-      "oslens.envs", "oslens.envs.*", "oslens.compete", "oslens.servers", "oslens.servers.*")),
+      "oslens.envs", "oslens.envs.*", "oslens.compete", "oslens.servers", "oslens.servers.*", "oslens.kbuild")),
     ("summaries of stored records, and the HTML page and flame graphs they draw on",
      ("oslens.analysis", "oslens.analysis.*", "oslens.profile", "oslens.profile.records", "oslens.profile.summary",
       "oslens.profile.sections", "oslens.profile.sections.*", "oslens.report.html.page",

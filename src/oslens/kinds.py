@@ -101,6 +101,8 @@ def _command_line(p: dict) -> str:
 
 
 def _app(p: dict) -> str:
+    if p.get("apps"):
+        return ", ".join(p["apps"]) if len(p["apps"]) <= 4 else f"{len(p['apps'])} applications"
     return f"workload {p['workload']}" if p.get("workload") else " ".join(p.get("command") or [])
 
 
@@ -229,6 +231,16 @@ KINDS: dict[str, Kind] = {
             "appscale",
             "Does an application speed up with cores, and is the time lost in the kernel?",
             lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs",
+            studies=(
+                Study(
+                    "kernels",
+                    ".commands.study:kernels",
+                    ".analysis.kernels:beside",
+                    paper="Luo et al., does the Linux kernel scale for real applications (MOSBENCH, PHOENIX and "
+                    "PARSEC on 48 cores; Linux 2.6.32 against 4.10)",
+                    findings="luo-kernels",
+                ),
+            ),
         ),
     )
 }

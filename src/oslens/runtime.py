@@ -248,15 +248,16 @@ def _make_owned(d: Path) -> bool:
 SHM = Path("/dev/shm")
 
 
-def shm_dir() -> str | None:
-    """A directory of this process's in /dev/shm (made once, written down
-    first): where the MPI jobs it launches keep their shared-memory segments
-    and session files, which a job killed outright leaves behind. None
-    where it cannot be made (the jobs then use their defaults)."""
+def shm_dir(purpose: str = "mpi") -> str | None:
+    """A directory of this process's in /dev/shm, a tmpfs (made once,
+    written down first): where the MPI jobs it launches keep their
+    shared-memory segments and session files, which a job killed outright
+    leaves behind ("mpi"); where a kernel is built, in memory as the
+    scalability studies built it ("kbuild"). None where it cannot be made."""
     start = proc_start(os.getpid())
     if entry() is None or start is None or not SHM.is_dir():
         return None
-    d = SHM / f"oslens.{os.getpid()}.{start}.mpi"
+    d = SHM / f"oslens.{os.getpid()}.{start}.{purpose}"
     return str(d) if d.is_dir() or _make_owned(d) else None
 
 

@@ -3,10 +3,12 @@ printed next to their findings. One subcommand per study."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .. import engine, kinds
-from . import Context, common_options, measure
+from . import EXIT_FAILED, Context, common_options, measure, print_run
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
 
@@ -31,9 +33,11 @@ def study(click_ctx):
     if click_ctx.invoked_subcommand is None:
         from ..studies import findings
 
-        for s in sorted((s for k in kinds.KINDS.values() for s in k.studies), key=lambda s: s.name):
+        studies = sorted((s for k in kinds.KINDS.values() for s in k.studies), key=lambda s: s.name)
+        width = max(len(s.name) for s in studies)
+        for s in studies:
             counted = f" ({len(findings(s.findings))} findings as data)" if s.findings else ""
-            click.echo(f"oslens study {s.name:10} {s.paper}{counted}")
+            click.echo(f"oslens study {s.name:{width}} {s.paper}{counted}")
 
 
 @click.command("osmark")
@@ -168,3 +172,40 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
                       duration=duration, reps=reps)  # fmt: skip
     plan.params["study"] = "scaleout"
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")
+
+
+@click.command("kernels")
+@click.option("--cpu-counts", "cpus", metavar="N|A-B[:S]|max[,…]",
+              help="CPU counts (default: 1, 2, 4, … plus each socket boundary and all CPUs).")  # fmt: skip
+@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per application and count.")
+@click.option("--apps", metavar="NAME[,…]",
+              help="Only these applications (default: all of them; see the list below).")  # fmt: skip
+@click.option("--paper", is_flag=True,
+              help="The paper's sizes: a defconfig build, each workload at its full size, 5 repetitions.")  # fmt: skip
+@click.option("--build-target", metavar="DIR/",
+              help="Build only this part of the kernel tree (kernel/, lib/): quicker, not the paper's.")  # fmt: skip
+@common_options
+def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
+    """Scalability of today's kernel for real applications (Luo et al.,
+    MOSBENCH and PHOENIX): a real kernel build (make -j of Debian's
+    linux-source, tinyconfig), psearchy in threads and in processes (round
+    robin over sockets beside sequential where there are several), and the
+    PHOENIX kernels (kmeans, word count, linear regression, matrix multiply,
+    PCA, string match), each run on every CPU count confined to those CPUs:
+    speedup, user and system time as cores grow, beside the paper's
+    findings. Applications: gmake, psearchy-threads, psearchy-processes,
+    psearchy-processes-rr, kmeans, wordcount, linreg, matmul, pca, strmatch."""
+    from .. import appscale as app
+    from ..plan import kernels as study_plan
+    from ..runner import execute
+
+    if paper:
+        reps = max(reps, 5)
+    plan = study_plan.plan(cpus=cpus, reps=reps, apps=apps, paper=paper, build_target=build_target)
+    with ctx.store() as store, study_plan.prepared(plan) as points:
+        ctx.say(f"oslens study kernels: {', '.join(plan.params['apps'])} on "
+                f"{','.join(map(str, plan.params['cpus']))} CPUs × {reps}, store {store.path}")  # fmt: skip
+        runs = app.runs(points, plan.reps, None)
+        run_id = execute(store, "appscale", sys.argv, plan.params, runs, len(runs), ctx.err, ctx.quiet)
+        summary = print_run(ctx, store, run_id)
+    return EXIT_FAILED if summary["failed_points"] else 0

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import kinds
+from ..format import plural
 
 # How a finding's verdict is coloured.
 VERDICT_STYLE = {"agrees": "green", "differs": "red", "cannot tell here": "yellow"}
@@ -30,6 +31,6 @@ def show(console: Console, run, rows: list[dict]) -> None:
         if r["here"] == "not measured":
             rest[r["reason"]] = rest.get(r["reason"], 0) + 1
     for why, n in sorted(rest.items(), key=lambda kv: -kv[1]):
-        console.print(Text(f"  {n} more findings: cannot tell here — {why}", style="yellow"))
+        console.print(Text(f"  {plural(n, 'more finding')}: cannot tell here — {why}", style="yellow"))
     for line in study.load("context")(run) if study.context else []:
         console.print(Text(f"  {line}", style="dim"))

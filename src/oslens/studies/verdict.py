@@ -82,6 +82,8 @@ class Finding:
     def paper_text(self) -> str:
         shown = UNIT_SHOWN.get(self.unit, self.unit)
         unit = f" {shown}" if shown and shown not in ("%", "x") else shown
+        if self.number is None and self.range is None:
+            unit = ""  # a relation in words ("almost linear"), not a figure in a unit
         return f"{self.value}{unit}" + (f" ({self.relation})" if self.relation else "")
 
 

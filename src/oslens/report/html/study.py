@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ... import kinds
 from ...analysis.scale import analyze
+from ...format import plural
 from .page import Note, Section, Table
 
 TITLE = "OSMark: the paper and this kernel"
@@ -29,7 +30,7 @@ def _verdicts(rd, rows: list[dict]) -> list:
     for r in rows:
         if r["here"] == "not measured":
             rest[r["reason"]] = rest.get(r["reason"], 0) + 1
-    blocks += [Note(f"{n} more findings: cannot tell here — {why}", warning=True) for why, n in rest.items()]
+    blocks += [Note(f"{plural(n, 'more finding')}: cannot tell here — {why}", warning=True) for why, n in rest.items()]
     return blocks
 
 

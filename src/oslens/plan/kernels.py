@@ -1,0 +1,159 @@
+"""`oslens study kernels`: the applications of Luo et al.'s re-run of
+MOSBENCH and PHOENIX, each an `appscale` application of one run: a real
+kernel build, psearchy in threads and in processes, and the PHOENIX
+kernels, every one on every CPU count."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from .. import engine, kbuild
+from ..errors import UsageError
+from ..parse import parse_worker_counts
+from . import Plan, check_reps
+from .appscale import DIR_PLACEHOLDER, AppPoint, substitute
+
+# where the kernel tree goes in a gmake point's argv, until it is unpacked
+TREE = "{kbuild}"
+OUT = "{kbuild-out}"
+CONFIG, PAPER_CONFIG = "tinyconfig", "defconfig"
+
+
+@dataclass(frozen=True)
+class Application:
+    name: str
+    what: str
+    workload: str | None  # the engine's built-in; None: the kernel build
+    mode: str = "thread"
+    placement: str = "compact"
+    # its size: about a second on one CPU of a slow machine, and with --paper several
+    # seconds, as the paper's large inputs ran (a workload's own default is a quick check)
+    size: int | None = None
+    paper_size: int | None = None
+
+
+APPLICATIONS = {
+    a.name: a
+    for a in (
+        Application("gmake", "MOSBENCH gmake: make -j of the Linux source", None),
+        Application("psearchy-threads", "MOSBENCH psearchy: one process, a thread per CPU", "psearchy", "thread",
+                    size=16000, paper_size=100000),
+        Application("psearchy-processes", "psearchy: a process per CPU, CPUs taken socket by socket", "psearchy",
+                    "process", size=16000, paper_size=100000),
+        Application("psearchy-processes-rr", "psearchy: a process per CPU, CPUs taken round robin over sockets",
+                    "psearchy", "process", "spread", size=16000, paper_size=100000),
+        Application("kmeans", "PHOENIX kmeans", "kmeans", size=500000, paper_size=5000000),
+        Application("wordcount", "PHOENIX word_count", "wordcount", size=8000000, paper_size=100000000),
+        Application("linreg", "PHOENIX linear_regression", "linreg", size=1 << 27, paper_size=1 << 28),
+        Application("matmul", "PHOENIX matrix_multiply", "matmul", size=1000, paper_size=2000),
+        Application("pca", "PHOENIX pca", "pca", size=3000, paper_size=6000),
+        Application("strmatch", "PHOENIX string_match", "strmatch", size=20000000, paper_size=1 << 28),
+    )
+}  # fmt: skip
+
+
+def _chosen(apps: str | None, sockets: int) -> tuple[list[Application], dict[str, str]]:
+    """The applications to run, and those of the default set left out, with why."""
+    skipped: dict[str, str] = {}
+    if apps:
+        names = [a.strip() for a in apps.split(",") if a.strip()]
+        unknown = [n for n in names if n not in APPLICATIONS]
+        if unknown or not names:
+            bad = (unknown or [apps])[0]
+            raise UsageError(f"--apps: no application '{bad}' (there are: {', '.join(APPLICATIONS)})")
+        chosen = [APPLICATIONS[n] for n in dict.fromkeys(names)]
+    else:
+        chosen = list(APPLICATIONS.values())
+    one_socket = "one socket here: round robin over sockets takes the same CPUs as socket by socket"
+    no_build = kbuild.unavailable()
+    for a in list(chosen):
+        why = one_socket if a.placement == "spread" and sockets < 2 else no_build if a.workload is None else None
+        if not why:
+            continue
+        if apps:
+            raise UsageError(f"--apps {a.name}: {why}")
+        chosen.remove(a)
+        skipped[a.name] = why
+    return chosen, skipped
+
+
+def plan(*, cpus: str | None, reps: int, apps: str | None, paper: bool, build_target: str | None = None) -> Plan:
+    check_reps(reps)
+    topo = engine.topology()
+    available, sockets = topo["available"], topo.get("packages", 1)
+    counts = parse_worker_counts(cpus, available, option="--cpu-counts")
+    chosen, skipped = _chosen(apps, sockets)
+    if build_target is not None:
+        if not all(c.isalnum() or c in "/_-." for c in build_target) or build_target.startswith(("-", "/")):
+            raise UsageError(f"--build-target: '{build_target}' is not a make target of the tree (kernel/, lib/, …)")
+        if not any(a.workload is None for a in chosen):
+            raise UsageError("--build-target is for the kernel build, which --apps leaves out")
+    known = engine.workloads()
+    points, sizes = [], {}
+    for a in chosen:
+        if a.workload is None:
+            argv = ["make", "-s", "-C", TREE, f"O={OUT}", "-j{n}", *([build_target] if build_target else [])]
+            prepare: list[str] = ["make", "-s", "-C", TREE, f"O={OUT}", "clean"]
+        else:
+            size = a.paper_size if paper else a.size
+            sizes[a.name] = size
+            data_dir = DIR_PLACEHOLDER if known[a.workload].get("uses_dir") else None
+            engine.check_app(a.workload, workers=max(counts), mode=a.mode, size=size, data_dir=data_dir)
+            argv = engine.app_argv(a.workload, workers="{n}", mode=a.mode, size=size, data_dir=data_dir)
+            prepare = []
+        points += [
+            AppPoint(n, tuple(engine.placement(n, a.placement)), substitute(argv, n), a.name, substitute(prepare, n))
+            for n in counts
+        ]
+    params = {
+        "study": "kernels",
+        "apps": [a.name for a in chosen],
+        "what": {a.name: a.what for a in chosen},
+        "modes": {a.name: a.mode for a in chosen if a.workload},
+        "placements": {a.name: a.placement for a in chosen},
+        "skipped": skipped,
+        "sizes": sizes,
+        "kbuild": {"config": PAPER_CONFIG if paper else CONFIG, "target": build_target or "the whole kernel"}
+        if any(a.workload is None for a in chosen)
+        else None,
+        "cpus": counts,
+        "reps": reps,
+        "paper": paper,
+        "available_cpus": available,
+        "sockets": sockets,
+    }
+    return Plan(points, reps, params)
+
+
+@contextmanager
+def prepared(p: Plan) -> Iterator[list[AppPoint]]:
+    """The inputs made once, untimed: psearchy's files, the kernel tree
+    unpacked and configured; removed at the end whatever happens."""
+    import shutil
+    import tempfile
+
+    with ExitStack() as stack:
+        swap: dict[str, str] = {}
+        workloads = {APPLICATIONS[a].workload for a in p.params["apps"]}
+        if "psearchy" in workloads:
+            d = tempfile.mkdtemp(prefix="oslens.kernels.")
+            stack.callback(shutil.rmtree, d, True)
+            size = min(s for a, s in p.params["sizes"].items() if APPLICATIONS[a].workload == "psearchy")
+            engine.prepare_app("psearchy", d, size)
+            swap[DIR_PLACEHOLDER] = d
+        if p.params["kbuild"]:
+            tree = stack.enter_context(kbuild.configured(p.params["kbuild"]["config"]))
+            p.params["kbuild"].update(tree.describe())
+            swap[TREE], swap[OUT] = str(tree.source), str(tree.out)
+
+        def filled(argv: tuple[str, ...]) -> tuple[str, ...]:
+            out = []
+            for a in argv:
+                for token, value in swap.items():
+                    a = a.replace(token, value)
+                out.append(a)
+            return tuple(out)
+
+        yield [replace(pt, argv=filled(pt.argv), prepare=filled(pt.prepare)) for pt in p.points]

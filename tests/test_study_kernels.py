@@ -1,0 +1,256 @@
+"""`study kernels` (Luo et al.): several applications in one `appscale`
+run, each finding of the paper given a verdict that this machine's CPU
+count can carry — a loss of scaling seen at a few CPUs agrees, a scaling
+that holds up to them cannot tell for 48 — and the real applications (a
+kernel build, psearchy, the PHOENIX kernels) run end to end; appscale's
+--prepare runs untimed before every repetition."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from oslens.analysis.appscale import per_app, summarize_run
+from oslens.analysis.kernels import beside
+from oslens.studies import findings
+
+from conftest import NCPU, one_line_error, oslens
+
+IDS = {f["id"] for f in findings("luo-kernels")}
+
+
+def reps(app: str, walls: dict[int, list[float]], user=None, system=None) -> list[dict]:
+    """`point` records of one application: wall seconds per CPU count and
+    repetition; user and system seconds by count (default: wall × n, 0)."""
+    out = []
+    for n, ws in walls.items():
+        for r, w in enumerate(ws):
+            out.append({"type": "point", "app": app, "n": n, "cpus": list(range(n)), "rep": r, "status": "ok",
+                        "how": "exited", "code": 0, "signal": None, "wall_ns": int(w * 1e9), "confinement": "test",
+                        "cpu_source": "test", "user_ns": int((user or {}).get(n, w * n) * 1e9),
+                        "system_ns": int((system or {}).get(n, 0.0) * 1e9), "irq_ns": None, "softirq_ns": None,
+                        "nvcsw": 0, "nivcsw": 0, "min_flt": 0, "maj_flt": 0})  # fmt: skip
+    return out
+
+
+def run(**params) -> SimpleNamespace:
+    return SimpleNamespace(params={"study": "kernels", **params})
+
+
+def verdicts(records: list[dict], **params) -> dict[str, dict]:
+    rows = beside(None, run(**params), records)
+    assert {r["id"] for r in rows} == IDS
+    for r in rows:
+        assert r["verdict"] in ("agrees", "differs", "cannot tell here") and r["reason"], r
+    return {r["id"]: r for r in rows}
+
+
+LINEAR = {1: [4.0, 4.02, 3.98], 2: [2.0, 2.01, 1.99]}  # efficiency 100 %
+HALF = {1: [4.0, 4.02, 3.98], 2: [4.0, 4.02, 3.98]}  # efficiency 50 %
+
+
+def test_a_loss_of_scaling_at_two_cpus_agrees_and_scaling_up_to_them_cannot_tell_for_48():
+    records = reps("strmatch", LINEAR) + reps("psearchy-threads", HALF)
+    for app in ("kmeans", "wordcount", "linreg"):
+        records += reps(app, HALF)
+    v = verdicts(records)
+    # psearchy in threads already loses half its efficiency: "scales badly" agrees
+    assert v["psearchy_threads_scale_badly"]["verdict"] == "agrees"
+    # string match near-linear up to 2 CPUs is no evidence for 48
+    assert v["near_linear_benchmarks"]["verdict"] == "cannot tell here"
+    assert "48" in v["near_linear_benchmarks"]["reason"]
+    # three of four PHOENIX kernels lost scaling, wholly below 90 %
+    assert v["most_sublinear"]["verdict"] == "agrees" and "3 of 4" in v["most_sublinear"]["reason"]
+    assert v["linux_scalability_obstacles"]["verdict"] == "agrees"
+    # what was not run says so; PARSEC is not packaged
+    assert "not run" in v["gmake_sys_time_grows"]["reason"]
+    assert "PARSEC" in v["streamcluster_peak"]["reason"]
+    assert "compare" in v["kernels_no_improvement"]["reason"]
+
+
+def test_near_linear_everywhere_on_a_small_machine_is_no_verdict_of_loss():
+    records = [r for app in ("kmeans", "strmatch", "matmul") for r in reps(app, LINEAR)]
+    v = verdicts(records)
+    assert v["most_sublinear"]["verdict"] == "cannot tell here"
+    assert v["linux_scalability_obstacles"]["verdict"] == "cannot tell here"
+
+
+def test_a_largest_speedup_already_past_the_papers_differs_and_one_below_needs_48_cpus():
+    # 16 CPUs: linear regression at 10×, past the paper's 8× bound; matrix multiply at 1.9× on 2 CPUs
+    fast = {1: [10.0, 10.1, 9.9], 16: [1.0, 1.01, 0.99]}
+    v = verdicts(reps("linreg", fast) + reps("matmul", LINEAR) + reps("gmake", fast))
+    assert v["max_speedup_le8_lreg"]["verdict"] == "differs", v["max_speedup_le8_lreg"]
+    assert v["max_speedup_le8_mmult"]["verdict"] == "cannot tell here"
+    assert "48 CPUs" in v["max_speedup_le8_mmult"]["reason"]
+    # gmake's largest speedup 4.4 at 48: 10× at 16 is past it; its speedup at 48 (the original claim) needs 48
+    assert v["gmake_max_speedup"]["verdict"] == "differs"
+    assert v["gmake_original_claim"]["verdict"] == "cannot tell here"
+
+
+def test_system_time_that_grows_agrees_and_user_time_flat_up_to_two_cpus_cannot_tell():
+    v = verdicts(reps("gmake", LINEAR, user={1: 4.0, 2: 4.0}, system={1: 0.5, 2: 0.9}))
+    assert v["gmake_sys_time_grows"]["verdict"] == "agrees", v["gmake_sys_time_grows"]
+    assert v["gmake_user_time_flat"]["verdict"] == "cannot tell here"
+    # user time that already grew by half is not flat at 48 either
+    v = verdicts(reps("gmake", LINEAR, user={1: 4.0, 2: 6.0}))
+    assert v["gmake_user_time_flat"]["verdict"] == "differs"
+
+
+def test_round_robin_on_one_socket_says_why_it_was_not_run():
+    why = "one socket here: round robin over sockets takes the same CPUs as socket by socket"
+    v = verdicts(reps("psearchy-processes", LINEAR), skipped={"psearchy-processes-rr": why})
+    assert v["psearchy_rr_beats_seq"]["verdict"] == "cannot tell here"
+    assert why in v["psearchy_rr_beats_seq"]["reason"]
+
+
+def test_one_repetition_gives_no_series_and_says_so():
+    v = verdicts(reps("psearchy-threads", {1: [4.0], 2: [2.0]}))
+    assert "--reps" in v["psearchy_threads_scale_badly"]["reason"]
+
+
+def test_each_application_is_summarized_on_its_own():
+    records = reps("strmatch", LINEAR) + reps("kmeans", HALF)
+    apps = dict(per_app(summarize_run(records, 2)))
+    assert list(apps) == ["strmatch", "kmeans"]
+    assert apps["strmatch"]["rows"][1]["efficiency"] == pytest.approx(1.0, abs=0.01)
+    assert apps["kmeans"]["rows"][1]["efficiency"] == pytest.approx(0.5, abs=0.01)
+    # a run of one application keeps its shape
+    single = summarize_run([{k: v for k, v in r.items() if k != "app"} for r in reps("", LINEAR)], 2)
+    assert "apps" not in single and len(single["rows"]) == 2
+
+
+# ---------------------------------------------------------------- real runs
+
+
+def test_prepare_runs_untimed_before_every_repetition(tmp_path, no_leaks):
+    log = tmp_path / "prepared"
+    p = oslens("appscale", "-q", "--json", "--cpu-counts", "1", "--reps", "3",
+               "--prepare", f"echo {{n}} >> {log}; sleep 0.3", "--", "sh", "-c", f"test -s {log}",
+               db=tmp_path / "a.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert log.read_text().split() == ["1", "1", "1"]
+    (row,) = json.loads(p.stdout)["rows"]
+    # the 0.3 s sleep of --prepare is not in the timed wall time
+    assert row["ok"] == 3 and row["wall_s"]["median"] < 0.3, row
+
+
+def test_a_failing_prepare_fails_its_repetition_without_running_it(tmp_path, no_leaks):
+    marker = tmp_path / "ran"
+    p = oslens("appscale", "-q", "--json", "--cpu-counts", "1", "--reps", "2",
+               "--prepare", "echo no room >&2; exit 4", "--", "touch", str(marker), db=tmp_path / "a.db")  # fmt: skip
+    assert p.returncode == 1
+    (row,) = json.loads(p.stdout)["rows"]
+    assert row["ok"] == 0 and [(f["how"], f["code"]) for f in row["failures"]] == [("prepare", 4)] * 2
+    assert "no room" in row["failures"][0]["output_tail"] and not marker.exists()
+    shown = oslens("show", "last", db=tmp_path / "a.db")
+    assert "its --prepare command exited with status 4" in " ".join(shown.stdout.split())  # as wrapped
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["study", "kernels", "--apps", "nosuch"], "no application 'nosuch'"),
+        (["study", "kernels", "--reps", "0"], "--reps"),
+        (["study", "kernels", "--cpu-counts", "100000"], "--cpu-counts"),
+        (["study", "kernels", "--apps", "kmeans", "--build-target", "lib/"], "--build-target is for the kernel build"),
+        (["study", "kernels", "--build-target", "/etc"], "is not a make target"),
+        (["appscale", "--prepare", " ", "--", "true"], "--prepare: an empty value"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line(tmp_path, args, says):
+    p = oslens(*args, db=tmp_path / "s.db")
+    assert p.returncode == 2 and says in one_line_error(p.stderr)
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory):
+    """The study on its applications that take seconds (the kernel build is its own test)."""
+    db = tmp_path_factory.mktemp("kernels") / "k.db"
+    counts = ",".join(map(str, sorted({1, min(NCPU, 2)})))
+    p = oslens("study", "kernels", "--json", "--apps", "psearchy-threads,psearchy-processes,strmatch,kmeans",
+               "--cpu-counts", counts, "--reps", "2", db=db, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return db, json.loads(p.stdout)
+
+
+def test_the_study_runs_each_application_on_each_count_and_judges_every_finding(study_run):
+    db, doc = study_run
+    apps = {a["app"]: a for a in doc["apps"]}
+    assert list(apps) == ["psearchy-threads", "psearchy-processes", "strmatch", "kmeans"]
+    for a in apps.values():
+        assert [r["n"] for r in a["rows"]] == doc["params"]["cpus"]
+        for r in a["rows"]:
+            assert r["ok"] == 2 and r["wall_s"]["median"] > 0 and r["user_s"] > 0 and r["system_s"] is not None
+    rows = {r["id"]: r for r in doc["study"]}
+    assert set(rows) == IDS
+    for r in rows.values():
+        assert r["verdict"] in ("agrees", "differs", "cannot tell here") and r["reason"], r
+    # psearchy reads files and allocates: its system time is measured at every count
+    assert all(r["system_s"] > 0 for r in apps["psearchy-processes"]["rows"])
+    shown = oslens("show", "last", db=db)
+    assert shown.returncode == 0 and "kernels: the paper and this kernel" in shown.stdout
+    assert "strmatch" in shown.stdout and "psearchy-threads" in shown.stdout
+
+
+def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, no_leaks):
+    from oslens import kbuild
+
+    if kbuild.unavailable():
+        pytest.skip(kbuild.unavailable())
+    counts = ",".join(map(str, sorted({1, min(NCPU, 2)})))
+    # lib/ of a tinyconfig tree: the same build steps as the whole kernel's, in seconds
+    p = oslens("study", "kernels", "--json", "--apps", "gmake", "--build-target", "lib/", "--cpu-counts", counts,
+               "--reps", "1", db=tmp_path / "k.db", timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (gmake,) = doc["apps"]
+    assert gmake["app"] == "gmake" and [r["n"] for r in gmake["rows"]] == doc["params"]["cpus"]
+    for r in gmake["rows"]:
+        assert r["ok"] == 1 and r["wall_s"]["median"] > 0 and r["speedup"] > 0
+        # a build forks compilers that read and write files: both sides of the split are there
+        assert r["user_s"] > 0 and r["system_s"] > 0 and 0 < r["system_share"] < 1
+    build = doc["params"]["kbuild"]
+    assert build["config"] == "tinyconfig" and build["target"] == "lib/" and build["version"]
+    assert build["file_system"] in ("tmpfs", kbuild._fs_type(Path(tempfile.gettempdir())))
+    # the unpacked tree (1.5 GB) went with the run
+    assert not [d for d in Path("/dev/shm").glob("oslens.*.kbuild") if any(d.iterdir())]
+    assert not list(Path(tempfile.gettempdir()).glob("oslens.kbuild.*"))
+
+
+def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(study_run, tmp_path):
+    from test_report import CHROMEDRIVER, CHROMIUM, load
+
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("chromium and chromium-driver are not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    db, doc = study_run
+    page = tmp_path / "k.html"
+    p = oslens("report", str(doc["run"]), "-o", str(page), db=db)
+    assert p.returncode == 0, p.stderr
+    html = page.read_text()
+    assert html.index("the paper and Linux") < html.index("Application scaling")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        shown = load(driver, page)
+        assert shown["error"] is None and shown["console"] == [], shown["console"]
+        assert shown["plots"] > 0 and shown["drawn"] == shown["plots"]
+        # the speedup chart's legend names each application of the run
+        legend = driver.execute_script(
+            "return Array.from(document.querySelectorAll('g.role-legend-label text')).map(t => t.textContent)"
+        )
+        for app in ("psearchy-threads", "psearchy-processes", "strmatch", "kmeans"):
+            assert any(app in label for label in legend), legend
+    finally:
+        driver.quit()
