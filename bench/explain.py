@@ -6,7 +6,9 @@ mode alternate (`run`, `run --explain`, `run --explain-light`, the same fixed
 time), so that all see the same machine; the medians over the rounds give,
 per mode,
 
-- the attribution's cost: 1 - explained throughput / plain throughput, and
+- the attribution's cost: 1 - explained throughput / plain throughput (of
+  the medians; and the median of each round's pair, with its order-statistic
+  interval, since a probe's own round-to-round spread can exceed the cost), and
   per operation in ns (full mode's grows with the system calls and faults
   per operation, which it counts; light mode's should not);
 - how much of the explained time per operation the causes cover (the share
@@ -28,6 +30,7 @@ import subprocess
 
 from oslens import engine
 from oslens.analysis.explain import explain_point
+from oslens.analysis.stats import median_ci
 from oslens.records import explained_points
 
 FLAGS = {"full": ["--explain"], "light": ["--explain-light"]}
@@ -58,7 +61,7 @@ def main() -> None:
     kinds = args.explain_modes.split(",")
     print(
         f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>7} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
-        f"{'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
+        f"{'paired cost [interval]':>24} {'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
     )
     for probe in args.probes.split(","):
         for mode in args.modes.split(","):
@@ -85,8 +88,12 @@ def main() -> None:
                     g = got[k]
                     e = statistics.median(g["rate"])
                     cost_ns = n / e * 1e9 - n / p * 1e9  # per operation of one worker
+                    # each round's explained run beside the plain one just before it: drift cancels
+                    paired = median_ci([1 - x / y for x, y in zip(g["rate"], plain)])
+                    interval = f"{paired.median:+.1%} [{paired.low:+.1%}, {paired.high:+.1%}]"
                     print(
-                        f"{probe:10} {mode:8} {n:7d} {k:>7} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {cost_ns:8.0f} "
+                        f"{probe:10} {mode:8} {n:7d} {k:>7} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {interval:>24} "
+                        f"{cost_ns:8.0f} "
                         f"{statistics.median(g['calls']):8.2f} {statistics.median(g['lock']):10.1f} "
                         f"{statistics.median(g['unexpl']):11.2%}"
                     )
