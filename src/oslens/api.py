@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import kinds
 from .store import Run as _StoredRun
 from .store import Store as _Store
-from .store import StoreError, default_path
+from .store import StoreError, default_path, parse_tag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,6 +83,11 @@ class Run:
     def params(self) -> dict:
         """The run's parameters, as the command planned them."""
         return self._stored.params
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The labels its command was given (--tag KEY=VALUE)."""
+        return dict(self._stored.tags)
 
     @property
     def machine(self) -> dict:
@@ -165,11 +170,17 @@ class Store:
         """The run of that id (or 'last')."""
         return Run(self._store.run(ref), self._store)
 
-    def runs(self, kind: str | None = None) -> list[Run]:
-        """Every run, newest first; only those of `kind` when given."""
+    def runs(self, kind: str | None = None, tag: str | dict[str, str] | None = None) -> list[Run]:
+        """Every run, newest first; only those of `kind`, and only those with
+        every tag of `tag` ("KEY=VALUE", or a dict of them), when given."""
         if kind is not None and kind not in kinds.KINDS:
             raise ValueError(f"no kind of run {kind!r} (the kinds are {', '.join(kinds.KINDS)})")
-        return [Run(r, self._store) for r in self._store.runs() if kind is None or r.kind == kind]
+        wanted = dict([parse_tag(tag)]) if isinstance(tag, str) else dict(tag or {})
+        return [
+            Run(r, self._store)
+            for r in self._store.runs()
+            if (kind is None or r.kind == kind) and all(r.tags.get(k) == v for k, v in wanted.items())
+        ]
 
     def last(self, kind: str | None = None) -> Run:
         """The newest run (of `kind`, when given)."""

@@ -70,7 +70,7 @@ cli.add_command(import_)
 def report(ctx: Context, run_refs: tuple[str, ...], output: str | None, fmt: str):
     """Write a report with plots of stored runs (several runs of one kind are overlaid)."""
     with ctx.store(write=False) as store:
-        runs = [store.run(ref) for ref in run_refs]
+        runs = [r for ref in run_refs for r in store.resolve(ref)]  # a tag: every run so tagged
         if len({r.id for r in runs}) != len(runs):
             raise UsageError("a run is named twice")
         name = "-".join(str(r.id) for r in runs)
@@ -176,12 +176,53 @@ def compare(
 # --------------------------------------------------------- store commands
 
 
+def _selection(kind: str | None, tags: tuple[str, ...], since: str | None):
+    """`runs`' filters as one predicate, each checked before the store is read."""
+    from datetime import datetime, timezone
+
+    from .store import parse_tag
+
+    if kind is not None:
+        kinds.get(kind)
+    try:
+        pairs = [parse_tag(t) for t in tags]
+    except ValueError as e:
+        raise UsageError(f"--tag: {e}") from None
+    start = None
+    if since is not None:
+        try:
+            start = datetime.fromisoformat(since)
+        except ValueError:
+            raise UsageError(f"--since: '{since}' is not a date (2026-11-26, or 2026-11-26T14:00)") from None
+        if start.tzinfo is None:  # a date as people type it: local time
+            start = start.astimezone()
+
+    def wanted(r) -> bool:
+        if kind is not None and r.kind != kind:
+            return False
+        if any(r.tags.get(k) != v for k, v in pairs):
+            return False
+        if start is not None:
+            started = datetime.fromisoformat(r.started)
+            if (started if started.tzinfo else started.replace(tzinfo=timezone.utc)) < start:
+                return False
+        return True
+
+    return wanted
+
+
 @cli.command()
+@click.option("--kind", metavar="KIND", help="Only runs of this kind.")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only runs with this tag (repeatable: all of them)."
+)
+@click.option("--since", metavar="DATE", help="Only runs started at or after this date (2026-11-26, or with a time).")
 @common_options
-def runs(ctx: Context):
+def runs(ctx: Context, kind: str | None, tags: tuple[str, ...], since: str | None):
     """List the stored runs."""
+    wanted = _selection(kind, tags, since)
     with ctx.store(write=False) as store:  # a mistyped --db is an error, as for show
-        rows = store.runs()
+        rows = [r for r in store.runs() if wanted(r)]
     if ctx.as_json:
         click.echo(
             json.dumps(
@@ -194,6 +235,7 @@ def runs(ctx: Context):
                         "finished": r.finished,
                         "host": r.host,
                         "reason": r.reason,
+                        "tags": r.tags,
                         "params": r.params,
                     }
                     for r in rows
@@ -203,16 +245,18 @@ def runs(ctx: Context):
         )
         return
     if not rows:
-        ctx.say(f"no runs in {ctx.db_path}")
+        ctx.say(f"no run in {ctx.db_path} matches" if kind or tags or since else f"no runs in {ctx.db_path}")
         return
     from rich.table import Table
 
-    t = Table("run", "kind", "status", "started", "host", "what", box=None)
+    tagged = any(r.tags for r in rows)
+    t = Table("run", "kind", "status", "started", "host", "what", *(["tags"] if tagged else []), box=None)
     for r in rows:
         what = kinds.KINDS[r.kind].what(r.params or {}) if r.kind in kinds.KINDS else "?"
         status = r.status + (f" ({r.reason})" if r.reason and r.status != "complete" else "")
+        labels = [" ".join(f"{k}={v}" for k, v in r.tags.items())] if tagged else []
         # Text, not markup: a command line may hold '[/]'.
-        t.add_row(*(Text(x) for x in (str(r.id), r.kind, status, r.started, r.host, what)))
+        t.add_row(*(Text(x) for x in (str(r.id), r.kind, status, r.started, r.host, what, *labels)))
     ctx.out.print(t)
 
 

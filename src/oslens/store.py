@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -65,6 +66,22 @@ _RUN_COLUMNS = (
 )
 
 
+# A run named by its tag where a run id goes: tag:kernel=6.1
+TAG_REF = "tag:"
+TAG_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TAG_VALUE_MAX = 200
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """'KEY=VALUE' -> (key, value); ValueError saying what is wrong."""
+    key, eq, value = text.partition("=")
+    if not eq or not TAG_KEY.match(key):
+        raise ValueError(f"'{text}' is not KEY=VALUE (a key of letters, digits, '_', '.' or '-')")
+    if not value or len(value) > TAG_VALUE_MAX or not value.isprintable():
+        raise ValueError(f"'{text}': a value is 1 to {TAG_VALUE_MAX} printable characters")
+    return key, value
+
+
 class StoreError(Exception):
     """A problem with the store itself, in one printable line naming the store's path."""
 
@@ -84,6 +101,11 @@ class Run:
     summary: dict | None
     reason: str | None
     n_records: int
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Its --tag labels."""
+        return (self.params or {}).get("tags") or {}
 
 
 def default_path() -> Path:
@@ -497,7 +519,10 @@ class Store:
         return [self._run(row) for row in rows]
 
     def run(self, ref: int | str) -> Run:
+        """The run of an id, 'last', or 'tag:KEY=VALUE' (the newest run so tagged)."""
         text = str(ref).strip()
+        if text.startswith(TAG_REF):
+            return self.tagged(text)[-1]
         with self._guard("cannot read results store"):
             if text in ("last", "latest"):
                 row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM run ORDER BY id DESC LIMIT 1").fetchone()
@@ -511,8 +536,27 @@ class Store:
                 if row is None:
                     raise self._missing(run_id)
             else:
-                raise StoreError(f"bad run reference {text!r} (expected a run id or 'last') for {self.path}")
+                raise StoreError(
+                    f"bad run reference {text!r} (expected a run id, 'last' or 'tag:KEY=VALUE') for {self.path}"
+                )
         return self._run(row)
+
+    def tagged(self, ref: str) -> list[Run]:
+        """The runs a 'tag:KEY=VALUE' reference selects, oldest first; an error if none."""
+        try:
+            key, value = parse_tag(ref[len(TAG_REF) :])
+        except ValueError as e:
+            raise StoreError(f"bad run reference {ref!r}: {e}") from None
+        found = [r for r in reversed(self.runs()) if r.tags.get(key) == value]
+        if not found:
+            raise StoreError(f"no run tagged {key}={value} in {self.path}")
+        return found
+
+    def resolve(self, ref: int | str) -> list[Run]:
+        """What a reference names where several runs may go (a report): every
+        run a tag selects, oldest first, or the one run of an id or 'last'."""
+        text = str(ref).strip()
+        return self.tagged(text) if text.startswith(TAG_REF) else [self.run(text)]
 
     def records(self, run_id: int, type: str | None = None) -> list[dict]:
         run_id = self.run(run_id).id

@@ -20,14 +20,15 @@ from rich.text import Text
 from .. import engine, kinds
 from ..errors import MeasurementError, UsageError
 from ..format import plural
-from ..store import Store, default_path
+from ..store import Store, default_path, parse_tag
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
 class Context:
-    def __init__(self, db: str | None, as_json: bool, quiet: bool, verbose: int):
+    def __init__(self, db: str | None, as_json: bool, quiet: bool, verbose: int, tags: dict[str, str] | None = None):
         self.db_path = Path(db) if db else default_path()
+        self.tags = tags or {}  # --tag KEY=VALUE of a measuring command: kept with the run it makes
         self.as_json = as_json
         self.quiet = quiet
         self.verbose = verbose
@@ -50,6 +51,12 @@ class Context:
         """A progress line on stderr; machine and user strings are text, never markup."""
         if not self.quiet:
             self.err.print(msg, highlight=False, markup=False)
+
+    def tagged(self, params: dict) -> dict:
+        """A run's params with this command's --tag's, which `runs --tag` and `tag:K=V` select by."""
+        if self.tags:
+            params["tags"] = dict(self.tags)
+        return params
 
 
 def shared_options(fn):
@@ -97,11 +104,42 @@ def common_options(fn):
                 as_json or root.params.get("as_json", False),
                 quiet or root.params.get("quiet", False),
                 verbose + root.params.get("verbose", 0),
+                here.meta.get(TAGS),
             ),
             **kw,
         )
 
     return wrapper
+
+
+TAGS = "oslens.tags"
+
+
+def _parse_tags(ctx: click.Context, param, values: tuple[str, ...]) -> None:
+    tags: dict[str, str] = {}
+    for text in values:
+        try:
+            key, value = parse_tag(text)
+        except ValueError as e:
+            raise UsageError(f"--tag: {e}") from None
+        if key in tags and tags[key] != value:
+            raise UsageError(f"--tag: {key} given twice ({tags[key]} and {value})")
+        tags[key] = value
+    ctx.meta[TAGS] = tags
+
+
+def measuring_options(fn):
+    """The common options of a command that measures and stores a run, and
+    --tag KEY=VALUE (repeatable): labels kept with the run."""
+    return click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        metavar="KEY=VALUE",
+        expose_value=False,
+        callback=_parse_tags,
+        help="Label the run (repeatable): `runs --tag`, and tag:KEY=VALUE where a run is named, select by it.",
+    )(common_options(fn))
 
 
 def _refuse_empty_options(ctx: click.Context) -> None:
@@ -234,7 +272,15 @@ def measure(ctx: Context, kind: str, plan, headline: str) -> None:
     with ctx.store() as store:
         ctx.say(f"oslens {kind}: {headline}, store {store.path}")
         run_id = execute(
-            store, kind, sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet, checked=True
+            store,
+            kind,
+            sys.argv,
+            ctx.tagged(plan.params),
+            plan.points,
+            plan.total_reps,
+            ctx.err,
+            ctx.quiet,
+            checked=True,
         )
         summary = analyze(store, run_id)
         failure = nothing_measured(store, run_id, summary)

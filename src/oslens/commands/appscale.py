@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import EXIT_FAILED, Context, common_options, environment_option, one_of, print_dry_run, print_run, renamed
+from . import EXIT_FAILED, Context, environment_option, measuring_options, one_of, print_dry_run, print_run, renamed
 
 
 @click.command("appscale", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -56,7 +56,7 @@ from . import EXIT_FAILED, Context, common_options, environment_option, one_of, 
     help="Print the plan (per CPU count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
-@common_options
+@measuring_options
 @environment_option("appscale")
 def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, dry_run: bool, **kw):
     """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
@@ -86,7 +86,7 @@ def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cp
             store,
             "appscale",
             sys.argv,
-            plan.params,
+            ctx.tagged(plan.params),
             runs,
             len(runs),
             ctx.err,

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from . import Context, common_options, environment_option, print_run
+from . import Context, environment_option, measuring_options, print_run
 
 CLUSTER_HELP = "What does OS noise on each node do to a job that spans them all?"
 
@@ -47,7 +47,15 @@ def _measure(ctx: Context, what: str, plan, job, note: str | None, headline: str
     with ctx.store() as store:
         ctx.say(f"oslens cluster {what}: {headline}; {job.describe()}, store {store.path}")
         run_id = execute(
-            store, "cluster", sys.argv, plan.params, plan.points, plan.total_reps, ctx.err, ctx.quiet, checked=True
+            store,
+            "cluster",
+            sys.argv,
+            ctx.tagged(plan.params),
+            plan.points,
+            plan.total_reps,
+            ctx.err,
+            ctx.quiet,
+            checked=True,
         )
         print_run(ctx, store, run_id)
 
@@ -69,7 +77,7 @@ def command():
 @click.option("--no-bpf", "no_bpf", is_flag=True, help="Do not trace the kernel: detours without their causes.")
 @click.option("--step-us", type=float, default=1000.0, show_default=True, help="Tail at scale: one step, in µs.")
 @launch_options
-@common_options
+@measuring_options
 @environment_option("cluster")
 def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     """Detours on every CPU of every rank at once: the noisy nodes, and why."""
@@ -95,7 +103,7 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
 @click.option("--threshold-ns", "threshold_ns", type=int, metavar="NS", help="Shortest gap counted as a detour.")
 @click.option("--no-bpf", "no_bpf", is_flag=True, help="Do not trace the kernel: detours without their causes.")
 @launch_options
-@common_options
+@measuring_options
 @environment_option("cluster")
 def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, threshold_ns, no_bpf):
     """Compute, then a collective, on every rank: the measured slowdown
@@ -128,7 +136,7 @@ def bsp(ctx: Context, launch, ranks, compute_us, iterations, collective, thresho
 @click.option("--reps", type=int, default=3, show_default=True)
 @click.option("--warmup", type=float, default=0.1, show_default=True, metavar="S")
 @launch_options
-@common_options
+@measuring_options
 @environment_option("cluster")
 def latency(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each operation's latency on every rank at once: the percentiles per
@@ -163,7 +171,7 @@ def latency(ctx: Context, launch, ranks, workers, placement, **kw):
 @click.option("--interval", type=float, default=0.1, show_default=True, metavar="S")
 @click.option("--opt", "opts", multiple=True, metavar="KEY=VALUE", help="A probe option, e.g. pages=125000.")
 @launch_options
-@common_options
+@measuring_options
 @environment_option("cluster")
 def scale(ctx: Context, launch, ranks, workers, placement, **kw):
     """Each primitive's scaling with cores on every rank at once: a curve per

@@ -8,7 +8,7 @@ import contextlib
 import click
 
 from ..errors import MeasurementError, UsageError
-from . import Context, common_options, environment_option, measure
+from . import Context, environment_option, measure, measuring_options
 
 DEFAULT_ENVS = "native,container,kvm"
 
@@ -35,7 +35,7 @@ DEFAULT_ENVS = "native,container,kvm"
     help="Rounds; in each, every environment times every operation (7 lets a difference be told at 1%).",
 )
 @click.option("--warmup", type=float, default=0.1, show_default=True, metavar="S", help="Untimed warm-up seconds.")
-@common_options
+@measuring_options
 @environment_option("envs")
 def command(ctx: Context, probes: tuple[str, ...], specs: str, **kw):
     """What does moving a service into a container or a VM cost in kernel time and tail latency?

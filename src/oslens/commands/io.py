@@ -10,7 +10,7 @@ import click
 from ..errors import UsageError
 from ..format import size
 from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
-from . import Context, common_options, environment_option, explain_option, measure
+from . import Context, environment_option, explain_option, measure, measuring_options
 
 
 @click.command("io")
@@ -64,7 +64,7 @@ from . import Context, common_options, environment_option, explain_option, measu
 @explain_option(
     "After each point, the same point again with every worker's time charged to its kernel causes, per I/O."
 )
-@common_options
+@measuring_options
 @environment_option("io")
 def command(ctx: Context, **kw):
     """Does the block layer's IOPS grow with the CPUs issuing I/O, and what does each I/O cost?"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..cpulist import format_cpulist
-from . import Context, common_options, environment_option, measure
+from . import Context, environment_option, measure, measuring_options
 
 
 @click.command("latency")
@@ -34,7 +34,7 @@ from . import Context, common_options, environment_option, measure
     metavar="P[:VARIANT][:CPUS]",
     help="Also measure with this probe running on other CPUs (default: every CPU left free).",
 )
-@common_options
+@measuring_options
 @environment_option("latency")
 def command(ctx: Context, **kw):
     """What does each operation cost, and how variable is it?"""

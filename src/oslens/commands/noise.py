@@ -6,7 +6,7 @@ import click
 
 from ..cpulist import format_cpulist
 from ..format import seconds
-from . import Context, common_options, environment_option, measure, one_of, renamed
+from . import Context, environment_option, measure, measuring_options, one_of, renamed
 
 
 @click.command("noise")
@@ -42,7 +42,7 @@ from . import Context, common_options, environment_option, measure, one_of, rena
     show_default=True,
     help="Tail at scale: the length of one synchronised step, in µs.",
 )
-@common_options
+@measuring_options
 @environment_option("noise")
 def command(ctx: Context, no_bpf: bool, no_attribution: bool, old_threshold: int | None, step_us: float, **kw):
     """How much does the OS interrupt a thread that only computes, and why?"""

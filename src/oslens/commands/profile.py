@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from ..errors import Interrupted, UsageError
-from . import Context, common_options, environment_option, print_run
+from . import Context, environment_option, measuring_options, print_run
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -38,7 +38,7 @@ from . import Context, common_options, environment_option, print_run
     help="Write the report (or the JSON) here instead of stderr (stdout with --json).",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
-@common_options
+@measuring_options
 @environment_option("profile")
 def command(
     ctx: Context,
@@ -69,7 +69,7 @@ def command(
         ctx.say(f"oslens profile: {step.label}, store {store.path}")
         try:
             # the command owns the terminal: no progress bar
-            run_id = execute(store, "profile", sys.argv, params, [step], 1, ctx.err, quiet=True)
+            run_id = execute(store, "profile", sys.argv, ctx.tagged(params), [step], 1, ctx.err, quiet=True)
         except Interrupted as stopped:  # as every interrupted command: 128+N, even if its command had ended
             if stopped.run_kept:
                 print_run(ctx, store, stopped.run_id)

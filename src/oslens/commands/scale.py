@@ -6,7 +6,7 @@ import click
 
 from ..format import plural
 from ..parse import OSMARK_PROBES
-from . import Context, common_options, environment_option, explain_option, measure, print_dry_run
+from . import Context, environment_option, explain_option, measure, measuring_options, print_dry_run
 
 
 @click.command("scale")
@@ -60,7 +60,7 @@ from . import Context, common_options, environment_option, explain_option, measu
     is_flag=True,
     help="Print the plan (per worker count: CPUs, sockets, SMT siblings used) and exit; nothing runs or is stored.",
 )
-@common_options
+@measuring_options
 @environment_option("scale")
 def command(ctx: Context, quick: bool, dry_run: bool, **kw):
     """Does each OS primitive scale with cores? (OSMark-style)"""

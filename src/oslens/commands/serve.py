@@ -7,7 +7,7 @@ import click
 from ..cpulist import format_cpulist
 from ..format import seconds
 from ..plan.serve import DEFAULT_CONNECTIONS, DEFAULT_SERVERS
-from . import Context, common_options, environment_option, measure
+from . import Context, environment_option, measure, measuring_options
 
 
 @click.command("serve")
@@ -28,7 +28,7 @@ from . import Context, common_options, environment_option, measure
 @click.option("--duration", type=float, default=5.0, show_default=True, metavar="S",
               help="Seconds the server is profiled, under load.")  # fmt: skip
 @click.option("--reps", type=int, default=1, show_default=True, help="Repetitions per server (interleaved).")
-@common_options
+@measuring_options
 @environment_option("serve")
 def command(ctx: Context, **kw):
     """Where does real server software spend its time in the kernel, under load?"""

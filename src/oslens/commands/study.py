@@ -8,7 +8,7 @@ import sys
 import click
 
 from .. import engine, kinds
-from . import EXIT_FAILED, Context, common_options, measure, print_run
+from . import EXIT_FAILED, Context, measure, measuring_options, print_run
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
 
@@ -54,7 +54,7 @@ def study(click_ctx):
     metavar="S",
     help="Seconds of each explained repetition (fixed time: the attribution charges a window).",
 )
-@common_options
+@measuring_options
 def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
     """OSMark (parallel scalability of OS primitives): fork (dynamic and
     static), mmap of a shared file, dup, socket and SysV semaphores, one
@@ -87,7 +87,7 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
 @click.option("--duration", type=float, default=0.3, show_default=True, metavar="S",
               help="Seconds of each repetition (plain and explained).")  # fmt: skip
 @click.option("--paper", is_flag=True, help="The paper's care: 10 repetitions of 1 s each.")
-@common_options
+@measuring_options
 def codesign(ctx: Context, reps, duration, paper):
     """The OS/hardware co-design study (Nellans): the cost of each system call
     of its Table 2.4 on this kernel, one pinned worker issuing it, timed in
@@ -133,7 +133,7 @@ def _kernel_syscalls() -> int | None:
               "values of each operation: shorter runs leave it untold).")  # fmt: skip
 @click.option("--compete", metavar="SPEC", help="Also with a competing workload, as `latency --compete` takes it.")
 @click.option("--paper", is_flag=True, help="The paper's care: 10 repetitions of 5 s each.")
-@common_options
+@measuring_options
 def variability(ctx: Context, reps, duration, compete, paper):
     """Variability in operating systems (Kocoloski et al.): every CPU issuing
     the whole catalogue of operations at once, and the share of operations
@@ -156,7 +156,7 @@ def variability(ctx: Context, reps, duration, compete, paper):
 @click.option("--duration", type=float, default=3.0, show_default=True, metavar="S",
               help="Seconds each server is profiled under load.")  # fmt: skip
 @click.option("--paper", is_flag=True, help="Steadier: 5 repetitions, 10 s of load, then 30 s profiled.")
-@common_options
+@measuring_options
 def scaleout(ctx: Context, reps, warmup, duration, paper):
     """The scale-out study (Zheng et al.): real servers from the
     distribution's packages, each driven by its load generator over a
@@ -184,7 +184,7 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
               help="The paper's sizes: a defconfig build, each workload at its full size, 5 repetitions.")  # fmt: skip
 @click.option("--build-target", metavar="DIR/",
               help="Build only this part of the kernel tree (kernel/, lib/): quicker, not the paper's.")  # fmt: skip
-@common_options
+@measuring_options
 def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
     """Scalability of today's kernel for real applications (Luo et al.,
     MOSBENCH and PHOENIX): a real kernel build (make -j of Debian's
@@ -206,6 +206,6 @@ def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
         ctx.say(f"oslens study kernels: {', '.join(plan.params['apps'])} on "
                 f"{','.join(map(str, plan.params['cpus']))} CPUs × {reps}, store {store.path}")  # fmt: skip
         runs = app.runs(points, plan.reps, None)
-        run_id = execute(store, "appscale", sys.argv, plan.params, runs, len(runs), ctx.err, ctx.quiet)
+        run_id = execute(store, "appscale", sys.argv, ctx.tagged(plan.params), runs, len(runs), ctx.err, ctx.quiet)
         summary = print_run(ctx, store, run_id)
     return EXIT_FAILED if summary["failed_points"] else 0
