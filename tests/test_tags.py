@@ -90,3 +90,53 @@ def test_a_bad_tag_is_refused_before_anything_runs(tmp_path, tag, says):
 def test_one_key_twice_with_two_values_is_refused(tmp_path):
     p = oslens(*QUICK, "--tag", "k=1", "--tag", "k=2", db=tmp_path / "t.db")
     assert p.returncode == 2 and "k given twice" in one_line_error(p.stderr)
+
+
+# ------------------------------------------------------- comparing many runs
+
+
+def _appscale_run(store, walls: list[float], tags: dict | None = None) -> int:
+    """A stored appscale run at 1 CPU with these wall times (s), one per repetition."""
+    from test_study_kernels import reps
+
+    params = {"command": ["true"], "cpus": [1], "reps": len(walls), **({"tags": tags} if tags else {})}
+    run_id = store.begin_run("appscale", ["oslens", "appscale"], params, {"kernel": {"release": "test"}})
+    store.add_records(run_id, [{k: v for k, v in r.items() if k != "app"} for r in reps("", {1: walls})])
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+WALLS = [1.00, 1.03, 0.98, 1.05, 0.99, 1.02, 1.01, 0.97]
+
+
+def test_a_a_a_reports_no_change_and_a_shifted_run_is_flagged_alone(tmp_path):
+    from oslens.store import Store
+
+    db = tmp_path / "m.db"
+    with Store(db) as store:
+        a, b, c = (_appscale_run(store, WALLS, {"set": "s"}) for _ in range(3))
+        slow = _appscale_run(store, [w * 1.3 for w in WALLS], {"set": "s"})
+    # three runs of the same values: nothing significant, whatever the adjustment
+    doc = json.loads(oslens("compare", str(a), str(b), str(c), "--json", db=db).stdout)
+    assert [r["run"] for r in doc["runs"]] == [b, c] and doc["baseline"]["run"] == a
+    verdicts = {m["metric"]: {v["verdict"] for v in m["vs"]} for m in doc["metrics"]}
+    assert verdicts["appscale/1 CPUs/wall s"] == {"not significant"}, verdicts
+    # (the system share is 0 in every repetition: identical values, not testable, never a change)
+    assert not {"regression", "improvement", "within threshold"} & set().union(*verdicts.values()), verdicts
+    # a run 30 % slower among them is the one regression, the others stay unflagged; exit 1 for CI
+    p = oslens("compare", "tag:set=s", "--json", "--fail-on-regression", db=db)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    (wall,) = [m for m in doc["metrics"] if m["metric"].endswith("wall s")]
+    by_run = {v["run"]: v["verdict"] for v in wall["vs"]}
+    assert by_run == {b: "not significant", c: "not significant", slow: "regression"}, by_run
+    assert "Benjamini-Hochberg over every metric of every run" in doc["test"]
+    shown = oslens("compare", str(a), str(b), str(c), str(slow), db=db).stdout
+    assert f"run {slow}" in shown and "regression ▲" in shown
+
+
+def test_many_runs_of_different_kinds_or_one_run_are_refused(tagged, tmp_path):
+    p = oslens("compare", "tag:kernel=b", db=tagged)
+    assert p.returncode == 2 and "names one run" in one_line_error(p.stderr)
+    p = oslens("compare", "1", "2", "2", db=tagged)
+    assert p.returncode == 2 and "named twice" in one_line_error(p.stderr)

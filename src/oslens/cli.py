@@ -132,8 +132,7 @@ def _check_writable_in(output: str, where: Path) -> None:
 
 
 @cli.command()
-@click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B")
+@click.argument("run_refs", nargs=-1, required=True, metavar="RUN_A RUN_B [RUN…]")
 @click.option(
     "--threshold-pct",
     "threshold",
@@ -145,15 +144,23 @@ def _check_writable_in(output: str, where: Path) -> None:
     "--fail-on-regression",
     "fail_on_regression",
     is_flag=True,
-    help="Exit 1 if B is significantly worse than A beyond the threshold (for CI).",
+    help="Exit 1 if B (or any run after A) is significantly worse than A beyond the threshold (for CI).",
 )
 @common_options
 def compare(
-    ctx: Context, run_a: str, run_b: str, threshold: str | None, old_threshold: str | None, fail_on_regression: bool
+    ctx: Context, run_refs: tuple[str, ...], threshold: str | None, old_threshold: str | None, fail_on_regression: bool
 ):
-    """Compare two runs of one kind: medians, intervals, change, and whether it is significant."""
+    """Compare runs of one kind: medians, intervals, change, and whether it is
+    significant. Two runs: B against A, in full. More (or one tag:KEY=VALUE
+    selecting several): each against the first, a column per run."""
     with ctx.store(write=False) as store:
-        store.run(run_a), store.run(run_b)  # a bad reference is refused before the slow import below
+        # a bad reference is refused before the slow import below
+        if len(run_refs) == 1:
+            runs = store.resolve(run_refs[0])
+            if len(runs) < 2:
+                raise UsageError(f"{run_refs[0]} names one run: compare takes two runs or more")
+        else:
+            runs = [store.run(ref) for ref in run_refs]
         from . import compare as comparing
 
         one_of(threshold, old_threshold, "--threshold-pct", "--threshold")
@@ -163,7 +170,16 @@ def compare(
             limit = comparing.parse_threshold(old_threshold)
         else:
             limit = comparing.DEFAULT_THRESHOLD
-        result = comparing.compare(store, run_a, run_b, threshold=limit)
+        if len(runs) > 2:
+            many = comparing.compare_many(store, runs, threshold=limit)
+            if ctx.as_json:
+                click.echo(json.dumps(many.to_dict(), indent=1))
+            else:
+                from .report.compare import render_many
+
+                render_many(ctx.out, many)
+            return comparing.exit_status_many(many, fail_on_regression)
+        result = comparing.compare(store, runs[0], runs[1], threshold=limit)
     if ctx.as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:

@@ -663,3 +663,112 @@ def fmt_value(x: float | None, unit: str) -> str:
     if unit in ("ops/s", "/s"):
         return f"{si(x)}/s"
     return si(x)
+
+
+# ------------------------------------------------------------ many runs
+
+
+@dataclass
+class ManyComparison:
+    """Runs B, C, … each against baseline A, metric by metric: every test of
+    every run adjusted together (Benjamini-Hochberg over all of them), so
+    that comparing more runs does not find more changes by chance."""
+
+    baseline: Run
+    others: list[Run]
+    kind: str
+    threshold: float
+    confidence: float
+    # metric name -> the comparison of each other run (None: that run did not measure it)
+    rows: dict[str, list[MetricComparison | None]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        return [m for row in self.rows.values() for m in row if m is not None and m.verdict == REGRESSION]
+
+    def to_dict(self) -> dict:
+        def run_dict(r: Run) -> dict:
+            return {"run": r.id, "status": r.status, "started": r.started, "host": r.host, "tags": r.tags,
+                    "kernel": dig(r.machine, "kernel", "release")}  # fmt: skip
+
+        metrics = []
+        for name, row in self.rows.items():
+            first = next(m for m in row if m is not None)
+            metrics.append(
+                {
+                    "metric": name,
+                    "unit": first.metric.unit,
+                    "direction": first.metric.direction,
+                    "baseline": first.a.to_dict(),
+                    "vs": [
+                        None if m is None else {
+                            "run": r.id, **m.b.to_dict(), "change": m.change, "p": m.p, "q": m.q,
+                            "verdict": m.verdict, "reason": m.reason,
+                        }
+                        for r, m in zip(self.others, row)
+                    ],
+                }
+            )  # fmt: skip
+        return _json_safe(
+            {
+                "kind": self.kind,
+                "baseline": run_dict(self.baseline),
+                "runs": [run_dict(r) for r in self.others],
+                "threshold": self.threshold,
+                "confidence": self.confidence,
+                "test": f"{TEST_NAME}, two-sided; Benjamini-Hochberg over every metric of every run",
+                "metrics": metrics,
+                "counts": {
+                    v: sum(1 for row in self.rows.values() for m in row if m and m.verdict == v) for v in VERDICTS
+                },  # fmt: skip
+                "notes": self.notes,
+            }
+        )
+
+
+def compare_many(
+    store: Store, refs: list, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE
+) -> ManyComparison:
+    """Each run after the first against the first, metric by metric."""
+    if not 0.0 < confidence < 1.0:
+        raise UsageError(f"confidence must be between 0 and 1, not {confidence}")
+    runs = [_as_run(store, r) for r in refs]
+    base, others = runs[0], runs[1:]
+    odd = [r for r in others if r.kind != base.kind]
+    if odd:
+        raise UsageError(
+            f"run {base.id} is a {base.kind} run and run {odd[0].id} a {odd[0].kind} run: "
+            "only runs of the same kind can be compared"
+        )
+    if len({r.id for r in runs}) != len(runs):
+        raise UsageError("a run is named twice")
+    mbase = metrics(store, base)
+    mothers = [metrics(store, r) for r in others]
+    names = [n for n in mbase if any(n in m for m in mothers)]
+    if not names:
+        raise UsageError(f"run {base.id} has no metric in common with any of runs "
+                         f"{', '.join(str(r.id) for r in others)}")  # fmt: skip
+    rows = {n: [_compare_metric(mbase[n], m[n], confidence) if n in m else None for m in mothers] for n in names}
+    testable = [m for row in rows.values() for m in row if m is not None and m.p is not None]
+    for m, q in zip(testable, adjust_fdr([m.p for m in testable])):
+        m.q = q
+        _decide(m, confidence, threshold)
+    notes = [f"run {r.id} is {r.status}: its figures cover only what was measured" for r in runs
+             if r.status != "complete"]  # fmt: skip
+    if not kinds.get(base.kind, base.id).repeated:
+        notes.append(kinds.get(base.kind).once)
+    elif not testable:
+        notes.append(f"no metric could be tested: at least {repetitions_for_test(confidence)} repetitions in "
+                     f"each run are needed for the {TEST_NAME} test to reach {confidence:.0%} confidence")  # fmt: skip
+    missing = [(r.id, n) for n, row in rows.items() for r, m in zip(others, row) if m is None]
+    if missing:
+        notes.append(f"{plural(len(missing), 'figure')} of a metric the baseline measured are missing from a run "
+                     "that did not measure it (shown as –)")  # fmt: skip
+    if any(m.significant for row in rows.values() for m in row if m is not None):
+        notes.append(RUN_LEVEL_NOTE)
+    return ManyComparison(base, others, base.kind, threshold, confidence, rows, notes)
+
+
+def exit_status_many(comparison: ManyComparison, fail_on_regression: bool) -> int:
+    return 1 if fail_on_regression and comparison.regressions else 0

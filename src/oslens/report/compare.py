@@ -22,6 +22,7 @@ from ..compare import (
     REGRESSION,
     WITHIN,
     Comparison,
+    ManyComparison,
     MetricComparison,
     PointFunctions,
     dig,
@@ -264,3 +265,42 @@ def render(console: Console, comparison: Comparison) -> None:
     )
     for n in c.notes:
         console.print(Text(f"note: {n}", style="yellow"))
+
+
+def render_many(console: Console, c: ManyComparison) -> None:
+    """Runs B, C, … against baseline A: a row per metric, a column per run
+    with its change and verdict (adjusted over every test of the table)."""
+
+    def line(r: Run, label: str) -> Text:
+        tags = " ".join(f"{k}={v}" for k, v in r.tags.items())
+        kernel = dig(r.machine, "kernel", "release") or "?"
+        return Text(f"{label}: run {r.id} · {r.started} · {r.host} · Linux {kernel}" + (f" · {tags}" if tags else ""))
+
+    console.print(Text(f"compare {c.kind} runs: each against the baseline", style="bold"))
+    console.print(line(c.baseline, "baseline"))
+    for r in c.others:
+        console.print(line(r, f"run {r.id}"))
+    t = Table(title=f"change against run {c.baseline.id}; {share(c.threshold)} threshold; p adjusted over all "
+              f"{plural(sum(1 for row in c.rows.values() for m in row if m is not None and m.p is not None), 'test')}",
+              title_justify="left")  # fmt: skip
+    t.add_column("metric")
+    t.add_column(f"run {c.baseline.id}", justify="right")
+    for r in c.others:
+        t.add_column(f"run {r.id}", justify="right")
+    for name, row in c.rows.items():
+        first = next(m for m in row if m is not None)
+        cells = [Text(name), Text(_interval(first.a, first.metric.unit))]
+        for m in row:
+            if m is None:
+                cells.append(Text("–"))
+                continue
+            style = _STYLE.get(m.verdict, "")
+            mark = {REGRESSION: " ▲", IMPROVEMENT: " ▼"}.get(m.verdict, "")
+            if m.verdict == NOT_TESTABLE:
+                cells.append(Text(f"{signed_pct(m.change)} (not testable)", style=style))
+            else:
+                cells.append(Text(f"{signed_pct(m.change)} {m.verdict}{mark}", style=style))
+        t.add_row(*cells)
+    console.print(t)
+    for i, n in enumerate(c.notes, 1):
+        console.print(Text(f"  {i}. {n}", style="yellow"))
