@@ -24,6 +24,7 @@ from .commands import EXIT_FAILED, EXIT_USAGE, Context, common_options, one_of, 
 from .commands.doctor import doctor
 from .commands.imports import import_
 from .commands.study import study
+from .commands.tune import tune
 from .commands.workloads import workloads
 from .errors import Interrupted, MeasurementError, UsageError
 from .parse import default_worker_counts
@@ -44,6 +45,7 @@ for _kind in kinds.KINDS.values():
 cli.add_command(workloads)
 cli.add_command(study)
 cli.add_command(doctor)
+cli.add_command(tune)
 cli.add_command(import_)
 
 

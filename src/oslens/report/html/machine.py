@@ -86,6 +86,11 @@ def warnings(m: dict) -> list[str]:
         out.append(f"the machine was {busy:.0%} busy just before the run: others competed for the CPUs")
     if cpu.get("flags", {}).get("hypervisor"):
         out.append("a virtual machine: steal time and a virtual clock may distort short measurements")
+    tuning = m.get("tuning") or {}
+    loose = [name for name, t in tuning.items() if isinstance(t, dict) and t.get("tuned") is False]
+    if loose:
+        out.append(f"not tuned for measuring: {', '.join(loose)} (oslens tune show says what each does; "
+                   "oslens tune apply sets them)")  # fmt: skip
     return out
 
 
