@@ -31,16 +31,23 @@ import subprocess
 from oslens import engine
 from oslens.analysis.explain import explain_point
 from oslens.analysis.stats import median_ci
+from oslens.kallsyms import Kallsyms, resolve_charges
 from oslens.records import explained_points
 
 FLAGS = {"full": ["--explain"], "light": ["--explain-light"]}
+SYMBOLS = Kallsyms()
 
 
 def run(probe: str, mode: str, workers: int, seconds: float, explain: str | None) -> list[dict]:
     args = [str(engine.engine_path()), "run", "--probe", probe, "--mode", mode, "--workers", str(workers)]
     args += ["--duration", str(seconds), "--warmup", "0.2"] + (FLAGS[explain] if explain else [])
     p = subprocess.run(args, capture_output=True, text=True, check=True)
-    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    records = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    # named as a stored run's are: light mode tells a spinning lock waiter by its stack's functions
+    for r in records:
+        if r["type"] == "explain" and r.get("available"):
+            resolve_charges(r, SYMBOLS)
+    return records
 
 
 def ops_per_s(records: list[dict]) -> float:

@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from oslens import engine
+from oslens.analysis.kstacks import spinning_in
 from oslens.kallsyms import Kallsyms, resolve_charges
 
 FLAGS = {"full": "--explain", "light": "--explain-light"}
@@ -154,6 +155,12 @@ def ours_lock_callers(explain: dict, tids: set[int], syms: Kallsyms) -> Counter:
             frames = [f.split("+")[0] for f in c.get("callers") or []]
             caller = next((f for f in frames if not LOCKING.match(f)), frames[0] if frames else "?")
             waits[caller] += c["ns"]
+    # light mode: a spinning waiter is sampled, not timed — its samples in the slow path, by caller
+    period = explain.get("sample_period_ns") or 0
+    for s in explain.get("samples", []) if explain.get("mode") == "light" else []:
+        spun = spinning_in(tuple(s.get("frames") or ()))
+        if s["tid"] in tids and not s.get("off_cpu") and spun is not None:
+            waits[spun[0] if spun else "?"] += s["count"] * period
     return waits
 
 

@@ -50,13 +50,38 @@ SYSCALL_ENTRY = "entry_SYSCALL_64"
 SAMPLED_FAULTS = ("fault:sampled", "page faults (minor and major together)", "fault")
 
 
+# The slow paths a waiter spins in for a spinlock or rwlock (light mode
+# samples them: explain.bpf.c times only waits that sleep), and the locking
+# code between them and the code that wanted the lock.
+SPIN_SLOWPATHS = ("native_queued_spin_lock_slowpath", "__pv_queued_spin_lock_slowpath",
+                  "queued_spin_lock_slowpath", "queued_read_lock_slowpath", "queued_write_lock_slowpath")  # fmt: skip
+LOCKING = ("_raw_spin_lock", "_raw_read_lock", "_raw_write_lock", "do_raw_spin_lock", "queued_", "native_queued",
+           "__pv_queued", "pv_")  # fmt: skip
+SPIN_KIND = "spin, sampled"
+
+
+def spinning_in(frames: tuple[str, ...]) -> list[str] | None:
+    """The callers of the lock a sample spins for (innermost first), when
+    its stack is in a spin slow path; None otherwise."""
+    # near the leaf: above the slow path only what runs inside the wait (an interrupt's entry, a tracer)
+    at = next((i for i, f in enumerate(frames[:8]) if f.split(".")[0] in SPIN_SLOWPATHS), None)
+    if at is None:
+        return None
+    return [f for f in frames[at + 1 :] if not f.startswith(LOCKING)][:3]
+
+
 def on_cpu_cause(s: dict) -> tuple[str, str, str]:
     """(key, label, group) of a sample on a CPU with nothing timed exactly,
     keyed as explain's full mode charges are where they are the same thing
-    ("syscall:dup")."""
+    ("syscall:dup"); one spinning for a lock is that lock's wait, named by
+    the code that wanted it."""
     frames = s.get("frames") or ()
     if s["kind"] == "user" or not (frames or s.get("stack")):
         return "user", "user space", "user"
+    callers = spinning_in(tuple(frames))
+    if callers is not None:
+        where = f"a lock taken in {callers[0]}" if callers else "a lock"
+        return f"lock:{callers[0] if callers else '?'}:{SPIN_KIND}", f"{where} ({SPIN_KIND})", "lock"
     if FAULT_ENTRY in frames:  # a fault nested in a system call is the fault's, as full mode charges it
         return SAMPLED_FAULTS
     if any(f.startswith(SYSCALL_ENTRY) for f in frames) and s.get("name"):
