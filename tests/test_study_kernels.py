@@ -17,6 +17,7 @@ import pytest
 from oslens.analysis.appscale import per_app, summarize_run
 from oslens.analysis.kernels import beside
 from oslens.studies import findings
+from test_report import browser, load  # noqa: F401 (browser: the fixture, shared; it skips without Chromium)
 
 from conftest import NCPU, one_line_error, oslens
 
@@ -222,35 +223,21 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
     assert not list(Path(tempfile.gettempdir()).glob("oslens.kbuild.*"))
 
 
-def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(study_run, tmp_path):
-    from test_report import CHROMEDRIVER, CHROMIUM, load
-
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
+def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(
+    study_run, browser, tmp_path  # noqa: F811
+):
     db, doc = study_run
     page = tmp_path / "k.html"
     p = oslens("report", str(doc["run"]), "-o", str(page), db=db)
     assert p.returncode == 0, p.stderr
     html = page.read_text()
     assert html.index("the paper and Linux") < html.index("Application scaling")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    try:
-        shown = load(driver, page)
-        assert shown["error"] is None and shown["console"] == [], shown["console"]
-        assert shown["plots"] > 0 and shown["drawn"] == shown["plots"]
-        # the speedup chart's legend names each application of the run
-        legend = driver.execute_script(
-            "return Array.from(document.querySelectorAll('g.role-legend-label text')).map(t => t.textContent)"
-        )
-        for app in ("psearchy-threads", "psearchy-processes", "strmatch", "kmeans"):
-            assert any(app in label for label in legend), legend
-    finally:
-        driver.quit()
+    shown = load(browser, page)
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["plots"] > 0 and shown["drawn"] == shown["plots"]
+    # the speedup chart's legend names each application of the run
+    legend = browser.execute_script(
+        "return Array.from(document.querySelectorAll('g.role-legend-label text')).map(t => t.textContent)"
+    )
+    for app in ("psearchy-threads", "psearchy-processes", "strmatch", "kmeans"):
+        assert any(app in label for label in legend), legend
