@@ -224,7 +224,9 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
 
 
 def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(
-    study_run, browser, tmp_path  # noqa: F811
+    study_run,
+    browser,
+    tmp_path,  # noqa: F811
 ):
     db, doc = study_run
     page = tmp_path / "k.html"
