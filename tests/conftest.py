@@ -203,6 +203,17 @@ class Snapshot:
     tmp: set[str]
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, one per module that loads reports; the test
+    is skipped where Chromium is not installed."""
+    import chromium
+
+    driver = chromium.start()
+    yield driver
+    driver.quit()
+
+
 @pytest.fixture
 def no_leaks():
     """Fails the test if it leaves an engine process, a SysV semaphore set

@@ -17,10 +17,9 @@ import time
 
 import pytest
 
-import test_report
+from chromium import load, needs_browser
 from every_kind import RECIPES
 from oslens import kinds, leftovers
-from test_report import load, needs_browser
 
 from conftest import one_line_error, oslens
 
@@ -34,7 +33,6 @@ def container_runtime() -> str | None:
 
 RUNTIME = container_runtime()
 needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="no container runtime runs here (podman or docker)")
-browser = test_report.browser  # the fixture: headless Chromium
 
 
 def show(db, run: str = "last") -> dict:

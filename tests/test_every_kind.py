@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 
 import oslens
+from chromium import load
 from every_kind import RECIPES, strict_json
 from oslens import kinds
-from test_report import EXPECTED_FIGURES, browser, load  # noqa: F401 (browser: the fixture, shared)
+from test_report import EXPECTED_FIGURES
 
 from conftest import SESSION_TMP
 from conftest import oslens as cli
@@ -87,7 +88,7 @@ def test_the_main_frame_and_its_exports_are_never_empty(every, kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, browser, tmp_path):  # noqa: F811
+def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, browser, tmp_path):
     page = tmp_path / "r.html"
     p = cli("report", str(every.id(kind)), "-o", str(page), db=every.db)
     assert p.returncode == 0, p.stderr

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from chromium import load
 from oslens import leftovers
 from oslens.blockdev import devices
 from oslens.blockdev.target import Target, hole_bytes
-from test_report import browser, load  # noqa: F401 (browser: the fixture, shared)
 
 from conftest import engine_bin, one_line_error, oslens, run_engine
 
@@ -658,7 +658,7 @@ def test_a_point_with_no_timed_io_has_no_figure_and_no_nan(io_run, tmp_path):
         assert nothing_measured(store, rid, summarize(run.params, recs, run.machine)) is None
 
 
-def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, request, tmp_path):
+def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, browser, tmp_path):
     """A percentile of 0 ns (below the clock's resolution) on the log scale
     left the latency chart blank ('Log scale domain includes zero'): it is
     said, not drawn; irq the kernel does not account has no bar."""
@@ -683,7 +683,7 @@ def test_io_charts_draw_in_chromium_with_a_zero_latency_and_no_irq_bar(io_run, r
     assert ("irq" in bars) == (kernel.irq_time_unavailable(run.machine["kernel"]["config"]) is None)
     page = tmp_path / "io.html"
     page.write_text(Page("io", sections=[section]).to_html())
-    shown = load(request.getfixturevalue("browser"), str(page))
+    shown = load(browser, str(page))
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"] == len(figures)
 

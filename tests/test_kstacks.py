@@ -184,15 +184,8 @@ def test_folded_export_round_trips_to_the_stacks_frame(knee_run, tmp_path):
         assert sum(by_leaf.values()) == at["samples"].sum() > 0
 
 
-def test_the_knees_flame_graph_loads_in_chromium(knee_run, tmp_path):
-    from test_report import CHROMEDRIVER, CHROMIUM
-
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    from test_report import load
+def test_the_knees_flame_graph_loads_in_chromium(knee_run, browser, tmp_path):
+    from chromium import load, warnings
 
     from conftest import oslens
 
@@ -200,33 +193,24 @@ def test_the_knees_flame_graph_loads_in_chromium(knee_run, tmp_path):
     page = tmp_path / "r.html"
     p = oslens("report", str(doc["run"]), "-o", str(page), db=db)
     assert p.returncode == 0, p.stderr
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    try:
-        shown = load(browser, page)
-        ids = browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)")
-        # each point's flame graph is drawn when its reader opens it, not before
-        on_demand = browser.execute_script(
-            "const ds = Array.from(document.querySelectorAll('details[data-plot]'));"
-            "const before = ds.filter(d => d.querySelector('svg.marks')).length;"
-            "ds.forEach(d => { d.open = true; }); return [ds.length, before];"
-        )
-        from selenium.webdriver.support.ui import WebDriverWait
+    shown = load(browser, page)
+    ids = browser.execute_script("return Array.from(document.querySelectorAll('div.plot')).map(e => e.id)")
+    # each point's flame graph is drawn when its reader opens it, not before
+    on_demand = browser.execute_script(
+        "const ds = Array.from(document.querySelectorAll('details[data-plot]'));"
+        "const before = ds.filter(d => d.querySelector('svg.marks')).length;"
+        "ds.forEach(d => { d.open = true; }); return [ds.length, before];"
+    )
+    from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(browser, 60).until(lambda d: d.execute_script(
-            "return Array.from(document.querySelectorAll('details[data-plot]')).every(x => x.dataset.drawn === 'yes'"
-            " || x.dataset.drawn === 'error')"))  # fmt: skip
-        opened = browser.execute_script(
-            "return Array.from(document.querySelectorAll('details[data-plot]'))"
-            ".map(d => [d.dataset.drawn, !!d.querySelector('svg.marks')])"
-        )
-        console = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-    finally:
-        browser.quit()
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(
+        "return Array.from(document.querySelectorAll('details[data-plot]')).every(x => x.dataset.drawn === 'yes'"
+        " || x.dataset.drawn === 'error')"))  # fmt: skip
+    opened = browser.execute_script(
+        "return Array.from(document.querySelectorAll('details[data-plot]'))"
+        ".map(d => [d.dataset.drawn, !!d.querySelector('svg.marks')])"
+    )
+    console = warnings(browser)
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["drawn"] == shown["plots"]
     assert any(i.startswith("scale-knee-flames-") for i in ids), ids

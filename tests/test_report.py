@@ -14,14 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from chromium import load, needs_browser
+
 from conftest import NCPU, one_line_error, oslens
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-needs_browser = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="chromium and chromium-driver are not installed (scripts/install-deps.sh test installs them)",
-)
 HOSTILE = "<img src=x onerror=alert(1)>"
 # The figures a kind's report must hold (by plot id), beyond loading.
 EXPECTED_FIGURES = {"scale": {"scale-per-worker"}, "appscale": {"appscale-speedup", "appscale-cpu-time"}}
@@ -64,44 +60,6 @@ def report(store: dict, *refs, fmt: str = "html", out: Path) -> list[str]:
     p = oslens("report", "--json", "--format", fmt, "-o", str(out), *map(str, refs), db=store["db"])
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)["files"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("no browser")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,2000", "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield driver
-    driver.quit()
-
-
-def load(browser, path: str, timeout: float = 60) -> dict:
-    """Opens the page offline and waits until every plot is embedded;
-    returns the console messages and what the page shows."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get(Path(path).resolve().as_uri())
-    WebDriverWait(browser, timeout).until(
-        lambda d: d.execute_script("return document.body.dataset.plotsReady || document.body.dataset.plotsError")
-    )
-    return {
-        "error": browser.execute_script("return document.body.dataset.plotsError || null"),
-        "console": [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")],
-        "plots": browser.execute_script("return document.querySelectorAll('div.plot').length"),
-        "drawn": browser.execute_script("return document.querySelectorAll('div.plot svg.marks').length"),
-        "titles": browser.execute_script(
-            "return Array.from(document.querySelectorAll('div.plot')).map(e => e.dataset.title)"
-        ),
-        "injected": browser.execute_script("return document.querySelectorAll('img').length"),
-    }
 
 
 @needs_browser

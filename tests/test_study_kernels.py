@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from chromium import load
 from oslens.analysis.appscale import per_app, summarize_run
 from oslens.analysis.kernels import beside
 from oslens.studies import findings
-from test_report import browser, load  # noqa: F401 (browser: the fixture, shared; it skips without Chromium)
 
 from conftest import NCPU, one_line_error, oslens
 
@@ -223,11 +223,7 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
     assert not list(Path(tempfile.gettempdir()).glob("oslens.kbuild.*"))
 
 
-def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(
-    study_run,
-    browser,
-    tmp_path,  # noqa: F811
-):
+def test_the_studys_report_has_the_paper_first_and_a_line_per_application_in_chromium(study_run, browser, tmp_path):
     db, doc = study_run
     page = tmp_path / "k.html"
     p = oslens("report", str(doc["run"]), "-o", str(page), db=db)
