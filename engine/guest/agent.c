@@ -3,7 +3,7 @@
  * (/proc, /sys, tracefs, debugfs, bpffs), loads the modules the host listed
  * for the guest's network card, brings the network up at QEMU's user-mode
  * address, and serves: each connection that opens with the guest's key is
- * one command (an engine invocation, @facts or @tally), run with its output
+ * one command (an engine invocation, @facts, @tally or @kallsyms), run with its output
  * framed back (wire.h); any other is refused with nothing run. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -192,6 +192,25 @@ static void report_tally(void)
 	json_emit(j);
 }
 
+/* @kallsyms: the guest kernel's symbols, so that the host names the kernel
+ * addresses the engine sampled here by this kernel's text (its own build
+ * and KASLR offset), never by the host's. */
+static int copy_kallsyms(void)
+{
+	int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say("reading %s", "/proc/kallsyms", errno);
+		return 1;
+	}
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		if (write(1, buf, (size_t)n) != n)
+			return 1;
+	close(fd);
+	return n < 0;
+}
+
 static void pump(int *from, int to, char type)
 {
 	char buf[65536];
@@ -239,6 +258,8 @@ static int session(int conn)
 			facts();
 			_exit(0);
 		}
+		if (!strcmp(argv[0], "@kallsyms"))
+			_exit(copy_kallsyms());
 		if (!strcmp(argv[0], "@tally")) {
 			report_tally();
 			_exit(0);

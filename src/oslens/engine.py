@@ -111,6 +111,17 @@ def inside(env) -> Iterator[None]:
             f.cache_clear()
 
 
+def kernel_symbols():
+    """The symbols of the kernel the engine runs on now: the guest's inside
+    a guest, else the host's. Kernel addresses in its records are named by
+    these, never by another kernel's (another build, another KASLR offset).
+    Read afresh at each call: a module loaded since adds its symbols."""
+    from .kallsyms import Kallsyms
+
+    text = _inside.kallsyms() if _inside is not None else None
+    return Kallsyms() if text is None else Kallsyms(text=text)
+
+
 def environment() -> dict | None:
     """Where the engine runs now (run metadata), None on the host."""
     return _inside.describe() if _inside is not None else None

@@ -80,13 +80,16 @@ class Symbol:
 
 
 class Kallsyms:
-    def __init__(self, path: str | Path = "/proc/kallsyms"):
+    def __init__(self, path: str | Path = "/proc/kallsyms", text: str | None = None):
+        """The symbols of a kallsyms file, or of its text as read elsewhere
+        (a guest's kernel, see engine.kernel_symbols)."""
         self.addrs: list[int] = []
         self.names: list[tuple[str, str, str | None]] = []  # name, type letter, module
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            text = ""
+        if text is None:
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                text = ""
         rows = []
         for line in text.splitlines():
             parts = line.split()

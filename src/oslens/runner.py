@@ -153,10 +153,10 @@ def _named(rec: dict, syms: list) -> dict:
     """An `explain` record with its lock callers named now: kernel addresses
     mean nothing on another boot (KASLR), so names are what is stored."""
     if rec["type"] == "explain" and rec.get("available"):
-        from .kallsyms import Kallsyms, resolve_charges
+        from .kallsyms import resolve_charges
 
         if not syms:
-            syms.append(Kallsyms())
+            syms.append(engine.kernel_symbols())
         resolve_charges(rec, syms[0])
     return rec
 

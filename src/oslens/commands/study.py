@@ -120,9 +120,7 @@ def _kernel_syscalls() -> int | None:
     """The system calls this kernel implements, as its distinct __x64_sys_*
     entry points in kallsyms (an approximation of its table: a few calls
     share an entry point); None where kallsyms hides them."""
-    from ..kallsyms import Kallsyms
-
-    names = {name for name, _, _ in Kallsyms().names if name.startswith("__x64_sys_")}
+    names = {name for name, _, _ in engine.kernel_symbols().names if name.startswith("__x64_sys_")}
     return len(names) or None
 
 

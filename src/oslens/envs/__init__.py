@@ -73,6 +73,11 @@ class Environment(Protocol):
         """Where the run ran and how the environment was made (run metadata)."""
         ...
 
+    def kallsyms(self) -> str | None:
+        """/proc/kallsyms of the kernel the engine runs on inside, where that
+        is not the host's (a guest's); None where it is (a container)."""
+        ...
+
 
 def last_line(text: str) -> str:
     """A tool's last non-empty line of output: its reason, when it fails."""

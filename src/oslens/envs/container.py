@@ -193,6 +193,9 @@ class Container:
     def engine_argv(self) -> list[str]:
         return [self.runtime, "exec", "-i", self.container, INSIDE]
 
+    def kallsyms(self) -> None:
+        return None  # a container runs on the host's kernel
+
     def describe(self) -> dict:
         return {
             "name": "container",

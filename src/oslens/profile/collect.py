@@ -20,7 +20,7 @@ from typing import Iterator
 from .. import engine, stopsignals
 from ..errors import Interrupted, MeasurementError, UsageError
 from ..invocation import Invocation
-from ..kallsyms import Kallsyms, resolve_locks, resolve_samples
+from ..kallsyms import resolve_locks, resolve_samples
 
 
 @dataclass
@@ -144,7 +144,7 @@ def run(
         raise UsageError(errors[0] if errors else "the engine refused the profile's arguments")
     if prof.engine_status != 0 or not prof.first("end"):
         raise MeasurementError("; ".join(errors) or f"the engine exited with status {prof.engine_status}")
-    syms = Kallsyms()
+    syms = engine.kernel_symbols()
     locks = prof.first("locks")
     if locks and locks.get("rows"):
         resolve_locks(locks, syms)
