@@ -26,6 +26,7 @@ static void on_stop(int sig)
 struct inject_config {
 	int cpu;
 	long period_us, busy_us;
+	int prio; /* SCHED_FIFO priority */
 	double duration_s;
 	int dry_run;
 };
@@ -33,11 +34,14 @@ struct inject_config {
 /* argv (argv[1] = "inject") into cfg, or one line on stderr and exit 2. */
 static void inject_parse_args(int argc, char **argv, struct inject_config *cfg)
 {
-	static const struct option longopts[] = {
-		{"cpu", required_argument, 0, 'c'},	{"period-us", required_argument, 0, 'p'},
-		{"busy-us", required_argument, 0, 'b'}, {"duration", required_argument, 0, 'd'},
-		{"dry-run", no_argument, 0, 'D'},	{0, 0, 0, 0}};
-	*cfg = (struct inject_config){.cpu = -1, .period_us = 10000, .busy_us = 100, .duration_s = 1};
+	static const struct option longopts[] = {{"cpu", required_argument, 0, 'c'},
+						 {"period-us", required_argument, 0, 'p'},
+						 {"busy-us", required_argument, 0, 'b'},
+						 {"duration", required_argument, 0, 'd'},
+						 {"prio", required_argument, 0, 'P'},
+						 {"dry-run", no_argument, 0, 'D'},
+						 {0, 0, 0, 0}};
+	*cfg = (struct inject_config){.cpu = -1, .period_us = 10000, .busy_us = 100, .duration_s = 1, .prio = 1};
 	optind = 2;
 	opterr = 0;
 	int c;
@@ -47,6 +51,7 @@ static void inject_parse_args(int argc, char **argv, struct inject_config *cfg)
 		case 'p': cfg->period_us = parse_long("--period-us", optarg, 2, 1000000000L); break;
 		case 'b': cfg->busy_us = parse_long("--busy-us", optarg, 1, 1000000000L); break;
 		case 'd': cfg->duration_s = parse_seconds("--duration", optarg, 0); break;
+		case 'P': cfg->prio = (int)parse_long("--prio", optarg, 1, 99); break;
 		case 'D': cfg->dry_run = 1; break;
 		default: die_usage("inject: unknown option or missing value: '%s'", argv[optind - 1]);
 		}
@@ -67,6 +72,7 @@ int cmd_inject(int argc, char **argv)
 		json_int(j, "cpu", cfg.cpu);
 		json_int(j, "period_us", cfg.period_us);
 		json_int(j, "busy_us", cfg.busy_us);
+		json_int(j, "prio", cfg.prio);
 		json_num(j, "duration_s", cfg.duration_s);
 		json_emit(j);
 		return 0;
@@ -79,7 +85,7 @@ int cmd_inject(int argc, char **argv)
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof set, &set) != 0)
 		die_usage("inject: cannot run on CPU %d: %s", cpu, strerror(errno));
-	struct sched_param sp = {.sched_priority = 1};
+	struct sched_param sp = {.sched_priority = cfg.prio};
 	if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
 		die_usage("inject: SCHED_FIFO needs root or CAP_SYS_NICE: %s", strerror(errno));
 	prctl(PR_SET_NAME, "oslens-inject");

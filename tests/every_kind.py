@@ -56,6 +56,7 @@ RECIPES: dict[str, Recipe] = {
     "latency": Recipe(lambda: ["latency", "--probe", "getppid,fault:anon", "--duration", "0.05", "--reps", "2",
                                "--warmup", "0.02"]),
     "noise": Recipe(lambda: ["noise", "--duration", "0.3", "--warmup", "0.05"]),
+    "timerlat": Recipe(lambda: ["timerlat", "--duration", "0.3", "--warmup", "0.05", "--period-us", "500"]),
     "profile": Recipe(lambda: ["profile", "--", "sh", "-c", "for i in 1 2 3; do ls /proc > /dev/null; done", HOSTILE]),
     "appscale": Recipe(lambda: ["appscale", "--workload", "kmeans", "--size", "50000", "--cpu-counts", f"1,{NCPU}",
                                 "--reps", "1"]),

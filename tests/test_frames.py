@@ -37,7 +37,7 @@ RUNS = {
 # frame-equals-show tests read value by value.
 KINDS = sorted(kinds.KINDS)
 MAIN = {"scale": "workers", "latency": "hists", "noise": "detours", "profile": "threads", "appscale": "reps",
-        "io": "points", "envs": "rounds", "cluster": "ranks", "serve": "reps"}  # fmt: skip
+        "io": "points", "envs": "rounds", "cluster": "ranks", "serve": "reps", "timerlat": "wakeups"}  # fmt: skip
 CPUS = {c["cpu"] for c in engine.topology()["cpus"]}
 
 # Snapshots: the main frame's columns and dtypes, per kind. A change here is
@@ -90,6 +90,15 @@ SNAPSHOT = {
         "t_ns": "int64",
         "duration_ns": "int64",
         "cause": "str",
+    },
+    "timerlat": {
+        "run_id": "int64",
+        "phase": "str",
+        "cpu": "int64",
+        "rep": "int64",
+        "expiry_ns": "int64",
+        "thread_ns": "int64",
+        "irq_ns": "Int64",
     },
     "profile": {
         "run_id": "int64",

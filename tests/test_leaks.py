@@ -71,6 +71,7 @@ CASES = {
     "pingpong": _engine_run("--probe", "pingpong:pipe"),
     "latency": ["latency", "--probe", "semop", "--duration", "60", "--reps", "1"],
     "noise": ["noise", "--cpus", "0", "--duration", "60"],
+    "timerlat": ["timerlat", "--cpus", str(max(os.sched_getaffinity(0))), "--duration", "60"],
     "profile": ["profile", "--", "sleep", "60"],
     "appscale": ["appscale", "--cpu-counts", "1", "--reps", "1", "--", "sleep", "60"],
 }

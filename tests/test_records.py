@@ -107,6 +107,14 @@ def test_detour_output_matches_the_readme():
     assert r.of("detours") and r.of("trace")
 
 
+def test_timerlat_output_matches_the_readme():
+    cpu = engine.topology()["cpus"][-1]["cpu"]
+    r = run_engine("run", "--probe", "timerlat", "--cpus", str(cpu), "--duration", "0.1", "--warmup", "0", "--trace")
+    assert r.rc == 0, r.stderr
+    check_output("run", r.records)
+    assert r.of("timerlat") and r.of("trace")
+
+
 def test_profile_and_app_output_match_the_readme(tmp_path):
     import json
     import os

@@ -179,6 +179,15 @@ KINDS: dict[str, Kind] = {
             lambda p: f"CPUs {format_cpulist(p.get('cpus', []))}, {p.get('duration_s', '?')} s",
             in_envs=True,
         ),
+        _kind(
+            "timerlat",
+            "How late does a real-time thread wake from a periodic timer, and why?",
+            lambda p: (
+                f"CPUs {format_cpulist(p.get('cpus', []))}, every {p.get('period_us', '?')} µs, "
+                f"{p.get('duration_s', '?')} s"
+            ),
+            in_envs=True,
+        ),
         Kind(
             name="profile",
             description="Where does a workload's time go in the kernel?",

@@ -49,6 +49,17 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
             "overflow",
             "detours",
         ),
+        "timerlat": (
+            "period_ns",
+            "policy",
+            "prio",
+            "wakeups",
+            "missed",
+            "max_ns",
+            "overflow",
+            "thread",
+            "wakes",
+        ),
         "uring": ("rep", "worker", "setup", "wait", "ios", "enters", "waits"),
         "events": ("events",),
         "trace": ("available",),
@@ -161,6 +172,11 @@ def first(records: Iterable[dict], type_: str) -> dict | None:
 def detour_records(records: Iterable[dict]) -> list[dict]:
     """The detour probe's `detours` records, in order."""
     return list(of_type(records, "detours"))
+
+
+def timerlat_records(records: Iterable[dict]) -> list[dict]:
+    """The timerlat probe's `timerlat` records (a CPU's repetition each), in order."""
+    return list(of_type(records, "timerlat"))
 
 
 def traces(records: Iterable[dict]) -> list[dict]:

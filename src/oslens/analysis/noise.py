@@ -19,6 +19,7 @@ from ..records import by_context, cpustats, detour_records, kernel_events, maste
 from .metrics import LOWER, Metrics
 
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
+IDLE = "idle (the CPU slept)"
 KIND_IRQ, KIND_SOFTIRQ, KIND_NMI, KIND_VECTOR, KIND_TASK, KIND_FAULT = 1, 2, 3, 4, 5, 6
 F_KTHREAD = 1
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -51,6 +52,8 @@ def cause_of(kind: int, ident: int, flags: int, name: str) -> str:
     if kind == KIND_VECTOR:
         return VECTOR_NAMES.get(name, f"{name} interrupt")
     if kind == KIND_TASK:
+        if ident == 0:  # each CPU's idle task (swapper/N): nothing ran, the CPU slept
+            return IDLE
         return f"{name} ({'kernel thread' if flags & F_KTHREAD else 'task'})"
     if kind == KIND_FAULT:
         return "page fault"
@@ -123,7 +126,7 @@ class NoiseSummary:
         }
 
 
-def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
+def attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
     """ns of [start, end) per innermost cause; events are (s, e, cause)."""
     inside = [(max(s, start), min(e, end), s, c) for s, e, c in events if s < end and e > start]
     if not inside:
@@ -137,19 +140,49 @@ def _attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
     return dict(out)
 
 
+def attribution_of(records: list[dict]) -> str:
+    """ "bpf" where `run --trace` recorded the kernel's events, else why not."""
+    traced = traces(records)
+    trace = traced[0] if traced else None
+    if trace and trace.get("available"):
+        return "bpf"
+    return trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)"
+
+
+class EventIndex:
+    """The kernel events of a run by CPU, to ask what ran in a window."""
+
+    def __init__(self, records: list[dict]):
+        by_cpu: dict[int, list[tuple]] = defaultdict(list)
+        for cpu, s, e, kind, ident, flags, name in kernel_events(records):
+            by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name), kind, ident, name))
+        self._events = {cpu: sorted(evs) for cpu, evs in by_cpu.items()}
+        self._starts = {cpu: np.array([e[0] for e in evs], dtype=np.int64) for cpu, evs in self._events.items()}
+        self._longest = {cpu: max((e[1] - e[0] for e in evs), default=0) for cpu, evs in self._events.items()}
+
+    def overlapping(self, cpu: int, start: int, end: int) -> list[tuple]:
+        """(start, end, cause, kind, id, name) of the events on `cpu` that
+        overlap [start, end): only those starting in [start - the longest
+        event, end) can."""
+        evs = self._events.get(cpu)
+        if not evs:
+            return []
+        starts = self._starts[cpu]
+        lo = int(np.searchsorted(starts, start - self._longest[cpu], side="left"))
+        hi = int(np.searchsorted(starts, end, side="left"))
+        return [e for e in evs[lo:hi] if e[1] > start]
+
+    def causes(self, cpu: int, start: int, end: int) -> dict[str, float]:
+        """ns of [start, end) on `cpu` per innermost cause."""
+        return attribute(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
+
+
 def summarize(records: list[dict]) -> NoiseSummary:
     detour_recs = detour_records(records)
     traced = traces(records)
-    trace = traced[0] if traced else None
-    attribution = (
-        "bpf"
-        if trace and trace.get("available")
-        else (trace.get("reason", "attribution unavailable") if trace else "attribution not requested (--no-bpf)")
-    )
+    attribution = attribution_of(records)
     lost = sum(t.get("lost", 0) for t in traced)
-    events_by_cpu: dict[int, list[tuple]] = defaultdict(list)
-    for cpu, s, e, kind, ident, flags, name in kernel_events(records):
-        events_by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name)))
+    index = EventIndex(records)
     # Steal over the window the engine read /proc/stat over: the measured
     # one (after warm-up). Engines before it read it over the whole rep,
     # warm-up included: a figure not comparable with the detours, not shown.
@@ -193,17 +226,10 @@ def summarize(records: list[dict]) -> NoiseSummary:
                 steal_resolution_ns=steal_res.get(cpu),
             )
         )
-        evs = sorted(events_by_cpu.get(cpu, []))
-        starts = np.array([e[0] for e in evs], dtype=np.int64)
-        longest = max((e[1] - e[0] for e in evs), default=0)
         for r in recs:
             for end, dur in r["detours"]:
                 start = end - dur
-                # Only events starting in [start - longest event, end) can overlap.
-                lo = int(np.searchsorted(starts, start - longest, side="left"))
-                hi = int(np.searchsorted(starts, end, side="left"))
-                nearby = [e for e in evs[lo:hi] if e[1] > start]
-                causes = _attribute(start, end, nearby) if attribution == "bpf" else {}
+                causes = index.causes(cpu, start, end) if attribution == "bpf" else {}
                 detours.append(Detour(cpu, start, dur, causes))
     for c in cpus:
         c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])

@@ -1,0 +1,168 @@
+/* The timerlat probe (cyclictest's method; the thread half of rtla
+ * timerlat): a thread per CPU, at a real-time priority, sleeps on a periodic
+ * absolute timer (clock_nanosleep, CLOCK_MONOTONIC, TIMER_ABSTIME) and reads
+ * the clock as soon as it runs again. Each wake-up's thread latency is that
+ * read minus the expiry it asked for. Each wake-up is kept as (expiry, woke)
+ * on CLOCK_MONOTONIC, the clock BPF events use, so that the timer interrupt
+ * that woke it (its IRQ latency) and whatever held the thread back can be
+ * matched to it from `run --trace`'s events. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../json.h"
+#include "../mem.h"
+#include "../probe.h"
+
+struct timerlat {
+	uint64_t (*wake)[2]; /* [expiry_ns, woke_ns] */
+	uint64_t cap, n, overflow;
+	uint64_t period_ns;
+	uint64_t next_ns; /* the next expiry asked for */
+	uint64_t wakeups, missed, max_ns;
+	struct hist *thread; /* every wake-up's thread latency, kept or not */
+	int prio;	     /* 0: SCHED_OTHER */
+	char why_other[96];  /* why a real-time priority asked for was not had */
+};
+
+static struct timespec at(uint64_t ns)
+{
+	return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+}
+
+static int timerlat_setup(struct worker *w)
+{
+	struct timerlat *t = calloc(1, sizeof *t);
+	if (!t)
+		return -1;
+	w->data = t;
+	t->period_ns = (uint64_t)probe_opt(w->env, "period_us") * 1000;
+	t->cap = (uint64_t)probe_opt(w->env, "max_wakeups");
+	t->wake = calloc_touched(t->cap, sizeof *t->wake); /* never fault while recording */
+	t->thread = hist_new();
+	if (!t->wake || !t->thread)
+		return -1;
+	t->prio = (int)probe_opt(w->env, "prio");
+	if (t->prio > 0) {
+		/* this thread only: in thread mode the workers are threads of one process */
+		struct sched_param sp = {.sched_priority = t->prio};
+		if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+			snprintf(t->why_other, sizeof t->why_other, "SCHED_FIFO %d refused (%s): ran at SCHED_OTHER",
+				 t->prio, strerror(errno));
+			t->prio = 0;
+		}
+	}
+	return 0;
+}
+
+static void timerlat_teardown(struct worker *w)
+{
+	struct timerlat *t = w->data;
+	if (!t)
+		return;
+	free(t->wake);
+	free(t->thread);
+	free(t);
+}
+
+/* Sleeps until `expiry`; the time the thread ran again. A signal's early
+ * return sleeps again for the same expiry. */
+static uint64_t sleep_until(uint64_t expiry)
+{
+	struct timespec ts = at(expiry);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	return mono_ns();
+}
+
+/* Warm-up: one period, untimed, on the same grid the loop continues. */
+static int timerlat_op(struct worker *w)
+{
+	struct timerlat *t = w->data;
+	if (!t->next_ns)
+		t->next_ns = mono_ns();
+	t->next_ns += t->period_ns;
+	uint64_t woke = sleep_until(t->next_ns);
+	if (woke >= t->next_ns + t->period_ns) /* late past whole periods: rejoin the grid ahead */
+		t->next_ns += (woke - t->next_ns) / t->period_ns * t->period_ns;
+	return 0;
+}
+
+/* Not PROBE_LOOP: each operation is a wake-up, kept with its expiry. A
+ * wake-up later than whole periods skips them (counted as missed, as
+ * cyclictest's overruns) and keeps to the grid of absolute expiries. */
+static uint64_t timerlat_loop(struct worker *w, const struct loop *l, int *err)
+{
+	struct timerlat *t = w->data;
+	const volatile int *stop = l->stop;
+	volatile uint64_t *ops = l->ops;
+	uint64_t n = 0, period = t->period_ns, next = mono_ns();
+	(void)err;
+	while (n < l->limit && !*stop) {
+		next += period;
+		uint64_t woke = sleep_until(next), lat = woke - next;
+		hist_record(t->thread, lat);
+		if (lat > t->max_ns)
+			t->max_ns = lat;
+		if (t->n < t->cap) {
+			t->wake[t->n][0] = next;
+			t->wake[t->n][1] = woke;
+			t->n++;
+		} else {
+			t->overflow++;
+		}
+		if (lat >= period) {
+			uint64_t skipped = lat / period;
+			t->missed += skipped;
+			next += skipped * period;
+		}
+		*ops = ++n;
+	}
+	t->wakeups = n;
+	return n;
+}
+
+static int timerlat_emit(struct worker *w, struct json *j)
+{
+	const struct timerlat *t = w->data;
+	json_uint(j, "period_ns", t->period_ns);
+	json_str(j, "policy", t->prio > 0 ? "fifo" : "other");
+	json_int(j, "prio", t->prio);
+	if (t->why_other[0])
+		json_str(j, "why_other", t->why_other);
+	json_uint(j, "wakeups", t->wakeups);
+	json_uint(j, "missed", t->missed);
+	json_uint(j, "max_ns", t->max_ns);
+	json_uint(j, "overflow", t->overflow);
+	hist_emit(j, "thread", t->thread, 1.0);
+	json_arr(j, "wakes");
+	for (uint64_t i = 0; i < t->n; i++) {
+		json_arr(j, NULL);
+		json_uint(j, NULL, t->wake[i][0]);
+		json_uint(j, NULL, t->wake[i][1]);
+		json_end(j);
+	}
+	json_end(j);
+	return 0;
+}
+
+OSLENS_PROBE(timerlat) = {
+	.name = "timerlat",
+	.summary = "sleep on a periodic absolute timer at a real-time priority; each wake-up's lateness",
+	.subsystem = "timer",
+	.syscalls = "clock_nanosleep",
+	.variants = {{"default", "one sleeping thread per CPU"}},
+	.opts = {{"period_us", 1000, 50, 1000000, "the timer's period (rtla and cyclictest: 1000)"},
+		 {"prio", 95, 0, 99, "SCHED_FIFO priority of each thread (0: SCHED_OTHER; rtla's default: 95)"},
+		 {"max_wakeups", 1 << 16, 16, 1 << 26,
+		  "wake-ups kept individually per CPU (the histogram counts all)"}},
+	.setup = timerlat_setup,
+	.teardown = timerlat_teardown,
+	.op = timerlat_op,
+	.loop = timerlat_loop,
+	.emit = timerlat_emit,
+	.emit_type = "timerlat",
+};

@@ -1,0 +1,290 @@
+"""What a `timerlat` run found: per CPU, how late a real-time thread woke
+from a periodic timer (thread latency: the expiry to the thread reading the
+clock), how late the timer's interrupt came (IRQ latency: the expiry to the
+entry of the timer interrupt that woke it), and what held the worst
+wake-ups back, as rtla timerlat's auto-analysis says.
+
+The IRQ latency and the causes come from the kernel events `run --trace`
+recorded on the CPU (the same as `noise`'s): the interrupt that woke a
+thread is the first timer interrupt on its CPU to end after the expiry,
+before the thread ran (0 where it was running at the expiry). Within a late wake-up every instant is
+charged to the innermost event then (noise's rule); the instants after the
+thread was switched in are its own way back from the sleep (the kernel's
+return, the clock read)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..records import by_context, cpustats, master_shared, timerlat_records, traces
+from .histogram import Histogram, merge_all, samples_to_tell
+from .metrics import LOWER, Metrics
+from .noise import IDLE, KIND_IRQ, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex, attribution_of
+
+QS = (50, 99, 99.9)
+WORST = 10  # the worst wake-ups per phase whose causes are told
+THREAD_ITSELF = "the thread's own return from its sleep"
+AFTER_IDLE = "idle: switching to the thread"  # the interrupt came; the idle task still ran until the switch
+# Interrupts that deliver an hrtimer's expiry: x86's local APIC timer vector;
+# elsewhere the per-CPU timer's IRQ (arm's arch_timer, riscv's timer).
+TIMER_IRQ_NAMES = ("arch_timer", "riscv-timer", "timer")
+
+
+def _is_timer_interrupt(kind: int, name: str) -> bool:
+    return (kind == KIND_VECTOR and name == "local_timer") or (kind == KIND_IRQ and name in TIMER_IRQ_NAMES)
+
+
+def _told(values: np.ndarray) -> dict[str, float]:
+    """Nearest-rank percentiles of values, NaN where too few tell them."""
+    return {
+        f"p{q:g}": float(np.percentile(values, q, method="inverted_cdf"))
+        if values.size >= samples_to_tell(q)
+        else float("nan")
+        for q in QS
+    }
+
+
+@dataclass
+class Wakeup:
+    cpu: int
+    expiry_ns: int
+    thread_ns: int
+    irq_ns: int | None  # None: no timer interrupt seen in the window
+    causes: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cause(self) -> str:
+        return max(self.causes, key=self.causes.get) if self.causes else UNEXPLAINED
+
+
+@dataclass
+class CpuTimerlat:
+    cpu: int
+    wakeups: int  # every wake-up (the histogram's count)
+    missed: int  # periods skipped by wake-ups later than a whole period
+    policy: str  # "fifo" or "other"
+    prio: int
+    thread: dict[str, float]  # percentiles of the thread latency, ns (NaN: not told)
+    thread_max_ns: float
+    irq: dict[str, float]  # percentiles of the IRQ latency, ns, over the wake-ups it was seen for
+    irq_max_ns: float | None
+    irq_seen: int  # wake-ups whose timer interrupt was seen
+    kept: int  # wake-ups kept individually
+    why_other: str | None = None
+
+
+@dataclass
+class TimerlatSummary:
+    cpus: list[CpuTimerlat]
+    worst: list[Wakeup]
+    attribution: str  # "bpf", or why not
+    period_ns: int
+    lost_events: int = 0
+    master_shared: bool = False
+    causes: dict[str, dict] = field(default_factory=dict)  # over the worst wake-ups
+    steal_ns: float | None = None
+    wakes: list[tuple] = field(default_factory=list)  # (cpu, rep, expiry_ns, thread_ns, irq_ns or None), kept ones
+
+    def to_dict(self) -> dict:
+        return _finite(self._doc())
+
+    def _doc(self) -> dict:
+        return {
+            "attribution": self.attribution,
+            "period_ns": self.period_ns,
+            "lost_events": self.lost_events,
+            "master_shared": self.master_shared,
+            "cpus": [vars(c) for c in self.cpus],
+            "worst": [{**vars(w), "cause": w.cause} for w in self.worst],
+            "causes": self.causes,
+        }
+
+
+def _finite(x):
+    """The document with its NaNs (percentiles too few wake-ups tell) as None: strict JSON."""
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int) -> int | None:
+    """The first timer interrupt on the CPU to end after the expiry, from
+    the expiry to its start; 0 where it was running already (the interrupt
+    runs every timer expired by the time it looks, one expiring meanwhile
+    too: a timer that expires with another one's is run by the same)."""
+    starts = [e[0] for e in index.overlapping(cpu, expiry, woke) if _is_timer_interrupt(e[3], e[5])]
+    return max(0, min(starts) - expiry) if starts else None
+
+
+def _before_the_interrupt(cause: str) -> str:
+    """What the time before a late timer interrupt was: a task cannot delay
+    an interrupt, only run with interrupts off (or be the task of a vCPU the
+    hypervisor did not run); an idle CPU was waking from its idle state."""
+    if cause == IDLE:
+        return "idle: the CPU waking for the interrupt"
+    if cause.endswith(("(task)", "(kernel thread)")):
+        return f"{cause} with interrupts off, or its vCPU not run"
+    return cause
+
+
+def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> dict[str, float]:
+    """What held a wake-up back. Up to the timer interrupt's entry (when it
+    was seen) the interrupt itself was late; after it, noise's innermost
+    event rule, with the instants after the thread was switched in (the end
+    of the task that ran before it) charged to the thread itself."""
+    out: dict[str, float] = defaultdict(float)
+    start = expiry
+    if irq is not None and irq > 0:
+        start = expiry + irq
+        for cause, v in index.causes(cpu, expiry, start).items():
+            out[_before_the_interrupt(cause)] += v
+    nearby = index.overlapping(cpu, start, woke)
+    switched_in = max((e[1] for e in nearby if e[3] == KIND_TASK and start < e[1] <= woke), default=None)
+    after = index.causes(cpu, switched_in, woke).get(UNEXPLAINED, 0.0) if switched_in is not None else 0.0
+    for cause, v in index.causes(cpu, start, woke).items():
+        if cause == UNEXPLAINED and after:
+            out[THREAD_ITSELF] += after
+            v -= after
+        if v > 0:
+            out[AFTER_IDLE if cause == IDLE else cause] += v
+    return dict(out)
+
+
+def summarize(records: list[dict]) -> TimerlatSummary:
+    recs = timerlat_records(records)
+    attribution = attribution_of(records)
+    index = EventIndex(records) if attribution == "bpf" else None
+    by_cpu: dict[int, list[dict]] = defaultdict(list)
+    for r in recs:
+        by_cpu[r["cpu"]].append(r)
+    cpus, wakes = [], []
+    for cpu, rs in sorted(by_cpu.items()):
+        hist = merge_all(Histogram.from_record(r["thread"]) for r in rs)
+        irqs = []
+        for r in rs:
+            for expiry, woke in r["wakes"]:
+                irq = _irq_latency(index, cpu, expiry, woke) if index else None
+                if irq is not None:
+                    irqs.append(irq)
+                wakes.append((woke - expiry, cpu, expiry, woke, irq, r["rep"]))
+        irq_arr = np.array(irqs, dtype=float)
+        told = hist.told_percentiles(QS)
+        cpus.append(
+            CpuTimerlat(
+                cpu,
+                hist.count,
+                sum(r["missed"] for r in rs),
+                rs[0]["policy"],
+                rs[0]["prio"],
+                {f"p{q:g}": float(v) for q, v in zip(QS, told)},
+                float(hist.max_ns),
+                _told(irq_arr) if irq_arr.size else {f"p{q:g}": float("nan") for q in QS},
+                float(irq_arr.max()) if irq_arr.size else None,
+                int(irq_arr.size),
+                sum(len(r["wakes"]) for r in rs),
+                rs[0].get("why_other"),
+            )
+        )
+    worst = [
+        Wakeup(cpu, expiry, lat, irq, _causes(index, cpu, expiry, woke, irq) if index else {})
+        for lat, cpu, expiry, woke, irq, _ in sorted(wakes, key=lambda w: -w[0])[:WORST]
+    ]
+    summary = TimerlatSummary(
+        cpus,
+        worst,
+        attribution,
+        int(recs[0]["period_ns"]) if recs else 0,
+        sum(t.get("lost", 0) for t in traces(records)),
+        master_shared(records),
+        wakes=[(cpu, rep, expiry, lat, irq) for lat, cpu, expiry, _, irq, rep in wakes],
+    )
+    if index:
+        summary.causes = _cause_table(worst)
+    windows = cpustats(records)
+    if windows and all("start_ns" in w for w in windows):
+        summary.steal_ns = sum(c["steal"] for w in windows for c in w["cpus"] if c["cpu"] in by_cpu)
+    return summary
+
+
+def _cause_table(worst: list[Wakeup]) -> dict[str, dict]:
+    total = sum(w.thread_ns for w in worst) or 1
+    table: dict[str, dict] = {}
+    for w in worst:
+        for cause, ns in w.causes.items():
+            row = table.setdefault(cause, {"wakeups": 0, "total_ns": 0.0, "max_ns": 0.0})
+            row["wakeups"] += 1
+            row["total_ns"] += ns
+            row["max_ns"] = max(row["max_ns"], ns)
+    for row in table.values():
+        row["share"] = row["total_ns"] / total
+    return dict(sorted(table.items(), key=lambda kv: -kv[1]["total_ns"]))
+
+
+@dataclass
+class TimerlatRunSummary:
+    """Every phase (alone, with competition) of a timerlat run."""
+
+    phases: dict[str, TimerlatSummary]
+
+    def to_dict(self) -> dict:
+        return {"phases": {p: s.to_dict() for p, s in self.phases.items()}}
+
+    def json_extra(self) -> dict:
+        """What --json prints beyond the stored summary: every kept wake-up,
+        [cpu, rep, expiry_ns, thread_ns, irq_ns or null]."""
+        return {"wakes": {p: [list(w) for w in s.wakes] for p, s in self.phases.items()}}
+
+    def nothing_measured(self) -> str | None:
+        if not any(c.wakeups for s in self.phases.values() for c in s.cpus):
+            return "no wake-up was measured"
+        return None
+
+
+def analyze(run, records: list[dict]) -> TimerlatRunSummary:
+    from .latency import phase_of
+
+    phases: dict[str, list[dict]] = {}
+    for context, recs in by_context(records):
+        phases.setdefault(phase_of(context), []).extend(recs)
+    return TimerlatRunSummary({p: summarize(rs) for p, rs in phases.items() if timerlat_records(rs)})
+
+
+def metrics(run, records: list[dict]) -> Metrics:
+    """Per phase and repetition: the thread latency's p99 and maximum over
+    all CPUs, and each CPU's maximum (lower is better)."""
+    from .latency import phase_of
+
+    by_rep: dict = defaultdict(lambda: defaultdict(list))
+    for context, recs in by_context(records):
+        for r in timerlat_records(recs):
+            by_rep[phase_of(context)][r["rep"]].append(r)
+    out = Metrics()
+    for phase, reps in by_rep.items():
+        rows = [rs for _, rs in sorted(reps.items())]
+        hists = [merge_all(Histogram.from_record(r["thread"]) for r in rs) for rs in rows]
+        p99 = [h.percentile(99) for h in hists if h.count >= samples_to_tell(99)]
+        out.add(f"timerlat/{phase}/all CPUs/thread p99 ns", p99, "ns", LOWER, phase, "all CPUs · thread latency p99")
+        out.add(
+            f"timerlat/{phase}/all CPUs/thread max ns",
+            [h.max_ns for h in hists],
+            "ns",
+            LOWER,
+            phase,
+            "all CPUs · longest thread latency",
+        )
+        for cpu in sorted({r["cpu"] for rs in rows for r in rs}):
+            out.add(
+                f"timerlat/{phase}/cpu {cpu}/thread max ns",
+                [r["max_ns"] for rs in rows for r in rs if r["cpu"] == cpu],
+                "ns",
+                LOWER,
+                phase,
+                f"CPU {cpu} · longest thread latency",
+            )
+    return out

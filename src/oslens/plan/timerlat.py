@@ -1,0 +1,64 @@
+"""`oslens timerlat`: the timerlat probe on every chosen CPU at once, each
+thread at a real-time priority, with kernel attribution unless refused,
+alone and with a competitor."""
+
+from __future__ import annotations
+
+from .. import engine
+from ..errors import UsageError
+from ..parse import competitor_cpus, parse_compete, parse_cpus
+from . import MeasuredPoint, Plan, check_amounts, time_limit
+
+
+def plan(
+    *,
+    cpus: str | None,
+    duration: float,
+    period_us: int,
+    prio: int,
+    reps: int,
+    warmup: float,
+    compete: str | None,
+    attribution: bool,
+) -> Plan:
+    duration = check_amounts(duration, None, reps, warmup, 0.1, default_duration=5.0)
+    options = engine.probes()["timerlat"].options  # the probe's own bounds
+    for flag, value, key in (("--period-us", period_us, "period_us"), ("--prio", prio, "prio")):
+        least, most = options[key]["min"], options[key]["max"]
+        if not least <= value <= most:
+            raise UsageError(f"{flag}: {value} is not a whole number from {least} to {most}")
+    if period_us * 1e-6 * 2 > duration:
+        raise UsageError(f"--period-us: {period_us} µs leaves fewer than two periods in --duration {duration:g} s")
+    chosen = parse_cpus(cpus)
+    spec = parse_compete(compete) if compete else None
+    if spec:
+        competitor_cpus(spec, list(chosen))
+    # every wake-up kept for the causes and the IRQ latency: the duration's periods, and a few more
+    kept = min(int(duration / (period_us * 1e-6)) + 16, options["max_wakeups"]["max"])
+    args = engine.run_argv(
+        probe="timerlat",
+        cpus=chosen,
+        mode="thread",
+        duration=duration,
+        warmup=warmup,
+        reps=reps,
+        interval=min(duration, 0.5),
+        time_limit=time_limit(reps, duration + warmup),
+        opts={"period_us": period_us, "prio": prio, "max_wakeups": max(kept, options["max_wakeups"]["min"])},
+        trace=attribution,
+    )
+    points = [
+        MeasuredPoint("timerlat", "default", "thread", chosen, tuple(args), c)
+        for c in ([None, spec] if spec else [None])
+    ]
+    params = {
+        "cpus": list(chosen),
+        "duration_s": duration,
+        "period_us": period_us,
+        "prio": prio,
+        "reps": reps,
+        "warmup_s": warmup,
+        "compete": spec.label if spec else None,
+        "attribution": attribution,
+    }
+    return Plan(points, reps, params)

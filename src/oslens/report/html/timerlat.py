@@ -1,0 +1,186 @@
+"""`timerlat` runs: per CPU, the distribution of the thread's and the timer
+interrupt's lateness (how often a wake-up is later than x, on log axes, the
+tail where it matters), what held the worst wake-ups back, and the per-CPU
+numbers. A run measured alone and with competition has a series for each
+phase; several runs overlay as further series."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from ...analysis.histogram import TAIL_RULE
+from ...analysis.timerlat import TimerlatSummary, summarize
+from ...format import ns
+from ...records import by_context
+from .page import Figure, Note, Section, Table
+
+TITLE = "Timer wake-up latency (timerlat)"
+MAX_POINTS = 2000  # points drawn per series and CPU: evenly spaced in rank, the tail kept whole
+TAIL_KEPT = 200  # the longest wake-ups are all drawn
+
+NS_LABEL = (
+    "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
+    "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : format(datum.value, '~g') + ' ns'"
+)
+
+
+def _series(runs) -> list[tuple[str, TimerlatSummary]]:
+    from ...analysis.latency import phase_of
+
+    out = []
+    for rd in runs:
+        phases: dict[str, list[dict]] = {}
+        for context, recs in by_context(rd.records):
+            phases.setdefault(phase_of(context), []).extend(recs)
+        for phase, recs in phases.items():
+            s = summarize(recs)
+            if s.cpus:
+                out.append((f"{rd.short} · {phase}" if len(runs) > 1 else phase, s))
+    return out
+
+
+def _exceedance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, share of wake-ups later than or as late as it), thinned to
+    MAX_POINTS with the longest TAIL_KEPT all kept."""
+    v = np.sort(values[values > 0])
+    if v.size == 0:
+        return v, v
+    share = (v.size - np.arange(v.size)) / v.size
+    if v.size > MAX_POINTS:
+        keep = np.unique(
+            np.concatenate(
+                [
+                    np.linspace(0, v.size - TAIL_KEPT, MAX_POINTS - TAIL_KEPT).astype(int),
+                    np.arange(v.size - TAIL_KEPT, v.size),
+                ]
+            )
+        )
+        v, share = v[keep], share[keep]
+    return v, share
+
+
+def _distribution(series) -> Figure | None:
+    rows = []
+    for label, s in series:
+        for cpu in sorted({w[0] for w in s.wakes}):
+            for what, col in (("thread", 3), ("IRQ", 4)):
+                vals = np.array([w[col] for w in s.wakes if w[0] == cpu and w[col] is not None], dtype=float)
+                v, share = _exceedance(vals)
+                rows += [
+                    {"series": label, "cpu": f"CPU {cpu}", "latency": what, "ns": float(x), "share": float(p)}
+                    for x, p in zip(v, share)
+                ]
+    if not rows:
+        return None
+    data = pd.DataFrame(rows)
+    chart = (
+        alt.Chart(data)
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=alt.X("ns:Q", scale=alt.Scale(type="log"), title="latency", axis=alt.Axis(labelExpr=NS_LABEL)),
+            y=alt.Y("share:Q", scale=alt.Scale(type="log"), title="share of wake-ups at least this late"),
+            color=alt.Color("cpu:N", title="CPU"),
+            strokeDash=alt.StrokeDash("latency:N", title="latency"),
+            tooltip=[
+                "series",
+                "cpu",
+                "latency",
+                alt.Tooltip("ns:Q", format=",.0f"),
+                alt.Tooltip("share:Q", format=".2e"),
+            ],
+        )
+        .properties(width=560, height=260)
+        .facet(row=alt.Row("series:N", title=None))
+    )
+    return Figure(
+        "timerlat-latency",
+        "how late each CPU's thread woke, and its timer interrupt came",
+        chart,
+        "Each wake-up kept: thread latency (solid: the expiry to the thread reading the clock) and IRQ latency "
+        "(the expiry to the timer interrupt's entry, where the kernel trace saw it); the tail at the right "
+        "is what a real-time deadline meets.",
+    )
+
+
+def _worst(series) -> list:
+    rows = []
+    for label, s in series:
+        for i, w in enumerate(s.worst):
+            for cause, v in sorted(w.causes.items(), key=lambda kv: -kv[1]):
+                rows.append({"series": label, "wake-up": f"#{i + 1} CPU {w.cpu}", "order": i, "cause": cause, "ns": v})
+    if not rows:
+        return []
+    chart = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_bar()
+        .encode(
+            y=alt.Y("wake-up:N", sort=alt.EncodingSortField("order"), title=None),
+            x=alt.X("ns:Q", title="time of the wake-up's latency", axis=alt.Axis(labelExpr=NS_LABEL)),
+            color=alt.Color("cause:N", title="what held it back"),
+            tooltip=["series", "wake-up", "cause", alt.Tooltip("ns:Q", format=",.0f")],
+        )
+        .properties(width=560)
+        .facet(row=alt.Row("series:N", title=None))
+    )
+    return [
+        Figure(
+            "timerlat-worst",
+            "what held the worst wake-ups back",
+            chart,
+            "Each instant of a wake-up's latency charged to the innermost event on its CPU then (an interrupt, "
+            "another task, the CPU's idle state); after the thread was switched in, its own return from the sleep.",
+        )
+    ]
+
+
+def _per_cpu(series) -> list:
+    rows, notes = [], []
+    for label, s in series:
+        for c in s.cpus:
+            rows.append(
+                [
+                    label,
+                    c.cpu,
+                    f"FIFO {c.prio}" if c.policy == "fifo" else "OTHER",
+                    f"{c.wakeups:,}",
+                    f"{c.missed:,}",
+                    ns(c.thread["p50"]),
+                    ns(c.thread["p99"]),
+                    ns(c.thread["p99.9"]),
+                    ns(c.thread_max_ns),
+                    ns(c.irq["p50"]),
+                    ns(c.irq["p99"]),
+                    ns(c.irq_max_ns),
+                ]
+            )
+            if c.why_other:
+                notes.append(Note(f"{label}: CPU {c.cpu}: {c.why_other}", warning=True))
+        if s.attribution != "bpf":
+            notes.append(Note(f"{label}: IRQ latency and causes: {s.attribution}", warning=True))
+        if s.master_shared:
+            notes.append(
+                Note(
+                    f"{label}: every CPU was measured, so the engine's own master ran on measured CPUs",
+                    warning=True,
+                )
+            )
+    table = Table(
+        "per CPU",
+        ["series", "CPU", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max"],
+        rows,
+        f"missed: periods skipped by a wake-up later than a whole period; – : {TAIL_RULE}",
+    )
+    return [table, *notes]
+
+
+def sections(runs) -> list[Section]:
+    series = _series(runs)
+    if not series:
+        return [Section(TITLE, [Note("no complete measurement in these runs", warning=True)])]
+    figure = _distribution(series)
+    blocks = [figure] if figure else []
+    blocks += _per_cpu(series)
+    blocks += _worst(series)
+    return [Section(TITLE, blocks)]
