@@ -53,6 +53,15 @@ def render(console: Console, phase: str, s: TimerlatSummary) -> None:
                     style="yellow",
                 )
             )
+    if s.steal_ns:
+        console.print(
+            Text(
+                f"  the hypervisor ran something else for {ns(s.steal_ns)} on these CPUs during the measurement "
+                "(steal, /proc/stat, tick-sampled): a wake-up late for it shows as a task with interrupts off, or "
+                "unexplained",
+                style="yellow",
+            )
+        )
     if s.master_shared:
         console.print(
             Text(

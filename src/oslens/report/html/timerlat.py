@@ -82,7 +82,9 @@ def _distribution(series) -> Figure | None:
             x=alt.X("ns:Q", scale=alt.Scale(type="log"), title="latency", axis=alt.Axis(labelExpr=NS_LABEL)),
             y=alt.Y("share:Q", scale=alt.Scale(type="log"), title="share of wake-ups at least this late"),
             color=alt.Color("cpu:N", title="CPU"),
-            strokeDash=alt.StrokeDash("latency:N", title="latency"),
+            strokeDash=alt.StrokeDash(
+                "latency:N", title="latency", scale=alt.Scale(domain=["thread", "IRQ"], range=[[1, 0], [4, 3]])
+            ),
             tooltip=[
                 "series",
                 "cpu",
@@ -99,7 +101,7 @@ def _distribution(series) -> Figure | None:
         "how late each CPU's thread woke, and its timer interrupt came",
         chart,
         "Each wake-up kept: thread latency (solid: the expiry to the thread reading the clock) and IRQ latency "
-        "(the expiry to the timer interrupt's entry, where the kernel trace saw it); the tail at the right "
+        "(dashed: the expiry to the timer interrupt's entry, where the kernel trace saw it); the tail at the right "
         "is what a real-time deadline meets.",
     )
 
@@ -118,7 +120,7 @@ def _worst(series) -> list:
         .encode(
             y=alt.Y("wake-up:N", sort=alt.EncodingSortField("order"), title=None),
             x=alt.X("ns:Q", title="time of the wake-up's latency", axis=alt.Axis(labelExpr=NS_LABEL)),
-            color=alt.Color("cause:N", title="what held it back"),
+            color=alt.Color("cause:N", title="what held it back", legend=alt.Legend(labelLimit=420)),
             tooltip=["series", "wake-up", "cause", alt.Tooltip("ns:Q", format=",.0f")],
         )
         .properties(width=560)
@@ -159,6 +161,15 @@ def _per_cpu(series) -> list:
                 notes.append(Note(f"{label}: CPU {c.cpu}: {c.why_other}", warning=True))
         if s.attribution != "bpf":
             notes.append(Note(f"{label}: IRQ latency and causes: {s.attribution}", warning=True))
+        if s.steal_ns:
+            notes.append(
+                Note(
+                    f"{label}: the hypervisor ran something else for {ns(s.steal_ns)} on these CPUs (steal, "
+                    "/proc/stat, tick-sampled): a wake-up late for it shows as a task with interrupts off, or "
+                    "unexplained",
+                    warning=True,
+                )
+            )
         if s.master_shared:
             notes.append(
                 Note(
