@@ -73,9 +73,11 @@ case " $* " in *" studies "*|*" test "*)
     want "command -v perl"                  perl
 esac
 
-# `install-deps.sh bench`: fio, which bench/io.py measures oslens io against.
+# `install-deps.sh bench`: fio, which bench/io.py measures oslens io against,
+# and cyclictest (rt-tests), which bench/timerlat.py measures timerlat against.
 case " $* " in *" bench "*)
     want "command -v fio" fio
+    want "command -v cyclictest" rt-tests
 esac
 
 # `install-deps.sh test`: the report tests load each report in headless

@@ -33,8 +33,9 @@ def plan(
     spec = parse_compete(compete) if compete else None
     if spec:
         competitor_cpus(spec, list(chosen))
-    # every wake-up kept for the causes and the IRQ latency: the duration's periods, and a few more
-    kept = min(int(duration / (period_us * 1e-6)) + 16, options["max_wakeups"]["max"])
+    # every wake-up kept for the causes and the IRQ latency (the duration's periods, and a few more), up to
+    # the probe's default a CPU: past it the histogram still counts all, the report says how many were kept
+    kept = min(int(duration / (period_us * 1e-6)) + 16, options["max_wakeups"]["default"])
     args = engine.run_argv(
         probe="timerlat",
         cpus=chosen,
