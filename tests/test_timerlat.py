@@ -26,6 +26,7 @@ from conftest import (
     engine_for_nobody,
     one_line_error,
     oslens,
+    oslens_tmp,
     run_engine,
 )
 
@@ -129,9 +130,33 @@ def test_without_the_right_to_a_real_time_priority_the_record_says_so(no_leaks):
     recs = [json.loads(line) for line in p.stdout.splitlines()]
     r = next(r for r in recs if r["type"] == "timerlat")
     assert r["policy"] == "other" and r["prio"] == 0 and "SCHED_FIFO 95 refused" in r["why_other"]
+    assert r["dma_latency_us"] is None and "dma_latency_why" not in r  # not asked
     assert r["wakeups"] > 0
     trace = next(r for r in recs if r["type"] == "trace")
     assert trace["available"] is False and summarize(recs).attribution == trace["reason"]
+
+
+def _dma_latency() -> int:
+    with open("/dev/cpu_dma_latency", "rb") as f:
+        return int.from_bytes(f.read(4), "little", signed=True)
+
+
+@pytest.mark.skipif(not os.access("/dev/cpu_dma_latency", os.W_OK), reason="/dev/cpu_dma_latency is not writable")
+def test_the_idle_state_limit_is_held_while_measuring_and_gone_after_a_kill(no_leaks):
+    before, tmp_before = _dma_latency(), oslens_tmp()
+    run = StreamingEngine(
+        "run", "--probe", "timerlat", "--cpus", str(CPU), "--mode", "thread", "--duration", "30",
+        "--opt", "dma_latency_us=0",
+    )  # fmt: skip
+    run.wait_for("started")
+    held = _dma_latency()
+    run.proc.send_signal(signal.SIGKILL)
+    run.finish(timeout=30)
+    assert held == 0 and _dma_latency() == before
+    for d in oslens_tmp() - tmp_before:  # a killed engine leaves its directory to the next oslens command
+        shutil.rmtree(d)
+    r = next(r for r in timerlat_run("--opt", "dma_latency_us=3", trace=False) if r["type"] == "timerlat")
+    assert r["dma_latency_us"] == 3 and "dma_latency_why" not in r
 
 
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")
@@ -168,6 +193,7 @@ def test_cli_round_trip_and_report(tmp_path, no_leaks):
         (["--period-us", "10"], "--period-us"),
         (["--period-us", "300000"], "fewer than two periods"),
         (["--prio", "100"], "--prio"),
+        (["--dma-latency", "-5"], "--dma-latency"),
         (["--cpus", str(NCPU + 5)], "not online"),
         (["--duration", "0"], "--duration"),
         (["--compete", "fork"], "every CPU"),

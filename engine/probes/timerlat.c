@@ -7,11 +7,13 @@
  * that woke it (its IRQ latency) and whatever held the thread back can be
  * matched to it from `run --trace`'s events. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../json.h"
 #include "../mem.h"
@@ -27,6 +29,48 @@ struct timerlat {
 	int prio;	     /* 0: SCHED_OTHER */
 	char why_other[96];  /* why a real-time priority asked for was not had */
 };
+
+/* The master's: the idle-state limit held for the repetition. A request on
+ * /dev/cpu_dma_latency lasts while its file is open (the kernel drops it
+ * when the process ends, however it ends). */
+struct timerlat_global {
+	int dma_fd;
+	long dma_us; /* asked; -1: idle states left as they are */
+	char why[96];
+};
+
+static int timerlat_global_setup(struct probe_env *env)
+{
+	struct timerlat_global *g = calloc(1, sizeof *g);
+	if (!g)
+		return -1;
+	g->dma_fd = -1;
+	g->dma_us = probe_opt(env, "dma_latency_us");
+	if (g->dma_us >= 0) {
+		int32_t us = (int32_t)g->dma_us;
+		int fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, &us, sizeof us) != (ssize_t)sizeof us) {
+			snprintf(g->why, sizeof g->why, "/dev/cpu_dma_latency: %s", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+		} else {
+			g->dma_fd = fd;
+		}
+	}
+	env->data = g;
+	return 0;
+}
+
+static void timerlat_global_teardown(struct probe_env *env)
+{
+	struct timerlat_global *g = env->data;
+	if (!g)
+		return;
+	if (g->dma_fd >= 0)
+		close(g->dma_fd);
+	free(g);
+	env->data = NULL;
+}
 
 static struct timespec at(uint64_t ns)
 {
@@ -133,6 +177,13 @@ static int timerlat_emit(struct worker *w, struct json *j)
 	json_int(j, "prio", t->prio);
 	if (t->why_other[0])
 		json_str(j, "why_other", t->why_other);
+	const struct timerlat_global *g = w->env->data;
+	if (g->dma_fd >= 0)
+		json_int(j, "dma_latency_us", g->dma_us);
+	else
+		json_null(j, "dma_latency_us");
+	if (g->why[0])
+		json_str(j, "dma_latency_why", g->why);
 	json_uint(j, "wakeups", t->wakeups);
 	json_uint(j, "missed", t->missed);
 	json_uint(j, "max_ns", t->max_ns);
@@ -157,8 +208,11 @@ OSLENS_PROBE(timerlat) = {
 	.variants = {{"default", "one sleeping thread per CPU"}},
 	.opts = {{"period_us", 1000, 50, 1000000, "the timer's period (rtla and cyclictest: 1000)"},
 		 {"prio", 95, 0, 99, "SCHED_FIFO priority of each thread (0: SCHED_OTHER; rtla's default: 95)"},
-		 {"max_wakeups", 1 << 16, 16, 1 << 26,
-		  "wake-ups kept individually per CPU (the histogram counts all)"}},
+		 {"max_wakeups", 1 << 16, 16, 1 << 26, "wake-ups kept individually per CPU (the histogram counts all)"},
+		 {"dma_latency_us", -1, -1, 2000000000,
+		  "hold /dev/cpu_dma_latency at this many us (cyclictest: 0; -1: leave the idle states)"}},
+	.global_setup = timerlat_global_setup,
+	.global_teardown = timerlat_global_teardown,
 	.setup = timerlat_setup,
 	.teardown = timerlat_teardown,
 	.op = timerlat_op,

@@ -53,6 +53,7 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
             "period_ns",
             "policy",
             "prio",
+            "dma_latency_us",
             "wakeups",
             "missed",
             "max_ns",

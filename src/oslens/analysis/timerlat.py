@@ -75,6 +75,8 @@ class CpuTimerlat:
     irq_seen: int  # wake-ups whose timer interrupt was seen
     kept: int  # wake-ups kept individually
     why_other: str | None = None
+    dma_latency_us: int | None = None  # the idle-state limit held on /dev/cpu_dma_latency, None: none
+    dma_latency_why: str | None = None  # why one asked for was not held
 
 
 @dataclass
@@ -189,6 +191,8 @@ def summarize(records: list[dict]) -> TimerlatSummary:
                 int(irq_arr.size),
                 sum(len(r["wakes"]) for r in rs),
                 rs[0].get("why_other"),
+                rs[0].get("dma_latency_us"),
+                rs[0].get("dma_latency_why"),
             )
         )
     worst = [

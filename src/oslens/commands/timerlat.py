@@ -31,6 +31,14 @@ from . import Context, environment_option, measure, measuring_options
     help="SCHED_FIFO priority of each thread, as rtla timerlat's (0: SCHED_OTHER). "
     "Without the right to it, the record says so.",
 )
+@click.option(
+    "--dma-latency",
+    "dma_latency_us",
+    type=int,
+    metavar="US",
+    help="Hold /dev/cpu_dma_latency at US while measuring, keeping CPUs out of idle states slower to leave "
+    "(rtla's --dma-latency; cyclictest holds 0 unless --laptop). Default: idle states as they are.",
+)
 @click.option("--reps", type=int, default=1, show_default=True)
 @click.option("--warmup", type=float, default=0.2, show_default=True, metavar="S")
 @click.option("--compete", metavar="P[:VARIANT][:CPUS]", help="Also measure with this probe running on other CPUs.")

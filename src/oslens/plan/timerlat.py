@@ -16,6 +16,7 @@ def plan(
     duration: float,
     period_us: int,
     prio: int,
+    dma_latency_us: int | None,
     reps: int,
     warmup: float,
     compete: str | None,
@@ -27,6 +28,9 @@ def plan(
         least, most = options[key]["min"], options[key]["max"]
         if not least <= value <= most:
             raise UsageError(f"{flag}: {value} is not a whole number from {least} to {most}")
+    most = options["dma_latency_us"]["max"]
+    if dma_latency_us is not None and not 0 <= dma_latency_us <= most:
+        raise UsageError(f"--dma-latency: {dma_latency_us} is not a whole number of µs from 0 to {most}")
     if period_us * 1e-6 * 2 > duration:
         raise UsageError(f"--period-us: {period_us} µs leaves fewer than two periods in --duration {duration:g} s")
     chosen = parse_cpus(cpus)
@@ -45,7 +49,12 @@ def plan(
         reps=reps,
         interval=min(duration, 0.5),
         time_limit=time_limit(reps, duration + warmup),
-        opts={"period_us": period_us, "prio": prio, "max_wakeups": max(kept, options["max_wakeups"]["min"])},
+        opts={
+            "period_us": period_us,
+            "prio": prio,
+            "max_wakeups": max(kept, options["max_wakeups"]["min"]),
+            **({"dma_latency_us": dma_latency_us} if dma_latency_us is not None else {}),
+        },
         trace=attribution,
     )
     points = [
@@ -57,6 +66,7 @@ def plan(
         "duration_s": duration,
         "period_us": period_us,
         "prio": prio,
+        "dma_latency_us": dma_latency_us,
         "reps": reps,
         "warmup_s": warmup,
         "compete": spec.label if spec else None,

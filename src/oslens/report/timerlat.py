@@ -42,6 +42,19 @@ def render(console: Console, phase: str, s: TimerlatSummary) -> None:
             style="dim",
         )
     )
+    c0 = s.cpus[0] if s.cpus else None
+    if c0 and c0.dma_latency_us is not None:
+        console.print(
+            Text(f"  idle states: limited to {c0.dma_latency_us} µs exit latency (/dev/cpu_dma_latency)", style="dim")
+        )
+    elif c0:
+        console.print(
+            Text(
+                "  idle states: as they were (cyclictest holds /dev/cpu_dma_latency at 0 unless --laptop: "
+                "--dma-latency 0 does the same)" + (f"; {c0.dma_latency_why}" if c0.dma_latency_why else ""),
+                style="yellow" if c0.dma_latency_why else "dim",
+            )
+        )
     for c in s.cpus:
         if c.why_other:
             console.print(Text(f"  note: cpu {c.cpu}: {c.why_other}", style="yellow"))

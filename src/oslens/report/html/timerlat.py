@@ -159,6 +159,10 @@ def _per_cpu(series) -> list:
             )
             if c.why_other:
                 notes.append(Note(f"{label}: CPU {c.cpu}: {c.why_other}", warning=True))
+        if s.cpus and s.cpus[0].dma_latency_us is not None:
+            notes.append(Note(f"{label}: idle states limited to {s.cpus[0].dma_latency_us} µs exit latency"))
+        elif s.cpus and s.cpus[0].dma_latency_why:
+            notes.append(Note(f"{label}: the idle-state limit asked was not held: {s.cpus[0].dma_latency_why}", True))
         if s.attribution != "bpf":
             notes.append(Note(f"{label}: IRQ latency and causes: {s.attribution}", warning=True))
         if s.steal_ns:
