@@ -8,7 +8,9 @@ default) and both with the idle states left alone (cyclictest --laptop,
 timerlat's default); and the timerlat probe with the kernel trace that gives
 the IRQ latency and the causes (its cost on the latency it measures).
 Per tool and round: p50, p99 and max of the thread latency. cyclictest
-counts whole microseconds (its histogram's buckets); oslens nanoseconds.
+counts whole microseconds, truncated (its histogram's buckets: about 0.5 µs
+low on average), its overflows (beyond MAX_US) in n but not in the
+percentiles; oslens counts nanoseconds.
 Run it on an idle machine.
 
 Usage: python bench/timerlat.py [--rounds 5] [--seconds 5] [--period-us 1000] [--prio 95]

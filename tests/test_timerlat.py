@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -15,10 +16,10 @@ import time
 import pytest
 
 from oslens import engine
-from oslens.analysis.timerlat import summarize
+from oslens.analysis.noise import IDLE, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex
+from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _irq_latency, summarize
 
 from conftest import (
-    NCPU,
     StreamingEngine,
     bpf_programs,
     can_run_as_nobody,
@@ -64,27 +65,61 @@ def test_every_cpu_wakes_once_per_period_on_the_grid_of_its_expiries(no_leaks):
         assert all(s == int(s) and s >= 1 for s in steps), steps
         skipped_last = (r["wakes"][-1][1] - r["wakes"][-1][0]) // PERIOD_NS
         assert sum(s - 1 for s in steps) == r["missed"] - skipped_last
-        # the periods elapsed between the first and last expiry are the wake-ups and the missed ones
-        elapsed = (expiries[-1] - expiries[0]) // PERIOD_NS + 1
-        assert elapsed == r["wakeups"] + r["missed"] - skipped_last
+        elapsed = (expiries[-1] - expiries[0]) // PERIOD_NS + 1  # = wake-ups + missed - skipped_last, by the above
         # ... and they fill the 0.5 s measured (the stop is seen within a period of it)
         assert abs(elapsed * PERIOD_NS - 0.5e9) < 0.1e9, elapsed
-        # a wake-up is never before its expiry
-        assert all(woke > expiry for expiry, woke in r["wakes"])
+        # a wake-up is never before its expiry (a coarse clock may read it equal)
+        assert all(woke >= expiry for expiry, woke in r["wakes"])
         assert r["max_ns"] == max(woke - expiry for expiry, woke in r["wakes"])
 
 
-def test_each_wake_ups_timer_interrupt_comes_before_its_thread(no_leaks):
+# ---- what held a wake-up back, on made-up kernel events (no BPF, no root)
+# A wake-up on CPU 3 expiring at 1000 ns; the thread reads the clock at 1600.
+EXPIRY, WOKE = 1000, 1600
+
+
+def _index(*events) -> EventIndex:
+    return EventIndex([{"type": "events", "events": [[3, *e] for e in events]}])
+
+
+IDLE_UNTIL_SWITCH = (0, 1500, KIND_TASK, 0, 0, "swapper/3")  # the thread was switched in at 1500
+TIMER_AT = lambda s, e: (s, e, KIND_VECTOR, 0, 0, "local_timer")  # noqa: E731
+
+
+@pytest.mark.parametrize(
+    "events,irq,causes",
+    [
+        # an idle CPU: waking for the interrupt, the interrupt, the switch from idle, the thread's way back
+        ([IDLE_UNTIL_SWITCH, TIMER_AT(1100, 1120)], 100,
+         {"idle: the CPU waking for the interrupt": 100, "timer interrupt": 20, AFTER_IDLE: 380, THREAD_ITSELF: 100}),
+        # a task running at the expiry can only have delayed the interrupt with interrupts off
+        ([(0, 1500, KIND_TASK, 77, 0, "hog"), TIMER_AT(1300, 1320)], 300,
+         {"hog (task) with interrupts off, or its vCPU not run": 300, "timer interrupt": 20, "hog (task)": 180,
+          THREAD_ITSELF: 100}),
+        # an interrupt already running at the expiry ran this timer too: no IRQ latency
+        ([IDLE_UNTIL_SWITCH, TIMER_AT(990, 1010)], 0, {"timer interrupt": 10, AFTER_IDLE: 490, THREAD_ITSELF: 100}),
+        # no timer interrupt seen: the idle time is not said to be the switch after one
+        ([IDLE_UNTIL_SWITCH], None, {IDLE: 500, THREAD_ITSELF: 100}),
+        # nothing at all recorded (a vCPU not run): unexplained, never the thread's
+        ([], None, {UNEXPLAINED: 600}),
+    ],
+)  # fmt: skip
+def test_what_held_a_wake_up_back_is_told_in_order_and_sums_to_its_latency(events, irq, causes):
+    index = _index(*events)
+    assert _irq_latency(index, 3, EXPIRY, WOKE) == irq
+    got = _causes(index, 3, EXPIRY, WOKE, irq)
+    assert got == pytest.approx(causes) and sum(got.values()) == WOKE - EXPIRY
+
+
+def test_each_wake_ups_timer_interrupt_is_seen_and_charged_whole(no_leaks):
     records = timerlat_run(duration=1.0)
     attribution_or_skip(records)
     s = summarize(records)
     (c,) = s.cpus
-    # the interrupt that woke each thread was seen for most wake-ups (it is a tracepoint on every
-    # timer interrupt), and none came later than the thread it woke
+    if c.irq_seen == 0:
+        pytest.skip("no timer interrupt recognised among this platform's kernel events")
+    # the interrupt that woke each thread is seen for most wake-ups: it is a tracepoint on every timer interrupt
     assert c.irq_seen >= 0.9 * c.wakeups, (c.irq_seen, c.wakeups)
-    seen = [(lat, irq) for _, _, _, lat, irq in s.wakes if irq is not None]
-    assert all(0 <= irq <= lat for lat, irq in seen)
-    assert c.irq_max_ns <= c.thread_max_ns
     # each of the worst wake-ups is charged whole
     for w in s.worst:
         assert sum(w.causes.values()) == pytest.approx(w.thread_ns, abs=1)
@@ -94,13 +129,17 @@ def test_each_wake_ups_timer_interrupt_comes_before_its_thread(no_leaks):
 def test_a_higher_priority_task_holding_the_cpu_is_what_held_its_wake_ups_back(no_leaks):
     # the hog wakes every 20 ms and spins 4 ms at FIFO 50, above the measured thread's FIFO 10: a wake-up
     # that falls in a spin waits for its end (up to 4 ms), which nothing else here comes near
+    # (for longer than the measurement, whatever loading the BPF programs takes; stopped after it)
     hog = subprocess.Popen(
         [engine_bin(), "inject", "--cpu", str(CPU), "--period-us", "20000", "--busy-us", "4000",
-         "--prio", "50", "--duration", "1.4"],
+         "--prio", "50", "--duration", "60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    records = timerlat_run("--opt", "prio=10", duration=1.5)
-    out, err = hog.communicate(timeout=30)
+    try:
+        records = timerlat_run("--opt", "prio=10", duration=1.5)
+    finally:
+        hog.send_signal(signal.SIGTERM)
+        out, err = hog.communicate(timeout=30)
     assert hog.returncode == 0, err
     attribution_or_skip(records)
     spins = json.loads(out)["intervals"]
@@ -118,6 +157,7 @@ def test_a_higher_priority_task_holding_the_cpu_is_what_held_its_wake_ups_back(n
 
 
 @pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_RTPRIO)[0] != 0, reason="an RLIMIT_RTPRIO grants it anyway")
 def test_without_the_right_to_a_real_time_priority_the_record_says_so(no_leaks):
     with engine_for_nobody() as (nobody, exe, env):
         p = subprocess.run(
@@ -177,10 +217,10 @@ def test_cli_round_trip_and_report(tmp_path, no_leaks):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     (c,) = doc["phases"]["alone"]["cpus"]
-    assert c["cpu"] == CPU and c["wakeups"] > 0 and c["kept"] == c["wakeups"]
+    assert c["cpu"] == CPU and 0 < c["kept"] <= c["wakeups"]
     # a percentile the wake-ups cannot tell is null, never the maximum
     assert c["thread"]["p99.9"] is None and c["thread"]["p50"] <= c["thread_max_ns"]
-    assert len(doc["wakes"]["alone"]) == c["wakeups"]
+    assert len(doc["wakes"]["alone"]) == c["kept"]
     shown = oslens("show", str(doc["run"]), "--json", db=db)
     assert json.loads(shown.stdout)["phases"] == doc["phases"]
     text = oslens("show", str(doc["run"]), db=db).stdout
@@ -194,7 +234,7 @@ def test_cli_round_trip_and_report(tmp_path, no_leaks):
         (["--period-us", "300000"], "fewer than two periods"),
         (["--prio", "100"], "--prio"),
         (["--dma-latency", "-5"], "--dma-latency"),
-        (["--cpus", str(NCPU + 5)], "not online"),
+        (["--cpus", str(max(CPUS) + 5)], "not online"),
         (["--duration", "0"], "--duration"),
         (["--compete", "fork"], "every CPU"),
     ],

@@ -23,7 +23,6 @@ struct timerlat {
 	uint64_t (*wake)[2]; /* [expiry_ns, woke_ns] */
 	uint64_t cap, n, overflow;
 	uint64_t period_ns;
-	uint64_t next_ns; /* the next expiry asked for */
 	uint64_t wakeups, missed, max_ns;
 	struct hist *thread; /* every wake-up's thread latency, kept or not */
 	int prio;	     /* 0: SCHED_OTHER */
@@ -49,8 +48,10 @@ static int timerlat_global_setup(struct probe_env *env)
 	if (g->dma_us >= 0) {
 		int32_t us = (int32_t)g->dma_us;
 		int fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, &us, sizeof us) != (ssize_t)sizeof us) {
-			snprintf(g->why, sizeof g->why, "/dev/cpu_dma_latency: %s", strerror(errno));
+		ssize_t n = fd < 0 ? -1 : write(fd, &us, sizeof us);
+		if (n != (ssize_t)sizeof us) {
+			snprintf(g->why, sizeof g->why, "/dev/cpu_dma_latency: %s",
+				 n >= 0 ? "a short write" : strerror(errno));
 			if (fd >= 0)
 				close(fd);
 		} else {
@@ -112,26 +113,35 @@ static void timerlat_teardown(struct worker *w)
 	free(t);
 }
 
-/* Sleeps until `expiry`; the time the thread ran again. A signal's early
- * return sleeps again for the same expiry. */
-static uint64_t sleep_until(uint64_t expiry)
+/* Sleeps until `expiry`: 0 with the time the thread ran again in *woke, or
+ * clock_nanosleep's error. A signal's early return sleeps again for the same
+ * expiry. The clock read is never before the expiry (the same clock), but a
+ * clock of coarse resolution may read it equal. */
+static int sleep_until(uint64_t expiry, uint64_t *woke)
 {
 	struct timespec ts = at(expiry);
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+	int rc;
+	while ((rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) == EINTR)
 		;
-	return mono_ns();
+	*woke = mono_ns();
+	return rc;
 }
 
-/* Warm-up: one period, untimed, on the same grid the loop continues. */
+/* Warm-up: a short sleep on the timer, untimed. Never a whole long period:
+ * the harness calls it until the warm-up ends, and a 1 s sleep begun just
+ * before that would eat into the measured window. The loop begins its own
+ * grid of expiries. */
+#define WARM_SLEEP_NS 1000000u
+
 static int timerlat_op(struct worker *w)
 {
 	struct timerlat *t = w->data;
-	if (!t->next_ns)
-		t->next_ns = mono_ns();
-	t->next_ns += t->period_ns;
-	uint64_t woke = sleep_until(t->next_ns);
-	if (woke >= t->next_ns + t->period_ns) /* late past whole periods: rejoin the grid ahead */
-		t->next_ns += (woke - t->next_ns) / t->period_ns * t->period_ns;
+	uint64_t woke, ns = t->period_ns < WARM_SLEEP_NS ? t->period_ns : WARM_SLEEP_NS;
+	int rc = sleep_until(mono_ns() + ns, &woke);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
 	return 0;
 }
 
@@ -144,10 +154,15 @@ static uint64_t timerlat_loop(struct worker *w, const struct loop *l, int *err)
 	const volatile int *stop = l->stop;
 	volatile uint64_t *ops = l->ops;
 	uint64_t n = 0, period = t->period_ns, next = mono_ns();
-	(void)err;
 	while (n < l->limit && !*stop) {
 		next += period;
-		uint64_t woke = sleep_until(next), lat = woke - next;
+		uint64_t woke;
+		int rc = sleep_until(next, &woke);
+		if (rc) {
+			*err = rc;
+			break;
+		}
+		uint64_t lat = woke > next ? woke - next : 0;
 		hist_record(t->thread, lat);
 		if (lat > t->max_ns)
 			t->max_ns = lat;
@@ -208,7 +223,7 @@ OSLENS_PROBE(timerlat) = {
 	.variants = {{"default", "one sleeping thread per CPU"}},
 	.opts = {{"period_us", 1000, 50, 1000000, "the timer's period (rtla and cyclictest: 1000)"},
 		 {"prio", 95, 0, 99, "SCHED_FIFO priority of each thread (0: SCHED_OTHER; rtla's default: 95)"},
-		 {"max_wakeups", 1 << 16, 16, 1 << 26, "wake-ups kept individually per CPU (the histogram counts all)"},
+		 {"max_wakeups", 1 << 16, 16, 1 << 22, "wake-ups kept individually per CPU (the histogram counts all)"},
 		 {"dma_latency_us", -1, -1, 2000000000,
 		  "hold /dev/cpu_dma_latency at this many us (cyclictest: 0; -1: leave the idle states)"}},
 	.global_setup = timerlat_global_setup,

@@ -31,6 +31,15 @@ def samples_to_tell(q: float) -> int:
     return math.ceil(round(TAIL_SAMPLES * 100 / (100 - q), 6))
 
 
+def told_percentiles_of(values, qs) -> np.ndarray:
+    """Nearest-rank percentiles of raw values (q in 0..100), NaN where too
+    few values tell them (TAIL_RULE)."""
+    v = np.asarray(values, dtype=float)
+    return np.array(
+        [float(np.percentile(v, q, method="inverted_cdf")) if v.size >= samples_to_tell(q) else np.nan for q in qs]
+    )
+
+
 def untold(label: str, q: float, n: int) -> str:
     """Why percentile q (named label) of n values is not given."""
     return f"{label} needs {samples_to_tell(q):,} values ({TAIL_SAMPLES} beyond it), {n:,} measured"

@@ -7,21 +7,26 @@ wake-ups back, as rtla timerlat's auto-analysis says.
 The IRQ latency and the causes come from the kernel events `run --trace`
 recorded on the CPU (the same as `noise`'s): the interrupt that woke a
 thread is the first timer interrupt on its CPU to end after the expiry,
-before the thread ran (0 where it was running at the expiry). Within a late wake-up every instant is
+before the thread ran (0 where it was running at the expiry); its latency
+ends at the interrupt's entry, a little before rtla's, which ends at the
+timer's callback. Within a late wake-up every instant is
 charged to the innermost event then (noise's rule); the instants after the
 thread was switched in are its own way back from the sleep (the kernel's
 return, the clock read)."""
 
 from __future__ import annotations
 
+import heapq
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..records import by_context, cpustats, master_shared, timerlat_records, traces
-from .histogram import Histogram, merge_all, samples_to_tell
+from .histogram import Histogram, merge_all, samples_to_tell, told_percentiles_of
 from .metrics import LOWER, Metrics
 from .noise import IDLE, KIND_IRQ, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex, attribution_of
 
@@ -30,22 +35,27 @@ WORST = 10  # the worst wake-ups per phase whose causes are told
 THREAD_ITSELF = "the thread's own return from its sleep"
 AFTER_IDLE = "idle: switching to the thread"  # the interrupt came; the idle task still ran until the switch
 # Interrupts that deliver an hrtimer's expiry: x86's local APIC timer vector;
-# elsewhere the per-CPU timer's IRQ (arm's arch_timer, riscv's timer).
-TIMER_IRQ_NAMES = ("arch_timer", "riscv-timer", "timer")
+# elsewhere the per-CPU timer's IRQ, by its handler's name (arm's arch_timer,
+# riscv's riscv-timer, Xen's timerN).
+TIMER_IRQ = re.compile(r"arch_timer|riscv-timer|timer\d*")
 
 
 def _is_timer_interrupt(kind: int, name: str) -> bool:
-    return (kind == KIND_VECTOR and name == "local_timer") or (kind == KIND_IRQ and name in TIMER_IRQ_NAMES)
+    return (kind == KIND_VECTOR and name == "local_timer") or (kind == KIND_IRQ and bool(TIMER_IRQ.fullmatch(name)))
 
 
 def _told(values: np.ndarray) -> dict[str, float]:
-    """Nearest-rank percentiles of values, NaN where too few tell them."""
-    return {
-        f"p{q:g}": float(np.percentile(values, q, method="inverted_cdf"))
-        if values.size >= samples_to_tell(q)
-        else float("nan")
-        for q in QS
-    }
+    return {f"p{q:g}": float(v) for q, v in zip(QS, told_percentiles_of(values, QS))}
+
+
+class Wake(NamedTuple):
+    """One kept wake-up."""
+
+    cpu: int
+    rep: int
+    expiry_ns: int
+    thread_ns: int
+    irq_ns: int | None  # None: its timer interrupt not seen
 
 
 @dataclass
@@ -70,7 +80,7 @@ class CpuTimerlat:
     prio: int
     thread: dict[str, float]  # percentiles of the thread latency, ns (NaN: not told)
     thread_max_ns: float
-    irq: dict[str, float]  # percentiles of the IRQ latency, ns, over the wake-ups it was seen for
+    irq: dict[str, float]  # percentiles of the IRQ entry latency, ns, over the wake-ups it was seen for
     irq_max_ns: float | None
     irq_seen: int  # wake-ups whose timer interrupt was seen
     kept: int  # wake-ups kept individually
@@ -88,8 +98,9 @@ class TimerlatSummary:
     lost_events: int = 0
     master_shared: bool = False
     causes: dict[str, dict] = field(default_factory=dict)  # over the worst wake-ups
-    steal_ns: float | None = None
-    wakes: list[tuple] = field(default_factory=list)  # (cpu, rep, expiry_ns, thread_ns, irq_ns or None), kept ones
+    steal_ns: float | None = None  # /proc/stat's steal on the measured CPUs over the measured windows
+    steal_resolution_ns: float | None = None  # ± this: a tick per CPU and repetition
+    wakes: list[Wake] = field(default_factory=list)  # the kept ones
 
     def to_dict(self) -> dict:
         return _finite(self._doc())
@@ -103,6 +114,8 @@ class TimerlatSummary:
             "cpus": [vars(c) for c in self.cpus],
             "worst": [{**vars(w), "cause": w.cause} for w in self.worst],
             "causes": self.causes,
+            "steal_ns": self.steal_ns,
+            "steal_resolution_ns": self.steal_resolution_ns,
         }
 
 
@@ -117,9 +130,11 @@ def _finite(x):
 
 def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int) -> int | None:
     """The first timer interrupt on the CPU to end after the expiry, from
-    the expiry to its start; 0 where it was running already (the interrupt
+    the expiry to its entry; 0 where it was running already (the interrupt
     runs every timer expired by the time it looks, one expiring meanwhile
-    too: a timer that expires with another one's is run by the same)."""
+    too: a timer that expires with another one's is run by the same). rtla's
+    IRQ latency ends later, at the timer's own callback, after the work the
+    handler did before it."""
     starts = [e[0] for e in index.overlapping(cpu, expiry, woke) if _is_timer_interrupt(e[3], e[5])]
     return max(0, min(starts) - expiry) if starts else None
 
@@ -154,7 +169,8 @@ def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None
             out[THREAD_ITSELF] += after
             v -= after
         if v > 0:
-            out[AFTER_IDLE if cause == IDLE else cause] += v
+            # idle after the interrupt is the switch to the thread; with no interrupt seen, it is all idle
+            out[AFTER_IDLE if cause == IDLE and irq is not None else cause] += v
     return dict(out)
 
 
@@ -174,7 +190,7 @@ def summarize(records: list[dict]) -> TimerlatSummary:
                 irq = _irq_latency(index, cpu, expiry, woke) if index else None
                 if irq is not None:
                     irqs.append(irq)
-                wakes.append((woke - expiry, cpu, expiry, woke, irq, r["rep"]))
+                wakes.append(Wake(cpu, r["rep"], expiry, max(0, woke - expiry), irq))
         irq_arr = np.array(irqs, dtype=float)
         told = hist.told_percentiles(QS)
         cpus.append(
@@ -196,8 +212,14 @@ def summarize(records: list[dict]) -> TimerlatSummary:
             )
         )
     worst = [
-        Wakeup(cpu, expiry, lat, irq, _causes(index, cpu, expiry, woke, irq) if index else {})
-        for lat, cpu, expiry, woke, irq, _ in sorted(wakes, key=lambda w: -w[0])[:WORST]
+        Wakeup(
+            w.cpu,
+            w.expiry_ns,
+            w.thread_ns,
+            w.irq_ns,
+            _causes(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns) if index else {},
+        )
+        for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)
     ]
     summary = TimerlatSummary(
         cpus,
@@ -206,13 +228,15 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         int(recs[0]["period_ns"]) if recs else 0,
         sum(t.get("lost", 0) for t in traces(records)),
         master_shared(records),
-        wakes=[(cpu, rep, expiry, lat, irq) for lat, cpu, expiry, _, irq, rep in wakes],
+        wakes=wakes,
     )
     if index:
         summary.causes = _cause_table(worst)
     windows = cpustats(records)
     if windows and all("start_ns" in w for w in windows):
-        summary.steal_ns = sum(c["steal"] for w in windows for c in w["cpus"] if c["cpu"] in by_cpu)
+        mine = [(w, c) for w in windows for c in w["cpus"] if c["cpu"] in by_cpu]
+        summary.steal_ns = sum(c["steal"] for _, c in mine)
+        summary.steal_resolution_ns = sum(w["resolution_ns"] for w, _ in mine)
     return summary
 
 

@@ -39,7 +39,9 @@ def plan(
         competitor_cpus(spec, list(chosen))
     # every wake-up kept for the causes and the IRQ latency (the duration's periods, and a few more), up to
     # the probe's default a CPU: past it the histogram still counts all, the report says how many were kept
-    kept = min(int(duration / (period_us * 1e-6)) + 16, options["max_wakeups"]["default"])
+    # (a stop seen late adds wake-ups: room for 0.1 s of them)
+    periods = duration / (period_us * 1e-6)
+    kept = min(int(periods + max(16, 0.1 / (period_us * 1e-6))), options["max_wakeups"]["default"])
     args = engine.run_argv(
         probe="timerlat",
         cpus=chosen,

@@ -9,7 +9,90 @@ from rich.text import Text
 
 from ..analysis.histogram import TAIL_RULE
 from ..analysis.timerlat import TimerlatSummary
-from ..format import ns, pct
+from ..cpulist import format_cpulist
+from ..format import ns, share
+
+LEGEND = (
+    "thread: from the timer's expiry to the thread reading the clock on waking (cyclictest's measure); "
+    "IRQ: from the expiry to the entry of the timer interrupt that ran it (0 where one was running then; rtla's "
+    "IRQ latency ends a little later, at the timer's callback), for the wake-ups whose interrupt the kernel "
+    f"trace saw; – : {TAIL_RULE}"
+)
+CAUSES_SHOWN = 4  # per wake-up in the terminal; the rest summed
+
+
+def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
+    """What a reader must know beside the numbers, as (text, warning):
+    the terminal and the HTML report say the same."""
+    out: list[tuple[str, bool]] = []
+
+    def cpus(cs) -> str:
+        cs = [c.cpu for c in cs]
+        return f"CPU{'s' if len(cs) > 1 else ''} {format_cpulist(cs)}"
+
+    c0 = s.cpus[0] if s.cpus else None
+    if c0 and c0.dma_latency_us is not None:
+        out.append((f"idle states limited to {c0.dma_latency_us} µs exit latency (/dev/cpu_dma_latency)", False))
+    elif c0:
+        why = f"; the limit asked was not held: {c0.dma_latency_why}" if c0.dma_latency_why else ""
+        out.append(
+            (
+                "idle states as they were (cyclictest holds /dev/cpu_dma_latency at 0 unless --laptop: "
+                f"--dma-latency 0 does the same){why}",
+                bool(why),
+            )
+        )
+    for why in sorted({c.why_other for c in s.cpus if c.why_other}):
+        out.append((f"{cpus(c for c in s.cpus if c.why_other == why)}: {why}", True))
+    short = [c for c in s.cpus if c.kept < c.wakeups]
+    if short:
+        out.append(
+            (
+                f"{cpus(short)}: not every wake-up was kept ({sum(c.kept for c in short):,} of "
+                f"{sum(c.wakeups for c in short):,}): IRQ latency and causes come from the kept ones, the thread "
+                "latency from all",
+                True,
+            )
+        )
+    if s.attribution == "bpf":
+        unseen = [c for c in s.cpus if c.wakeups and not c.irq_seen]
+        if unseen:
+            out.append(
+                (
+                    f"{cpus(unseen)}: no timer interrupt recognised among the kernel's events "
+                    "(x86's local_timer vector, or an IRQ named timer, arch_timer or riscv-timer): no IRQ latency",
+                    True,
+                )
+            )
+    else:
+        out.append((f"IRQ latency and causes: {s.attribution}", True))
+    if s.steal_ns:
+        out.append(
+            (
+                f"the hypervisor ran something else for {ns(s.steal_ns, 2)} ±{ns(s.steal_resolution_ns, 2)} on "
+                "these CPUs while measuring (steal, /proc/stat, tick-sampled): a wake-up late for it shows as a "
+                "task with interrupts off, or unexplained",
+                True,
+            )
+        )
+    if s.lost_events:
+        out.append((f"{s.lost_events:,} kernel events were lost (ring buffer full): some causes may be missing", True))
+    if s.master_shared:
+        out.append(
+            (
+                "every CPU was measured, so the engine's own master ran on measured CPUs; leave one CPU out to "
+                "keep it off them",
+                True,
+            )
+        )
+    return out
+
+
+def causes_text(causes: dict[str, float], shown: int = CAUSES_SHOWN) -> str:
+    parts = sorted(causes.items(), key=lambda kv: -kv[1])
+    text = "; ".join(f"{cause} {ns(v)}" for cause, v in parts[:shown])
+    rest = parts[shown:]
+    return text + (f"; +{len(rest)} more ({ns(sum(v for _, v in rest))})" if rest else "")
 
 
 def render(console: Console, phase: str, s: TimerlatSummary) -> None:
@@ -34,57 +117,10 @@ def render(console: Console, phase: str, s: TimerlatSummary) -> None:
             ns(c.irq_max_ns),
         )
     console.print(t)
-    console.print(
-        Text(
-            "  thread: from the timer's expiry to the thread reading the clock on waking (cyclictest's measure); "
-            "IRQ: from the expiry to the entry of the timer interrupt that ran it (rtla's IRQ latency), for the "
-            f"wake-ups whose interrupt the kernel trace saw; – : {TAIL_RULE}",
-            style="dim",
-        )
-    )
-    c0 = s.cpus[0] if s.cpus else None
-    if c0 and c0.dma_latency_us is not None:
-        console.print(
-            Text(f"  idle states: limited to {c0.dma_latency_us} µs exit latency (/dev/cpu_dma_latency)", style="dim")
-        )
-    elif c0:
-        console.print(
-            Text(
-                "  idle states: as they were (cyclictest holds /dev/cpu_dma_latency at 0 unless --laptop: "
-                "--dma-latency 0 does the same)" + (f"; {c0.dma_latency_why}" if c0.dma_latency_why else ""),
-                style="yellow" if c0.dma_latency_why else "dim",
-            )
-        )
-    for c in s.cpus:
-        if c.why_other:
-            console.print(Text(f"  note: cpu {c.cpu}: {c.why_other}", style="yellow"))
-        if c.kept < c.wakeups:
-            console.print(
-                Text(
-                    f"  note: cpu {c.cpu}: {c.kept:,} of {c.wakeups:,} wake-ups kept: IRQ latency and causes come "
-                    "from the kept ones, the thread latency from all",
-                    style="yellow",
-                )
-            )
-    if s.steal_ns:
-        console.print(
-            Text(
-                f"  the hypervisor ran something else for {ns(s.steal_ns)} on these CPUs during the measurement "
-                "(steal, /proc/stat, tick-sampled): a wake-up late for it shows as a task with interrupts off, or "
-                "unexplained",
-                style="yellow",
-            )
-        )
-    if s.master_shared:
-        console.print(
-            Text(
-                "  note: every CPU was measured, so the engine's own master ran on measured CPUs; "
-                "leave one CPU out to keep it off them",
-                style="yellow",
-            )
-        )
+    console.print(Text(f"  {LEGEND}", style="dim"))
+    for text, warning in notes(s):
+        console.print(Text(f"  {'note: ' if warning else ''}{text}", style="yellow" if warning else "dim"))
     if s.attribution != "bpf":
-        console.print(Text(f"  IRQ latency and causes: {s.attribution}", style="yellow"))
         return
     w = Table(
         title="[bold]the worst wake-ups[/] (each instant charged to the innermost event on the CPU then)",
@@ -93,27 +129,14 @@ def render(console: Console, phase: str, s: TimerlatSummary) -> None:
     for col in ("cpu", "thread", "IRQ", "what held it back"):
         w.add_column(col, justify="right" if col != "what held it back" else "left")
     for x in s.worst:
-        parts = sorted(x.causes.items(), key=lambda kv: -kv[1])
-        w.add_row(
-            str(x.cpu),
-            ns(x.thread_ns),
-            ns(x.irq_ns),
-            "; ".join(f"{cause} {ns(v)}" for cause, v in parts[:4]),
-        )
+        w.add_row(str(x.cpu), ns(x.thread_ns), ns(x.irq_ns), causes_text(x.causes))
     console.print(w)
     if s.causes:
         console.print(
             Text(
                 "  over the worst wake-ups: "
-                + "; ".join(f"{cause} {pct(row['share'])}" for cause, row in list(s.causes.items())[:5]),
+                + "; ".join(f"{cause} {share(row['share'], 2)}" for cause, row in list(s.causes.items())[:5]),
                 style="dim",
-            )
-        )
-    if s.lost_events:
-        console.print(
-            Text(
-                f"  note: {s.lost_events} kernel events were lost (ring buffer full): some causes may be missing",
-                style="yellow",
             )
         )
 

@@ -10,10 +10,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ...analysis.histogram import TAIL_RULE
-from ...analysis.timerlat import TimerlatSummary, summarize
+from ...analysis.timerlat import TimerlatSummary, analyze
 from ...format import ns
-from ...records import by_context
+from ..timerlat import LEGEND, notes
 from .page import Figure, Note, Section, Table
 
 TITLE = "Timer wake-up latency (timerlat)"
@@ -27,27 +26,22 @@ NS_LABEL = (
 
 
 def _series(runs) -> list[tuple[str, TimerlatSummary]]:
-    from ...analysis.latency import phase_of
-
     out = []
     for rd in runs:
-        phases: dict[str, list[dict]] = {}
-        for context, recs in by_context(rd.records):
-            phases.setdefault(phase_of(context), []).extend(recs)
-        for phase, recs in phases.items():
-            s = summarize(recs)
+        for phase, s in analyze(rd.run, rd.records).phases.items():
             if s.cpus:
                 out.append((f"{rd.short} · {phase}" if len(runs) > 1 else phase, s))
     return out
 
 
 def _exceedance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(value, share of wake-ups later than or as late as it), thinned to
-    MAX_POINTS with the longest TAIL_KEPT all kept."""
-    v = np.sort(values[values > 0])
-    if v.size == 0:
-        return v, v
-    share = (v.size - np.arange(v.size)) / v.size
+    """(value, share of all the wake-ups at least that late), for the values
+    a log axis can draw (> 0), thinned to MAX_POINTS with the longest
+    TAIL_KEPT all kept."""
+    v = np.sort(values)
+    share = (v.size - np.arange(v.size)) / max(v.size, 1)
+    drawn = v > 0
+    v, share = v[drawn], share[drawn]
     if v.size > MAX_POINTS:
         keep = np.unique(
             np.concatenate(
@@ -64,12 +58,17 @@ def _exceedance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _distribution(series) -> Figure | None:
     rows = []
     for label, s in series:
-        for cpu in sorted({w[0] for w in s.wakes}):
-            for what, col in (("thread", 3), ("IRQ", 4)):
-                vals = np.array([w[col] for w in s.wakes if w[0] == cpu and w[col] is not None], dtype=float)
+        if not s.wakes:
+            continue
+        cpu = np.array([w.cpu for w in s.wakes])
+        thread = np.array([w.thread_ns for w in s.wakes], dtype=float)
+        irq = np.array([np.nan if w.irq_ns is None else w.irq_ns for w in s.wakes], dtype=float)
+        for c in np.unique(cpu):
+            mine = cpu == c
+            for what, vals in (("thread", thread[mine]), ("IRQ", irq[mine][~np.isnan(irq[mine])])):
                 v, share = _exceedance(vals)
                 rows += [
-                    {"series": label, "cpu": f"CPU {cpu}", "latency": what, "ns": float(x), "share": float(p)}
+                    {"series": label, "cpu": f"CPU {c}", "latency": what, "ns": float(x), "share": float(p)}
                     for x, p in zip(v, share)
                 ]
     if not rows:
@@ -101,7 +100,8 @@ def _distribution(series) -> Figure | None:
         "how late each CPU's thread woke, and its timer interrupt came",
         chart,
         "Each wake-up kept: thread latency (solid: the expiry to the thread reading the clock) and IRQ latency "
-        "(dashed: the expiry to the timer interrupt's entry, where the kernel trace saw it); the tail at the right "
+        "(dashed: the expiry to the timer interrupt's entry, where the kernel trace saw it; a latency of 0, an "
+        "interrupt already running, counts in the shares but has no point on the log axis); the tail at the right "
         "is what a real-time deadline meets.",
     )
 
@@ -138,7 +138,7 @@ def _worst(series) -> list:
 
 
 def _per_cpu(series) -> list:
-    rows, notes = [], []
+    rows, out = [], []
     for label, s in series:
         for c in s.cpus:
             rows.append(
@@ -157,37 +157,14 @@ def _per_cpu(series) -> list:
                     ns(c.irq_max_ns),
                 ]
             )
-            if c.why_other:
-                notes.append(Note(f"{label}: CPU {c.cpu}: {c.why_other}", warning=True))
-        if s.cpus and s.cpus[0].dma_latency_us is not None:
-            notes.append(Note(f"{label}: idle states limited to {s.cpus[0].dma_latency_us} µs exit latency"))
-        elif s.cpus and s.cpus[0].dma_latency_why:
-            notes.append(Note(f"{label}: the idle-state limit asked was not held: {s.cpus[0].dma_latency_why}", True))
-        if s.attribution != "bpf":
-            notes.append(Note(f"{label}: IRQ latency and causes: {s.attribution}", warning=True))
-        if s.steal_ns:
-            notes.append(
-                Note(
-                    f"{label}: the hypervisor ran something else for {ns(s.steal_ns)} on these CPUs (steal, "
-                    "/proc/stat, tick-sampled): a wake-up late for it shows as a task with interrupts off, or "
-                    "unexplained",
-                    warning=True,
-                )
-            )
-        if s.master_shared:
-            notes.append(
-                Note(
-                    f"{label}: every CPU was measured, so the engine's own master ran on measured CPUs",
-                    warning=True,
-                )
-            )
+        out += [Note(f"{label}: {text}", warning) for text, warning in notes(s)]
     table = Table(
         "per CPU",
         ["series", "CPU", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max"],
         rows,
-        f"missed: periods skipped by a wake-up later than a whole period; – : {TAIL_RULE}",
+        f"missed: periods skipped by a wake-up later than a whole period. {LEGEND}",
     )
-    return [table, *notes]
+    return [table, *out]
 
 
 def sections(runs) -> list[Section]:
