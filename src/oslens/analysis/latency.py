@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..format import plural
+from ..records import by_context
 from .histogram import TAIL_RULE, Histogram, merge_all, untold
 from .metrics import LOWER, Metrics
 from .stats import SPREAD_LIMIT, relative_spread
@@ -116,6 +117,14 @@ def phase_of(context: dict | None) -> str:
     if not c:
         return ALONE
     return f"with {c['probe']}:{c['variant']} on CPUs {','.join(map(str, c['cpus']))}"
+
+
+def by_phase(records: list[dict]) -> dict[str, list[dict]]:
+    """The records of each phase (alone, with each competitor), in order."""
+    phases: dict[str, list[dict]] = {}
+    for context, recs in by_context(records):
+        phases.setdefault(phase_of(context), []).extend(recs)
+    return phases
 
 
 def summarize(records: list[dict]) -> LatencySummary:

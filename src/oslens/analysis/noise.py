@@ -371,11 +371,9 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
 
 def summarize_phases(records: list[dict]) -> dict[str, NoiseSummary]:
     """One summary per phase: alone, and with each competitor."""
-    from .latency import phase_of
+    from .latency import by_phase
 
-    phases: dict[str, list[dict]] = {}
-    for context, recs in by_context(records):
-        phases.setdefault(phase_of(context), []).extend(recs)
+    phases = by_phase(records)
     return {p: summarize(rs) for p, rs in phases.items() if detour_records(rs)}
 
 

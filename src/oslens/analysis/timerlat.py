@@ -275,11 +275,9 @@ class TimerlatRunSummary:
 
 
 def analyze(run, records: list[dict]) -> TimerlatRunSummary:
-    from .latency import phase_of
+    from .latency import by_phase
 
-    phases: dict[str, list[dict]] = {}
-    for context, recs in by_context(records):
-        phases.setdefault(phase_of(context), []).extend(recs)
+    phases = by_phase(records)
     return TimerlatRunSummary({p: summarize(rs) for p, rs in phases.items() if timerlat_records(rs)})
 
 
