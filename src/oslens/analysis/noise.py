@@ -160,6 +160,10 @@ class EventIndex:
         self._starts = {cpu: np.array([e[0] for e in evs], dtype=np.int64) for cpu, evs in self._events.items()}
         self._longest = {cpu: max((e[1] - e[0] for e in evs), default=0) for cpu, evs in self._events.items()}
 
+    def events(self, cpu: int) -> list[tuple]:
+        """(start, end, cause, kind, id, name) of every event on `cpu`, by start."""
+        return self._events.get(cpu, [])
+
     def overlapping(self, cpu: int, start: int, end: int) -> list[tuple]:
         """(start, end, cause, kind, id, name) of the events on `cpu` that
         overlap [start, end): only those starting in [start - the longest

@@ -128,15 +128,30 @@ def _finite(x):
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+def irq_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes: np.ndarray) -> list[int | None]:
+    """Per wake-up on `cpu`, the first timer interrupt on it to end after
+    the expiry, from the expiry to its entry; 0 where it was running already
+    (the interrupt runs every timer expired by the time it looks, one
+    expiring meanwhile too: a timer that expires with another one's is run
+    by the same); None where none began before the thread woke. rtla's IRQ
+    latency ends later, at the timer's own callback, after the work the
+    handler did before it. Timer interrupts do not nest on a CPU, so their
+    ends are in order: one search for every wake-up."""
+    timers = [(e[0], e[1]) for e in index.events(cpu) if _is_timer_interrupt(e[3], e[5])]
+    if not timers:
+        return [None] * len(expiries)
+    starts = np.array([t[0] for t in timers], dtype=np.int64)
+    ends = np.maximum.accumulate(np.array([t[1] for t in timers], dtype=np.int64))
+    i = np.searchsorted(ends, expiries, side="right")
+    found = i < len(timers)
+    start = np.where(found, starts[np.minimum(i, len(timers) - 1)], 0)
+    seen = found & (start < wokes)
+    lat = np.maximum(start - expiries, 0)
+    return [int(x) if ok else None for x, ok in zip(lat, seen)]
+
+
 def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int) -> int | None:
-    """The first timer interrupt on the CPU to end after the expiry, from
-    the expiry to its entry; 0 where it was running already (the interrupt
-    runs every timer expired by the time it looks, one expiring meanwhile
-    too: a timer that expires with another one's is run by the same). rtla's
-    IRQ latency ends later, at the timer's own callback, after the work the
-    handler did before it."""
-    starts = [e[0] for e in index.overlapping(cpu, expiry, woke) if _is_timer_interrupt(e[3], e[5])]
-    return max(0, min(starts) - expiry) if starts else None
+    return irq_latencies(index, cpu, np.array([expiry], dtype=np.int64), np.array([woke], dtype=np.int64))[0]
 
 
 def _before_the_interrupt(cause: str) -> str:
@@ -186,8 +201,9 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         hist = merge_all(Histogram.from_record(r["thread"]) for r in rs)
         irqs = []
         for r in rs:
-            for expiry, woke in r["wakes"]:
-                irq = _irq_latency(index, cpu, expiry, woke) if index else None
+            pairs = np.array(r["wakes"], dtype=np.int64).reshape(-1, 2)
+            lat = irq_latencies(index, cpu, pairs[:, 0], pairs[:, 1]) if index else [None] * len(pairs)
+            for (expiry, woke), irq in zip(pairs.tolist(), lat):
                 if irq is not None:
                     irqs.append(irq)
                 wakes.append(Wake(cpu, r["rep"], expiry, max(0, woke - expiry), irq))
