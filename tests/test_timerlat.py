@@ -17,7 +17,7 @@ import pytest
 
 from oslens import engine
 from oslens.analysis.noise import IDLE, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex
-from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _irq_latency, summarize
+from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _irq_latency, _timeline, summarize
 
 from conftest import (
     StreamingEngine,
@@ -109,6 +109,10 @@ def test_what_held_a_wake_up_back_is_told_in_order_and_sums_to_its_latency(event
     assert _irq_latency(index, 3, EXPIRY, WOKE) == irq
     got = _causes(index, 3, EXPIRY, WOKE, irq)
     assert got == pytest.approx(causes) and sum(got.values()) == WOKE - EXPIRY
+    # as a timeline: stretches end to end from the expiry to the wake-up, in the order they happened
+    timeline = _timeline(index, 3, EXPIRY, WOKE, irq)
+    assert timeline[0][0] == EXPIRY and timeline[-1][1] == WOKE
+    assert all(b == a2 for (_, b, _), (a2, _, _) in zip(timeline, timeline[1:]))
 
 
 def test_each_wake_ups_timer_interrupt_is_seen_and_charged_whole(no_leaks):

@@ -126,16 +126,28 @@ class NoiseSummary:
         }
 
 
-def attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
-    """ns of [start, end) per innermost cause; events are (s, e, cause)."""
+def segments(start: int, end: int, events: list[tuple]) -> list[tuple[int, int, str]]:
+    """[start, end) cut where its innermost cause changes: (from, to, cause)
+    in time order; events are (s, e, cause)."""
     inside = [(max(s, start), min(e, end), s, c) for s, e, c in events if s < end and e > start]
     if not inside:
-        return {UNEXPLAINED: float(end - start)}
+        return [(start, end, UNEXPLAINED)] if end > start else []
     edges = sorted({start, end, *(x[0] for x in inside), *(x[1] for x in inside)})
-    out: dict[str, float] = defaultdict(float)
+    out: list[tuple[int, int, str]] = []
     for a, b in zip(edges, edges[1:]):
         active = [x for x in inside if x[0] <= a and x[1] >= b]
         cause = max(active, key=lambda x: x[2])[3] if active else UNEXPLAINED
+        if out and out[-1][2] == cause and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, cause)
+        else:
+            out.append((a, b, cause))
+    return out
+
+
+def attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
+    """ns of [start, end) per innermost cause; events are (s, e, cause)."""
+    out: dict[str, float] = defaultdict(float)
+    for a, b, cause in segments(start, end, events):
         out[cause] += b - a
     return dict(out)
 
@@ -179,6 +191,10 @@ class EventIndex:
     def causes(self, cpu: int, start: int, end: int) -> dict[str, float]:
         """ns of [start, end) on `cpu` per innermost cause."""
         return attribute(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
+
+    def segments(self, cpu: int, start: int, end: int) -> list[tuple[int, int, str]]:
+        """[start, end) on `cpu` cut where its innermost cause changes."""
+        return segments(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
 
 
 def summarize(records: list[dict]) -> NoiseSummary:

@@ -65,6 +65,7 @@ class Wakeup:
     thread_ns: int
     irq_ns: int | None  # None: no timer interrupt seen in the window
     causes: dict[str, float] = field(default_factory=dict)
+    timeline: list[tuple[int, int, str]] = field(default_factory=list)  # (from, to) ns after the expiry, what
 
     @property
     def cause(self) -> str:
@@ -123,7 +124,7 @@ def _finite(x):
     """The document with its NaNs (percentiles too few wake-ups tell) as None: strict JSON."""
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
+    if isinstance(x, (list, tuple)):
         return [_finite(v) for v in x]
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
@@ -165,27 +166,35 @@ def _before_the_interrupt(cause: str) -> str:
     return cause
 
 
-def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> dict[str, float]:
-    """What held a wake-up back. Up to the timer interrupt's entry (when it
-    was seen) the interrupt itself was late; after it, noise's innermost
-    event rule, with the instants after the thread was switched in (the end
-    of the task that ran before it) charged to the thread itself."""
-    out: dict[str, float] = defaultdict(float)
+def _timeline(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> list[tuple[int, int, str]]:
+    """What held a wake-up back, as (from, to, what) in time order. Up to the
+    timer interrupt's entry (when it was seen) the interrupt itself was
+    late; after it, noise's innermost-event rule, the instants after the
+    thread was switched in (the end of the task that ran before it) charged
+    to the thread itself."""
+    out: list[tuple[int, int, str]] = []
     start = expiry
     if irq is not None and irq > 0:
         start = expiry + irq
-        for cause, v in index.causes(cpu, expiry, start).items():
-            out[_before_the_interrupt(cause)] += v
+        out += [(a, b, _before_the_interrupt(c)) for a, b, c in index.segments(cpu, expiry, start)]
     nearby = index.overlapping(cpu, start, woke)
-    switched_in = max((e[1] for e in nearby if e[3] == KIND_TASK and start < e[1] <= woke), default=None)
-    after = index.causes(cpu, switched_in, woke).get(UNEXPLAINED, 0.0) if switched_in is not None else 0.0
-    for cause, v in index.causes(cpu, start, woke).items():
-        if cause == UNEXPLAINED and after:
-            out[THREAD_ITSELF] += after
-            v -= after
-        if v > 0:
+    switched_in = max((e[1] for e in nearby if e[3] == KIND_TASK and start < e[1] <= woke), default=woke)
+    for a, b, cause in index.segments(cpu, start, woke):
+        if cause == UNEXPLAINED and b > switched_in:
+            if a < switched_in:
+                out.append((a, switched_in, cause))
+            out.append((max(a, switched_in), b, THREAD_ITSELF))
+        else:
             # idle after the interrupt is the switch to the thread; with no interrupt seen, it is all idle
-            out[AFTER_IDLE if cause == IDLE and irq is not None else cause] += v
+            out.append((a, b, AFTER_IDLE if cause == IDLE and irq is not None else cause))
+    return out
+
+
+def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> dict[str, float]:
+    """ns of a wake-up's latency per what held it back (_timeline's)."""
+    out: dict[str, float] = defaultdict(float)
+    for a, b, what in _timeline(index, cpu, expiry, woke, irq):
+        out[what] += b - a
     return dict(out)
 
 
@@ -227,16 +236,7 @@ def summarize(records: list[dict]) -> TimerlatSummary:
                 rs[0].get("dma_latency_why"),
             )
         )
-    worst = [
-        Wakeup(
-            w.cpu,
-            w.expiry_ns,
-            w.thread_ns,
-            w.irq_ns,
-            _causes(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns) if index else {},
-        )
-        for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)
-    ]
+    worst = [_worst(index, w) for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)]
     summary = TimerlatSummary(
         cpus,
         worst,
@@ -254,6 +254,23 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         summary.steal_ns = sum(c["steal"] for _, c in mine)
         summary.steal_resolution_ns = sum(w["resolution_ns"] for w, _ in mine)
     return summary
+
+
+def _worst(index: EventIndex | None, w: Wake) -> Wakeup:
+    if index is None:
+        return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, w.irq_ns)
+    timeline = _timeline(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns)
+    causes: dict[str, float] = defaultdict(float)
+    for a, b, what in timeline:
+        causes[what] += b - a
+    return Wakeup(
+        w.cpu,
+        w.expiry_ns,
+        w.thread_ns,
+        w.irq_ns,
+        dict(causes),
+        [(a - w.expiry_ns, b - w.expiry_ns, c) for a, b, c in timeline],
+    )
 
 
 def _cause_table(worst: list[Wakeup]) -> dict[str, dict]:

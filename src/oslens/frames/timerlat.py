@@ -2,9 +2,9 @@
 
 `wakeups` (main): one row per kept wake-up of a thread from its periodic
 timer: exactly the "wakes" `show --json` prints. `cpus`: one row per phase
-and CPU, the per-CPU figures of the summary. `worst`: the worst wake-ups
-with what held each back, one row per wake-up and cause (only with
-attribution).
+and CPU, the per-CPU figures of the summary. `worst`: the worst wake-ups'
+timelines, one row per stretch of a wake-up's latency and what held it back
+then (only with attribution).
 
 A phase is "alone" or "with <competitor> on CPUs …". Times are ns;
 `expiry_ns` is CLOCK_MONOTONIC.
@@ -49,8 +49,9 @@ COLUMNS = {
         "expiry_ns": ("int64", "the wake-up's expiry (CLOCK_MONOTONIC), ns"),
         "thread_ns": ("int64", "its thread latency, ns"),
         "irq_ns": ("Int64", "its IRQ latency, ns (null: not seen)"),
-        "cause": ("str", "what held it back: an interrupt, a task, idle, or the thread's own return"),
-        "cause_ns": ("float64", "the time it took of that wake-up, ns"),
+        "from_ns": ("int64", "the stretch's start, ns after the expiry"),
+        "to_ns": ("int64", "its end, ns after the expiry"),
+        "cause": ("str", "what held the thread back then: an interrupt, a task, idle, or its own return"),
     },
 }
 __doc__ += describe(COLUMNS)
@@ -85,11 +86,12 @@ def frames(run, records: list[dict]) -> dict:
                 "expiry_ns": w.expiry_ns,
                 "thread_ns": w.thread_ns,
                 "irq_ns": w.irq_ns,
+                "from_ns": a,
+                "to_ns": b,
                 "cause": cause,
-                "cause_ns": v,
             }
             for w in s.worst
-            for cause, v in sorted(w.causes.items(), key=lambda kv: -kv[1])
+            for a, b, cause in w.timeline
         ]
     return {
         "wakeups": table(run.id, wakeups, COLUMNS["wakeups"]),

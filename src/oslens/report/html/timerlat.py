@@ -110,8 +110,11 @@ def _worst(series) -> list:
     rows = []
     for label, s in series:
         for i, w in enumerate(s.worst):
-            for cause, v in sorted(w.causes.items(), key=lambda kv: -kv[1]):
-                rows.append({"series": label, "wake-up": f"#{i + 1} CPU {w.cpu}", "order": i, "cause": cause, "ns": v})
+            rows += [
+                {"series": label, "wake-up": f"#{i + 1} CPU {w.cpu}, {ns(w.thread_ns)}", "order": i, "what": what,
+                 "from": a, "to": b, "ns": b - a}
+                for a, b, what in w.timeline
+            ]  # fmt: skip
     if not rows:
         return []
     chart = (
@@ -119,9 +122,16 @@ def _worst(series) -> list:
         .mark_bar()
         .encode(
             y=alt.Y("wake-up:N", sort=alt.EncodingSortField("order"), title=None),
-            x=alt.X("ns:Q", title="time of the wake-up's latency", axis=alt.Axis(labelExpr=NS_LABEL)),
-            color=alt.Color("cause:N", title="what held it back", legend=alt.Legend(labelLimit=420)),
-            tooltip=["series", "wake-up", "cause", alt.Tooltip("ns:Q", format=",.0f")],
+            x=alt.X("from:Q", title="time after the timer's expiry", axis=alt.Axis(labelExpr=NS_LABEL)),
+            x2="to:Q",
+            color=alt.Color("what:N", title="what held it back", legend=alt.Legend(labelLimit=420)),
+            tooltip=[
+                "series",
+                "wake-up",
+                "what",
+                alt.Tooltip("from:Q", format=",.0f"),
+                alt.Tooltip("ns:Q", format=",.0f"),
+            ],
         )
         .properties(width=560)
         .facet(row=alt.Row("series:N", title=None))
@@ -129,10 +139,12 @@ def _worst(series) -> list:
     return [
         Figure(
             "timerlat-worst",
-            "what held the worst wake-ups back",
+            "the worst wake-ups, from the timer's expiry to the thread running",
             chart,
-            "Each instant of a wake-up's latency charged to the innermost event on its CPU then (an interrupt, "
-            "another task, the CPU's idle state); after the thread was switched in, its own return from the sleep.",
+            "Each instant charged to the innermost event on the wake-up's CPU then: before the timer interrupt, an "
+            "idle CPU waking or a task that ran with interrupts off (or a vCPU not run); after it, interrupts, "
+            "softirqs and the tasks that ran before the thread could; after the switch, the thread's own return "
+            "from its sleep.",
         )
     ]
 
