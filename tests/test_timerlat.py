@@ -148,9 +148,13 @@ def test_a_higher_priority_task_holding_the_cpu_is_what_held_its_wake_ups_back(n
     attribution_or_skip(records)
     spins = json.loads(out)["intervals"]
     s = summarize(records)
-    # every wake-up whose expiry fell inside a spin waited for the spin's end
-    held = [(t, lat) for cpu, _, t, lat, _ in s.wakes if any(a <= t < b for a, b in spins)]
-    assert held and all(t + lat >= next(b for a, b in spins if a <= t < b) for t, lat in held)
+    # a wake-up a spin overlapped (its expiry inside the spin, or just before it while the hog, due at
+    # the same time, woke first) waited for the spin's end: every spin holds at least one of them
+    first, last = s.wakes[0].expiry_ns, s.wakes[-1].expiry_ns
+    measured = [(a, b) for a, b in spins if first <= a and b <= last]  # the hog ran before and after too
+    held = [(w, b) for w in s.wakes for a, b in measured if a < w.expiry_ns + w.thread_ns and b > w.expiry_ns]
+    assert measured and len({b for _, b in held}) == len(measured), (len(held), len(measured))
+    assert all(w.expiry_ns + w.thread_ns >= b for w, b in held)
     # each of the worst wake-ups a spin overlapped (its timer and the hog's often expire together, the
     # hog running first) names the hog as what held it back; on a machine
     # that stalls its vCPUs (a VM) a stall may rank among them, but not most of them
