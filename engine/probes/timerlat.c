@@ -23,7 +23,7 @@ struct timerlat {
 	uint64_t (*wake)[2]; /* [expiry_ns, woke_ns] */
 	uint64_t cap, n, overflow;
 	uint64_t period_ns;
-	uint64_t wakeups, missed, max_ns;
+	uint64_t missed;
 	struct hist *thread; /* every wake-up's thread latency, kept or not */
 	int prio;	     /* 0: SCHED_OTHER */
 	char why_other[96];  /* why a real-time priority asked for was not had */
@@ -164,8 +164,6 @@ static uint64_t timerlat_loop(struct worker *w, const struct loop *l, int *err)
 		}
 		uint64_t lat = woke > next ? woke - next : 0;
 		hist_record(t->thread, lat);
-		if (lat > t->max_ns)
-			t->max_ns = lat;
 		if (t->n < t->cap) {
 			t->wake[t->n][0] = next;
 			t->wake[t->n][1] = woke;
@@ -180,7 +178,6 @@ static uint64_t timerlat_loop(struct worker *w, const struct loop *l, int *err)
 		}
 		*ops = ++n;
 	}
-	t->wakeups = n;
 	return n;
 }
 
@@ -199,9 +196,9 @@ static int timerlat_emit(struct worker *w, struct json *j)
 		json_null(j, "dma_latency_us");
 	if (g->why[0])
 		json_str(j, "dma_latency_why", g->why);
-	json_uint(j, "wakeups", t->wakeups);
+	json_uint(j, "wakeups", t->thread->count); /* every wake-up, kept or not */
 	json_uint(j, "missed", t->missed);
-	json_uint(j, "max_ns", t->max_ns);
+	json_uint(j, "max_ns", t->thread->max);
 	json_uint(j, "overflow", t->overflow);
 	hist_emit(j, "thread", t->thread, 1.0);
 	json_arr(j, "wakes");

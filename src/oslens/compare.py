@@ -20,8 +20,6 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from . import kinds
 from .analysis import kstacks
 from .analysis.metrics import HIGHER, LOWER, Metric  # noqa: F401  (directions, read by callers of compare)
@@ -39,7 +37,7 @@ from .analysis.stats import (
     repetitions_needed,
 )
 from .errors import UsageError
-from .format import p_is, p_value, plural, seconds, share, si, signed_pct
+from .format import json_safe, p_is, p_value, plural, seconds, share, si, signed_pct
 from .store import Run, Store
 
 DEFAULT_THRESHOLD = 0.05
@@ -352,23 +350,7 @@ class Comparison:
             "functions": [pf.to_dict(1 - self.confidence) for pf in self.functions],
             "findings": [f.to_dict() for f in self.findings],
         }
-        return _json_safe(doc)
-
-
-def _json_safe(x):
-    """Non-finite floats become None and numpy scalars plain Python: the
-    document passes json.dumps(allow_nan=False)."""
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
+        return json_safe(doc)
 
 
 def _relative_change(a: float, b: float) -> float | None:
@@ -710,7 +692,7 @@ class ManyComparison:
                     ],
                 }
             )  # fmt: skip
-        return _json_safe(
+        return json_safe(
             {
                 "kind": self.kind,
                 "baseline": run_dict(self.baseline),

@@ -16,6 +16,20 @@ _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _BYTE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 
 
+def json_safe(x):
+    """The document with non-finite floats as None and numpy scalars as
+    plain Python: it passes json.dumps(allow_nan=False), strict JSON."""
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "item"):  # a numpy scalar
+        x = x.item()
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    return x
+
+
 def _finite(x) -> bool:
     return x is not None and not isinstance(x, bool) and math.isfinite(x)
 

@@ -258,7 +258,7 @@ def summarize(records: list[dict]) -> NoiseSummary:
         cpus, detours, attribution, windows, lost, master_shared=master_shared(records), steal_note=steal_note
     )
     if attribution == "bpf":
-        summary.causes = _cause_table(detours)
+        summary.causes = cause_table([(d.duration_ns, d.causes) for d in detours])
     return summary
 
 
@@ -279,13 +279,16 @@ def _ftq(series: list[dict]) -> dict | None:
     }
 
 
-def _cause_table(detours: list[Detour]) -> dict[str, dict]:
-    total = sum(d.duration_ns for d in detours) or 1
+def cause_table(spans, counted: str = "count") -> dict[str, dict]:
+    """Per cause over stretches of lost time (each with `causes` in ns and
+    its length): how many it took part in (under the key `counted`), its
+    time, its most in one, and its share of them all; largest first."""
+    total = sum(length for length, _ in spans) or 1
     table: dict[str, dict] = {}
-    for d in detours:
-        for cause, ns in d.causes.items():
-            row = table.setdefault(cause, {"count": 0, "total_ns": 0.0, "max_ns": 0.0})
-            row["count"] += 1
+    for _, causes in spans:
+        for cause, ns in causes.items():
+            row = table.setdefault(cause, {counted: 0, "total_ns": 0.0, "max_ns": 0.0})
+            row[counted] += 1
             row["total_ns"] += ns
             row["max_ns"] = max(row["max_ns"], ns)
     for row in table.values():

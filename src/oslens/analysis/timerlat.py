@@ -17,7 +17,6 @@ return, the clock read)."""
 from __future__ import annotations
 
 import heapq
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..format import json_safe
 from ..records import by_context, cpustats, master_shared, timerlat_records, traces
 from .histogram import Histogram, merge_all, samples_to_tell, told_percentiles_of
 from .metrics import LOWER, Metrics
-from .noise import IDLE, KIND_IRQ, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex, attribution_of
+from .noise import IDLE, KIND_IRQ, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex, attribution_of, cause_table
 
 QS = (50, 99, 99.9)
 WORST = 10  # the worst wake-ups per phase whose causes are told
@@ -104,7 +104,7 @@ class TimerlatSummary:
     wakes: list[Wake] = field(default_factory=list)  # the kept ones
 
     def to_dict(self) -> dict:
-        return _finite(self._doc())
+        return json_safe(self._doc())
 
     def _doc(self) -> dict:
         return {
@@ -118,15 +118,6 @@ class TimerlatSummary:
             "steal_ns": self.steal_ns,
             "steal_resolution_ns": self.steal_resolution_ns,
         }
-
-
-def _finite(x):
-    """The document with its NaNs (percentiles too few wake-ups tell) as None: strict JSON."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def irq_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes: np.ndarray) -> list[int | None]:
@@ -247,7 +238,7 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         wakes=wakes,
     )
     if index:
-        summary.causes = _cause_table(worst)
+        summary.causes = cause_table([(w.thread_ns, w.causes) for w in worst], counted="wakeups")
     windows = cpustats(records)
     if windows and all("start_ns" in w for w in windows):
         mine = [(w, c) for w in windows for c in w["cpus"] if c["cpu"] in by_cpu]
@@ -271,20 +262,6 @@ def _worst(index: EventIndex | None, w: Wake) -> Wakeup:
         dict(causes),
         [(a - w.expiry_ns, b - w.expiry_ns, c) for a, b, c in timeline],
     )
-
-
-def _cause_table(worst: list[Wakeup]) -> dict[str, dict]:
-    total = sum(w.thread_ns for w in worst) or 1
-    table: dict[str, dict] = {}
-    for w in worst:
-        for cause, ns in w.causes.items():
-            row = table.setdefault(cause, {"wakeups": 0, "total_ns": 0.0, "max_ns": 0.0})
-            row["wakeups"] += 1
-            row["total_ns"] += ns
-            row["max_ns"] = max(row["max_ns"], ns)
-    for row in table.values():
-        row["share"] = row["total_ns"] / total
-    return dict(sorted(table.items(), key=lambda kv: -kv[1]["total_ns"]))
 
 
 @dataclass

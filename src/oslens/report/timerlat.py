@@ -19,6 +19,22 @@ LEGEND = (
     f"trace saw; – : {TAIL_RULE}"
 )
 CAUSES_SHOWN = 4  # per wake-up in the terminal; the rest summed
+COLUMNS = ("cpu", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max")
+
+
+def cpu_row(c) -> list[str]:
+    """A CPU's figures, in COLUMNS' order: the terminal and the HTML show the same."""
+    return [
+        str(c.cpu),
+        f"FIFO {c.prio}" if c.policy == "fifo" else "OTHER",
+        f"{c.wakeups:,}",
+        f"{c.missed:,}",
+        *(ns(c.thread[q]) for q in ("p50", "p99", "p99.9")),
+        ns(c.thread_max_ns),
+        ns(c.irq["p50"]),
+        ns(c.irq["p99"]),
+        ns(c.irq_max_ns),
+    ]
 
 
 def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
@@ -100,22 +116,10 @@ def render(console: Console, phase: str, s: TimerlatSummary) -> None:
         title=f"[bold]timer wake-up latency per CPU[/] ({phase}; a timer every {ns(s.period_ns)})",
         title_justify="left",
     )
-    for col in ("cpu", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max"):
+    for col in COLUMNS:
         t.add_column(col, justify="right")
     for c in s.cpus:
-        t.add_row(
-            str(c.cpu),
-            f"FIFO {c.prio}" if c.policy == "fifo" else "OTHER",
-            f"{c.wakeups:,}",
-            f"{c.missed:,}",
-            ns(c.thread["p50"]),
-            ns(c.thread["p99"]),
-            ns(c.thread["p99.9"]),
-            ns(c.thread_max_ns),
-            ns(c.irq["p50"]),
-            ns(c.irq["p99"]),
-            ns(c.irq_max_ns),
-        )
+        t.add_row(*cpu_row(c))
     console.print(t)
     console.print(Text(f"  {LEGEND}", style="dim"))
     for text, warning in notes(s):

@@ -12,17 +12,13 @@ import pandas as pd
 
 from ...analysis.timerlat import TimerlatSummary, analyze
 from ...format import ns
-from ..timerlat import LEGEND, notes
+from ..timerlat import COLUMNS, LEGEND, cpu_row, notes
+from .noise import NS_LABEL
 from .page import Figure, Note, Section, Table
 
 TITLE = "Timer wake-up latency (timerlat)"
 MAX_POINTS = 2000  # points drawn per series and CPU: evenly spaced in rank, the tail kept whole
 TAIL_KEPT = 200  # the longest wake-ups are all drawn
-
-NS_LABEL = (
-    "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' ms' : "
-    "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' µs' : format(datum.value, '~g') + ' ns'"
-)
 
 
 def _series(runs) -> list[tuple[str, TimerlatSummary]]:
@@ -152,27 +148,11 @@ def _worst(series) -> list:
 def _per_cpu(series) -> list:
     rows, out = [], []
     for label, s in series:
-        for c in s.cpus:
-            rows.append(
-                [
-                    label,
-                    c.cpu,
-                    f"FIFO {c.prio}" if c.policy == "fifo" else "OTHER",
-                    f"{c.wakeups:,}",
-                    f"{c.missed:,}",
-                    ns(c.thread["p50"]),
-                    ns(c.thread["p99"]),
-                    ns(c.thread["p99.9"]),
-                    ns(c.thread_max_ns),
-                    ns(c.irq["p50"]),
-                    ns(c.irq["p99"]),
-                    ns(c.irq_max_ns),
-                ]
-            )
+        rows += [[label, *cpu_row(c)] for c in s.cpus]
         out += [Note(f"{label}: {text}", warning) for text, warning in notes(s)]
     table = Table(
         "per CPU",
-        ["series", "CPU", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max"],
+        ["series", *COLUMNS],
         rows,
         f"missed: periods skipped by a wake-up later than a whole period. {LEGEND}",
     )
