@@ -325,6 +325,78 @@ def test_a_zram_device_killed_before_it_is_named_is_swept(tmp_path):
     assert leftovers.block_devices() == before
 
 
+# An oslens that wrote down zram index N (sys.argv[1]) and was killed: it
+# had removed its device (or never made it), and the kernel has given N again.
+DEAD_WITH_STALE_ZRAM_LINES = """
+import os, signal, sys
+from oslens import runtime
+runtime.entry()
+runtime.note("device", f"zram-unconfirmed {sys.argv[1]}")
+runtime.note("device", f"zram {sys.argv[1]}")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+# A live oslens that made a zram device: it holds it, unopened, until told.
+LIVE_WITH_ZRAM = """
+import sys
+from oslens import runtime
+from oslens.blockdev import devices
+runtime.start()
+t = devices.make("zram", 16 << 20)
+print(t.path, flush=True)
+sys.stdin.readline()
+print(devices.remove_device(t.made_line), flush=True)
+"""
+
+
+@needs_root
+def test_a_dead_oslenss_lines_never_remove_the_device_a_live_one_made_at_that_index(tmp_path):
+    """A live oslens holds the zram device the kernel gave it; an oslens
+    that named the same index earlier is killed; the sweep that follows
+    (`oslens doctor`, as every start does) leaves the device alone: it is
+    the live one's, as its own lines say, read under the lock every maker
+    holds until its device is configured. Such a sweep reset a device
+    mid-make before (its maker failed with EBUSY)."""
+    if devices.available_kinds()["zram"]:
+        pytest.skip(devices.available_kinds()["zram"])
+    env = {**os.environ, "OSLENS_DB": str(tmp_path / "r.db")}
+    before = leftovers.block_devices()
+    live = subprocess.Popen([sys.executable, "-c", LIVE_WITH_ZRAM], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        path = live.stdout.readline().strip()
+        assert path.startswith("/dev/zram"), live.stderr.read()
+        dead = subprocess.run([sys.executable, "-c", DEAD_WITH_STALE_ZRAM_LINES, path.removeprefix("/dev/zram")],
+                              env=env, capture_output=True, text=True)  # fmt: skip
+        assert dead.returncode == -signal.SIGKILL, dead.stderr
+        doc = subprocess.run([sys.executable, "-m", "oslens", "doctor"], env=env, capture_output=True, text=True)
+        assert doc.returncode == 0, doc.stderr
+        assert Path(path).exists(), doc.stdout  # the live one's still
+        assert "zram" not in doc.stdout, doc.stdout
+        out, err = live.communicate("\n", timeout=60)
+        assert live.returncode == 0 and out.split() == ["removed"], err
+    finally:
+        if live.poll() is None:
+            live.kill()
+            live.wait()
+    assert leftovers.block_devices() == before
+
+
+@needs_root
+def test_a_device_removed_by_its_maker_is_struck_out_of_its_lines(zram):
+    """What a process removed itself is no longer its to remove at exit: a
+    line left would name whatever the kernel gives that name next."""
+    from oslens import runtime
+
+    t = devices.make("zram", 16 << 20)
+    owns, line = runtime.entry() / runtime.OWNS, f"device {t.made_line}"
+    assert line in owns.read_text().splitlines()
+    assert not [x for x in owns.read_text().splitlines() if x.startswith("device zram-unconfirmed")]
+    devices.remove_device(t.made_line)
+    assert line not in owns.read_text().splitlines()
+
+
 def _engine_pids() -> list[int]:
     out = []
     for d in Path("/proc").iterdir():

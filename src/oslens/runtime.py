@@ -294,6 +294,26 @@ def reap_engines() -> list[Leftover]:
 # ------------------------------------------------------------ the sweep
 
 
+def forget(kind: str, what: str | os.PathLike) -> None:
+    """Strikes a line out of this process's entry once it has removed the
+    thing itself: a line left would name, to its own release at exit or to
+    a sweep after a kill, whatever the kernel gives that name next (a zram
+    index, a loop device), someone else's by then."""
+    if _entry is None or _entry_pid != os.getpid():
+        return
+    path, line = _entry / OWNS, f"{kind} {os.fspath(what)}"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    kept = [x for x in lines if x != line]
+    if len(kept) == len(lines):
+        return
+    tmp = _entry / f"{OWNS}.new"
+    tmp.write_text("".join(x + "\n" for x in kept))
+    os.replace(tmp, path)  # whole or not at all, as note()'s single write
+
+
 def _lines(path: Path) -> list[tuple[str, str]]:
     try:
         text = path.read_text()
@@ -304,6 +324,18 @@ def _lines(path: Path) -> list[tuple[str, str]]:
         kind, _, what = line.partition(" ")
         if kind and what:
             out.append((kind, what))
+    return out
+
+
+def claimed_by_others(kind: str) -> set[str]:
+    """What the live oslens processes other than this one have written down
+    of a kind: theirs, whatever a dead one's line says (a device index or a
+    name the kernel has given again since)."""
+    r = root()
+    out: set[str] = set()
+    for d, key in _entries(r) if r is not None else []:
+        if key[0] != os.getpid() and _alive(key):
+            out |= {what for k, what in _lines(d / OWNS) if k == kind}
     return out
 
 

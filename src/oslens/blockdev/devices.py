@@ -9,6 +9,7 @@ does not remove: they are an owned resource (oslens.owned), `DEVICE`."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -94,30 +95,44 @@ def _next_zram() -> int:
     return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
+@contextlib.contextmanager
+def _zram_lock():
+    """The lock on zram-control's hot_add that every oslens holds while it
+    makes and configures a zram device, and while it removes one: a sweep
+    of a dead oslens's unconfirmed index cannot then fall between another
+    oslens's hot_add and its configuration, where the device it just made
+    looks like nobody's (one such sweep reset a device being made: EBUSY)."""
+    fd = os.open(ZRAM_CONTROL / "hot_add", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _make_zram(size: int) -> Target:
     # Reading hot_add makes the device; its index is known only then. So the
     # index it will give is written down first, as unconfirmed (a SIGKILL
-    # between the read and the confirmed line would otherwise leak it), with
-    # the control file locked so that another oslens cannot take that index.
-    # A held SIGINT/SIGTERM is delivered as the mask is lifted: inside the
-    # block that removes the device again.
+    # between the read and the confirmed line would otherwise leak it), under
+    # the lock, held until the device is configured. Signals are held until
+    # the lock is let go (the removal a held SIGINT/SIGTERM leads to takes
+    # it again), and delivered as the mask is lifted: inside the block that
+    # removes the device again.
     old = _quiet_signals()
     n = None
     try:
         try:
-            fd = os.open(ZRAM_CONTROL / "hot_add", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                runtime.note("device", f"zram-unconfirmed {_next_zram()}")
+            with _zram_lock() as fd:
+                guess = f"zram-unconfirmed {_next_zram()}"
+                runtime.note("device", guess)
                 n = int(os.read(fd, 32))
                 runtime.note("device", f"zram {n}")
-            finally:
-                os.close(fd)
+                runtime.forget("device", guess)
+                Path(f"/sys/block/zram{n}/disksize").write_text(str(size))
         except (OSError, ValueError) as e:
             raise UsageError(f"--target zram: cannot add a zram device: {e}") from None
         target = Target(f"/dev/zram{n}", made="zram")
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        Path(f"/sys/block/zram{n}/disksize").write_text(str(size))
         _wait_for(target.path)
         _fill(target.path, size)
     except BaseException:
@@ -168,37 +183,57 @@ def remove_device(what: str) -> str:
     """`zram N` or `loop FILE` (a runtime line): the device oslens made,
     removed; what became of it."""
     kind, _, arg = what.partition(" ")
-    if kind == "zram-unconfirmed" and arg.isdigit():
-        # ours only while unconfigured: a configured one is someone else's
-        # (ours is confirmed by a line of its own before it is configured)
-        if _read(Path(f"/sys/block/zram{arg}/disksize")) != "0":
-            return "gone"
-        kind = "zram"
-    if kind == "zram" and arg.isdigit():
+    if kind in ("zram", "zram-unconfirmed") and arg.isdigit():
         if not Path(f"/sys/block/zram{arg}").exists():
             return "gone"
-        try:
-            Path(f"/sys/block/zram{arg}/reset").write_text("1")
-        except OSError:
-            pass  # never configured, or still open: hot_remove says which
-        try:
-            (ZRAM_CONTROL / "hot_remove").write_text(arg)
-        except OSError as e:
-            return f"failed: {e.strerror}"
-        return "removed"
+        with _zram_lock():
+            action = _remove_zram(arg, confirmed=kind == "zram")
+        if action in ("removed", "gone") and kind == "zram":
+            runtime.forget("device", what)
+        return action
     if kind == "loop" and os.path.basename(arg).startswith("oslens."):
-        action = "gone"
-        for lo in Path("/sys/block").glob("loop*"):
-            if _read(lo / "loop" / "backing_file") in (arg, f"{arg} (deleted)"):
-                p = subprocess.run(["losetup", "--detach", f"/dev/{lo.name}"], capture_output=True, text=True)
-                action = "removed" if p.returncode == 0 else f"failed: {p.stderr.strip()}"
-        try:
-            os.unlink(arg)
-            action = "removed" if action == "gone" else action
-        except FileNotFoundError:
-            pass
+        action = _remove_loop(arg)
+        if action in ("removed", "gone"):
+            runtime.forget("device", what)
         return action
     return "left alone"
+
+
+def _remove_loop(backing: str) -> str:
+    """The loop device bound to oslens's backing file, and the file."""
+    action = "gone"
+    for lo in Path("/sys/block").glob("loop*"):
+        if _read(lo / "loop" / "backing_file") in (backing, f"{backing} (deleted)"):
+            p = subprocess.run(["losetup", "--detach", f"/dev/{lo.name}"], capture_output=True, text=True)
+            action = "removed" if p.returncode == 0 else f"failed: {p.stderr.strip()}"
+    try:
+        os.unlink(backing)
+        action = "removed" if action == "gone" else action
+    except FileNotFoundError:
+        pass
+    return action
+
+
+def _remove_zram(n: str, confirmed: bool) -> str:
+    """zram device n, under the lock: not if it is another live oslens's
+    (a dead one's line may name an index the kernel has given again), and
+    an unconfirmed index only while unconfigured (ours is confirmed by a
+    line of its own before it is configured, under the same lock)."""
+    if not Path(f"/sys/block/zram{n}").exists():
+        return "gone"
+    if {f"zram {n}", f"zram-unconfirmed {n}"} & runtime.claimed_by_others("device"):
+        return "gone"
+    if not confirmed and _read(Path(f"/sys/block/zram{n}/disksize")) != "0":
+        return "gone"
+    try:
+        Path(f"/sys/block/zram{n}/reset").write_text("1")
+    except OSError:
+        pass  # never configured, or still open: hot_remove says which
+    try:
+        (ZRAM_CONTROL / "hot_remove").write_text(n)
+    except OSError as e:
+        return f"failed: {e.strerror}"
+    return "removed"
 
 
 def existing() -> list[str]:
