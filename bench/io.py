@@ -1,6 +1,7 @@
 """`oslens io`'s engine against fio and against a bare C loop (issue 16), on
-the same device, engine, block size, queue depth and CPUs, alternated round
-by round: IOPS ratio per point (the harness must add nothing: within 3 % of
+the same device, engine, block size, queue depth, pattern (random or in
+order, reads, writes or a mix), syncs, rate and CPUs, alternated round by
+round: IOPS ratio per point (the harness must add nothing: within 3 % of
 the reference, or faster) and each one's CPU per I/O; the rows at 1, 2, …
 CPUs are the scaling of this machine's zram and loop devices. Not a test:
 timing claims live here.
@@ -23,7 +24,7 @@ CPU per I/O: the submitting processes' own user+system time over their
 I/Os (the engine's workers' rusage of the measured window; fio's usr_cpu
 and sys_cpu over its runtime; the bare loop's getrusage).
 
-Usage: python bench/io.py [--rounds 5] [--seconds 2] [--size 256M] [--kinds zram,loop]
+Usage: python bench/io.py [--rounds 5] [--seconds 2] [--size 256M] [--kinds zram,loop] [--cases L,…]
 Needs root, fio and a C compiler (scripts/install-deps.sh bench).
 """
 
@@ -36,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,14 +48,45 @@ from oslens.blockdev.target import parse_size
 
 HERE = Path(__file__).resolve().parent
 
-# label, the engine's probe and options, the reference and its settings
+
+@dataclass(frozen=True)
+class Case:
+    """One comparison: the engine's probe and options, and the reference
+    running the same job: fio with these job options (rw, rwmixread, fsync,
+    rate_iops … as fio spells them), or the bare loop driven `how` at `qd`."""
+
+    label: str
+    probe: str
+    opts: dict
+    ref: str  # fio or bare
+    fio: dict = field(default_factory=dict)
+    bare: tuple[str, int] | None = None
+
+
+def fio_job(ioengine: str, qd: int = 1, **more) -> dict:
+    return {"ioengine": ioengine, "iodepth": qd, "rw": "randread", "direct": 1} | more
+
+
 CASES = [
-    ("pread", "io:pread", {}, "fio", ("psync", 1)),
-    ("uring qd1", "io-uring:read", {"qd": 1}, "fio", ("io_uring", 1)),
-    ("uring qd16", "io-uring:read", {"qd": 16}, "fio", ("io_uring", 16)),
-    ("uring qd16", "io-uring:read", {"qd": 16}, "bare", ("reap", 16)),
-    ("uring qd16 wait=1", "io-uring:read", {"qd": 16, "wait": 1}, "bare", ("wait", 16)),
-]
+    Case("psync", "io:direct", {}, "fio", fio_job("psync")),
+    Case("uring qd1", "io-uring", {"qd": 1}, "fio", fio_job("io_uring")),
+    Case("uring qd16", "io-uring", {"qd": 16}, "fio", fio_job("io_uring", 16)),
+    Case("uring qd16", "io-uring", {"qd": 16}, "bare", bare=("reap", 16)),
+    Case("uring qd16 wait=1", "io-uring", {"qd": 16, "wait": 1}, "bare", bare=("wait", 16)),
+    # issue 32's modes: each against fio running the same job
+    Case("psync randwrite", "io:direct", {"reads": 0}, "fio", fio_job("psync", rw="randwrite")),
+    Case("psync randrw 70/30", "io:direct", {"reads": 70}, "fio", fio_job("psync", rw="randrw", rwmixread=70)),
+    Case("psync read", "io:direct", {"seq": 1}, "fio", fio_job("psync", rw="read")),
+    Case("libaio qd1", "libaio", {"qd": 1}, "fio", fio_job("libaio")),
+    Case("libaio qd16", "libaio", {"qd": 16}, "fio", fio_job("libaio", 16)),
+    Case("libaio qd16 write", "libaio", {"qd": 16, "seq": 1, "reads": 0}, "fio", fio_job("libaio", 16, rw="write")),
+    Case("cached randwrite fsync 4", "io:cached", {"reads": 0, "fsync": 4}, "fio",
+         fio_job("psync", rw="randwrite", direct=0, fsync=4, end_fsync=1)),
+    # CPU per I/O at a rate (co-design study, Fig. 6.6-6.9): the IOPS are the rate's on both sides
+    Case("psync at 20k/s", "io:direct", {"rate": 20000}, "fio", fio_job("psync", rate_iops=20000)),
+    Case("uring qd4 at 20k/s", "io-uring", {"qd": 4, "rate": 20000}, "fio", fio_job("io_uring", 4, rate_iops=20000)),
+    Case("libaio qd4 at 20k/s", "libaio", {"qd": 4, "rate": 20000}, "fio", fio_job("libaio", 4, rate_iops=20000)),
+]  # fmt: skip
 COOP_TASKRUN = 0x100  # the engine's default ring set-up (taskrun=1), given to the bare loop
 
 
@@ -67,17 +100,22 @@ def run_oslens(target: str, probe: str, opts: dict, cpus: list[int], seconds: fl
     return sum(w["ops_per_sec"] for w in ws), cpu / sum(w["ops"] for w in ws) * 1e6
 
 
-def run_fio(target: str, ioengine: str, qd: int, cpus: list[int], seconds: float) -> tuple[float, float]:
+def run_fio(target: str, size: int, job: dict, cpus: list[int], seconds: float) -> tuple[float, float]:
+    """fio, one job per CPU pinned there; a sequential job reads its own
+    slice of the device, as the engine's workers do (offset_increment)."""
     jobs = []
     for c in cpus:
         jobs += [f"--name=cpu{c}", f"--cpus_allowed={c}"]
-    args = ["fio", "--output-format=json", f"--filename={target}", f"--ioengine={ioengine}", "--direct=1",
-            "--rw=randread", "--bs=4k", f"--iodepth={qd}", "--norandommap", "--randrepeat=0", "--time_based",
-            f"--runtime={seconds * 1000:.0f}ms", "--ramp_time=300ms"]  # fmt: skip
+    opts = dict(job)
+    if opts["rw"] in ("read", "write", "rw"):
+        opts |= {"size": size // len(cpus), "offset_increment": size // len(cpus)}
+    args = ["fio", "--output-format=json", f"--filename={target}", "--bs=4k", "--norandommap", "--randrepeat=0",
+            "--time_based", f"--runtime={seconds * 1000:.0f}ms", "--ramp_time=300ms",
+            *(f"--{k}={v}" for k, v in opts.items())]  # fmt: skip
     out = subprocess.run(args + jobs, capture_output=True, text=True, check=True).stdout
     doc = json.loads(out[out.index("{") :])
-    iops = sum(j["read"]["iops"] for j in doc["jobs"])
-    ios = sum(j["read"]["total_ios"] for j in doc["jobs"])
+    iops = sum(j[d]["iops"] for j in doc["jobs"] for d in ("read", "write"))
+    ios = sum(j[d]["total_ios"] for j in doc["jobs"] for d in ("read", "write"))
     cpu = sum((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1e3 for j in doc["jobs"])
     return iops, cpu / ios * 1e6 if ios else float("nan")
 
@@ -112,6 +150,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--size", default="256M")
     ap.add_argument("--kinds", default="zram,loop")
+    ap.add_argument("--cases", help="only these labels, comma-separated")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("fio"):
         sys.exit("bench/io.py needs root and fio (scripts/install-deps.sh bench)")
@@ -130,25 +169,28 @@ def main() -> None:
 
 
 def bench_device(a, t, kind: str, cpus_all: list[int], bare: Path) -> None:
-    print(f"\n== {kind}: {t.path}, {a.size}, 4 KiB random direct reads, {a.rounds} rounds alternated, "
+    print(f"\n== {kind}: {t.path}, {a.size}, 4 KiB I/Os, {a.rounds} rounds alternated, "
           f"{a.seconds:g} s each")  # fmt: skip
-    print(f"{'case':<18} {'vs':<5} {'CPUs':>4} {'oslens IOPS':>12} {'its IOPS':>12} {'ratio [min–max]':>17} "
+    print(f"{'case':<26} {'vs':<5} {'CPUs':>4} {'oslens IOPS':>12} {'its IOPS':>12} {'ratio [min–max]':>17} "
           f"{'oslens µs CPU/IO':>17} {'its µs CPU/IO':>14}")  # fmt: skip
-    for label, probe, opts, ref, (how, qd) in CASES:
+    only = set(a.cases.split(",")) if a.cases else None
+    for case in CASES:
+        if only and case.label not in only:
+            continue
         for n in range(1, len(cpus_all) + 1):
             cpus = cpus_all[:n]
             o, r = [], []
             for i in range(a.rounds):
-                for who in ("oslens", ref) if i % 2 == 0 else (ref, "oslens"):
+                for who in ("oslens", case.ref) if i % 2 == 0 else (case.ref, "oslens"):
                     if who == "oslens":
-                        o.append(run_oslens(t.path, probe, opts, cpus, a.seconds))
+                        o.append(run_oslens(t.path, case.probe, case.opts, cpus, a.seconds))
                     elif who == "fio":
-                        r.append(run_fio(t.path, how, qd, cpus, a.seconds))
+                        r.append(run_fio(t.path, t.size(), case.fio, cpus, a.seconds))
                     else:
-                        r.append(run_bare(bare, t.path, how, qd, cpus, a.seconds))
+                        r.append(run_bare(bare, t.path, *case.bare, cpus, a.seconds))
             ratios = np.array([x[0] for x in o]) / np.array([y[0] for y in r])
             print(
-                f"{label:<18} {ref:<5} {n:>4} {np.median([x[0] for x in o]):>12,.0f} "
+                f"{case.label:<26} {case.ref:<5} {n:>4} {np.median([x[0] for x in o]):>12,.0f} "
                 f"{np.median([y[0] for y in r]):>12,.0f} "
                 f"{np.median(ratios):>6.3f} [{ratios.min():.2f}–{ratios.max():.2f}] "
                 f"{np.median([x[1] for x in o]):>17.2f} {np.median([y[1] for y in r]):>14.2f}",

@@ -16,7 +16,7 @@
 
 struct json;
 
-#define PROBE_MAX_OPTS 8
+#define PROBE_MAX_OPTS 12
 #define PROBE_MAX_VARIANTS 8
 
 struct probe_opt {

@@ -121,7 +121,7 @@ def io_target(tmp_path) -> list[str]:
     target = tmp_path / "target"
     with open(target, "wb") as f:
         f.truncate(8 << 20)
-    return ["--probe", "io:pread", "--target", str(target)]
+    return ["--probe", "io:direct", "--target", str(target)]
 
 
 def test_the_usage_text_lists_every_attributions_option(io_target):

@@ -52,22 +52,39 @@ CHECK_READS = 1
 
 @needs_root
 @pytest.mark.parametrize(
-    "probe,opts,writes",
+    "probe,opts",
     [
-        ("io:pread", [], False),
-        ("io:pread", ["--opt", "bs=16384"], False),
-        ("io:pwrite", [], True),
-        ("io-uring:read", ["--opt", "qd=1"], False),
-        ("io-uring:read", ["--opt", "qd=8"], False),
-        ("io-uring:read", ["--opt", "qd=8", "--opt", "wait=1"], False),
-        ("io-uring:read", ["--opt", "qd=8", "--opt", "taskrun=2"], False),
-        ("io-uring:write", ["--opt", "qd=8", "--opt", "taskrun=0"], True),
+        ("io:direct", []),
+        ("io:direct", ["--opt", "bs=16384"]),
+        ("io:direct", ["--opt", "reads=0"]),
+        ("io:direct", ["--opt", "reads=70"]),
+        ("io:direct", ["--opt", "seq=1", "--opt", "reads=0"]),
+        ("io:cached", ["--opt", "reads=0", "--opt", "seq=1", "--opt", "fsync=1"]),
+        ("io:cached", ["--opt", "reads=0", "--opt", "seq=1", "--opt", "fsync=5", "--opt", "datasync=1"]),
+        ("io:direct", ["--opt", "reads=50", "--opt", "fsync=3"]),
+        ("io-uring", ["--opt", "qd=1"]),
+        ("io-uring", ["--opt", "qd=8"]),
+        ("io-uring", ["--opt", "qd=8", "--opt", "wait=1"]),
+        ("io-uring", ["--opt", "qd=8", "--opt", "taskrun=2"]),
+        ("io-uring", ["--opt", "qd=8", "--opt", "taskrun=0", "--opt", "reads=0"]),
+        ("io-uring", ["--opt", "qd=8", "--opt", "reads=30", "--opt", "seq=1"]),
+        ("libaio", ["--opt", "qd=1"]),
+        ("libaio", ["--opt", "qd=8", "--opt", "reads=50"]),
+        ("libaio", ["--opt", "qd=16", "--opt", "seq=1", "--opt", "bs=8192"]),
     ],
 )
 @pytest.mark.parametrize("device", ["zram", "loop"])
-def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, probe, opts, writes, request):
+def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, probe, opts, request):
+    """Every I/O the engine counts is one the block layer counts, of bs
+    bytes, in the direction the worker says it chose: direct I/O in each
+    engine and pattern, and buffered writes synced every N writes (in
+    order, in a slice of the worker's own: a block written twice before
+    writeback would be written once; at N = 1 one dirty block per sync, so
+    one write each; the last is synced at the worker's end; at N > 1
+    writeback may gather adjacent blocks into one request)."""
     t = request.getfixturevalue(device)
-    bs = int(next((o.split("=")[1] for o in opts if o.startswith("bs=")), 4096))
+    asked = dict(o.split("=") for o in opts if "=" in o)
+    bs = int(asked.get("bs", 4096))
     ops, workers = 3000, min(2, os.cpu_count() or 1)
     before = t.counters()
     r = run_engine("run", "--probe", probe, *opts, "--target", t.path, "--ops", str(ops), "--warmup", "0",
@@ -76,16 +93,41 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
     assert r.rc == 0, r.stderr
     counted = sum(w["ops"] for w in r.of("worker"))
     assert counted == ops * workers
+    books = r.of({"io:direct": "io", "io:cached": "io", "io-uring": "uring", "libaio": "aio"}[probe])
+    reads, writes = sum(b["reads"] for b in books), sum(b["writes"] for b in books)
+    assert reads + writes == counted
+    share = int(asked.get("reads", 100))
+    if 0 < share < 100:  # each worker's own draw: a binomial share, far inside these bounds
+        assert abs(reads / counted - share / 100) < 0.05, (reads, counted)
+    else:
+        assert reads == (counted if share else 0)
     d = {k: after[k] - before[k] for k in after}
-    reads, writes_ = (CHECK_READS, ops * workers) if writes else (ops * workers + CHECK_READS, 0)
-    # a request that adjacent I/Os were merged into counts once, its merges beside it
-    assert (d["reads"] + d["read_merges"], d["writes"] + d["write_merges"]) == (reads, writes_), d
+    if probe == "io:cached":
+        # the engine's check reads a block through the page cache, with read-ahead (none if cached)
+        assert d["reads"] + d["read_merges"] <= CHECK_READS
+    else:
+        # a request that adjacent I/Os were merged into counts once, its merges beside it
+        assert d["reads"] + d["read_merges"] == reads + CHECK_READS, d
+        assert d["read_sectors"] == (reads + CHECK_READS) * bs // 512
+    # a sync's flush of a device with a write cache (loop) counts as a write of no sectors too
+    data_writes = d["writes"] + d["write_merges"] - d.get("flushes", 0)
+    if flushes := d.get("flushes", 0):
+        assert flushes <= sum(b.get("syncs", 0) for b in books) + workers, d  # one per sync, and the last
+    gathered = probe == "io:cached" and int(asked.get("fsync", 0)) > 1
+    assert (data_writes <= writes) if gathered else (data_writes == writes), d
     # every I/O of bs bytes: the device saw exactly bs/512 sectors per I/O
-    assert d["read_sectors"] == reads * bs // 512 and d["write_sectors"] == writes_ * bs // 512
+    assert d["write_sectors"] == writes * bs // 512
     # each I/O timed once
     assert sum(h["hist"]["count"] for h in r.of("hist")) == counted
-    if probe.startswith("io-uring"):
+    if every := int(asked.get("fsync", 0)):
+        for b in books:  # before every write after every `every` writes: the worker's last ones are not
+            assert b["syncs"] == (b["writes"] - 1) // every if b["writes"] == ops else b["syncs"] > 0, b
+            assert b["sync_ns"] > 0
+    if probe == "io-uring":
         _ring_driven_as_asked(r.of("uring"), opts, counted)
+    if probe == "libaio":
+        for b in books:  # a submit per I/O, a getevents at most per I/O (once the queue is full)
+            assert b["submits"] == b["reads"] + b["writes"] and 0 < b["getevents"] <= b["submits"], b
     comp = r.of("completions")[0]
     if comp["available"]:
         assert sum(c["submitted"] for c in comp["cpus"]) == counted
@@ -97,6 +139,26 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
             assert completed + comp["unseen"] == counted, comp
         assert counted - comp["missed"] - comp["unseen"] <= completed <= counted
         assert all(0 <= c["local"] <= c["completed"] for c in comp["cpus"])
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "probe,opts",
+    [("io:direct", []), ("io:direct", ["--opt", "reads=0"]), ("io-uring", ["--opt", "qd=4"]),
+     ("io-uring", ["--opt", "qd=4", "--opt", "wait=1"]), ("libaio", ["--opt", "qd=4"])],
+)  # fmt: skip
+def test_a_rate_is_held_within_five_percent_where_the_device_goes_faster(zram, probe, opts):
+    """zram does some 100,000 I/Os per second per CPU here; 2,000 asked of
+    each worker is held, and never exceeded: the bucket starts empty."""
+    rate, workers = 2000, min(2, os.cpu_count() or 1)
+    r = run_engine("run", "--probe", probe, *opts, "--opt", f"rate={rate}", "--target", zram.path, "--duration",
+                   "0.5", "--reps", "2", "--warmup", "0.1", "--workers", str(workers), "--latency")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    got = [w["ops_per_sec"] for w in r.of("worker")]
+    assert len(got) == 2 * workers
+    assert all(0.95 * rate <= x <= 1.05 * rate for x in got), got
+    books = r.of({"io:direct": "io", "io-uring": "uring", "libaio": "aio"}[probe])
+    assert all(b["pace_sleeps"] > 0 for b in books), books  # it waited for its tokens
 
 
 # what each `taskrun` may set up (a kernel without some takes less)
@@ -121,9 +183,9 @@ def test_direct_io_lands_on_block_boundaries(zram):
     with EINVAL, so a clean run of random offsets proves them aligned; a
     bs that is not a multiple is refused before anything runs."""
     assert Path(f"/sys/block/{Path(zram.path).name}/queue/logical_block_size").read_text().strip() == "4096"
-    r = run_engine("run", "--probe", "io:pread", "--target", zram.path, "--ops", "20000", "--warmup", "0")
+    r = run_engine("run", "--probe", "io:direct", "--target", zram.path, "--ops", "20000", "--warmup", "0")
     assert r.rc == 0, r.stderr
-    r = run_engine("run", "--probe", "io:pread", "--opt", "bs=512", "--target", zram.path, "--ops", "10")
+    r = run_engine("run", "--probe", "io:direct", "--opt", "bs=512", "--target", zram.path, "--ops", "10")
     assert r.rc == 2 and "not a multiple of its logical block size 4096" in r.stderr
 
 
@@ -189,12 +251,12 @@ def test_the_measured_repetitions_carry_no_tracing(tmp_path):
 
     f = tmp_path / "data"
     f.write_bytes(os.urandom(8 << 20))
-    choices = io_plan.check(target=str(f), size=None, engines="pread,uring", qd="1", bs="4k", span=None,
+    choices = io_plan.check(target=str(f), size=None, engines="psync,uring", qd="1", bs="4k", span=None,
                             workers="1", placement="compact", duration=0.2, ops=None, reps=3, warmup=0.1,
                             scheduler=None, allow_overwrite=False, explain="full")  # fmt: skip
     points = io_plan.plan(choices, choices["target"]).points
     roles = [(p.series.label, p.role) for p in points]
-    assert roles == [(s, r) for s in ("pread", "uring qd1") for r in ("measure", "completions", "explain")]
+    assert roles == [(s, r) for s in ("psync", "uring qd1") for r in ("measure", "completions", "explain")]
     for p in points:
         args = list(p.args)
         reps = args[args.index("--reps") + 1]
@@ -206,14 +268,14 @@ def test_the_measured_repetitions_carry_no_tracing(tmp_path):
 @needs_root
 def test_io_makes_its_device_measures_and_removes_it(tmp_path):
     before = leftovers.block_devices()
-    p = oslens("io", "--workers", "1,max", "--engine", "pread,uring", "--qd", "1,4", "--ops", "2000", "--warmup",
+    p = oslens("io", "--workers", "1,max", "--engine", "psync,uring", "--qd", "1,4", "--ops", "2000", "--warmup",
                "0", "--reps", "2", "--size", "32M", db=tmp_path / "r.db")  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert leftovers.block_devices() == before, "the device made for the run is still there"
     doc = show(tmp_path / "r.db")
     assert doc["kind"] == "io" and doc["target"]["made"] in devices.MADE
     labels = [s["label"] for s in doc["series"]]
-    assert labels == ["pread", "uring qd1", "uring qd4"]
+    assert labels == ["psync", "uring qd1", "uring qd4"]
     assert doc["params"]["uring"] == {"wait": 0, "taskrun": 1}
     assert "an enter per I/O, waits only when full" in p.stdout
     for s in doc["series"]:
@@ -490,7 +552,7 @@ def test_bad_input_gets_one_line_and_status_2_before_anything_is_made(tmp_path, 
 def test_the_io_probes_belong_to_oslens_io(tmp_path):
     p = oslens("scale", "--probe", "io", "--workers", "1", db=tmp_path / "r.db")
     assert p.returncode == 2 and "use 'oslens io'" in one_line_error(p.stderr)
-    r = run_engine("run", "--probe", "io:pread", "--ops", "10")
+    r = run_engine("run", "--probe", "io:direct", "--ops", "10")
     assert r.rc == 2 and "needs --target" in r.stderr
 
 
@@ -509,11 +571,25 @@ def _root_disk() -> str | None:
     "args,words",
     [
         (["--engine", "cached", "--uring-wait"], "--uring-wait: io_uring's only"),
-        (["--engine", "pread", "--qd", "4"], "--qd: io_uring's only"),
+        (["--engine", "libaio", "--uring-wait"], "--uring-wait: io_uring's only"),
+        (["--engine", "pread", "--qd", "4"], "--qd: the queued engines' only (uring, libaio)"),
         (["--engine", "pread,pwrite", "--taskrun", "defer"], "--taskrun: io_uring's only"),
+        (["--mix", "70"], "--mix: the share of reads of a mixed --rw"),
+        (["--rw", "randrw", "--mix", "100"], "not a percentage of reads from 1 to 99"),
+        (["--rw", "sideways"], "--rw: unknown 'sideways'"),
+        (["--engine", "pwrite", "--rw", "randrw"], "--engine pwrite is psync with --rw randwrite"),
+        (["--engine", "cached", "--rw", "read"], "a sequential read there is a memory copy"),
+        (["--fsync", "4"], "--fsync: syncs the writes, and no --rw writes"),
+        (["--rw", "randwrite", "--engine", "uring", "--fsync", "4"], "the synchronous engines' only (psync, cached)"),
+        (["--rw", "randwrite", "--fsync", "0"], "not a number of writes"),
+        (["--rw", "randwrite", "--fsync", "1", "--fdatasync", "1"], "give one"),
+        (["--rate", "50"], "--rate: '50' is not a number of I/Os per second per CPU from 100"),
+        (["--rate", "10k,fast"], "--rate: 'fast'"),
+        (["--rate", "10k", "--ops", "100"], "--rate paces a fixed window of time"),
+        (["--bs", "4k,1000"], "--bs: 1000 is not a multiple of 512"),
     ],
 )
-def test_io_uring_options_without_an_io_uring_engine_are_refused(tmp_path, args, words):
+def test_options_that_cannot_apply_to_the_engines_or_patterns_asked_are_refused(tmp_path, args, words):
     assert words in _refused(tmp_path, *args)
 
 
@@ -781,3 +857,41 @@ def test_scheduler_is_set_for_the_run_recorded_and_put_back(tmp_path, ext4_on_lo
     assert doc["params"]["scheduler"] == want
     now = sched.read_text()
     assert now[now.index("[") + 1 : now.index("]")] == before
+
+
+@needs_root
+def test_cpu_per_io_against_the_rate_is_stored_shown_and_drawn(tmp_path, browser):
+    """--rate as a user runs it: one series per engine and rate, each held
+    in every repetition, the CPU cost per I/O at each, exported, and drawn
+    against the rate in the report with no console warning."""
+    rates = (1000, 4000)
+    p = oslens("io", "--engine", "psync,libaio", "--qd", "2", "--rate", ",".join(map(str, rates)), "--workers",
+               "1", "--duration", "0.4", "--reps", "2", "--warmup", "0.1", "--size", "32M",
+               db=tmp_path / "r.db")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = show(tmp_path / "r.db")
+    labels = [s["label"] for s in doc["series"]]
+    assert labels == [f"{e} at {r:,}/s per CPU" for e in ("psync", "libaio qd2") for r in rates]
+    for s, rate in zip(doc["series"], rates * 2):
+        (pt,) = s["points"]
+        assert pt["rate"] == rate and all(0.95 * rate <= x <= 1.05 * rate for x in pt["iops"]), pt["iops"]
+        assert pt["books"]["pace_sleeps"] > 0 and pt["books"]["writes"] == 0
+        # the workers' own time, exact (every CPU's comes in ticks, which an idle machine's may all miss)
+        assert sum(pt["worker_us_per_io"].values()) > 0
+        assert not [w for w in pt["warnings"] if "asked per CPU" in w], pt["warnings"]
+    out = subprocess.run([sys.executable, "-m", "oslens", "--db", str(tmp_path / "r.db"), "export", "last", "--frame",
+                          "summary", "--format", "csv"], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    import csv
+    import io as io_
+
+    rows = list(csv.DictReader(io_.StringIO(out.stdout)))
+    assert sorted(int(r["rate_per_cpu"]) for r in rows) == sorted(rates * 2)
+    assert all(float(r["cpu_user_us_per_io"]) >= 0 and float(r["cpu_system_us_per_io"]) >= 0 for r in rows)
+    page = tmp_path / "r.html"
+    rep = oslens("report", "last", "-o", str(page), db=tmp_path / "r.db")
+    assert rep.returncode == 0, rep.stderr
+    shown = load(browser, str(page))
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["drawn"] == shown["plots"]
+    assert any("CPU time per I/O against the I/O rate" in (t or "") for t in shown["titles"]), shown["titles"]

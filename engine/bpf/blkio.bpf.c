@@ -50,7 +50,8 @@ static __always_inline __u32 bio_devt(struct bio *bio)
 SEC("raw_tp/block_bio_queue")
 int BPF_PROG(oslens_blkio_queue, struct bio *bio)
 {
-	if (!ours(bio_devt(bio)))
+	/* an I/O carries data: the empty bio of a flush (an fsync's) is not one */
+	if (!ours(bio_devt(bio)) || !BPF_CORE_READ(bio, bi_iter.bi_size))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (now < window_start || (window_end && now >= window_end))

@@ -1,9 +1,20 @@
-/* Synchronous block I/O on `run --target`: one pread or pwrite of `bs`
- * bytes at a random block-aligned offset per operation, with O_DIRECT (the
- * block layer and the device, no page cache), or pread through the page
- * cache (the VFS path alone: the span is read once before the run, so
- * every operation is a cache hit). Each worker opens the target itself, as
- * fio's jobs do. The helpers of io.h live here too. */
+/* Synchronous block I/O on `run --target` (fio's psync): one pread or
+ * pwrite of `bs` bytes per operation at a block-aligned offset, random or
+ * in order, reading `reads` percent of the time, either
+ *
+ *   direct: O_DIRECT, the block layer and the device, no page cache;
+ *   cached: through the page cache. Reads are the VFS path alone (the span
+ *           is read once before the run, so every one is a cache hit);
+ *           writes dirty the cache and the kernel's writeback takes them
+ *           to the device, in the window or after it (each worker syncs
+ *           what it wrote at its end, outside the window, so that the
+ *           next point starts clean, as fio's end_fsync).
+ *
+ * `fsync` N: every N writes, an fsync (or fdatasync: `datasync`), as fio's
+ * fsync=/fdatasync=; outside the timed window, as fio reports syncs apart
+ * from I/Os, and counted in the worker's `io` record. `rate`: the token
+ * bucket of io.h, waited on outside the timed window too. Each worker opens
+ * the target itself, as fio's jobs do. The helpers of io.h live here. */
 #include "io.h"
 
 #include <errno.h>
@@ -13,14 +24,48 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-void io_offsets_init(struct io_offsets *o, int index, uint64_t target_bytes, uint64_t bs)
+#include "../json.h"
+
+void io_offsets_init(struct io_offsets *o, const struct probe_env *env, int index, uint64_t target_bytes, uint64_t bs)
 {
+	memset(o, 0, sizeof *o);
 	o->state = 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1) | 1;
+	o->mix_state = 0xD1B54A32D192ED03ull * (uint64_t)(index + 1) | 1;
 	o->bs = bs;
 	o->blocks = target_bytes / bs;
+	o->reads = (unsigned)probe_opt(env, "reads");
+	o->seq = (int)probe_opt(env, "seq");
+	/* sequential: slices of equal size, one per worker; more workers than
+	 * blocks share them (io_check refuses a span of less than a block) */
+	uint64_t n = (uint64_t)(env->nworkers > 0 ? env->nworkers : 1);
+	o->slice = o->blocks >= n ? o->blocks / n : 1;
+	o->first = o->blocks >= n ? (uint64_t)index * o->slice : (uint64_t)index % o->blocks;
+}
+
+void io_pace_init(struct io_pace *p, long rate, unsigned depth)
+{
+	memset(p, 0, sizeof *p);
+	if (rate <= 0)
+		return;
+	p->interval_ns = 1000000000ull / (uint64_t)rate;
+	p->depth_ns = (depth ? depth : 1) * p->interval_ns;
+	if (p->depth_ns < IO_PACE_CATCH_UP_NS)
+		p->depth_ns = IO_PACE_CATCH_UP_NS / p->interval_ns * p->interval_ns;
+	/* the default slack of a SCHED_OTHER thread's sleeps is 50 µs: at
+	 * 20k I/Os per second each sleep would overrun two tokens */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+}
+
+void io_pace_sleep(struct io_pace *p)
+{
+	struct timespec ts = {.tv_sec = (time_t)(p->next_ns / 1000000000ull),
+			      .tv_nsec = (long)(p->next_ns % 1000000000ull)};
+	p->sleeps++;
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
 int64_t io_target_size(int fd, unsigned *logical)
@@ -56,8 +101,13 @@ int io_open(const struct probe_env *env, int writing, int direct)
 
 int io_check(const struct probe_env *env, int writing, int direct, char *why, size_t len)
 {
-	long bs = probe_opt(env, "bs");
+	long bs = probe_opt(env, "bs"), rate = probe_opt(env, "rate");
 	struct stat st;
+	if (rate > 0 && rate < IO_RATE_MIN) {
+		/* a worker waits for its token outside the stop flag's reach */
+		snprintf(why, len, "rate %ld: under %d I/Os per second per worker", rate, IO_RATE_MIN);
+		return -1;
+	}
 	if (stat(env->target, &st) != 0) {
 		snprintf(why, len, "%s", strerror(errno));
 		return -1;
@@ -131,15 +181,30 @@ void *io_buffer(size_t n, int index)
 
 struct io {
 	int fd;
-	int writing;
+	int cached;
 	size_t bs;
 	void *buf;
 	struct io_offsets off;
+	struct io_pace pace;
+	long sync_every;			/* the `fsync` option: writes per sync (0: none) */
+	int datasync;				/* fdatasync rather than fsync */
+	long unsynced;				/* writes since the last sync */
+	uint64_t reads, writes, syncs, sync_ns; /* the books of the `io` record, warm-up included */
 };
 
 static int io_check_target(const struct probe_env *env, char *why, size_t len)
 {
-	return io_check(env, probe_variant_is(env, "pwrite"), !probe_variant_is(env, "cached"), why, len);
+	return io_check(env, io_writes(env), !probe_variant_is(env, "cached"), why, len);
+}
+
+static int io_sync(struct io *io)
+{
+	uint64_t t0 = io_mono_ns();
+	int rc = io->datasync ? fdatasync(io->fd) : fsync(io->fd);
+	io->sync_ns += io_mono_ns() - t0;
+	io->syncs++;
+	io->unsynced = 0;
+	return rc;
 }
 
 static void io_teardown(struct worker *w)
@@ -147,8 +212,11 @@ static void io_teardown(struct worker *w)
 	struct io *io = w->data;
 	if (!io)
 		return;
-	if (io->fd >= 0)
+	if (io->fd >= 0) {
+		if (io->cached && io->writes)
+			fsync(io->fd); /* what writeback has not taken yet, before the next point */
 		close(io->fd);
+	}
 	free(io->buf);
 	free(io);
 }
@@ -170,14 +238,17 @@ static int io_setup(struct worker *w)
 		return -1;
 	w->data = io;
 	io->bs = (size_t)probe_opt(env, "bs");
-	io->writing = probe_variant_is(env, "pwrite");
-	io->fd = io_open(env, io->writing, !probe_variant_is(env, "cached"));
+	io->cached = probe_variant_is(env, "cached");
+	io->sync_every = probe_opt(env, "fsync");
+	io->datasync = (int)probe_opt(env, "datasync");
+	io->fd = io_open(env, io_writes(env), !io->cached);
 	unsigned logical;
 	int64_t bytes = io->fd < 0 ? -1 : io_target_size(io->fd, &logical);
 	if (bytes < 0 || !(io->buf = io_buffer(io->bs, w->index)))
 		goto fail;
-	io_offsets_init(&io->off, w->index, io_span(env, (uint64_t)bytes), io->bs);
-	if (probe_variant_is(env, "cached")) {
+	io_offsets_init(&io->off, env, w->index, io_span(env, (uint64_t)bytes), io->bs);
+	io_pace_init(&io->pace, probe_opt(env, "rate"), 1);
+	if (io->cached && io->off.reads) {
 		/* every block this worker may read into the page cache now, so
 		 * that the timed reads are all hits (a cache of the size of the
 		 * span is the user's to provide: --target's size) */
@@ -194,28 +265,67 @@ fail:;
 	return -1;
 }
 
-/* The variants share one op: the branch on the direction predicts
- * perfectly, and pread/pwrite's cost is microseconds. */
+/* Before each I/O, outside the timed window: the sync that N writes are
+ * due, and the token the rate asks for. */
+static inline int io_prep(struct worker *w)
+{
+	struct io *io = w->data;
+	if (io->sync_every && io->unsynced >= io->sync_every && io_sync(io) != 0)
+		return -1;
+	io_pace_wait(&io->pace);
+	return 0;
+}
+
+/* Every direction and engine shares one op: the branches predict
+ * perfectly at a fixed direction, and pread/pwrite's cost is microseconds. */
 static inline int io_op(struct worker *w)
 {
 	struct io *io = w->data;
 	off_t at = io_next_offset(&io->off);
-	return io_done(io->writing ? pwrite(io->fd, io->buf, io->bs, at) : pread(io->fd, io->buf, io->bs, at), io->bs);
+	if (io_next_is_read(&io->off)) {
+		io->reads++;
+		return io_done(pread(io->fd, io->buf, io->bs, at), io->bs);
+	}
+	io->writes++;
+	io->unsynced++;
+	return io_done(pwrite(io->fd, io->buf, io->bs, at), io->bs);
 }
-PROBE_LOOP(io_op)
+PROBE_LOOP_PREP(io_op, io_prep)
+
+/* Which way the I/Os went, the syncs and the pacing (warm-up included). */
+static int io_emit(struct worker *w, struct json *j)
+{
+	const struct io *io = w->data;
+	io_emit_books(j, io->reads, io->writes, &io->pace);
+	json_uint(j, "syncs", io->syncs);
+	json_uint(j, "sync_ns", io->sync_ns);
+	return 0;
+}
+
+void io_emit_books(struct json *j, uint64_t reads, uint64_t writes, const struct io_pace *pace)
+{
+	json_uint(j, "reads", reads);
+	json_uint(j, "writes", writes);
+	json_uint(j, "pace_sleeps", pace->sleeps);
+	json_uint(j, "pace_dropped", pace->dropped);
+}
 
 OSLENS_PROBE(io) = {
 	.name = "io",
-	.summary = "pread/pwrite of bs bytes at random aligned offsets of --target, direct or from the page cache",
+	.summary = "pread/pwrite of bs bytes at aligned offsets of --target, random or in order, direct or cached",
 	.subsystem = "block",
-	.syscalls = "pread64",
-	.variants = {{"pread", "pread() with O_DIRECT: the block layer and the device"},
-		     {"pwrite", "pwrite() with O_DIRECT", "pwrite64"},
-		     {"cached", "pread() through the page cache, every block read once before: the VFS path"}},
-	IO_OPTS,
+	.syscalls = "pread64,pwrite64",
+	.variants = {{"direct", "O_DIRECT: the block layer and the device"},
+		     {"cached", "through the page cache: reads all hits (every block read once before), writes "
+				"taken to the device by writeback"}},
+	.opts = {IO_OPTS_COMMON,
+		 {"fsync", 0, 0, 1L << 30, "an fsync after every fsync writes (0: none), outside the timed window"},
+		 {"datasync", 0, 0, 1, "1: fdatasync rather than fsync"}},
 	.needs_target = 1,
 	.check_target = io_check_target,
 	.setup = io_setup,
 	.teardown = io_teardown,
 	PROBE_OPS(io_op),
+	.emit = io_emit,
+	.emit_type = "io",
 };

@@ -1,6 +1,7 @@
 /* Block I/O through io_uring on `run --target`: each worker keeps `qd`
- * direct reads (or writes) of `bs` bytes at random aligned offsets in
- * flight on a ring of its own, driven one of two ways (option `wait`):
+ * direct reads and writes (option `reads`) of `bs` bytes at aligned
+ * offsets, random or in order (io.h), in flight on a ring of its own,
+ * driven one of two ways (option `wait`):
  *
  *   wait=0 (default, as fio's io_uring engine does): each free slot is
  *          submitted on an io_uring_enter of its own, the ring is reaped
@@ -29,6 +30,12 @@
  * "lat": submission and completion). At the stop flag or the fixed count,
  * no more is submitted and what is in flight is waited for and counted, so
  * that every I/O issued is an operation and the device's counters agree.
+ *
+ * With a `rate`, an I/O is submitted only with a token (io.h's bucket,
+ * `qd` deep): without one, the worker waits for a completion or for the
+ * next token, whichever comes first, in one io_uring_enter with a timeout
+ * (IORING_ENTER_EXT_ARG, 5.11), so that a completion is reaped when it
+ * comes, not when the next token does.
  *
  * The raw interface (<linux/io_uring.h>), as fio itself uses, so that the
  * engine needs no library at run time: three mappings, two ring indices. */
@@ -72,7 +79,8 @@ static const unsigned *setup_tries(const struct probe_env *env)
 
 struct ring {
 	int fd;
-	unsigned flags; /* io_uring_setup's, as the kernel took them */
+	unsigned flags;	   /* io_uring_setup's, as the kernel took them */
+	unsigned features; /* IORING_FEAT_*, as the kernel has them */
 	unsigned *sq_head, *sq_tail, *sq_array, sq_mask;
 	unsigned *cq_head, *cq_tail, cq_mask;
 	struct io_uring_sqe *sqes;
@@ -83,9 +91,11 @@ struct ring {
 
 struct uring {
 	struct ring r;
-	int fd, writing, wait;	     /* wait: the `wait` option */
+	int fd, wait;		     /* wait: the `wait` option */
 	unsigned qd, nfree;	     /* in flight: qd - nfree */
 	uint64_t ios, enters, waits; /* the books of the `uring` record, warm-up included */
+	uint64_t reads, writes;
+	struct io_pace pace;
 	size_t bs;
 	char *bufs;	     /* qd blocks, one per slot */
 	uint64_t *t_submit;  /* per slot: the ticks before the enter that submitted it */
@@ -98,6 +108,19 @@ struct uring {
 static int ring_enter(int fd, unsigned submit, unsigned wait)
 {
 	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, IORING_ENTER_GETEVENTS, NULL, 0);
+}
+
+/* Waits for one completion until CLOCK_MONOTONIC `until_ns` at the latest
+ * (ETIME then, which is no failure). */
+static int ring_wait_until(int fd, uint64_t until_ns)
+{
+	uint64_t now = io_mono_ns(), left = until_ns > now ? until_ns - now : 0;
+	struct __kernel_timespec ts = {.tv_sec = (long long)(left / 1000000000ull),
+				       .tv_nsec = (long long)(left % 1000000000ull)};
+	struct io_uring_getevents_arg arg = {.ts = (unsigned long long)(uintptr_t)&ts};
+	int rc = (int)syscall(__NR_io_uring_enter, fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
+			      sizeof arg);
+	return rc < 0 && errno == ETIME ? 0 : rc;
 }
 
 static void ring_unmap(struct ring *r)
@@ -126,6 +149,7 @@ static int ring_setup(struct ring *r, unsigned entries, const unsigned *tries)
 	if (r->fd < 0)
 		return -1;
 	r->flags = p.flags;
+	r->features = p.features;
 	r->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
 	r->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
 	if (p.features & IORING_FEAT_SINGLE_MMAP)
@@ -179,11 +203,10 @@ static int uring_setup(struct worker *w)
 		return -1;
 	w->data = u;
 	u->r.fd = -1;
-	u->writing = probe_variant_is(env, "write");
 	u->wait = (int)probe_opt(env, "wait");
 	u->qd = (unsigned)probe_opt(env, "qd");
 	u->bs = (size_t)probe_opt(env, "bs");
-	u->fd = io_open(env, u->writing, 1);
+	u->fd = io_open(env, io_writes(env), 1);
 	unsigned logical;
 	int64_t bytes = u->fd < 0 ? -1 : io_target_size(u->fd, &logical);
 	u->t_submit = calloc(u->qd, sizeof *u->t_submit);
@@ -196,7 +219,8 @@ static int uring_setup(struct worker *w)
 		errno = e;
 		return -1;
 	}
-	io_offsets_init(&u->off, w->index, io_span(env, (uint64_t)bytes), u->bs);
+	io_offsets_init(&u->off, env, w->index, io_span(env, (uint64_t)bytes), u->bs);
+	io_pace_init(&u->pace, probe_opt(env, "rate"), u->qd);
 	for (unsigned i = 0; i < u->qd; i++)
 		u->free_slot[u->nfree++] = i;
 	return 0;
@@ -210,7 +234,13 @@ static inline void uring_prep(struct uring *u)
 	unsigned tail = *r->sq_tail, idx = tail & r->sq_mask;
 	struct io_uring_sqe *sqe = &r->sqes[idx];
 	memset(sqe, 0, sizeof *sqe);
-	sqe->opcode = u->writing ? IORING_OP_WRITE : IORING_OP_READ;
+	if (io_next_is_read(&u->off)) {
+		sqe->opcode = IORING_OP_READ;
+		u->reads++;
+	} else {
+		sqe->opcode = IORING_OP_WRITE;
+		u->writes++;
+	}
 	sqe->fd = u->fd;
 	sqe->addr = (unsigned long)(u->bufs + (size_t)slot * u->bs);
 	sqe->len = (unsigned)u->bs;
@@ -268,8 +298,13 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 	int ret = 0;
 	for (;;) {
 		unsigned n = 0;
+		/* tokens for this pass: as many as there are slots when unpaced */
+		uint64_t tokens = u->pace.interval_ns ? io_pace_tokens(&u->pace, io_mono_ns()) : UINT64_MAX;
 		if (!*stop && !*err)
-			while (u->nfree && submitted < l->limit) {
+			while (u->nfree && submitted < l->limit && tokens) {
+				tokens--;
+				if (u->pace.interval_ns)
+					io_pace_take(&u->pace);
 				uring_prep(u);
 				submitted++;
 				if (u->wait) {
@@ -283,10 +318,27 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 					goto failed;
 			}
 		unsigned inflight = u->qd - u->nfree;
-		if (!inflight)
-			break;
 		int draining = *stop || submitted >= l->limit || *err;
-		if (u->wait || draining) {
+		if (!inflight && draining)
+			break;
+		if (!tokens && u->nfree && !draining) {
+			/* held by the rate: submit what this pass filled, then wait
+			 * for a completion or the next token (the timeout) */
+			if (n && h) {
+				uint64_t t = ticks_begin();
+				for (unsigned i = u->nfree; i < u->nfree + n; i++)
+					u->t_submit[u->free_slot[i]] = t;
+			}
+			if (n && (ret = uring_enter(u, 0)) < 0 && errno != EINTR)
+				goto failed;
+			if (!inflight) {
+				io_pace_sleep(&u->pace);
+				continue;
+			}
+			u->enters++;
+			u->waits++;
+			ret = ring_wait_until(u->r.fd, u->pace.next_ns);
+		} else if (u->wait || draining) {
 			if (h && n) {
 				/* this pass's slots, popped off the stack and not
 				 * yet pushed back (only the reap below pushes) */
@@ -314,26 +366,7 @@ failed:
 	return done;
 }
 
-static uint64_t uring_loop(struct worker *w, const struct loop *l, int *err)
-{
-	return uring_run(w, l, NULL, err);
-}
-
-static uint64_t uring_timed(struct worker *w, const struct loop *l, struct hist *h, int *err)
-{
-	return uring_run(w, l, h, err);
-}
-
-/* One I/O, submitted and waited for (warm-up): nothing stays in flight. */
-static int uring_one(struct worker *w)
-{
-	static const int no_stop;
-	uint64_t one = 0;
-	int err = 0;
-	const struct loop l = {.limit = 1, .stop = &no_stop, .ops = &one};
-	uring_loop(w, &l, &err);
-	return err ? (errno = err, -1) : 0;
-}
+IO_QUEUED_LOOPS(uring_run)
 
 /* How the ring was driven: the set-up the kernel took, and the enters and
  * waits per I/O (warm-up included: a ratio of the steady loop). */
@@ -352,28 +385,33 @@ static int uring_emit(struct worker *w, struct json *j)
 	json_uint(j, "ios", u->ios);
 	json_uint(j, "enters", u->enters);
 	json_uint(j, "waits", u->waits);
+	io_emit_books(j, u->reads, u->writes, &u->pace);
 	return 0;
 }
 
 static int uring_check_target(const struct probe_env *env, char *why, size_t len)
 {
-	if (io_check(env, probe_variant_is(env, "write"), 1, why, len) != 0)
+	if (io_check(env, io_writes(env), 1, why, len) != 0)
 		return -1;
 	struct ring r;
 	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"), setup_tries(env));
 	if (rc != 0)
 		snprintf(why, len, "cannot set up an io_uring of %ld entries: %s%s", probe_opt(env, "qd"),
 			 strerror(errno), errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
+	else if (probe_opt(env, "rate") && !(r.features & IORING_FEAT_EXT_ARG)) {
+		snprintf(why, len, "a rate needs io_uring waits with a timeout (IORING_FEAT_EXT_ARG, Linux 5.11)");
+		rc = -1;
+	}
 	ring_unmap(&r);
 	return rc;
 }
 
 OSLENS_PROBE(io_uring) = {
 	.name = "io-uring",
-	.summary = "direct reads or writes of bs bytes at random aligned offsets of --target, qd in flight on io_uring",
+	.summary = "direct reads and writes of bs bytes at aligned offsets of --target, qd in flight on io_uring",
 	.subsystem = "block",
 	.syscalls = "io_uring_enter",
-	.variants = {{"read", "IORING_OP_READ, O_DIRECT"}, {"write", "IORING_OP_WRITE, O_DIRECT"}},
+	.variants = {{"direct", "IORING_OP_READ and IORING_OP_WRITE, O_DIRECT"}},
 	.opts = {IO_OPTS_COMMON,
 		 {"qd", 1, 1, QD_MAX, "I/Os each worker keeps in flight"},
 		 {"wait", 0, 0, 1,
@@ -384,9 +422,7 @@ OSLENS_PROBE(io_uring) = {
 	.check_target = uring_check_target,
 	.setup = uring_setup,
 	.teardown = uring_teardown,
-	.op = uring_one,
-	.loop = uring_loop,
-	.timed = uring_timed,
+	IO_QUEUED_OPS(uring_run),
 	.emit = uring_emit,
 	.emit_type = "uring",
 };

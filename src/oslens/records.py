@@ -62,6 +62,8 @@ RECORD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
             "wakes",
         ),
         "uring": ("rep", "worker", "setup", "wait", "ios", "enters", "waits"),
+        "io": ("rep", "worker", "reads", "writes", "pace_sleeps", "pace_dropped", "syncs", "sync_ns"),
+        "aio": ("rep", "worker", "submits", "getevents", "reads", "writes", "pace_sleeps", "pace_dropped"),
         "events": ("events",),
         "trace": ("available",),
         "explain": ("rep", "available"),

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..collectors import kernel, unavailable
+from ..format import pct
 from ..records import Invocation, complete_reps, explained_point, invocations
 from .explain import ExplainedStats, explain_point
 from .histogram import Histogram, merge_all
@@ -60,6 +61,9 @@ class IoPoint:
     interrupts: dict[int, int] | None = None  # cpu -> the device's interrupts there
     explained: ExplainedStats | None = None
     uring: dict | None = None  # how io_uring was driven: setup flags, enters and waits per I/O
+    aio: dict | None = None  # how Linux AIO was driven: io_submit and io_getevents calls per I/O
+    rate: int = 0  # I/Os per second asked of each worker (0: unpaced)
+    books: dict | None = None  # the workers' own count: reads, writes, syncs and their mean time, pacing
     efficiency: float | None = None  # IOPS per CPU over the series' first point's (1: the ideal line)
     efficiency_ci: Interval | None = None  # its interval, as scale's (None at the first point)
     superlinear: bool = False  # that interval lies wholly above 1, as scale judges it
@@ -98,6 +102,8 @@ class IoPoint:
 class IoSeries:
     label: str
     points: list[IoPoint]
+    family: str = ""  # the label of the same series unpaced: the line its rate is a point of
+    rate: int = 0  # I/Os per second asked of each worker (0: unpaced)
 
     def judge(self) -> None:
         """Each point's IOPS per CPU over the fewest CPUs', with scale's
@@ -126,6 +132,31 @@ class IoSummary:
     series: list[IoSeries]
     # why /proc/stat's irq time is not real on the kernel measured (profile's and appscale's rule), None if it is
     irq_unavailable: str | None = None
+
+    def cost_against_rate(self) -> list[dict]:
+        """CPU µs per I/O at each rate a family of series was paced to, per
+        worker count: the co-design study's CPU cost against I/O rate, two
+        ways: every CPU's time (every kind the kernel accounts: completion
+        work in interrupts or kernel threads included, and whatever else
+        ran) and the workers' own (their rusage: what fio's usr_cpu and
+        sys_cpu report). Empty unless some family ran at two rates or more."""
+        rates: dict[str, set[int]] = defaultdict(set)
+        for se in self.series:
+            rates[se.family].add(se.rate)
+        out = []
+        for se in self.series:
+            if len(rates[se.family]) < 2:
+                continue
+            for p in se.points:
+                if p.per_cpu is None:
+                    continue
+                every = [v for v in (p.cpu_us_per_io or {}).values() if v is not None]
+                own = sum((p.worker_us_per_io or {}).values()) if p.worker_us_per_io else None
+                for measure, v in (("every CPU's", sum(every) if every else None), ("the workers' own", own)):
+                    if v is not None:
+                        out.append({"family": se.family, "workers": p.workers, "rate": se.rate, "measure": measure,
+                                    "iops_per_cpu": p.per_cpu, "cpu_us_per_io": v})  # fmt: skip
+        return out
 
     def nothing_measured(self) -> list[str]:
         """The points with no figure at all: the run failed there."""
@@ -201,6 +232,49 @@ def _uring(inv: Invocation, reps) -> dict | None:
     }
 
 
+def _aio(inv: Invocation, reps) -> dict | None:
+    """How the workers drove their AIO contexts: system calls per I/O."""
+    got = [r for r in inv.of("aio") if r["rep"] in reps]
+    ios = sum(r["reads"] + r["writes"] for r in got)
+    if not ios:
+        return None
+    return {"submits_per_io": sum(r["submits"] for r in got) / ios,
+            "getevents_per_io": sum(r["getevents"] for r in got) / ios}  # fmt: skip
+
+
+BOOKS = ("reads", "writes", "syncs", "sync_ns", "pace_sleeps", "pace_dropped")
+
+
+def _books(inv: Invocation, reps) -> dict | None:
+    """What the workers counted themselves, warm-up included: which way the
+    I/Os went, the syncs and their mean time, and the pacing (a run stored
+    before the engines kept these has none)."""
+    got = [r for t in ("io", "uring", "aio") for r in inv.of(t) if r["rep"] in reps and "reads" in r]
+    if not got:
+        return None
+    out = {k: sum(r.get(k, 0) for r in got) for k in BOOKS}
+    out["sync_mean_ns"] = out["sync_ns"] / out["syncs"] if out["syncs"] else None
+    return out
+
+
+def _judge_rate(p: IoPoint) -> None:
+    """A paced point holds its rate, or says why not: the token bucket never
+    runs above it, and below it by more than 5 % the device or the CPUs
+    could not keep up (the workers' dropped tokens say they fell behind)."""
+    if not p.rate or p.per_cpu is None:
+        return
+    held = p.per_cpu / p.rate
+    if held < 0.95:
+        dropped = (p.books or {}).get("pace_dropped")
+        p.warnings.append(
+            f"held {pct(held)} of the {p.rate:,}/s asked per CPU"
+            + (f" ({dropped:,} tokens lost while the workers were behind)" if dropped else "")
+            + ": the device or the CPUs did not go faster"
+        )
+    elif held > 1.05:
+        p.warnings.append(f"ran at {pct(held)} of the {p.rate:,}/s asked per CPU: the pacing did not hold")
+
+
 def _attach_completions(p: IoPoint, inv: Invocation) -> None:
     """Where the I/Os of inv (the point's own repetitions, or the one that
     followed them) completed."""
@@ -236,6 +310,7 @@ def _point(inv: Invocation, irq_unavailable: str | None) -> IoPoint:
         iops=[sum(w["ops_per_sec"] for w in ws) for ws in reps.values()],
         ops=[sum(w["ops"] for w in ws) for ws in reps.values()],
         bs=int(h.get("options", {}).get("bs", 4096)),
+        rate=int(h.get("options", {}).get("rate", 0)),
     )
     hists = [Histogram.from_record(r["hist"]) for r in inv.of("hist") if r["rep"] in reps]
     merged = merge_all(hists) if hists else None
@@ -243,6 +318,8 @@ def _point(inv: Invocation, irq_unavailable: str | None) -> IoPoint:
         p.latency = {k: merged.percentile(q) for k, q in QUANTILES.items()}
     p.cpu_us_per_io, p.cpu_resolution_us, p.worker_us_per_io = _cpu_cost(inv, reps, irq_unavailable)
     p.uring = _uring(inv, reps)
+    p.aio = _aio(inv, reps)
+    p.books = _books(inv, reps)
     if inv.of("completions"):  # a run stored before completions had a repetition of their own
         _attach_completions(p, inv)
     dev = inv.of("device")
@@ -260,6 +337,7 @@ def _point(inv: Invocation, irq_unavailable: str | None) -> IoPoint:
         p.warnings.append(f"{idle} of {p.reps} repetitions timed no I/O")
     elif len(p.iops) >= 2 and relative_spread(p.iops) > SPREAD_LIMIT:
         p.warnings.append(f"IOPS vary by {relative_spread(p.iops):.0%} across repetitions")
+    _judge_rate(p)
     return p
 
 
@@ -298,7 +376,13 @@ def summarize(params: dict, records, machine: dict | None = None) -> IoSummary:
     for p in plain.values():
         by[p.series].append(p)
     order = params.get("engines") or list(by)
-    series = [IoSeries(label, sorted(by[label], key=lambda p: p.workers)) for label in order if by.get(label)]
+    about = {d["label"]: d for d in params.get("series") or []}  # a run stored before rates has none
+    series = [
+        IoSeries(label, sorted(by[label], key=lambda p: p.workers), about.get(label, {}).get("family", label),
+                 about.get(label, {}).get("rate", 0))
+        for label in order
+        if by.get(label)
+    ]  # fmt: skip
     for se in series:
         se.judge()
     return IoSummary(params.get("target", {}), series, irq_why)

@@ -29,8 +29,12 @@ from ..procfs import IrqRow, parse_interrupts
 
 FILL_CHUNK = 1 << 20
 # /sys/block/*/stat (Documentation/block/stat.rst): the fields kept
+# /sys/block/*/stat (Documentation/block/stat.rst): discards since 4.18, flushes since 5.5, absent before.
+# A flush that an fsync sends a blk-mq device with a write cache counts twice: as a write of no
+# sectors (the empty write carrying REQ_PREFLUSH) and as the flush itself.
 STAT_FIELDS = ("reads", "read_merges", "read_sectors", "read_ms", "writes", "write_merges", "write_sectors",
-               "write_ms", "in_flight", "io_ms", "queue_ms")  # fmt: skip
+               "write_ms", "in_flight", "io_ms", "queue_ms", "discards", "discard_merges", "discard_sectors",
+               "discard_ms", "flushes", "flush_ms")  # fmt: skip
 SECTOR = 512  # the unit of /sys/block/*/stat, whatever the device's block size
 
 

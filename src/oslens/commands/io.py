@@ -9,7 +9,16 @@ import click
 
 from ..errors import UsageError
 from ..format import size
-from ..plan.io import DEFAULT_ENGINES, DEFAULT_QD, DEFAULT_SIZE, DEFAULT_TASKRUN, TASKRUN
+from ..plan.io import (
+    DEFAULT_BS,
+    DEFAULT_ENGINES,
+    DEFAULT_MIX,
+    DEFAULT_QD,
+    DEFAULT_RW,
+    DEFAULT_SIZE,
+    DEFAULT_TASKRUN,
+    TASKRUN,
+)
 from . import Context, environment_option, explain_option, measure, measuring_options
 
 
@@ -28,9 +37,27 @@ from . import Context, environment_option, explain_option, measure, measuring_op
     default=DEFAULT_ENGINES,
     show_default=True,
     metavar="E[,…]",
-    help="pread, pwrite (O_DIRECT), cached (pread through the page cache), uring, uring-write (O_DIRECT on io_uring).",
+    help="psync (pread/pwrite, O_DIRECT), cached (pread/pwrite through the page cache: reads all hits, writes "
+    "taken to the device by writeback), uring (io_uring, O_DIRECT), libaio (Linux AIO, O_DIRECT); fio's names.",
 )
-@click.option("--qd", metavar="N[,…]", help=f"io_uring's I/Os in flight per CPU (default {DEFAULT_QD}).")
+@click.option(
+    "--rw",
+    metavar="PATTERN[,…]",
+    help=f"randread, randwrite, randrw, read, write, rw (fio's: rand* at random aligned offsets, the others in "
+    f"order, each CPU through a slice of its own); default {DEFAULT_RW}.",
+)
+@click.option(
+    "--mix", type=int, metavar="PCT", help=f"The percentage of reads of randrw and rw (default {DEFAULT_MIX})."
+)
+@click.option(
+    "--rate",
+    metavar="IOPS[,…]",
+    help="Hold each submitting CPU to IOPS I/Os per second (a token bucket, as fio's rate_iops per job; 10k: "
+    "10,000): CPU time per I/O at each rate. With --duration.",
+)
+@click.option("--fsync", type=int, metavar="N", help="psync, cached: an fsync after every N writes (not timed as I/O).")
+@click.option("--fdatasync", type=int, metavar="N", help="psync, cached: an fdatasync after every N writes.")
+@click.option("--qd", metavar="N[,…]", help=f"uring, libaio: I/Os in flight per CPU (default {DEFAULT_QD}).")
 @click.option(
     "--uring-wait",
     is_flag=True,
@@ -43,7 +70,7 @@ from . import Context, environment_option, explain_option, measure, measuring_op
     help="io_uring: when the kernel runs completion work: interrupt (the task), coop (at its next kernel entry: "
     f"COOP_TASKRUN), defer (only when it reaps: DEFER_TASKRUN, as fio sets its rings up); default {DEFAULT_TASKRUN}.",
 )
-@click.option("--bs", default="4k", show_default=True, metavar="SIZE", help="Bytes per I/O, random aligned offsets.")
+@click.option("--bs", default=DEFAULT_BS, show_default=True, metavar="SIZE[,…]", help="Bytes per I/O.")
 @click.option("--span", metavar="SIZE", help="I/Os land in the first SIZE of the target (default all; cached: ≤ 1G).")
 @click.option(
     "--workers",
@@ -93,8 +120,7 @@ def command(ctx: Context, **kw):
             ctx,
             "io",
             plan,
-            f"{', '.join(p['engines'])} on {target.path}, {p['bs']} B per I/O, workers "
-            f"{','.join(map(str, p['workers']))}",
+            f"{', '.join(p['engines'])} on {target.path}, workers {','.join(map(str, p['workers']))}",
         )
     finally:
         scheduler.restore_scheduler(target)

@@ -12,7 +12,11 @@ from ..analysis.io import CPU_KINDS, QUANTILES, analyze
 from . import describe, table
 
 _KEY = {
-    "series": ("str", "I/O engine and queue depth (pread, uring qd16, …)"),
+    "series": (
+        "str",
+        "I/O engine and queue depth, and the pattern, size and rate where not the default "
+        "(psync, uring qd16, libaio qd4 randrw 70/30, …)",
+    ),
     "workers": ("int64", "submitting CPUs, one pinned worker each"),
 }
 COLUMNS = {
@@ -37,8 +41,15 @@ COLUMNS = {
             "account it: show's irq_unavailable says why)",
         ),
         "local_share": ("float64", "share of the I/Os completed on the CPU that submitted them"),
+        "bs": ("int64", "bytes per I/O"),
+        "rate_per_cpu": ("int64", "I/Os per second asked of each worker (0: as fast as it could)"),
+        "read_share": ("float64", "share of the I/Os that read, as the workers counted them (warm-up included)"),
+        "syncs": ("int64", "fsync or fdatasync calls of the workers (warm-up included)"),
+        "sync_mean_ns": ("float64", "the mean time of one, ns"),
         "uring_enters_per_io": ("float64", "io_uring: io_uring_enter calls per I/O (warm-up included)"),
         "uring_waits_per_io": ("float64", "io_uring: enters that waited for a completion, per I/O"),
+        "aio_submits_per_io": ("float64", "libaio: io_submit calls per I/O (warm-up included)"),
+        "aio_getevents_per_io": ("float64", "libaio: io_getevents calls per I/O"),
     },
     "completions": {
         **_KEY,
@@ -48,6 +59,13 @@ COLUMNS = {
     },
 }
 __doc__ = (__doc__ or "") + describe(COLUMNS)
+
+
+def _books(books: dict | None) -> dict:
+    b = books or {}
+    ios = b.get("reads", 0) + b.get("writes", 0)
+    return {"read_share": b["reads"] / ios if ios else None, "syncs": b.get("syncs"),
+            "sync_mean_ns": b.get("sync_mean_ns")}  # fmt: skip
 
 
 def frames(run, records: list[dict]) -> dict:
@@ -65,8 +83,10 @@ def frames(run, records: list[dict]) -> dict:
                 | {f"{q}_ns": p.latency.get(q) for q in QUANTILES}
                 | {f"cpu_{k}_us_per_io": cpu.get(k) for k in CPU_KINDS}
                 | {"local_share": p.completions.local_share if p.completions else None}
+                | {"bs": p.bs, "rate_per_cpu": p.rate} | _books(p.books)
                 | {f"uring_{k}": (p.uring or {}).get(k) for k in ("enters_per_io", "waits_per_io")}
-            )
+                | {f"aio_{k}": (p.aio or {}).get(k) for k in ("submits_per_io", "getevents_per_io")}
+            )  # fmt: skip
             if p.completions:
                 c = p.completions
                 comps += [

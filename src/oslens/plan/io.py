@@ -10,12 +10,12 @@ the engine checks the target itself (direct I/O, sizes) once it exists."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .. import engine
 from ..blockdev import devices
 from ..blockdev.scheduler import check_scheduler
-from ..blockdev.target import STAT_FIELDS, Target, check_user_target, hole_bytes, interrupts, parse_size
+from ..blockdev.target import Target, check_user_target, hole_bytes, interrupts, parse_size
 from ..errors import UsageError
 from ..format import size as size_text
 from ..invocation import Context, Invocation
@@ -23,35 +23,84 @@ from ..parse import parse_worker_counts, whole_number
 from ..procfs import diff_interrupts
 from . import Plan, check_amounts, time_limit
 
-# --engine NAME -> the engine's probe, its direction, whether qd applies
+
+@dataclass(frozen=True)
+class Engine:
+    """An --engine: the engine's probe, whether it keeps a queue (--qd), and
+    whether it syncs (--fsync: the synchronous engines; the queued ones
+    would need the sync ordered against the writes in flight)."""
+
+    probe: str
+    queued: bool = False
+    syncs: bool = False
+
+
 ENGINES = {
-    "pread": ("io:pread", "read", False),
-    "pwrite": ("io:pwrite", "write", False),
-    "cached": ("io:cached", "read", False),
-    "uring": ("io-uring:read", "read", True),
-    "uring-write": ("io-uring:write", "write", True),
+    "psync": Engine("io:direct", syncs=True),
+    "cached": Engine("io:cached", syncs=True),
+    "uring": Engine("io-uring", queued=True),
+    "libaio": Engine("libaio", queued=True),
 }
-DEFAULT_ENGINES = "pread,uring"
+# the names before --rw: an engine, and the direction it implied
+OLD_ENGINES = {"pread": ("psync", None), "pwrite": ("psync", "randwrite"), "uring-write": ("uring", "randwrite")}
+DEFAULT_ENGINES = "psync,uring"
+# --rw NAME (fio's) -> sequential, percent of reads (None: --mix's)
+PATTERNS = {
+    "randread": (False, 100),
+    "randwrite": (False, 0),
+    "randrw": (False, None),
+    "read": (True, 100),
+    "write": (True, 0),
+    "rw": (True, None),
+}
+DEFAULT_RW = "randread"
+DEFAULT_MIX = 50  # fio's rwmixread
 # --taskrun NAME -> the io-uring probe's `taskrun` option (IORING_SETUP_*)
 TASKRUN = {"interrupt": 0, "coop": 1, "defer": 2}
 DEFAULT_TASKRUN = "coop"
 DEFAULT_QD = "1,16"
+DEFAULT_BS = "4k"
 DEFAULT_SIZE = "256M"  # of a made device: enough 4 KiB blocks (65536) that random offsets rarely meet
 CACHED_SPAN = 1 << 30  # what `cached` reads into the page cache first, at most
 
 
 @dataclass(frozen=True)
 class Series:
-    engine: str  # --engine's name
-    qd: int  # 1 for the synchronous engines
+    """One line of the run's results: an engine at a queue depth, a pattern,
+    a block size and a rate, measured at each worker count. Its label names
+    what differs from the defaults, so that the first run of `oslens io`
+    reads `psync` and `uring qd16`."""
+
+    engine: str  # a key of ENGINES
+    qd: int = 1  # 1 for the synchronous engines
+    rw: str = DEFAULT_RW
+    reads: int = 100  # percent
+    bs: int = 4096
+    rate: int = 0  # I/Os per second per worker (0: unpaced)
 
     @property
     def label(self) -> str:
-        return f"{self.engine} qd{self.qd}" if ENGINES[self.engine][2] else self.engine
+        parts = [self.engine + (f" qd{self.qd}" if ENGINES[self.engine].queued else "")]
+        if self.rw != DEFAULT_RW:
+            parts.append(self.rw + (f" {self.reads}/{100 - self.reads}" if PATTERNS[self.rw][1] is None else ""))
+        if self.bs != 4096:
+            parts.append(size_text(self.bs))
+        if self.rate:
+            parts.append(f"at {self.rate:,}/s per CPU")
+        return " ".join(parts)
+
+    @property
+    def family(self) -> str:
+        """The label of the same series unpaced: the line a rate is a point of."""
+        return replace(self, rate=0).label
 
     @property
     def writes(self) -> bool:
-        return ENGINES[self.engine][1] == "write"
+        return self.reads < 100
+
+    @property
+    def sequential(self) -> bool:
+        return PATTERNS[self.rw][0]
 
 
 @dataclass(frozen=True)
@@ -84,7 +133,7 @@ class IoPoint(Invocation):
         def after() -> list[dict]:
             now, ints_now = t.counters(), interrupts(irqs)
             rec = {"type": "device", "device": t.sysfs.name if t.sysfs else None}
-            rec["stat"] = {k: now[k] - before[k] for k in STAT_FIELDS if k != "in_flight"} if now and before else None
+            rec["stat"] = {k: now[k] - before[k] for k in now if k != "in_flight"} if now and before else None
             rec["interrupts"] = {
                 irq: {str(c): n for c, n in row.counts.items()} for irq, row in diff_interrupts(ints, ints_now).items()
             }
@@ -95,8 +144,8 @@ class IoPoint(Invocation):
             {
                 "type": "context",
                 "competition": None,
-                "io": {"series": self.series.label, "engine": self.series.engine, "qd": self.series.qd,
-                       "workers": self.workers, "role": self.role},
+                "io": {"series": self.series.label, **asdict(self.series), "workers": self.workers,
+                       "role": self.role},
             },
             after,
         )  # fmt: skip
@@ -113,7 +162,7 @@ def parse_list(text: str, option: str, known: tuple[str, ...] | None = None) -> 
 
 
 def parse_qds(text: str) -> list[int]:
-    most = engine.probes()["io-uring"].options["qd"]["max"]
+    most = min(engine.probes()[e.probe.split(":")[0]].options["qd"]["max"] for e in ENGINES.values() if e.queued)
     out = []
     for s in parse_list(text, "--qd"):
         n = whole_number(s)
@@ -127,24 +176,36 @@ def check(
     *, target: str | None, size: str | None, engines: str, qd: str | None, bs: str, span: str | None,
     workers: str | None, placement: str, duration: float | None, ops: int | None, reps: int, warmup: float,
     scheduler: str | None, allow_overwrite: bool, explain: str | None, uring_wait: bool = False,
-    taskrun: str | None = None,
+    taskrun: str | None = None, rw: str | None = None, mix: int | None = None, fsync: int | None = None,
+    fdatasync: int | None = None, rate: str | None = None,
 ) -> dict:  # fmt: skip
     """Every option checked before anything is made; the choices (the
     user's target, checked, as `target`; None when one is to be made).
-    The io_uring options and --size default to None so that one given
-    where it cannot apply is told apart from its default, and refused."""
+    The io_uring options, --rw, --mix and --size default to None so that
+    one given where it cannot apply is told apart from its default, and
+    refused."""
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
     if explain and ops is not None:
         raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
-    series = _series(engines, qd, uring_wait, taskrun)
-    taskrun = taskrun or DEFAULT_TASKRUN
+    rates = _rates(rate)
+    if rate is not None and ops is not None:
+        raise UsageError("--rate paces a fixed window of time: use --duration, not --ops")
     opts = engine.probes()["io"].options
-    block = parse_size(bs, "--bs")
-    if not opts["bs"]["min"] <= block <= opts["bs"]["max"] or block % 512:
-        raise UsageError(f"--bs: {bs} is not a multiple of 512 bytes from {opts['bs']['min']} to {opts['bs']['max']}")
+    blocks = []
+    for b in parse_list(bs, "--bs"):
+        block = parse_size(b, "--bs")
+        if not opts["bs"]["min"] <= block <= opts["bs"]["max"] or block % 512:
+            raise UsageError(
+                f"--bs: {b} is not a multiple of 512 bytes from {opts['bs']['min']} to {opts['bs']['max']}"
+            )
+        blocks.append(block)
+    series = _series(engines, qd, uring_wait, taskrun, rw, mix, blocks, rates)
+    sync = _sync(series, fsync, fdatasync)
+    taskrun = taskrun or DEFAULT_TASKRUN
+    block = max(blocks)
     span_bytes = parse_size(span, "--span") if span is not None else None
     if span_bytes is not None and (span_bytes < block or span_bytes % (1 << 20)):
-        raise UsageError(f"--span: {span} is not a whole number of MiB of at least one block")
+        raise UsageError(f"--span: {span} is not a whole number of MiB of at least one block ({size_text(block)})")
     made_size = parse_size(size or DEFAULT_SIZE)
     if made_size < devices.MIN_SIZE or made_size % (1 << 20):
         raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
@@ -165,24 +226,103 @@ def check(
         check_scheduler(scheduler, user_target)
     layout = _holes(user_target, span_bytes or target_size, allow_overwrite) if user_target else 0
     return dict(
-        kind=kind, target=user_target, size=made_size, series=series, bs=block, span=span_bytes,
+        kind=kind, target=user_target, size=made_size, series=series, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
         scheduler=scheduler, explain=explain, uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun]},
-        layout=layout,
+        layout=layout, sync=sync,
     )  # fmt: skip
 
 
-def _series(engines: str, qd: str | None, uring_wait: bool, taskrun: str | None) -> list[Series]:
-    """The series asked: each engine, at each --qd where it has a queue;
-    io_uring's options refused where no io_uring engine is asked."""
-    names = parse_list(engines, "--engine", tuple(ENGINES))
-    if not any(ENGINES[n][2] for n in names):
-        given = [o for o, v in (("--qd", qd), ("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
+def _engines(engines: str, rw: str | None) -> list[tuple[str, str | None]]:
+    """(engine, the direction its old name implied) per --engine item; an
+    old name's direction beside an --rw is refused, as two answers to one
+    question."""
+    out = []
+    for name in parse_list(engines, "--engine", (*ENGINES, *OLD_ENGINES)):
+        new, implied = OLD_ENGINES.get(name, (name, None))
+        if implied and rw is not None:
+            raise UsageError(f"--engine {name} is {new} with --rw {implied}: give --engine {new} and --rw")
+        out.append((new, implied))
+    return list(dict.fromkeys(out))
+
+
+def _series(
+    engines: str, qd: str | None, uring_wait: bool, taskrun: str | None, rw: str | None, mix: int | None,
+    blocks: list[int], rates: list[int],
+) -> list[Series]:  # fmt: skip
+    """The series asked: each engine at each --qd where it has a queue, in
+    each pattern, block size and rate; options refused where no series
+    they apply to is asked."""
+    chosen = _engines(engines, rw)
+    queued = [n for n, e in ENGINES.items() if e.queued]
+    if not any(ENGINES[n].queued for n, _ in chosen) and qd:
+        raise UsageError(f"--qd: the queued engines' only ({', '.join(queued)}), and none is asked")
+    if "uring" not in {n for n, _ in chosen}:
+        given = [o for o, v in (("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
         if given:
-            uring = ", ".join(n for n, e in ENGINES.items() if e[2])
-            raise UsageError(f"{', '.join(given)}: io_uring's only, and no io_uring engine ({uring}) is asked")
+            raise UsageError(f"{', '.join(given)}: io_uring's only, and no uring engine is asked")
+    patterns = parse_list(rw or DEFAULT_RW, "--rw", tuple(PATTERNS))
+    mixed = [p for p in patterns if PATTERNS[p][1] is None]
+    if mix is not None:
+        if not mixed:
+            raise UsageError(f"--mix: the share of reads of a mixed --rw (randrw, rw), and --rw is {rw or DEFAULT_RW}")
+        if not 1 <= mix <= 99:
+            raise UsageError(f"--mix: {mix} is not a percentage of reads from 1 to 99")
     qds = parse_qds(qd or DEFAULT_QD)
-    return [Series(n, q) for n in names for q in (qds if ENGINES[n][2] else [1])]
+    out = []
+    for name, implied in chosen:
+        for pattern in [implied] if implied else patterns:
+            reads = PATTERNS[pattern][1]
+            reads = (mix or DEFAULT_MIX) if reads is None else reads
+            if name == "cached" and PATTERNS[pattern][0] and reads:
+                raise UsageError("--engine cached reads from the page cache: a sequential read there is a "
+                                 "memory copy, give a random --rw")  # fmt: skip
+            for q in qds if ENGINES[name].queued else [1]:
+                for b in blocks:
+                    out.extend(Series(name, q, pattern, reads, b, r) for r in rates)
+    return list(dict.fromkeys(out))
+
+
+def _rates(rate: str | None) -> list[int]:
+    """--rate's I/Os per second per worker; [0] (unpaced) without it."""
+    if rate is None:
+        return [0]
+    opt = engine.probes()["io"].options["rate"]
+    low = 100  # the engine's IO_RATE_MIN: a worker waits at most 10 ms for a token
+    out = []
+    for item in parse_list(rate, "--rate"):
+        n = _count(item)
+        if n is None or not low <= n <= opt["max"]:
+            raise UsageError(
+                f"--rate: '{item}' is not a number of I/Os per second per CPU from {low} to {opt['max']:,}"
+            )
+        out.append(n)
+    return out
+
+
+def _count(text: str) -> int | None:
+    """A whole number, with k or m for thousands and millions (10k: 10,000)."""
+    scale = {"k": 1000, "m": 1000000}.get(text[-1:].lower(), 1)
+    n = whole_number(text[:-1] if scale > 1 else text)
+    return n * scale if n is not None else None
+
+
+def _sync(series: list[Series], fsync: int | None, fdatasync: int | None) -> dict | None:
+    """--fsync N or --fdatasync N as the probe's options, refused where no
+    series writes or an engine of a series cannot sync."""
+    if fsync is None and fdatasync is None:
+        return None
+    if fsync is not None and fdatasync is not None:
+        raise UsageError("--fsync and --fdatasync: give one")
+    name, n = ("--fsync", fsync) if fsync is not None else ("--fdatasync", fdatasync)
+    if n < 1:
+        raise UsageError(f"{name}: {n} is not a number of writes (1 or more)")
+    if not any(s.writes for s in series):
+        raise UsageError(f"{name}: syncs the writes, and no --rw writes")
+    if bad := sorted({s.engine for s in series if not ENGINES[s.engine].syncs}):
+        good = ", ".join(n for n, e in ENGINES.items() if e.syncs)
+        raise UsageError(f"{name}: the synchronous engines' only ({good}), not {', '.join(bad)}")
+    return {"fsync": n, "datasync": int(fdatasync is not None)}
 
 
 def _target(target: str | None, writing: bool, allow_overwrite: bool) -> tuple[str | None, Target | None]:
@@ -238,12 +378,16 @@ def plan(choices: dict, target: Target) -> Plan:
     one = time_limit(1, (c["duration"] or 0) + c["warmup"] + 2.0)
     points = []
     for s in c["series"]:
-        probe, _, uses_qd = ENGINES[s.engine]
+        e = ENGINES[s.engine]
         span = c["span"] if c["span"] is not None else (min(size, CACHED_SPAN) if s.engine == "cached" else None)
-        opts = {"bs": c["bs"]} | ({"span_mb": span >> 20} if span else {})
-        opts |= {"qd": s.qd} | c["uring"] if uses_qd else {}
+        opts = {"bs": s.bs, "reads": s.reads} | ({"span_mb": span >> 20} if span else {})
+        opts |= {"seq": 1} if s.sequential else {}
+        opts |= {"rate": s.rate} if s.rate else {}
+        opts |= {"qd": s.qd} if e.queued else {}
+        opts |= c["uring"] if s.engine == "uring" else {}
+        opts |= c["sync"] if c["sync"] and s.writes else {}
         for n in c["counts"]:
-            common = dict(probe=probe, workers=n, placement=c["placement"], warmup=c["warmup"], opts=opts,
+            common = dict(probe=e.probe, workers=n, placement=c["placement"], warmup=c["warmup"], opts=opts,
                           target=target.path, duration=c["duration"])  # fmt: skip
             args = engine.run_argv(**common, reps=c["reps"], time_limit=limit, ops=c["ops"], latency=True)
             points.append(IoPoint(s, n, tuple(args), target))
@@ -255,7 +399,9 @@ def plan(choices: dict, target: Target) -> Plan:
     params = {
         "target": target.describe(),
         "engines": [s.label for s in c["series"]],
-        "bs": c["bs"],
+        "series": [asdict(s) | {"label": s.label, "family": s.family} for s in c["series"]],
+        "bs": sorted({s.bs for s in c["series"]}),
+        "sync": c["sync"],
         "span_bytes": c["span"],
         "workers": c["counts"],
         "placement": c["placement"],

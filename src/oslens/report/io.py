@@ -60,9 +60,16 @@ def _device(p: IoPoint) -> str:
     d = p.device
     if not d:
         return "–"
-    ios = d["reads"] + d["writes"]
+    flushes = d.get("flushes", 0)  # counted among the writes too, with no sectors (blockdev.target)
+    writes = d["writes"] - flushes
+    ios = d["reads"] + writes
     sectors = d["read_sectors"] + d["write_sectors"]
-    return f"{ios:,} I/Os, {sectors * SECTOR / ios / 1024:.0f} KiB each" if ios else "0 I/Os"
+    if not ios:
+        return "0 I/Os" + (f", {flushes:,} flushes" if flushes else "")
+    split = f" ({d['reads']:,} reads)" if d["reads"] and writes else ""
+    return f"{ios:,} I/Os{split}, {sectors * SECTOR / ios / 1024:.0f} KiB each" + (
+        f", {flushes:,} flushes" if flushes else ""
+    )
 
 
 def _series_table(s: IoSeries) -> Table:
@@ -111,6 +118,29 @@ def _ring_line(rings: list[dict]) -> str:
     return f"ring {'|'.join(setup)}, {how}: {span(enters)} enters and {span(waits)} waits per I/O"
 
 
+def _books_line(points: list[IoPoint]) -> str | None:
+    """What the workers of a series counted themselves: the share of reads
+    of a mixed pattern, and the syncs (a rate not held is a warning)."""
+    books = [p.books for p in points if p.books]
+    if not books:
+        return None
+    parts = []
+    reads, writes = sum(b["reads"] for b in books), sum(b["writes"] for b in books)
+    if reads and writes:
+        parts.append(f"{pct(reads / (reads + writes))} of the I/Os read")
+    syncs = sum(b["syncs"] for b in books)
+    if syncs:
+        mean = sum(b["sync_ns"] for b in books) / syncs
+        parts.append(f"{syncs:,} syncs, one per {writes / syncs:.1f} writes, {ns(mean)} each (not in the latencies)")
+    return "; ".join(parts) or None
+
+
+def _aio_line(aios: list[dict]) -> str:
+    sub = [a["submits_per_io"] for a in aios]
+    get = [a["getevents_per_io"] for a in aios]
+    return f"Linux AIO: {min(sub):.2f}–{max(sub):.2f} io_submit and {min(get):.2f}–{max(get):.2f} io_getevents per I/O"
+
+
 def show(console: Console, run, s: IoSummary) -> None:
     console.print(Text("target: " + target_line(s.target)), highlight=False)
     if not s.series:
@@ -124,6 +154,10 @@ def show(console: Console, run, s: IoSummary) -> None:
         rings = [p.uring for p in series.points if p.uring]
         if rings:
             notes[f"{series.label}: {_ring_line(rings)}"] = False
+        if aios := [p.aio for p in series.points if p.aio]:
+            notes[f"{series.label}: {_aio_line(aios)}"] = False
+        if line := _books_line(series.points):
+            notes[f"{series.label}: {line}"] = False
         for p in series.points:
             for w in p.warnings:
                 notes[f"{series.label} ×{p.workers}: {w}"] = True

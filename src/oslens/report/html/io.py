@@ -162,12 +162,50 @@ def sections(runs) -> list[Section]:
                     "per point, I/Os completed on each CPU (BPF: each I/O from submission to completion)",
                 )
             )
-        whys = {p.completions_unavailable for se in s.series for p in se.points if p.completions_unavailable}
-        blocks += [Note(f"completions not followed: {w}", warning=True) for w in whys]
-        blocks += [
-            Note(f"{se.label} ×{p.workers}: {w}", warning=True)
-            for se in s.series
-            for p in se.points
-            for w in p.warnings
-        ]
+        blocks += _rate_and_notes(rd, s)
     return [Section(TITLE, blocks)]
+
+
+def _rate_and_notes(rd, s) -> list:
+    """The cost against the rate, where the run paced a series at several,
+    and what the run said of its points."""
+    out: list = []
+    if cost := s.cost_against_rate():
+        out.append(_cost_against_rate(rd, cost, s.irq_unavailable))
+    whys = {p.completions_unavailable for se in s.series for p in se.points if p.completions_unavailable}
+    out += [Note(f"completions not followed: {w}", warning=True) for w in whys]
+    out += [
+        Note(f"{se.label} ×{p.workers}: {w}", warning=True) for se in s.series for p in se.points for w in p.warnings
+    ]
+    return out
+
+
+def _cost_against_rate(rd, cost: list[dict], irq_unavailable: str | None) -> Figure:
+    """CPU µs per I/O against the IOPS each CPU held, a line per engine (and
+    worker count) paced to several rates: where polling or batching pays."""
+    rows = [c | {"line": f"{c['family']} ×{c['workers']}"} for c in cost]
+    chart = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_line(point=True)
+        .encode(
+            alt.X("iops_per_cpu:Q", title="IOPS per submitting CPU, as held"),
+            alt.Y("cpu_us_per_io:Q", title="CPU µs per I/O"),
+            alt.Color("line:N", legend=alt.Legend(orient="bottom", columns=2)),
+            tooltip=[
+                "line:N",
+                alt.Tooltip("rate:Q", format=","),
+                alt.Tooltip("iops_per_cpu:Q", format=",.0f"),
+                alt.Tooltip("cpu_us_per_io:Q", format=".2f"),
+            ],
+        )  # fmt: skip
+        .properties(width=420, height=240)
+    )
+    return Figure(
+        f"io-rate-{rd.run.id}",
+        f"{rd.short}: CPU time per I/O against the I/O rate",
+        chart,
+        "each point a --rate, at the IOPS each worker held; every CPU's: /proc/stat over the window per I/O "
+        "(completion work in interrupts and kernel threads, and anything else that ran); the workers' own: "
+        "their rusage per I/O (what fio's usr_cpu and sys_cpu say)"
+        + (f"; irq {irq_unavailable}" if irq_unavailable else ""),
+    )
