@@ -275,6 +275,33 @@ def test_bsp_reports_a_slowdown_of_at_least_one_and_a_prediction_with_its_interv
     assert show(db)["bsp"]["collective"] == "allreduce"
 
 
+def test_bsp_report_draws_the_slowdown_distribution_and_the_arrival_order(tmp_path, browser):
+    """The report draws what the tables said (issue 32): the measured and
+    predicted step slowdowns as distributions, from the quantiles show
+    keeps (ordered, from the measured minimum to its maximum), and how
+    often each rank arrived last, which add up to every step."""
+    from chromium import load
+
+    db = tmp_path / "c.db"
+    p = cluster("bsp", "--compute-us", "200", "--iterations", "300", "--ranks", "2", "--no-bpf", db=db)
+    assert p.returncode == 0, p.stderr
+    b = show(db)["bsp"]
+    qs = b["quantiles"]
+    assert len(qs["q"]) == len(qs["measured"]) == len(qs["predicted"]) and qs["q"][0] == 0 and qs["q"][-1] == 1
+    for line in ("measured", "predicted"):
+        assert qs[line] == sorted(qs[line])
+    assert qs["measured"][-1] == b["measured"]["max"]
+    assert sum(r["last_share"] for r in b["late"]) == pytest.approx(1.0)
+    page = tmp_path / "c.html"
+    rep = oslens("report", "last", "-o", str(page), db=db)
+    assert rep.returncode == 0, rep.stderr
+    shown = load(browser, str(page))
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["drawn"] == shown["plots"]
+    titles = " | ".join(t or "" for t in shown["titles"])
+    assert "slowdown per step, measured and predicted" in titles and "arrival order at the barrier" in titles, titles
+
+
 def test_bsp_times_its_collectives_in_a_single_threaded_job(tmp_path):
     """Under MPI_THREAD_FUNNELED Open MPI's barrier and allreduce after work
     cost 1.06-1.6 times what they cost under SINGLE (bench/cluster.py): the

@@ -44,6 +44,7 @@ MAD_SCALE = 1.4826
 DRAWS = 20_000
 BOOTSTRAP = 200
 CONFIDENCE = 0.95
+CDF_POINTS = 101  # quantiles kept of the measured and predicted slowdowns (0, 1 %, … 100 %)
 
 
 @dataclass
@@ -408,6 +409,7 @@ def bsp(recs: dict[int, Bsp], ranks: dict[int, list[dict]], seed: int = 1) -> di
             }
         )
     mean_pred = float(np.mean(predicted))
+    q = np.linspace(0, 1, CDF_POINTS)
     return {
         "steps": int(keep.sum()),
         "steps_left_out": int((~keep).sum()),
@@ -419,6 +421,12 @@ def bsp(recs: dict[int, Bsp], ranks: dict[int, list[dict]], seed: int = 1) -> di
         "predicted": {**stats(predicted), "mean_interval": [float(lo), float(hi)]},
         "error": mean_pred / float(np.mean(measured)) - 1,
         "late": late,
+        # the two distributions at CDF_POINTS quantiles each: what a plot of them needs, not every step
+        "quantiles": {
+            "q": q.tolist(),
+            "measured": np.quantile(measured, q, method="inverted_cdf").tolist(),
+            "predicted": np.quantile(predicted, q, method="inverted_cdf").tolist(),
+        },
         "model": "independent per-rank delays per step (this run's detours), Monte Carlo, bootstrap interval",
     }
 

@@ -6,6 +6,7 @@ predicted slowdown."""
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 
 from ...analysis.cluster import analyze
 from ...format import ns as fmt_ns
@@ -67,6 +68,57 @@ def _figure(rd, measure: str) -> Figure | None:
     )
 
 
+def _bsp_figures(rd, b: dict) -> list[Figure]:
+    """The step slowdowns, measured and predicted, as distributions (a step
+    is as slow as its latest rank); and which rank arrived last how often,
+    beside the steps a large delay hit it in."""
+    out = []
+    if qs := b.get("quantiles"):  # a run stored before they were kept has none
+        rows = [{"slowdown": v, "quantile": q, "line": line}
+                for line in ("measured", "predicted") for q, v in zip(qs["q"], qs[line])]  # fmt: skip
+        chart = (
+            alt.Chart(pd.DataFrame(rows))
+            .mark_line(interpolate="step-after")
+            .encode(
+                alt.X("slowdown:Q", title="step time over the undisturbed step", scale=alt.Scale(zero=False)),
+                alt.Y("quantile:Q", title="share of steps at most this slow", axis=alt.Axis(format="%")),
+                alt.Color("line:N", title=None, legend=alt.Legend(orient="bottom")),
+                tooltip=["line:N", alt.Tooltip("quantile:Q", format=".0%"), alt.Tooltip("slowdown:Q", format=".3f")],
+            )
+            .properties(width=420, height=240)
+        )
+        out.append(
+            Figure(
+                f"cluster-slowdown-{rd.run.id}",
+                f"{rd.short}: slowdown per step, measured and predicted",
+                chart,
+                f"predicted: {b['model']}; measured over {b['steps']:,} steps",
+            )
+        )
+    if late := b.get("late"):
+        rows = [{"rank": r["rank"], "host": r["host"], "last": r["last_share"], "hit": r["steps_hit"],
+                 "top cause": r["causes"][0][0] if r["causes"] else "–"} for r in late]  # fmt: skip
+        share = alt.Y("last:Q", title="steps it arrived last in", axis=alt.Axis(format="%"),
+                      scale=alt.Scale(domain=[0, 1]))  # fmt: skip
+        tips = ["rank:O", "host:N", alt.Tooltip("last:Q", format=".1%"),
+                alt.Tooltip("hit:Q", title="steps a large delay hit it in"), "top cause:N"]  # fmt: skip
+        chart = (
+            alt.Chart(pd.DataFrame(rows))
+            .mark_bar()
+            .encode(alt.X("rank:O", title="rank"), share, tooltip=tips)
+            .properties(width=420, height=200)
+        )
+        out.append(
+            Figure(
+                f"cluster-arrival-{rd.run.id}",
+                f"{rd.short}: arrival order at the {b['collective']}",
+                chart,
+                "the last to arrive waits least in the collective: told without comparing clocks across nodes",
+            )
+        )
+    return out
+
+
 def sections(runs) -> list[Section]:
     blocks = []
     for rd in runs:
@@ -116,6 +168,7 @@ def sections(runs) -> list[Section]:
             blocks.append(Note(f"{fact} differs: " + "; ".join(f"{h}: {v}" for h, v in hosts.items())))
         b = s.bsp
         if b and b.get("steps"):
+            blocks += _bsp_figures(rd, b)
             m, p = b["measured"], b["predicted"]
             lo, hi = p["mean_interval"]
             blocks.append(
