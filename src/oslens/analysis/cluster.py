@@ -75,6 +75,7 @@ class ClusterSummary:
     bsp: dict | None = None
     latency: list[dict] | None = None  # cluster latency: per operation, its percentiles on each rank
     scale: list[dict] | None = None  # cluster scale: per probe, a curve per rank and the job's
+    timerlat: list[dict] | None = None  # cluster timerlat: per rank, its threads' wake-up latency and worst cause
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -87,6 +88,7 @@ class ClusterSummary:
             "bsp": self.bsp,
             "latency": self.latency,
             "scale": self.scale,
+            "timerlat": self.timerlat,
             "notes": self.notes,
         }
 
@@ -199,7 +201,7 @@ def analyze(run, records: list[dict]) -> ClusterSummary:
     measure = (run.params or {}).get("measure", "noise")
     ranks = by_rank(records)
     rows, bsp_recs = [], {}
-    if measure in ("latency", "scale"):
+    if measure in ("latency", "scale", "timerlat"):
         return _per_rank_measure(measure, ranks, records)
     for rank, recs in ranks.items():
         if measure == "bsp":
@@ -234,16 +236,58 @@ def _rule(what: str, above: bool = True) -> str:
 
 
 def _per_rank_measure(measure: str, ranks: dict[int, list[dict]], records: list[dict]) -> ClusterSummary:
-    """cluster latency and cluster scale: the single-node analysis of each
-    rank's own records, then the ranks side by side."""
+    """cluster latency, scale and timerlat: the single-node analysis of
+    each rank's own records, then the ranks side by side."""
     hosts = {rank: rank_host(recs) for rank, recs in ranks.items()}
     s = ClusterSummary(measure, [], "", node_diff(records), len(set(hosts.values())))
     s.notes += [n for n in [too_few(len(ranks))] if n]
     if measure == "latency":
         s.latency, s.rule = _latency(ranks, hosts), _rule("p99")
+    elif measure == "timerlat":
+        s.timerlat, s.rule = _timerlat(ranks, hosts), _rule("p99 of the thread latency")
     else:
         s.scale, s.rule = _scale(ranks, hosts), _rule("per-worker rate at the most workers", above=False)
     return s
+
+
+def _timerlat(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
+    """Per rank: its threads' wake-ups pooled (every CPU's histogram), the
+    worst one and what held it back (its trace), outliers by p99; an
+    outlier's worst cause is what to read first (a thread on its CPU alone
+    shows there, not in the other ranks' rows)."""
+    from ..records import timerlat_records
+    from . import timerlat as timerlat_analysis
+    from .histogram import Histogram, merge_all
+
+    rows = []
+    for rank, recs in sorted(ranks.items()):
+        mine = timerlat_records(recs)
+        if not mine:
+            continue
+        s = timerlat_analysis.summarize(recs)
+        pooled = merge_all(Histogram.from_record(r["thread"]) for r in mine)
+        told = pooled.told_percentiles(timerlat_analysis.QS)
+        worst = s.worst[0] if s.worst else None
+        rows.append(
+            {
+                "rank": rank,
+                "host": hosts[rank],
+                "cpus": [c.cpu for c in s.cpus],
+                "wakeups": pooled.count,
+                "missed": sum(c.missed for c in s.cpus),
+                "policy": sorted({c.policy for c in s.cpus}),
+                **{f"p{q:g}_ns": float(v) for q, v in zip(timerlat_analysis.QS, told)},
+                "max_ns": float(pooled.max_ns),
+                "worst_cpu": worst.cpu if worst else None,
+                "worst_cause": worst.cause if worst and worst.causes else None,
+                "attribution": s.attribution,
+            }
+        )
+    p99 = {r["rank"]: r["p99_ns"] for r in rows if r["wakeups"] and np.isfinite(r["p99_ns"])}
+    flagged, limits = outliers(p99), thresholds(p99)
+    for r in rows:
+        r["outlier"], r["threshold_ns"] = r["rank"] in flagged, limits.get(r["rank"])
+    return rows
 
 
 def _latency(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]:
@@ -436,6 +480,10 @@ def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for r in s.ranks:
         out.add(f"cluster/rank {r.rank}/lost share", [r.share], "share", LOWER, "", f"rank {r.rank} ({r.host})")
+    for r in s.timerlat or []:
+        if np.isfinite(r["p99_ns"]):
+            name = f"cluster/timerlat/rank {r['rank']}/p99"
+            out.add(name, [r["p99_ns"]], "ns", LOWER, "", f"thread latency p99 on rank {r['rank']}")
     for op in s.latency or []:
         for r in op["ranks"]:
             if r["count"]:

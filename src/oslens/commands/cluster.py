@@ -96,6 +96,37 @@ def noise(ctx: Context, launch, ranks, no_bpf, step_us, **kw):
     )
 
 
+@command.command("timerlat")
+@click.option("--duration", type=float, default=5.0, show_default=True, metavar="S", help="Seconds per repetition.")
+@click.option("--period-us", type=int, default=1000, show_default=True, metavar="US", help="The timer's period.")
+@click.option(
+    "--prio", type=int, default=95, show_default=True, metavar="N", help="SCHED_FIFO priority (0: SCHED_OTHER)."
+)
+@click.option(
+    "--dma-latency", "dma_latency_us", type=int, metavar="US", help="Hold /dev/cpu_dma_latency at US on every node."
+)
+@click.option("--reps", type=int, default=1, show_default=True)
+@click.option("--warmup", type=float, default=0.2, show_default=True, metavar="S")
+@click.option("--no-bpf", "no_bpf", is_flag=True, help="Do not trace the kernel: latencies without their causes.")
+@launch_options
+@measuring_options
+@environment_option("cluster")
+def timerlat(ctx: Context, launch, ranks, no_bpf, **kw):
+    """Timer wake-up latency on every CPU of every rank at once, as `oslens
+    timerlat` on one node: the late nodes, and what held their worst
+    wake-ups back."""
+    from ..plan.cluster import launcher, plan_run
+    from ..plan.timerlat import plan as timerlat_plan
+
+    argv, note = launcher(launch, ranks)
+    inner = timerlat_plan(cpus=None, compete=None, attribution=not no_bpf, **kw)
+    job = _job(argv, launch)
+    plan = plan_run(inner, "timerlat", job, _params("timerlat", job), workers="max")
+    prio = f"SCHED_FIFO {kw['prio']}" if kw["prio"] else "SCHED_OTHER"
+    head = f"every {kw['period_us']} µs at {prio}, {kw['duration']:g} s × {kw['reps']} on every CPU of every rank"
+    _measure(ctx, "timerlat", plan, job, note, head)
+
+
 @command.command("bsp")
 @click.option("--compute-us", type=int, default=1000, show_default=True, help="The work of one step, in µs.")
 @click.option("--iterations", type=int, default=2000, show_default=True, help="Steps measured.")

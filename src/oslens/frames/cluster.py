@@ -7,7 +7,9 @@ is an outlier (the rule is in `show --json`). `steps` (cluster bsp): one
 row per rank and measured step: its work time, its wait in the collective,
 its detour time, and whether it was the last to arrive. `latency` (cluster
 latency): one row per rank and operation, its percentiles. `scale` (cluster
-scale): one row per rank, probe and worker count. Times are ns.
+scale): one row per rank, probe and worker count. `timerlat` (cluster
+timerlat): one row per rank, its threads' wake-up latency and the worst
+one's cause. Times are ns.
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ COLUMNS = {
         "max_ns": ("float64", "longest, ns"),
         "outlier": ("bool", "p99 beyond the outlier rule"),
     },
+    "timerlat": {
+        "rank": ("int64", "MPI rank"),
+        "host": ("str", "its host"),
+        "cpus": ("str", "the CPUs its threads woke on"),
+        "wakeups": ("int64", "wake-ups of all its threads"),
+        "missed": ("int64", "periods skipped by wake-ups later than a whole period"),
+        "p50_ns": ("float64", "median thread latency, ns (every CPU's wake-ups pooled)"),
+        "p99_ns": ("float64", "99th percentile, ns (missing where too few wake-ups tell it)"),
+        "p99.9_ns": ("float64", "99.9th percentile, ns"),
+        "max_ns": ("float64", "latest wake-up, ns"),
+        "worst_cpu": ("int64", "the CPU of the latest wake-up"),
+        "worst_cause": ("str", "what held the latest wake-up back most (empty untraced)"),
+        "outlier": ("bool", "p99 beyond the outlier rule"),
+    },
     "scale": {
         "rank": ("int64", "MPI rank"),
         "host": ("str", "its host"),
@@ -58,7 +74,8 @@ COLUMNS = {
 }
 # The frames each measure has, its main one first: a latency or scale run
 # measures no noise share, so `ranks` would be empty (and was, as their main frame).
-FRAMES_OF = {"noise": ("ranks",), "bsp": ("ranks", "steps"), "latency": ("latency",), "scale": ("scale",)}
+FRAMES_OF = {"noise": ("ranks",), "bsp": ("ranks", "steps"), "latency": ("latency",), "scale": ("scale",),
+             "timerlat": ("timerlat",)}  # fmt: skip
 __doc__ += describe(COLUMNS)
 
 
@@ -117,5 +134,10 @@ def frames(run, records: list[dict]) -> dict:
         for r in c["ranks"]
         for i, n in enumerate(r["workers"])
     ]
-    built = {"ranks": ranks, "steps": steps, "latency": latency, "scale": scale}
+    timerlat = [
+        {**{k: r[k] for k in COLUMNS["timerlat"] if k in r}, "cpus": ",".join(map(str, r["cpus"])),
+         "worst_cause": r["worst_cause"] or ""}
+        for r in s.timerlat or []
+    ]  # fmt: skip
+    built = {"ranks": ranks, "steps": steps, "latency": latency, "scale": scale, "timerlat": timerlat}
     return {name: table(run.id, built[name], COLUMNS[name]) for name in FRAMES_OF[s.measure]}

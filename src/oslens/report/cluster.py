@@ -93,6 +93,22 @@ def scale_rows(c: dict, every: bool = True) -> tuple[list[str], list[list[str]]]
     return cols, rows
 
 
+def timerlat_rows(rows: list[dict], every: bool = True) -> tuple[list[str], list[list[str]]]:
+    """`cluster timerlat`: each rank's threads' wake-up latency (every CPU's
+    pooled), the worst one's CPU and what held it back; or, with
+    every=False and many ranks, the outliers."""
+    cols = ["rank", "host", "CPUs", "wake-ups", "missed", "p50", "p99", "p99.9", "max", "worst: CPU, held by", ""]
+    shown = rows if every or len(rows) <= MAX_ROWS else [r for r in rows if r["outlier"]]
+    out = []
+    for r in shown:
+        held = r["worst_cause"] or ("" if r["attribution"] == "bpf" else f"not traced ({r['attribution']})")
+        worst = f"{r['worst_cpu']}" + (f", {held}" if held else "") if r["worst_cpu"] is not None else "-"
+        out.append([str(r["rank"]), r["host"], ",".join(map(str, r["cpus"])), f"{r['wakeups']:,}", f"{r['missed']:,}",
+                    *(fmt_ns(r[f"{q}_ns"]) for q in ("p50", "p99", "p99.9", "max")), worst,
+                    "outlier" if r["outlier"] else ""])  # fmt: skip
+    return cols, out
+
+
 def _print_table(console: Console, title: str, cols: list[str], rows: list[list[str]]) -> None:
     t = Table(title=title, box=None)
     for i, col in enumerate(cols):
@@ -112,6 +128,13 @@ def outlier_lines(s) -> list[str]:
                     f"{op['operation']}: rank {r['rank']} on {r['host']} is an outlier, "
                     f"p99 {fmt_ns(r['p99_ns'])} above the threshold of {fmt_ns(r['threshold_ns'])}"
                 )
+    for r in s.timerlat or []:
+        if r["outlier"]:
+            out.append(
+                f"timerlat: rank {r['rank']} on {r['host']} is an outlier, p99 {fmt_ns(r['p99_ns'])} above the "
+                f"threshold of {fmt_ns(r['threshold_ns'])}; its worst wake-up {fmt_ns(r['max_ns'])} on CPU "
+                f"{r['worst_cpu']}" + (f", held by {r['worst_cause']}" if r["worst_cause"] else "")
+            )
     for c in s.scale or []:
         for r in c["ranks"]:
             if r["outlier"]:
@@ -142,7 +165,9 @@ def _show_findings(console: Console, s, outliers: list[str]) -> None:
 
 def show(console: Console, run, summary) -> None:
     s = summary
-    if s.latency is not None or s.scale is not None:
+    if s.latency is not None or s.scale is not None or s.timerlat is not None:
+        if s.timerlat is not None:
+            _print_table(console, "cluster timerlat: thread latency per rank", *timerlat_rows(s.timerlat, every=False))
         for op in s.latency or []:
             _print_table(console, f"cluster latency: {op['operation']}", *latency_rows(op, every=False))
         for c in s.scale or []:

@@ -11,7 +11,7 @@ import pandas as pd
 from ...analysis.cluster import analyze
 from ...format import ns as fmt_ns
 from ...frames.cluster import frames
-from ..cluster import latency_rows, outlier_lines, rows_lines, scale_rows
+from ..cluster import latency_rows, outlier_lines, rows_lines, scale_rows, timerlat_rows
 from .latency import NS_LABEL
 from .page import Figure, Note, Section, Table
 
@@ -37,6 +37,24 @@ def _figure(rd, measure: str) -> Figure | None:
             )
         )
         return Figure(f"cluster-noise-{rd.run.id}", f"{rd.short}: noise share per rank", chart.properties(width=420))
+    if measure == "timerlat":
+        long = main.melt(id_vars=["rank", "host", "outlier"], value_vars=["p99_ns", "max_ns"], var_name="what",
+                         value_name="ns").dropna()  # fmt: skip
+        long = long[long["ns"] > 0]  # a log scale has no place for 0
+        chart = (
+            alt.Chart(long)
+            .mark_point(filled=True, size=60)
+            .encode(
+                alt.X("rank:O", title="rank"),
+                alt.Y("ns:Q", title="thread latency", scale=alt.Scale(type="log"), axis=alt.Axis(labelExpr=NS_LABEL)),
+                alt.Shape("what:N", title=None, legend=alt.Legend(orient="bottom")),
+                _OUTLIER,
+                tooltip=["rank:O", "host:N", "what:N", alt.Tooltip("ns:Q", format=",.0f")],
+            )
+        )
+        return Figure(
+            f"cluster-timerlat-{rd.run.id}", f"{rd.short}: wake-up latency per rank", chart.properties(width=420)
+        )
     if measure == "latency":
         chart = (
             alt.Chart(main)
@@ -126,7 +144,10 @@ def sections(runs) -> list[Section]:
         figure = _figure(rd, s.measure)
         if figure:
             blocks.append(figure)
-        if s.latency is not None or s.scale is not None:
+        if s.latency is not None or s.scale is not None or s.timerlat is not None:
+            if s.timerlat is not None:
+                title = f"{rd.label}: cluster timerlat, thread latency per rank"
+                blocks.append(Table(title, *timerlat_rows(s.timerlat), caption=f"outlier: {s.rule}"))
             for op in s.latency or []:
                 blocks.append(
                     Table(
