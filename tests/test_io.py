@@ -129,7 +129,11 @@ def test_each_engine_issues_exactly_the_ios_asked_of_the_size_asked(device, prob
         for b in books:  # a submit per I/O, a getevents at most per I/O (once the queue is full)
             assert b["submits"] == b["reads"] + b["writes"] and 0 < b["getevents"] <= b["submits"], b
     comp = r.of("completions")[0]
-    if comp["available"]:
+    if comp["available"] and probe == "io:cached":
+        # buffered writes reach the device as writeback's bios, not the workers' calls: as many as the
+        # device counted at most (the last ones, synced at each worker's end, may fall after the window)
+        assert sum(c["submitted"] for c in comp["cpus"]) <= data_writes + reads, comp
+    elif comp["available"]:
         assert sum(c["submitted"] for c in comp["cpus"]) == counted
         completed = sum(c["completed"] for c in comp["cpus"])
         # each I/O completed once: short only by events the kernel said it did not deliver, and by
@@ -435,7 +439,8 @@ def test_a_dead_oslenss_lines_never_remove_the_device_a_live_one_made_at_that_in
         doc = subprocess.run([sys.executable, "-m", "oslens", "doctor"], env=env, capture_output=True, text=True)
         assert doc.returncode == 0, doc.stderr
         assert Path(path).exists(), doc.stdout  # the live one's still
-        assert "zram" not in doc.stdout, doc.stdout
+        assert f"zram {path.removeprefix('/dev/zram')}  " in doc.stdout  # the dead one's line, said
+        assert "left alone: another live oslens names it" in doc.stdout and "removed" not in doc.stdout, doc.stdout
         out, err = live.communicate("\n", timeout=60)
         assert live.returncode == 0 and out.split() == ["removed"], err
     finally:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import plural
+from ..format import json_safe, plural
 from ..records import Bsp, Node, bsp_of, by_rank, nodes, rank_host, rank_info
 from . import noise as noise_analysis
 from .metrics import HIGHER, LOWER, Metrics
@@ -79,18 +79,20 @@ class ClusterSummary:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {
-            "measure": self.measure,
-            "ranks": [{k: v for k, v in vars(r).items() if k != "by_cause"} for r in self.ranks],
-            "outlier_rule": self.rule,
-            "node_diff": self.node_diff,
-            "hosts": self.hosts,
-            "bsp": self.bsp,
-            "latency": self.latency,
-            "scale": self.scale,
-            "timerlat": self.timerlat,
-            "notes": self.notes,
-        }
+        return json_safe(
+            {
+                "measure": self.measure,
+                "ranks": [{k: v for k, v in vars(r).items() if k != "by_cause"} for r in self.ranks],
+                "outlier_rule": self.rule,
+                "node_diff": self.node_diff,
+                "hosts": self.hosts,
+                "bsp": self.bsp,
+                "latency": self.latency,
+                "scale": self.scale,
+                "timerlat": self.timerlat,
+                "notes": self.notes,
+            }
+        )
 
 
 def thresholds(values: dict[int, float], k: float = K) -> dict[int, float]:

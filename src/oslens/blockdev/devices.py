@@ -184,11 +184,12 @@ def remove_device(what: str) -> str:
     removed; what became of it."""
     kind, _, arg = what.partition(" ")
     if kind in ("zram", "zram-unconfirmed") and arg.isdigit():
-        if not Path(f"/sys/block/zram{arg}").exists():
-            return "gone"
-        with _zram_lock():
-            action = _remove_zram(arg, confirmed=kind == "zram")
-        if action in ("removed", "gone") and kind == "zram":
+        if Path(f"/sys/block/zram{arg}").exists():
+            with _zram_lock():
+                action = _remove_zram(arg, confirmed=kind == "zram")
+        else:
+            action = "gone"
+        if action in ("removed", "gone"):
             runtime.forget("device", what)
         return action
     if kind == "loop" and os.path.basename(arg).startswith("oslens."):
@@ -215,14 +216,17 @@ def _remove_loop(backing: str) -> str:
 
 
 def _remove_zram(n: str, confirmed: bool) -> str:
-    """zram device n, under the lock: not if it is another live oslens's
-    (a dead one's line may name an index the kernel has given again), and
-    an unconfirmed index only while unconfigured (ours is confirmed by a
-    line of its own before it is configured, under the same lock)."""
+    """zram device n, under the lock: not if another live oslens's own
+    line names it (a dead one's line, or a stale line of ours, may name an
+    index the kernel has given again), and an unconfirmed index only while
+    unconfigured (ours is confirmed by a line of its own before it is
+    configured, under the same lock)."""
     if not Path(f"/sys/block/zram{n}").exists():
         return "gone"
-    if {f"zram {n}", f"zram-unconfirmed {n}"} & runtime.claimed_by_others("device"):
-        return "gone"
+    # a live maker confirms its index under this lock: another's unconfirmed line is stale, its confirmed
+    # one is its device (or a line it failed to strike out: left, rather than someone's device destroyed)
+    if f"zram {n}" in runtime.claimed_by_others("device"):
+        return "left alone: another live oslens names it"
     if not confirmed and _read(Path(f"/sys/block/zram{n}/disksize")) != "0":
         return "gone"
     try:

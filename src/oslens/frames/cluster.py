@@ -57,7 +57,7 @@ COLUMNS = {
         "p99_ns": ("float64", "99th percentile, ns (missing where too few wake-ups tell it)"),
         "p99.9_ns": ("float64", "99.9th percentile, ns"),
         "max_ns": ("float64", "latest wake-up, ns"),
-        "worst_cpu": ("int64", "the CPU of the latest wake-up"),
+        "worst_cpu": ("Int64", "the CPU of the latest wake-up"),
         "worst_cause": ("str", "what held the latest wake-up back most (empty untraced)"),
         "outlier": ("bool", "p99 beyond the outlier rule"),
     },

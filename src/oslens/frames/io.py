@@ -44,7 +44,7 @@ COLUMNS = {
         "bs": ("int64", "bytes per I/O"),
         "rate_per_cpu": ("int64", "I/Os per second asked of each worker (0: as fast as it could)"),
         "read_share": ("float64", "share of the I/Os that read, as the workers counted them (warm-up included)"),
-        "syncs": ("int64", "fsync or fdatasync calls of the workers (warm-up included)"),
+        "syncs": ("Int64", "fsync or fdatasync calls of the workers (warm-up included)"),
         "sync_mean_ns": ("float64", "the mean time of one, ns"),
         "uring_enters_per_io": ("float64", "io_uring: io_uring_enter calls per I/O (warm-up included)"),
         "uring_waits_per_io": ("float64", "io_uring: enters that waited for a completion, per I/O"),

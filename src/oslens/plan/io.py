@@ -315,8 +315,9 @@ def _sync(series: list[Series], fsync: int | None, fdatasync: int | None) -> dic
     if fsync is not None and fdatasync is not None:
         raise UsageError("--fsync and --fdatasync: give one")
     name, n = ("--fsync", fsync) if fsync is not None else ("--fdatasync", fdatasync)
-    if n < 1:
-        raise UsageError(f"{name}: {n} is not a number of writes (1 or more)")
+    most = engine.probes()["io"].options["fsync"]["max"]
+    if not 1 <= n <= most:
+        raise UsageError(f"{name}: {n} is not a number of writes from 1 to {most:,}")
     if not any(s.writes for s in series):
         raise UsageError(f"{name}: syncs the writes, and no --rw writes")
     if bad := sorted({s.engine for s in series if not ENGINES[s.engine].syncs}):

@@ -191,8 +191,11 @@ def _cost_against_rate(rd, cost: list[dict], irq_unavailable: str | None) -> Fig
             alt.X("iops_per_cpu:Q", title="IOPS per submitting CPU, as held"),
             alt.Y("cpu_us_per_io:Q", title="CPU µs per I/O"),
             alt.Color("line:N", legend=alt.Legend(orient="bottom", columns=2)),
+            alt.StrokeDash("measure:N", title=None),
+            alt.Detail("measure:N"),  # a line per measure, not one zig-zagging between the two
             tooltip=[
                 "line:N",
+                "measure:N",
                 alt.Tooltip("rate:Q", format=","),
                 alt.Tooltip("iops_per_cpu:Q", format=",.0f"),
                 alt.Tooltip("cpu_us_per_io:Q", format=".2f"),
