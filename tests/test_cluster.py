@@ -278,12 +278,14 @@ def test_cluster_timerlat_counts_every_period_on_every_rank_and_names_the_hog_on
         # spins skip some on rank 1); the stop is seen within a period of it, as oslens timerlat's test has it
         assert abs((r["wakeups"] + r["missed"]) / len(r["cpus"]) - 4000) < 200, r
         assert 0 < r["p50_ns"] <= r["p99_ns"] <= r["max_ns"], r
-    # the hog spins 4 ms in every 20: rank 1 waits for a spin's end at its worst (up to 4 ms; nothing
-    # but a stalled vCPU comes near that on rank 0, and rank 1 has the spins besides)
-    assert rows[1]["max_ns"] > 1_000_000 and rows[1]["max_ns"] > rows[0]["max_ns"], rows
+    # the hog spins 4 ms in every 20: each spin makes rank 1 skip some 7 of its 500 µs periods, 100
+    # spins some 700; rank 0 skips periods only in a stall of its vCPU (once one of 4.4 ms, longer than
+    # any spin: which rank had the latest wake-up is no test)
+    assert rows[1]["missed"] > 4 * max(rows[0]["missed"], 25), rows
     if rows[1]["attribution"] == "bpf":
-        assert rows[1]["worst_cause"] == "oslens-inject (task)", rows[1]
-        assert rows[0]["worst_cause"] != "oslens-inject (task)", rows[0]
+        # as oslens timerlat's own test: the hog is what held most of rank 1's worst wake-ups back
+        assert rows[1]["top_cause"] == "oslens-inject (task)", rows[1]
+        assert rows[0]["top_cause"] != "oslens-inject (task)", rows[0]
     assert "cluster timerlat: thread latency per rank" in p.stdout
     out = oslens("export", "last", "--frame", "timerlat", "--format", "csv", db=db)
     assert out.returncode == 0 and len(out.stdout.strip().splitlines()) == 3, out.stdout + out.stderr

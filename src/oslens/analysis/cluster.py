@@ -282,6 +282,9 @@ def _timerlat(ranks: dict[int, list[dict]], hosts: dict[int, str]) -> list[dict]
                 "max_ns": float(pooled.max_ns),
                 "worst_cpu": worst.cpu if worst else None,
                 "worst_cause": worst.cause if worst and worst.causes else None,
+                # what held its worst wake-ups back most, together (one stall of the vCPU may be the
+                # latest of them; a cause that holds many back leads here)
+                "top_cause": next(iter(s.causes), None),
                 "attribution": s.attribution,
             }
         )

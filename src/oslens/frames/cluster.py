@@ -59,6 +59,7 @@ COLUMNS = {
         "max_ns": ("float64", "latest wake-up, ns"),
         "worst_cpu": ("Int64", "the CPU of the latest wake-up"),
         "worst_cause": ("str", "what held the latest wake-up back most (empty untraced)"),
+        "top_cause": ("str", "what held its worst wake-ups back most, together (empty untraced)"),
         "outlier": ("bool", "p99 beyond the outlier rule"),
     },
     "scale": {
@@ -136,7 +137,7 @@ def frames(run, records: list[dict]) -> dict:
     ]
     timerlat = [
         {**{k: r[k] for k in COLUMNS["timerlat"] if k in r}, "cpus": ",".join(map(str, r["cpus"])),
-         "worst_cause": r["worst_cause"] or ""}
+         "worst_cause": r["worst_cause"] or "", "top_cause": r["top_cause"] or ""}
         for r in s.timerlat or []
     ]  # fmt: skip
     built = {"ranks": ranks, "steps": steps, "latency": latency, "scale": scale, "timerlat": timerlat}
