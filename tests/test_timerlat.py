@@ -159,7 +159,11 @@ def test_a_higher_priority_task_holding_the_cpu_is_what_held_its_wake_ups_back(n
     # hog running first) names the hog as what held it back; on a machine
     # that stalls its vCPUs (a VM) a stall may rank among them, but not most of them
     in_spin = [w for w in s.worst if any(a < w.expiry_ns + w.thread_ns and b > w.expiry_ns for a, b in spins)]
-    assert all(w.cause == "oslens-inject (task)" for w in in_spin), [(w.thread_ns, w.causes) for w in in_spin]
+    # each names the hog among what held it back; not always as the largest: a vCPU stall or an
+    # irqs-off stretch that joins a spin may outweigh it in one (fresh-clone run 31: 1.1 ms of
+    # migration/1 with interrupts off or its vCPU not run, beside 3.9 ms of the hog)
+    hog = "oslens-inject (task)"
+    assert all(w.causes.get(hog, 0) > 0 for w in in_spin), [(w.thread_ns, w.causes) for w in in_spin]
     assert len(in_spin) >= len(s.worst) / 2, [(w.thread_ns, w.causes) for w in s.worst]
     assert next(iter(s.causes)) == "oslens-inject (task)", s.causes
 
