@@ -103,7 +103,11 @@ class IoSeries:
     label: str
     points: list[IoPoint]
     family: str = ""  # the label of the same series unpaced: the line its rate is a point of
-    rate: int = 0  # I/Os per second asked of each worker (0: unpaced)
+
+    @property
+    def rate(self) -> int:
+        """I/Os per second asked of each worker (0: unpaced): its points'."""
+        return self.points[0].rate
 
     def judge(self) -> None:
         """Each point's IOPS per CPU over the fewest CPUs', with scale's
@@ -254,6 +258,8 @@ def _books(inv: Invocation, reps) -> dict | None:
         return None
     out = {k: sum(r.get(k, 0) for r in got) for k in BOOKS}
     out["sync_mean_ns"] = out["sync_ns"] / out["syncs"] if out["syncs"] else None
+    ios = out["reads"] + out["writes"]
+    out["read_share"] = out["reads"] / ios if ios else None
     return out
 
 
@@ -378,11 +384,10 @@ def summarize(params: dict, records, machine: dict | None = None) -> IoSummary:
     order = params.get("engines") or list(by)
     about = {d["label"]: d for d in params.get("series") or []}  # a run stored before rates has none
     series = [
-        IoSeries(label, sorted(by[label], key=lambda p: p.workers), about.get(label, {}).get("family", label),
-                 about.get(label, {}).get("rate", 0))
+        IoSeries(label, sorted(by[label], key=lambda p: p.workers), about.get(label, {}).get("family", label))
         for label in order
         if by.get(label)
-    ]  # fmt: skip
+    ]
     for se in series:
         se.judge()
     return IoSummary(params.get("target", {}), series, irq_why)

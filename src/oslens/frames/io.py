@@ -63,8 +63,7 @@ __doc__ = (__doc__ or "") + describe(COLUMNS)
 
 def _books(books: dict | None) -> dict:
     b = books or {}
-    ios = b.get("reads", 0) + b.get("writes", 0)
-    return {"read_share": b["reads"] / ios if ios else None, "syncs": b.get("syncs"),
+    return {"read_share": b.get("read_share"), "syncs": b.get("syncs"),
             "sync_mean_ns": b.get("sync_mean_ns")}  # fmt: skip
 
 
