@@ -61,6 +61,28 @@ def test_the_causes_add_up_to_the_measured_time_per_op():
             assert abs(per_tid[tid] - rep.window_ns) <= ADDS_UP * rep.window_ns
 
 
+def test_a_repetition_whose_sampler_ran_late_is_explained_and_says_so():
+    """On an overloaded machine (16 emulated CPUs on 2, say) the master
+    samples late and the engine marks the repetition late. Its charges are
+    of the window planned on the clock and its operations are taken at
+    their measured rate, so the point stays explained, with the same
+    figures, and says it ran late; it is never dropped without a word."""
+    from oslens.analysis.explain import LATE_NOTE, explain_point
+
+    r = explained("--probe", "getppid", "--workers", "1", "--duration", "0.2", "--reps", "1")
+    (ep,) = explained_points(r.records).values()
+    on_time = explain_point(ep)
+    assert on_time is not None and ep.late == 0 and not any("sampler late" in n for n in on_time.notes)
+    marked = [{**x, "status": "late", "late_samples": 3} if x.get("type") == "rep" else x for x in r.records]
+    (late,) = explained_points(marked).values()
+    s = explain_point(late)
+    assert late.late == 1 and s is not None, "a late explained repetition was dropped"
+    assert s.ns_per_op == on_time.ns_per_op and [(c.key, c.ns_per_op) for c in s.causes] == [
+        (c.key, c.ns_per_op) for c in on_time.causes
+    ]
+    assert LATE_NOTE.format(n="1 repetition", of=1) in s.notes
+
+
 def test_a_system_call_probe_is_its_system_call_and_no_lock():
     r = explained("--probe", "getppid", "--workers", "1", "--duration", "0.3")
     s = stats(r.records)

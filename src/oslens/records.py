@@ -364,8 +364,12 @@ class ExplainedPoint:
     placement: str
     workers: int
     header: dict
-    reps: list[ExplainedRep]  # the repetitions that ended ok with the attribution loaded
+    reps: list[ExplainedRep]  # the repetitions that ended ok (or late) with the attribution loaded
     unavailable: str | None  # why the attribution could not be loaded, if it never was
+    # of those, the ones whose master sampled late (an overloaded machine): their charges are
+    # of the window planned on the clock, their operations at the rate measured between the
+    # samples taken (analysis.explain._charged_ops), so they stand; the point says so
+    late: int = 0
 
     @property
     def key(self) -> tuple[str, str, str, str, int]:
@@ -382,6 +386,7 @@ def explained_point(inv: Invocation) -> ExplainedPoint | None:
     explain: dict[int, dict] = {}
     hists: dict[int, list[dict]] = defaultdict(list)
     ok: set[int] = set()
+    late: set[int] = set()
     for r in inv.records:
         t = r.get("type")
         if t == "worker":
@@ -392,16 +397,19 @@ def explained_point(inv: Invocation) -> ExplainedPoint | None:
             explain[r["rep"]] = r
         elif t == "hist":
             hists[r["rep"]].append(r)
-        elif t == "rep" and r.get("status") == "ok":
+        elif t == "rep" and r.get("status") in ("ok", "late"):
             ok.add(r["rep"])
+            if r["status"] == "late":
+                late.add(r["rep"])
     reps = [
         ExplainedRep(k, workers[k], tids[k], explain[k], hists[k])
         for k in sorted(ok)
         if explain.get(k, {}).get("available") and len(workers[k]) == h["workers"]
     ]
     why = next((e.get("reason") for e in explain.values() if not e.get("available")), None)
+    used_late = sum(1 for r in reps if r.rep in late)
     return ExplainedPoint(
-        h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["workers"], h, reps, why
+        h["probe"]["name"], h["variant"], h["mode"], h["placement"]["policy"], h["workers"], h, reps, why, used_late
     )
 
 

@@ -321,6 +321,11 @@ def _sample_cause(s: dict) -> str:
     return _cause(s)[0]
 
 
+LATE_NOTE = (
+    "{n} of {of} ran with the sampler late (an overloaded machine): kept, as their charges are of the window "
+    "planned on the clock and their operations taken at the rate measured between the samples; a plain point's late "
+    "repetition is left out, its rate being of the samples"
+)
 LIGHT_NOTE = (
     "light mode: nothing ran per system call or page fault; the time outside lock waits and interrupts "
     "was split by {n} samples{where}, so each of its shares is an estimate (± one standard error in --json), "
@@ -490,6 +495,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         return None
     if sampled.samples:
         notes.append(SOFTWARE_CLOCK_NOTE)
+    if ep.late:
+        notes.append(LATE_NOTE.format(n=plural(ep.late, "repetition"), of=len(ep.reps)))
     mode = "light" if any(r.explain.get("mode") == "light" for r in ep.reps) else "full"
     counted = mode == "full"  # IPIs sent and TLB flushes
     if mode == "light" and all(r.explain.get("off_cpu_sampled") for r in ep.reps):
