@@ -60,6 +60,8 @@ case " $* " in *" servers "*|*" test "*)
     want "command -v wrk"                                             wrk
     want "command -v redis-server"                                    redis-server
     want "command -v redis-benchmark && command -v redis-cli"         redis-tools
+    want "command -v xapian-tcpsrv"                                   xapian-tools
+    want "/usr/bin/python3 -c 'import xapian'"                        python3-xapian
 esac
 
 # `install-deps.sh studies` (and `test`): what `study kernels` builds with:

@@ -1,6 +1,7 @@
 """`oslens serve` and `study scaleout`: real server software from the
-distribution's packages (nginx, redis), driven by their real load
-generators (wrk, redis-benchmark) over a private loopback, profiled in
+distribution's packages (nginx, redis, xapian-tcpsrv), driven by their
+real load generators (wrk, redis-benchmark, Xapian's own client library)
+over a private loopback, profiled in
 steady state; nothing of them left after any kill, and no one else able to
 reach them meanwhile."""
 
@@ -23,12 +24,13 @@ from oslens.servers import netns
 from conftest import can_run_as_nobody, one_line_error, oslens
 
 # The programs `serve` starts, by their command names.
-COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli"}
+COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3"}
 
 
 def installed(name: str) -> bool:
     s = servers.get(name)
-    return servers.find(s.server_exe) is not None and servers.find(s.client_exe) is not None
+    found = servers.find(s.server_exe) is not None and servers.find(s.client_exe) is not None
+    return found and not (s.unavailable and s.unavailable())
 
 
 def needs(name: str):
@@ -62,7 +64,7 @@ def served(tmp_path, *args: str) -> dict:
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("name", ["nginx", "streaming", "redis"])
+@pytest.mark.parametrize("name", ["nginx", "streaming", "redis", "search"])
 def test_each_server_answers_its_generator_and_is_profiled_under_load(tmp_path, name, no_leaks):
     if not installed(name):
         pytest.skip(f"{name} or its load generator is not installed (scripts/install-deps.sh servers)")
@@ -138,15 +140,20 @@ def test_no_other_user_reaches_the_server(tmp_path):
     assert ours_running() == []
 
 
-@needs("nginx")
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, sig):
-    """Killed at any moment — starting the server, under load, while
-    profiled — nothing of the server or its generator runs after the next
+@pytest.mark.parametrize(
+    "name, sig",
+    [("nginx", signal.SIGTERM), ("nginx", signal.SIGINT), ("nginx", signal.SIGKILL), ("search", signal.SIGKILL)],
+)
+def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, name, sig):
+    """Killed at any moment — building the search index, starting the
+    server, under load, while profiled — nothing of the server or its
+    generator (the search clients' processes too) runs after the next
     start, and the next start removes their cgroups."""
+    if not installed(name):
+        pytest.skip(f"{name} or its load generator is not installed (scripts/install-deps.sh servers)")
     db = tmp_path / "k.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oslens", "-q", "serve", "--server", "nginx", "--warmup", "1", "--duration", "2"],
+        [sys.executable, "-m", "oslens", "-q", "serve", "--server", name, "--warmup", "1", "--duration", "2"],
         env={**os.environ, "OSLENS_DB": str(db)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -187,8 +194,8 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
     assert ours_running() == []
 
 
-@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis")),
-                    reason="nginx, wrk and redis are needed (scripts/install-deps.sh servers)")  # fmt: skip
+@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search")),
+                    reason="nginx, wrk, redis and Xapian are needed (scripts/install-deps.sh servers)")  # fmt: skip
 def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks):
     from oslens.studies import findings
 
@@ -204,6 +211,11 @@ def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_l
     # media streaming is run: its kernel share is measured and judged against "most" (> 50 %)
     share = rows["kernel_share_media_streaming"]
     assert share["here"] != "not measured", share
+    # the search backend is run: its page faults are measured; its frontend, not run, says so
+    assert rows["pf_freq_search_backend"]["here"] != "not measured", rows["pf_freq_search_backend"]
+    assert "frontend" in rows["pf_freq_search_frontend"]["reason"]
+    timer = rows["softirq_timer_share"]
+    assert "streaming" in timer["reason"] and "search" in timer["reason"], timer
     # what the study cannot run says what it would need
     assert "hardware counters" in rows["fe_stalls_kernel_major"]["reason"]
     assert "hpcc" in rows["kernel_share_hpc"]["reason"]

@@ -1,9 +1,10 @@
 """The scale-out study (Zheng et al., CloudSuite on Linux 2.6.38) re-run on
 real server software (`oslens serve`): each finding about a workload this
 study runs set beside its profile under load — media streaming stands in
-as nginx serving large files at a rate per connection — and every other
-finding said to be "cannot tell here", with what it would need: a workload
-not run yet (web search, the Hadoop job, HPC Challenge), hardware counters,
+as nginx serving large files at a rate per connection, the search backend
+as xapian-tcpsrv answering ranked queries — and every other finding said
+to be "cannot tell here", with what it would need: a workload not run yet
+(the search frontend, the Hadoop job, HPC Challenge), hardware counters,
 or a definition the paper does not give.
 
 A figure is the median of the repetitions with its order-statistic
@@ -19,8 +20,15 @@ from .stats import median_ci
 STUDY = "zheng-scaleout"
 CONFIDENCE = 0.95
 
-# The paper's workloads, as its findings name them, and the server of `serve` standing in for each.
-STANDS_IN = {"media streaming": "streaming", "streaming": "streaming"}
+# The paper's workloads, as its findings name them (lowercased), and the server of `serve` standing in for each.
+STANDS_IN = {"media streaming": "streaming", "streaming": "streaming", "search-backend": "search"}
+# Workloads with no stand-in, and why.
+FRONTEND = ("the search frontend (Tomcat gathering the backends' answers) has no stand-in here: the clients query "
+            "the backend, xapian-tcpsrv, directly")  # fmt: skip
+NO_STAND_IN = {
+    "search-frontend": FRONTEND,
+    "web search (search service)": FRONTEND + " — and the paper's 'search service' is most likely the frontend",
+}
 
 # Why a finding cannot be told here, by what it needs (words of its experiment or workload, lowercased).
 NEEDS = (
@@ -28,7 +36,6 @@ NEEDS = (
      "hardware counters (front-end stalls, L1i and ITLB misses), which `study scaleout` does not read yet"),
     (("bayes", "hadoop"), "the data-analysis job (a MapReduce run across cores), which `study scaleout` does not run "
                           "yet"),
-    (("search",), "web search (Xapian indexing and queries), which `study scaleout` does not run yet"),
     (("hpl", "fft", "hpc"), "HPC Challenge (Debian's hpcc on MPI), which `study scaleout` does not run yet"),
 )  # fmt: skip
 OPERATING_POINT = "the authors' operating point, not a finding"
@@ -37,15 +44,22 @@ UNDEFINED = (
     "CPU): oslens's run-queue wait and off-CPU time are in each server's profile, not set beside it"
 )
 
-# finding id (its media-streaming rows) -> (path in the profile summary, scale to the finding's unit)
+# A finding's id is its measure then its workload ("pf_freq_search_backend"): the measure, as
+# its id begins, -> (path in the profile summary, scale to the finding's unit), for a workload run here.
 PROFILED = {
-    "kernel_share_media_streaming": (("sections", "time", "total", "kernel_share"), 100.0),
-    "pf_freq_media_streaming": (("sections", "faults", "counts", "all_per_s"), 1.0),
-    "pf_avg_media_streaming": (("sections", "faults", "latency", "all", "avg_ns"), 1e-6),
-    "pf_max_media_streaming": (("sections", "faults", "latency", "all", "max_ns"), 1e-6),
-    "pf_min_media_streaming": (("sections", "faults", "latency", "all", "min_ns"), 1e-3),
-    "pf_stddev_media_streaming": (("sections", "faults", "latency", "all", "std_ns"), 1e-6),
+    "kernel_share_": (("sections", "time", "total", "kernel_share"), 100.0),
+    "pf_freq_": (("sections", "faults", "counts", "all_per_s"), 1.0),
+    "pf_avg_": (("sections", "faults", "latency", "all", "avg_ns"), 1e-6),
+    "pf_max_": (("sections", "faults", "latency", "all", "max_ns"), 1e-6),
+    "pf_min_": (("sections", "faults", "latency", "all", "min_ns"), 1e-3),
+    "pf_stddev_": (("sections", "faults", "latency", "all", "std_ns"), 1e-6),
 }
+# The data-center workloads whose timer share of softirq time the paper gives as one range.
+TIMER_SHARE_SERVERS = ("streaming", "search")
+
+
+def _profiled(f) -> tuple[tuple[str, ...], float] | None:
+    return next((v for prefix, v in PROFILED.items() if f.id.startswith(prefix)), None)
 
 
 def _profiles(records: list[dict]) -> dict[str, list[dict]]:
@@ -98,6 +112,26 @@ def _softirq_over_hardirq(f, profiles: dict[str, list[dict]]) -> Verdict:
     return Verdict(f.id, f.paper_text(), here, verdict, why)
 
 
+def _timer_share_verdict(f, profiles: dict[str, list[dict]]) -> Verdict:
+    """The paper's one range over its data-center workloads, judged for each
+    of those run here: agrees where all agree, differs where one differs."""
+    from ..studies.verdict import AGREES, DIFFERS
+
+    run = [s for s in TIMER_SHARE_SERVERS if s in profiles]
+    each = {s: judge(f, _measured([x for p in profiles[s] if (x := _timer_share(p)) is not None],
+                                  f"{s}: TIMER's share of softirq time")) for s in run}  # fmt: skip
+    verdicts = {v.verdict for v in each.values()}
+    verdict = DIFFERS if DIFFERS in verdicts else AGREES if verdicts == {AGREES} else CANNOT_TELL
+    here = "; ".join(v.here for v in each.values())
+    reason = "; ".join(f"{s}: {v.reason}" for s, v in each.items())
+    missing = [s for s in TIMER_SHARE_SERVERS if s not in profiles]
+    reason += f"; of the paper's four data-center workloads, {' and '.join(run)} only"
+    if missing:
+        reason += f" ({', '.join(missing)} not run in this study run)"
+    confidence = min((v.confidence for v in each.values() if v.confidence is not None), default=None)
+    return Verdict(f.id, f.paper_text(), here, verdict, reason, confidence)
+
+
 def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     profiles = _profiles(records)
@@ -107,14 +141,14 @@ def beside(summary, run, records) -> list[dict]:
         server = STANDS_IN.get(workload)
         if f.experiment == "setup":
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, OPERATING_POINT)
-        elif f.id in PROFILED and server in profiles:
-            path, scale = PROFILED[f.id]
+        elif workload in NO_STAND_IN:
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, NO_STAND_IN[workload])
+        elif (profiled := _profiled(f)) and server in profiles:
+            path, scale = profiled
             values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]
             v = judge(f, _measured(values, f"{server}: {f.measure}"))
-        elif f.id == "softirq_timer_share" and "streaming" in profiles:
-            values = [x for p in profiles["streaming"] if (x := _timer_share(p)) is not None]
-            v = judge(f, _measured(values, "streaming: TIMER's share of softirq time"))
-            v.reason += "; media streaming only, of the paper's four data-center workloads"
+        elif f.id == "softirq_timer_share" and any(s in profiles for s in TIMER_SHARE_SERVERS):
+            v = _timer_share_verdict(f, profiles)
         elif f.id == "softirq_gt_hardirq" and profiles:
             v = _softirq_over_hardirq(f, profiles)
         elif f.id == "irq_cpu0":

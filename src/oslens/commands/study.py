@@ -160,13 +160,14 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
     distribution's packages, each driven by its load generator over a
     private loopback and profiled in steady state — web serving (nginx and
     wrk), media streaming (nginx serving large files at a rate per
-    connection), data serving (redis and redis-benchmark) — beside the
-    paper's findings."""
+    connection), data serving (redis and redis-benchmark), web search
+    (xapian-tcpsrv answering ranked queries over an index of this machine's
+    text) — beside the paper's findings."""
     from ..plan.serve import plan as serve_plan
 
     if paper:
         reps, warmup, duration = 5, 10.0, 30.0
-    plan = serve_plan(server="nginx,streaming,redis", server_cpus=None, connections=64, warmup=warmup,
+    plan = serve_plan(server="nginx,streaming,redis,search", server_cpus=None, connections=64, warmup=warmup,
                       duration=duration, reps=reps)  # fmt: skip
     plan.params["study"] = "scaleout"
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")

@@ -27,6 +27,8 @@ def _servers(spec: str) -> list[servers.Server]:
         for exe, package in ((s.server_exe, s.server_package), (s.client_exe, s.client_package)):
             if servers.find(exe) is None:
                 raise UsageError(f"--server {s.name}: {exe} is not installed (Debian package {package}; {INSTALL})")
+        if s.unavailable and (why := s.unavailable()):
+            raise UsageError(f"--server {s.name}: {why}; {INSTALL}")
     return chosen
 
 

@@ -29,6 +29,7 @@ SERVERS: dict[str, str] = {
     "nginx": ".nginx:WEB",
     "streaming": ".nginx:STREAMING",
     "redis": ".redis:REDIS",
+    "search": ".xapian:SEARCH",
 }
 
 
@@ -85,6 +86,9 @@ class Server:
     counters: tuple[str, ...] | None = None
     count: Callable[[str, str, float], Load] | None = None
     limits: str = ""  # what it does not stand for, said beside its figures
+    # why it cannot run here though its executables are found (a library the
+    # generator imports), or None: asked before anything starts
+    unavailable: Callable[[], str | None] | None = None
 
 
 def get(name: str) -> Server:

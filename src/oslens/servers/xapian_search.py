@@ -1,0 +1,213 @@
+"""Web search's two halves beside xapian-tcpsrv, run by the system's Python
+(Debian's python3-xapian binds the library for it alone), so this file
+imports nothing of oslens and nothing beyond the standard library and
+Xapian:
+
+    index DBDIR --docs N      builds the index the server serves: N
+                              documents, each a paragraph of the text the
+                              machine holds (Debian's changelogs and
+                              copyright files, the licences, the Python
+                              library's sources), indexed by Xapian with
+                              English stemming and positions; prints what
+                              it indexed as one JSON line
+    query --port P --clients C --seconds S
+                              the load: C client processes, each with its
+                              own connection to the server (a search
+                              backend, as the search frontend of
+                              CloudSuite holds one), each issuing queries
+                              back to back — one to three terms drawn from
+                              the index's vocabulary by frequency, the top
+                              ten documents ranked (BM25) and their text
+                              fetched — until S seconds pass or SIGINT;
+                              then one JSON line: queries answered, errors,
+                              seconds, latency percentiles (ms)
+
+The queries a client issues are fixed by its number: runs repeat."""
+
+from __future__ import annotations
+
+import argparse
+import array
+import bisect
+import ctypes
+import gzip
+import itertools
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import xapian
+
+SOURCES = (
+    ("/usr/share/doc", "*/changelog*.gz"),
+    ("/usr/share/doc", "*/copyright"),
+    ("/usr/share/common-licenses", "*"),
+    (os.path.dirname(os.__file__), "**/*.py"),  # the Python library's sources: always there
+)
+MIN_PARAGRAPH = 40  # characters: shorter ones (a date, a signature) are not documents
+SNIPPET = 300  # characters of a document's text kept as its data, what a result page shows
+VOCABULARY = 2000  # the most frequent terms queries are drawn from
+ZIPF = 1.0  # a term's weight: 1 / rank**ZIPF, as words in queries are
+TOP = 10  # documents ranked and fetched per query
+TIMEOUT_MS = 10_000
+PR_SET_PDEATHSIG = 1
+
+
+def _paragraphs():
+    """The machine's text, a paragraph at a time, in a fixed order."""
+    for root, pattern in SOURCES:
+        for path in sorted(Path(root).glob(pattern)):
+            try:
+                data = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+            except (OSError, EOFError):
+                continue
+            for para in data.decode("utf-8", "replace").split("\n\n"):
+                if len(para.strip()) >= MIN_PARAGRAPH:
+                    yield para
+
+
+def index(dbdir: str, docs: int) -> dict:
+    """`docs` documents; where the machine holds fewer paragraphs, they are
+    indexed again under new document numbers (said in `distinct`)."""
+    db = xapian.WritableDatabase(dbdir, xapian.DB_CREATE_OR_OVERWRITE)
+    tg = xapian.TermGenerator()
+    tg.set_stemmer(xapian.Stem("english"))
+    distinct, text_bytes = 0, 0
+    paragraphs = _paragraphs()
+    seen: list[str] = []
+    for n in range(docs):
+        para = next(paragraphs, None)
+        if para is None:
+            if not seen:
+                raise SystemExit("no text on this machine to index")
+            para = seen[n % len(seen)]
+        else:
+            distinct += 1
+            if len(seen) < docs:
+                seen.append(para)
+        doc = xapian.Document()
+        doc.set_data(para[:SNIPPET])
+        tg.set_document(doc)
+        tg.index_text(para)
+        db.add_document(doc)
+        text_bytes += len(para)
+    db.commit()
+    out = {"docs": db.get_doccount(), "distinct": distinct, "terms": sum(1 for _ in db.allterms()),
+           "text_bytes": text_bytes, "index_bytes": sum(p.stat().st_size for p in Path(dbdir).iterdir())}  # fmt: skip
+    db.close()
+    return out
+
+
+def _vocabulary(db) -> tuple[list[str], list[float]]:
+    """The most frequent unprefixed terms (stemmed ones carry a 'Z'), with
+    their cumulative Zipf weights by rank."""
+    terms = sorted(
+        ((t.termfreq, t.term) for t in db.allterms() if t.term[:1].islower() and t.term.isalpha()),
+        reverse=True,
+    )[:VOCABULARY]
+    words = [t.decode() for _, t in terms]
+    return words, list(itertools.accumulate(1.0 / (r + 1) ** ZIPF for r in range(len(words))))
+
+
+def _client(number: int, port: int, vocabulary, deadline: float, out: int, stop: list) -> None:
+    """Queries back to back on one connection; then (answered, errors) and
+    each answered query's latency in ns, written to `out`."""
+    rng = random.Random(number)
+    words, weights = vocabulary
+    latencies = array.array("q")
+    errors = 0
+    db = xapian.remote_open("127.0.0.1", port, TIMEOUT_MS)
+    enquire = xapian.Enquire(db)
+    while not stop and time.monotonic() < deadline:
+        terms = [words[bisect.bisect(weights, rng.random() * weights[-1])] for _ in range(rng.randint(1, 3))]
+        t0 = time.perf_counter_ns()
+        try:
+            enquire.set_query(xapian.Query(xapian.Query.OP_OR, terms))
+            for m in enquire.get_mset(0, TOP):
+                m.document.get_data()
+        except xapian.Error:
+            errors += 1
+            continue
+        latencies.append(time.perf_counter_ns() - t0)
+    head = array.array("q", [len(latencies), errors]).tobytes()
+    os.write(out, head)
+    data = memoryview(latencies.tobytes())
+    while data:
+        data = data[os.write(out, data) :]
+
+
+def query(port: int, clients: int, seconds: float) -> dict:
+    stop: list = []
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    started = time.monotonic()
+    deadline = started + seconds
+    # read once, here, and closed before the clients are forked: a connection is never shared
+    db = xapian.remote_open("127.0.0.1", port, TIMEOUT_MS)
+    vocabulary = _vocabulary(db)
+    db.close()
+    children = []
+    parent = os.getpid()
+    for number in range(clients):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            # a client ends with its parent, however the parent ends (SIGKILL too)
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:
+                os._exit(1)
+            code = 0
+            try:
+                _client(number, port, vocabulary, deadline, w, stop)
+            except BaseException as e:  # a client that cannot connect: its parent reports it
+                print(f"client {number}: {e}", file=sys.stderr)
+                code = 1
+            os._exit(code)
+        os.close(w)
+        children.append((pid, r))
+    while not stop and time.monotonic() < deadline:
+        time.sleep(0.05)
+    elapsed = time.monotonic() - started
+    for pid, _ in children:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    answered, errors, failed = array.array("q"), 0, 0
+    for pid, r in children:
+        with os.fdopen(r, "rb") as f:
+            head = f.read(16)
+            if len(head) == 16:
+                n, e = array.array("q", head)
+                answered.frombytes(f.read(8 * n))
+                errors += e
+        if os.waitpid(pid, 0)[1] != 0:
+            failed += 1
+    ms = sorted(x / 1e6 for x in answered)
+    pct = {f"p{q}": ms[min(len(ms) - 1, int(len(ms) * q / 100))] for q in (50, 90, 99)} if ms else {}
+    return {"requests": len(ms), "errors": errors + failed, "failed_clients": failed, "seconds": elapsed,
+            "latency_ms": pct}  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    i = sub.add_parser("index")
+    i.add_argument("dbdir")
+    i.add_argument("--docs", type=int, required=True)
+    q = sub.add_parser("query")
+    q.add_argument("--port", type=int, required=True)
+    q.add_argument("--clients", type=int, required=True)
+    q.add_argument("--seconds", type=float, required=True)
+    a = p.parse_args()
+    out = index(a.dbdir, a.docs) if a.what == "index" else query(a.port, a.clients, a.seconds)
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
