@@ -54,7 +54,8 @@ case " $* " in *" envs "*|*" test "*)
 esac
 
 # `install-deps.sh servers` (and `test`): the real server software `oslens
-# serve` and `study scaleout` drive, each with its load generator.
+# serve` and `study scaleout` drive, each with its load generator, and the
+# job they set against them (HPC Challenge, on Open MPI).
 case " $* " in *" servers "*|*" test "*)
     want "command -v nginx || test -x /usr/sbin/nginx"                nginx
     want "command -v wrk"                                             wrk
@@ -62,6 +63,8 @@ case " $* " in *" servers "*|*" test "*)
     want "command -v redis-benchmark && command -v redis-cli"         redis-tools
     want "command -v xapian-tcpsrv"                                   xapian-tools
     want "/usr/bin/python3 -c 'import xapian'"                        python3-xapian
+    want "command -v hpcc"                                            hpcc
+    want "command -v mpirun"                                          openmpi-bin
 esac
 
 # `install-deps.sh studies` (and `test`): what `study kernels` builds with:

@@ -7,6 +7,7 @@ reach them meanwhile."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -24,7 +25,12 @@ from oslens.servers import netns
 from conftest import can_run_as_nobody, one_line_error, oslens
 
 # The programs `serve` starts, by their command names.
-COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3"}
+COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3", "mpirun", "hpcc"}
+
+
+def mpi_files() -> set[str]:
+    """Open MPI's shared-memory segments and session directories, wherever Open MPI puts them."""
+    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi/*"))
 
 
 def installed(name: str) -> bool:
@@ -88,6 +94,57 @@ def test_each_server_answers_its_generator_and_is_profiled_under_load(tmp_path, 
     assert shown.returncode == 0 and name in shown.stdout and "Servers under load" in shown.stdout
 
 
+@needs("hpcc")
+def test_hpcc_is_a_job_run_whole_on_every_cpu_with_its_ranks_profiled(tmp_path, no_leaks):
+    """hpcc runs to its end, a rank per CPU, profiled from the moment all
+    its ranks ran until it exited: every rank's threads are in the profile,
+    hpcc's own check of its results passed, its results are kept, and
+    nothing of Open MPI is left in /dev/shm."""
+    before = mpi_files()
+    doc = served(tmp_path, "--server", "hpcc")
+    (s,) = doc["servers"]
+    (rep,) = s["reps"]
+    cpus = len(os.sched_getaffinity(0))
+    assert s["job"] and s["server_cpus"] == sorted(os.sched_getaffinity(0)) and rep["errors"] == 0, rep
+    assert rep["results"]["Success"] == 1 and rep["results"]["HPL_Tflops"] > 0 and rep["seconds"] > 0
+    assert s["versions"]["server"] and s["versions"]["client"]
+    target = s["profile"]["target"]
+    assert target["how"] == "exited", target
+    ranks = {t["tgid"] for t in s["profile"]["sections"]["time"]["threads"] if t["comm"] == "hpcc"}
+    assert len(ranks) == cpus, s["profile"]["sections"]["time"]["threads"]
+    assert 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
+    record = next(r for r in api.Store(tmp_path / "s.db").last(kind="serve").records() if r["type"] == "serve")
+    assert "hpccinf.txt" in record["config"]
+    assert ours_running() == [] and mpi_files() - before == set()
+    shown = oslens("show", "last", db=tmp_path / "s.db")
+    assert shown.returncode == 0 and "hpcc's results: HPL, Tflop/s" in shown.stdout
+
+
+@pytest.mark.parametrize("ranks, grid", [(1, (1, 1)), (2, (1, 2)), (6, (2, 3)), (7, (1, 7)), (256, (16, 16))])
+def test_hpl_grid_is_as_square_as_the_ranks_divide(ranks, grid):
+    from oslens.servers import hpcc
+
+    assert hpcc.grid(ranks) == grid
+    n = hpcc.problem_size(ranks)
+    assert n % hpcc.NB == 0 and n <= hpcc.N_PER_RANK * ranks**0.5 < n + hpcc.NB
+
+
+def test_hpcc_summary_is_read_and_a_failed_check_is_an_error(tmp_path):
+    from oslens.servers import hpcc
+
+    out = ("Begin of Summary section.\nVersionMajor=1\nVersionMinor=5\nVersionMicro=0\nVersionRelease=f\n"
+           "Success={ok}\nHPL_Tflops=0.0048\nMPIFFT_Gflops=0.51\nEnd of Summary section.\n")  # fmt: skip
+    (tmp_path / "hpccoutf.txt").write_text(out.format(ok=1))
+    load, found = hpcc.results(tmp_path, 3.0)
+    assert (load.requests, load.errors, load.seconds) == (1, 0, 3.0)
+    assert found == {"HPL_Tflops": 0.0048, "MPIFFT_Gflops": 0.51, "Success": 1.0, "version": "1.5.0"}
+    (tmp_path / "hpccoutf.txt").write_text(out.format(ok=0))
+    assert hpcc.results(tmp_path, 3.0)[0].errors == 1
+    (tmp_path / "hpccoutf.txt").unlink()
+    load, found = hpcc.results(tmp_path, 3.0)
+    assert load.requests is None and "no summary" in load.unread
+
+
 @needs("nginx")
 def test_the_generators_count_agrees_with_the_servers_own(tmp_path):
     """wrk's requests against nginx's own counter (stub_status, read in the
@@ -142,7 +199,13 @@ def test_no_other_user_reaches_the_server(tmp_path):
 
 @pytest.mark.parametrize(
     "name, sig",
-    [("nginx", signal.SIGTERM), ("nginx", signal.SIGINT), ("nginx", signal.SIGKILL), ("search", signal.SIGKILL)],
+    [
+        ("nginx", signal.SIGTERM),
+        ("nginx", signal.SIGINT),
+        ("nginx", signal.SIGKILL),
+        ("search", signal.SIGKILL),
+        ("hpcc", signal.SIGKILL),
+    ],
 )
 def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, name, sig):
     """Killed at any moment — building the search index, starting the
@@ -168,6 +231,7 @@ def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, name, sig):
         time.sleep(0.1)  # told by their parent-death signal, they end on their own
     assert oslens("runs", db=db).returncode == 0  # a start: it sweeps what a dead oslens left
     assert ours_running() == []
+    assert not glob.glob(f"/dev/shm/oslens.{proc.pid}.*")  # Open MPI's files, in a directory of the dead oslens
     from oslens import cgroups
 
     assert not [g for g in cgroups.stale() if f".{proc.pid}." in str(g)]
@@ -194,8 +258,8 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
     assert ours_running() == []
 
 
-@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search")),
-                    reason="nginx, wrk, redis and Xapian are needed (scripts/install-deps.sh servers)")  # fmt: skip
+@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search", "hpcc")),
+                    reason="nginx, wrk, redis, Xapian and hpcc: scripts/install-deps.sh servers")  # fmt: skip
 def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks):
     from oslens.studies import findings
 
@@ -218,6 +282,9 @@ def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_l
     assert "streaming" in timer["reason"] and "search" in timer["reason"], timer
     # what the study cannot run says what it would need
     assert "hardware counters" in rows["fe_stalls_kernel_major"]["reason"]
-    assert "hpcc" in rows["kernel_share_hpc"]["reason"]
+    # hpcc is run, whole: HPC's kernel share is measured, with what it cannot tell apart said
+    assert rows["kernel_share_hpc"]["here"] != "not measured" and "together" in rows["kernel_share_hpc"]["reason"]
+    against = rows["cs_freq_dc_gt_hpc"]
+    assert "hpcc" in against["here"] and "streaming" in against["here"] and "search" in against["here"], against
     shown = oslens("show", "last", db=db)
     assert shown.returncode == 0 and "scaleout" in shown.stdout

@@ -63,7 +63,7 @@ class ServePoint(Invocation):
         return f"{self.server}, rep {self.rep + 1}"
 
     def measure(self) -> Iterator[list[dict]]:
-        yield serve_once(self)
+        yield (job_once if servers.get(self.server).job else serve_once)(self)
 
 
 def _tail(f) -> str:
@@ -83,7 +83,7 @@ def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
         proc.wait()
 
 
-def _start(argv: list[str], box: cgroups.Confinement, out, then=None) -> subprocess.Popen:
+def _start(argv: list[str], box: cgroups.Confinement, out, then=None, **popen) -> subprocess.Popen:
     """A process on the box's CPUs, in a session of its own (a terminal's
     Ctrl-C is oslens's to handle, in order), dying with oslens."""
 
@@ -100,6 +100,7 @@ def _start(argv: list[str], box: cgroups.Confinement, out, then=None) -> subproc
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=runtime.dies_with_parent(signal.SIGTERM, enter),
+            **popen,
         )
     except (OSError, subprocess.SubprocessError) as e:  # the child's set-up failed before exec
         raise MeasurementError(f"cannot start {argv[0]}: {e}") from None
@@ -160,6 +161,9 @@ def versions(srv: servers.Server) -> dict[str, str | None]:
     """The server's and the generator's versions, in their own words."""
     out = {}
     for role, argv in (("server", srv.version_argv), ("client", srv.client_version_argv)):
+        if not argv:  # it says its version only in its output (a job's results)
+            out[role] = None
+            continue
         try:
             p = subprocess.run(servers.resolved(argv), capture_output=True, text=True, timeout=10)
             out[role] = servers.version(p.stdout + p.stderr)
@@ -183,8 +187,8 @@ def serve_once(pt: ServePoint) -> list[dict]:
             tempfile.TemporaryFile("w+") as client_out,
         ):
             argv = servers.resolved(srv.configure(workdir, len(pt.server_cpus)))
-            config = {p.name: p.read_text() for p in workdir.glob("*.conf")}
-            server = _start(argv, server_box, server_out, netns.enter_new)
+            config = _config(srv, workdir)
+            server = _start(argv, server_box, server_out, netns.enter_new, env=_environment(srv))
             client = None
             try:
                 _wait_listening(server, srv.port, server_out)
@@ -243,6 +247,118 @@ def serve_once(pt: ServePoint) -> list[dict]:
             if not alive or load.requests in (None, 0):
                 record["server_output"] = _tail(server_out)
                 record["client_output"] = _tail(client_out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return [record, *records]
+
+
+def _config(srv: servers.Server, workdir: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for pattern in srv.config_files for p in workdir.glob(pattern)}
+
+
+def _environment(srv: servers.Server) -> dict[str, str] | None:
+    return {**os.environ, **srv.environment()} if srv.environment else None
+
+
+def _ranks_running(pid: int, exe: str) -> int:
+    """Processes named exe among pid's descendants."""
+    children: dict[int, list[int]] = {}
+    comm: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(d))
+        comm[int(d)] = name
+    found, todo = 0, list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found += comm.get(p) == exe[:15]  # a command name is cut at 15 characters
+        todo += children.get(p, [])
+    return found
+
+
+def _wait_ranks(job: subprocess.Popen, srv: servers.Server, ranks: int, out) -> None:
+    """Until the job's processes all run: the profile follows those it finds when it attaches."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while _ranks_running(job.pid, srv.server_exe) < ranks:
+        if job.poll() is not None:
+            raise MeasurementError(f"the job exited with status {job.returncode} before its {ranks} processes ran: "
+                                   f"{_tail(out).strip() or 'no output'}")  # fmt: skip
+        if time.monotonic() > deadline:
+            raise MeasurementError(f"the job's {ranks} {srv.server_exe} processes did not all run within "
+                                   f"{READY_TIMEOUT_S:g} s")  # fmt: skip
+        time.sleep(0.01)
+
+
+def job_once(pt: ServePoint) -> list[dict]:
+    """One run of a job (servers.Server.job), profiled from the moment its
+    processes all run until it ends: the `serve` record, then the profile's."""
+    from .profile.collect import run as profile
+
+    srv = servers.get(pt.server)
+    workdir = Path(tempfile.mkdtemp(prefix=f"oslens.serve.{srv.name}."))  # in oslens's private temporary directory
+    cpus = sorted(set(pt.server_cpus) | set(pt.client_cpus))  # no generator: the job has every CPU
+    try:
+        with (
+            cgroups.Confinement(cpus, f"serve.{srv.name}.{pt.rep}.job") as box,
+            tempfile.TemporaryFile("w+") as job_out,
+        ):
+            argv = servers.resolved(srv.configure(workdir, len(cpus)))
+            config = _config(srv, workdir)
+            started = time.monotonic()
+            job = _start(argv, box, job_out, netns.enter_new, cwd=workdir, env=_environment(srv))
+            try:
+                _wait_ranks(job, srv, len(cpus), job_out)
+                records: list[dict] = []
+                if pt.profiled:  # until it exits, at most its time limit
+                    prof = profile(pid=job.pid, duration=srv.time_limit_s)
+                    if not prof.complete:
+                        raise Interrupted(prof.interrupted_by or signal.SIGINT)
+                    records = prof.records
+                try:
+                    job.wait(STOP_TIMEOUT_S if pt.profiled else srv.time_limit_s)
+                except subprocess.TimeoutExpired:
+                    raise MeasurementError(f"the job ran past its time limit ({srv.time_limit_s:g} s)") from None
+                elapsed = time.monotonic() - started
+            finally:
+                _stop(job)
+            load, found = srv.results(workdir, elapsed)
+            if job.returncode != 0:
+                load.errors = (load.errors or 0) + 1
+            record = {
+                "type": "serve",
+                "server": srv.name,
+                "what": srv.what,
+                "stands_for": srv.stands_for,
+                "job": True,
+                "rep": pt.rep,
+                "versions": {**versions(srv), "server": found.pop("version", None)},
+                "server_argv": argv,
+                "config": config,
+                "client_argv": None,
+                "server_cpus": cpus,
+                "client_cpus": [],
+                "confinement": box.method,
+                "connections": None,
+                "warmup_s": 0.0,
+                "window_s": elapsed,
+                "profiled": pt.profiled,
+                "load": load.to_dict(),
+                "generator": None,
+                "server_view": None,
+                "results": found,
+                "exit_status": job.returncode,
+                "server_alive": job.returncode == 0,
+                "limits": srv.limits,
+            }
+            if job.returncode != 0 or load.unread:
+                record["server_output"] = _tail(job_out)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return [record, *records]

@@ -2,16 +2,18 @@
 real server software (`oslens serve`): each finding about a workload this
 study runs set beside its profile under load — media streaming stands in
 as nginx serving large files at a rate per connection, the search backend
-as xapian-tcpsrv answering ranked queries — and every other finding said
-to be "cannot tell here", with what it would need: a workload not run yet
-(the search frontend, the Hadoop job, HPC Challenge), hardware counters,
-or a definition the paper does not give.
+as xapian-tcpsrv answering ranked queries, HPL and FFT as one run of HPC
+Challenge (hpcc) profiled whole — and every other finding said to be
+"cannot tell here", with what it would need: a workload not run yet (the
+search frontend, the Hadoop job), hardware counters, HPL or FFT profiled
+apart, or a definition the paper does not give.
 
 A figure is the median of the repetitions with its order-statistic
 interval; one repetition gives no interval, and no verdict."""
 
 from __future__ import annotations
 
+from ..format import sig
 from ..profile.summary import dig
 from ..studies import load
 from ..studies.verdict import CANNOT_TELL, Measured, Verdict, judge
@@ -21,12 +23,22 @@ STUDY = "zheng-scaleout"
 CONFIDENCE = 0.95
 
 # The paper's workloads, as its findings name them (lowercased), and the server of `serve` standing in for each.
-STANDS_IN = {"media streaming": "streaming", "streaming": "streaming", "search-backend": "search"}
+STANDS_IN = {
+    "media streaming": "streaming",
+    "streaming": "streaming",
+    "search-backend": "search",
+    "hpl": "hpcc",
+    "fft": "hpcc",
+    "hpl; fft": "hpcc",
+}
+# hpcc runs HPL and FFT among five other tests, profiled together: said beside each figure of it.
+TOGETHER = "hpcc's seven tests profiled together, so HPL's and FFT's figures are not told apart"
 # Workloads with no stand-in, and why.
 FRONTEND = ("the search frontend (Tomcat gathering the backends' answers) has no stand-in here: the clients query "
             "the backend, xapian-tcpsrv, directly")  # fmt: skip
 NO_STAND_IN = {
     "search-frontend": FRONTEND,
+    "search frontend": FRONTEND,
     "web search (search service)": FRONTEND + " — and the paper's 'search service' is most likely the frontend",
 }
 
@@ -36,7 +48,6 @@ NEEDS = (
      "hardware counters (front-end stalls, L1i and ITLB misses), which `study scaleout` does not read yet"),
     (("bayes", "hadoop"), "the data-analysis job (a MapReduce run across cores), which `study scaleout` does not run "
                           "yet"),
-    (("hpl", "fft", "hpc"), "HPC Challenge (Debian's hpcc on MPI), which `study scaleout` does not run yet"),
 )  # fmt: skip
 OPERATING_POINT = "the authors' operating point, not a finding"
 UNDEFINED = (
@@ -56,6 +67,16 @@ PROFILED = {
 }
 # The data-center workloads whose timer share of softirq time the paper gives as one range.
 TIMER_SHARE_SERVERS = ("streaming", "search")
+# The paper's data-center workloads run here, set against HPC (hpcc) where it compares them.
+DATA_CENTER = ("streaming", "search")
+PAPER_DATA_CENTER = 4  # bayes, media streaming, search frontend, search backend
+# finding id -> (what is compared, its paths in the profile summary (summed), whether HPC's is the higher)
+AGAINST_HPC = {
+    "cs_freq_dc_gt_hpc": ("preemptive switches per second (involuntary switches and migrations)",
+                          (("sections", "switches", "counts", "involuntary_per_s"),
+                           ("sections", "switches", "counts", "migrations_per_s")), False),
+    "pf_freq_hpc_gt_dc": ("page faults per second", (("sections", "faults", "counts", "all_per_s"),), True),
+}  # fmt: skip
 
 
 def _profiled(f) -> tuple[tuple[str, ...], float] | None:
@@ -132,6 +153,45 @@ def _timer_share_verdict(f, profiles: dict[str, list[dict]]) -> Verdict:
     return Verdict(f.id, f.paper_text(), here, verdict, reason, confidence)
 
 
+def _summed(profile: dict, paths) -> float | None:
+    values = [dig(profile, *p) for p in paths]
+    return sum(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+
+def _against_hpc(f, profiles: dict[str, list[dict]]) -> Verdict:
+    """A data-center workload against HPC: each one run here against hpcc,
+    by their intervals — agrees where every one lies on the paper's side,
+    differs where one lies wholly on the other."""
+    from ..studies.verdict import AGREES, DIFFERS
+
+    what, paths, hpc_higher = AGAINST_HPC[f.id]
+    run = [s for s in DATA_CENTER if s in profiles]
+    if "hpcc" not in profiles or not run:
+        missing = "hpcc" if "hpcc" not in profiles else " and ".join(DATA_CENTER)
+        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} not run in this study run")
+    m = {s: _measured([x for p in profiles[s] if (x := _summed(p, paths)) is not None], s) for s in ("hpcc", *run)}
+    if unmeasured := [x.missing for x in m.values() if x.missing]:
+        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
+    hpc = m["hpcc"].interval
+    sides = {}
+    for s in run:
+        dc = m[s].interval
+        above, below = dc[0] > hpc[1], dc[1] < hpc[0]
+        sides[s] = "above" if above else "below" if below else "overlaps"
+    wanted = "below" if hpc_higher else "above"
+    if all(v == wanted for v in sides.values()):
+        verdict = AGREES
+    elif any(v not in (wanted, "overlaps") for v in sides.values()):
+        verdict = DIFFERS
+    else:
+        verdict = CANNOT_TELL
+    here = "; ".join(f"{s} {sig(m[s].value, 3)} [{sig(m[s].low, 3)}–{sig(m[s].high, 3)}]" for s in ("hpcc", *run))
+    reason = (f"{what}, median [interval] of the repetitions: " + ", ".join(f"{s} {v} hpcc's" for s, v in sides.items())
+              + f"; {len(run)} of the paper's {PAPER_DATA_CENTER} data-center workloads run here ({', '.join(run)}); "
+              + TOGETHER)  # fmt: skip
+    return Verdict(f.id, f.paper_text(), here, verdict, reason, min(x.confidence or 0 for x in m.values()) or None)
+
+
 def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     profiles = _profiles(records)
@@ -147,6 +207,10 @@ def beside(summary, run, records) -> list[dict]:
             path, scale = profiled
             values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]
             v = judge(f, _measured(values, f"{server}: {f.measure}"))
+            if server == "hpcc":
+                v.reason += f"; {TOGETHER}"
+        elif f.id in AGAINST_HPC:
+            v = _against_hpc(f, profiles)
         elif f.id == "softirq_timer_share" and any(s in profiles for s in TIMER_SHARE_SERVERS):
             v = _timer_share_verdict(f, profiles)
         elif f.id == "softirq_gt_hardirq" and profiles:
@@ -166,6 +230,8 @@ def beside(summary, run, records) -> list[dict]:
 def _needs(f, server: str | None, profiles: dict) -> str:
     if server and server not in profiles:
         return f"the {server} server was not run in this study run"
+    if server == "hpcc":
+        return f"a profile of {f.workload} alone: {TOGETHER}"
     words = f"{f.experiment} {f.workload}".lower()
     needs = next((why for keys, why in NEEDS if any(k in words for k in keys)), None)
     return f"needs {needs}" if needs else "not measured by `study scaleout` yet"

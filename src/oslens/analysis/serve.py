@@ -53,6 +53,43 @@ def _answered(load: dict) -> bool:
     return bool(load.get("requests")) and load.get("errors") == 0
 
 
+def describe(s: dict) -> str:
+    """What ran where, for people: a server with its generator, or a job."""
+    from ..cpulist import format_cpulist
+
+    v = s["versions"]
+    if s["job"]:
+        seconds = [r["seconds"] for r in s["reps"] if r["seconds"] is not None]
+        took = f", {statistics.median(seconds):.1f} s a run (median)" if seconds else ""
+        return (f"{s['server']}: {s['what']}; {s['server']} {v.get('server') or '?'} on CPUs "
+                f"{format_cpulist(s['server_cpus'])}, launched by {v.get('client') or '?'}{took}. "
+                f"Not: {s['limits']}")  # fmt: skip
+    counted = s["reps"][0]["counted_by"] if s["reps"] else "?"
+    return (f"{s['server']}: {s['what']}; server {v.get('server') or '?'} on CPUs {format_cpulist(s['server_cpus'])}, "
+            f"generator {v.get('client') or '?'} on {format_cpulist(s['client_cpus'])}, {s['connections']} "
+            f"connections; requests counted by {counted}. Not: {s['limits']}")  # fmt: skip
+
+
+def job_results(s: dict) -> str | None:
+    """A job's own results (the median of its repetitions'), for people; None for a server."""
+    if not s["job"]:
+        return None
+    from ..errors import UsageError
+    from ..format import sig
+    from ..servers import get
+
+    try:
+        labels = get(s["server"]).result_labels
+    except UsageError:  # a job this oslens no longer knows: its results by their own names
+        labels = tuple((k, k) for k in s["reps"][0]["results"]) if s["reps"] else ()
+    parts = []
+    for key, label in labels:
+        values = [r["results"][key] for r in s["reps"] if isinstance(r["results"].get(key), (int, float))]
+        if values:
+            parts.append(f"{label} {sig(statistics.median(values), 3)}")
+    return f"{s['server']}'s results: " + ("; ".join(parts) if parts else "none written")
+
+
 def summarize(records: list[dict]) -> dict:
     from ..profile.summary import summarize as profile_summary
 
@@ -77,6 +114,9 @@ def summarize(records: list[dict]) -> dict:
                     "server_requests": (serve.get("server_view") or {}).get("requests"),
                     "unread": load.get("unread"),
                     "server_alive": serve.get("server_alive"),
+                    # a job's: how long its run took, and what it said of itself
+                    "seconds": load.get("seconds") if serve.get("job") else None,
+                    "results": serve.get("results") or {},
                     **{key: dig(prof, *path) for key, path, _, _ in HEADLINES},
                 }
             )
@@ -89,6 +129,7 @@ def summarize(records: list[dict]) -> dict:
                 "server": name,
                 "what": first["what"],
                 "stands_for": first["stands_for"],
+                "job": bool(first.get("job")),
                 "limits": first.get("limits"),
                 "versions": first.get("versions") or {},
                 "server_cpus": first["server_cpus"],
@@ -116,8 +157,12 @@ def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for s in summarize(records)["servers"]:
         group = f"{s['server']} ({s['stands_for']})"
-        out.add(f"serve/{s['server']}/requests per s", [r["per_s"] for r in s["reps"]], "/s", HIGHER, group,
-                "requests answered per second")  # fmt: skip
+        if s["job"]:
+            out.add(f"serve/{s['server']}/seconds", [r["seconds"] for r in s["reps"]], "s", LOWER, group,
+                    "the job's run")  # fmt: skip
+        else:
+            out.add(f"serve/{s['server']}/requests per s", [r["per_s"] for r in s["reps"]], "/s", HIGHER, group,
+                    "requests answered per second")  # fmt: skip
         for key, _, unit, label in HEADLINES:
             out.add(f"serve/{s['server']}/{key}", [r[key] for r in s["reps"]], unit, LOWER, group, label)
     return out

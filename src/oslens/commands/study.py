@@ -152,7 +152,7 @@ def variability(ctx: Context, reps, duration, compete, paper):
 @click.option("--warmup", type=float, default=2.0, show_default=True, metavar="S",
               help="Seconds of load before each profile.")  # fmt: skip
 @click.option("--duration", type=float, default=3.0, show_default=True, metavar="S",
-              help="Seconds each server is profiled under load.")  # fmt: skip
+              help="Seconds each server is profiled under load (hpcc, a job, is profiled whole).")  # fmt: skip
 @click.option("--paper", is_flag=True, help="Steadier: 5 repetitions, 10 s of load, then 30 s profiled.")
 @measuring_options
 def scaleout(ctx: Context, reps, warmup, duration, paper):
@@ -162,12 +162,13 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
     wrk), media streaming (nginx serving large files at a rate per
     connection), data serving (redis and redis-benchmark), web search
     (xapian-tcpsrv answering ranked queries over an index of this machine's
-    text) — beside the paper's findings."""
+    text) — and HPC compute, one run of HPC Challenge (hpcc) on MPI on
+    every CPU, profiled whole, beside the paper's findings."""
     from ..plan.serve import plan as serve_plan
 
     if paper:
         reps, warmup, duration = 5, 10.0, 30.0
-    plan = serve_plan(server="nginx,streaming,redis,search", server_cpus=None, connections=64, warmup=warmup,
+    plan = serve_plan(server="nginx,streaming,redis,search,hpcc", server_cpus=None, connections=64, warmup=warmup,
                       duration=duration, reps=reps)  # fmt: skip
     plan.params["study"] = "scaleout"
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")

@@ -25,7 +25,7 @@ _FIGURES = {
 
 COLUMNS = {
     "reps": {
-        "server": ("str", "the server (nginx, streaming, redis)"),
+        "server": ("str", "the server (nginx, streaming, redis, search) or job (hpcc)"),
         "rep": ("int64", "repetition"),
         "requests": ("Int64", "requests answered during the load"),
         "errors": ("Int64", "errors: failed connections, reads, writes, time-outs, error replies"),
@@ -33,6 +33,7 @@ COLUMNS = {
         "server_requests": ("Int64", "requests the server's own counters saw, where it keeps some"),
         "latency_p50_ms": ("float64", "the generator's median latency, ms"),
         "latency_p99_ms": ("float64", "its 99th percentile, ms (NaN: it does not report one)"),
+        "seconds": ("float64", "a job's run, s (NaN for a server: its window is the run's --duration)"),
         **_FIGURES,
     },
     "servers": {
@@ -42,7 +43,8 @@ COLUMNS = {
         "client_version": ("str", "the load generator's version"),
         "server_cpus": ("str", "the server's CPUs, comma-separated"),
         "client_cpus": ("str", "the load generator's CPUs"),
-        "connections": ("int64", "the generator's connections"),
+        "connections": ("Int64", "the generator's connections (none for a job)"),
+        "job": ("bool", "a job run to its end, not a server under load"),
         "answered": ("bool", "every repetition answered requests and no error"),
         **{k: (dtype, f"{meaning} (median of the repetitions)") for k, (dtype, meaning) in _FIGURES.items()},
     },
@@ -64,6 +66,7 @@ def frames(run, records: list[dict]) -> dict:
             "server_requests": r["server_requests"],
             "latency_p50_ms": r["latency_ms"].get("p50"),
             "latency_p99_ms": r["latency_ms"].get("p99"),
+            "seconds": r["seconds"],
             "requests_per_s": r["per_s"],
             **{k: r.get(k) for k in _FIGURES if k != "requests_per_s"},
         }
@@ -79,6 +82,7 @@ def frames(run, records: list[dict]) -> dict:
             "server_cpus": joined(s["server_cpus"], ","),
             "client_cpus": joined(s["client_cpus"], ","),
             "connections": s["connections"],
+            "job": s["job"],
             "answered": s["answered"],
             "requests_per_s": s["figures"].get("per_s"),
             **{k: s["figures"].get(k) for k in _FIGURES if k != "requests_per_s"},

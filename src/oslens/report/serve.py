@@ -9,7 +9,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..cpulist import format_cpulist
+from ..analysis.serve import describe, job_results
 from ..format import count, ns, rate, share
 from . import verdicts
 
@@ -19,7 +19,8 @@ def _ms(x: float | None) -> str:
 
 
 def render(console: Console, summary: dict) -> None:
-    t = Table(title="[bold]Servers under load[/] (median of the repetitions)", title_justify="left")
+    t = Table(title="[bold]Servers under load[/] (median of the repetitions; a job: its whole run)",
+              title_justify="left")  # fmt: skip
     for col in ("server", "stands for", "requests/s", "errors", "p50", "p99", "kernel share", "syscalls/s",
                 "switches/s (vol · invol)", "faults/s", "lock wait"):  # fmt: skip
         t.add_column(col, justify="left" if col in ("server", "stands for") else "right")
@@ -41,23 +42,16 @@ def render(console: Console, summary: dict) -> None:
         )
     console.print(t)
     for s in summary["servers"]:
-        v = s["versions"]
         reps = s["reps"]
-        counted = reps[0]["counted_by"] if reps else "?"
-        console.print(
-            Text(
-                f"  {s['server']}: {s['what']}; server {v.get('server') or '?'} on CPUs "
-                f"{format_cpulist(s['server_cpus'])}, generator {v.get('client') or '?'} on "
-                f"{format_cpulist(s['client_cpus'])}, {s['connections']} connections; requests counted by "
-                f"{counted}. Not: {s['limits']}",
-                style="dim",
-            )
-        )
+        console.print(Text(f"  {describe(s)}", style="dim"))
+        if results := job_results(s):
+            console.print(Text(f"  {results}"))
         for r in reps:
             if r.get("unread"):
                 console.print(Text(f"  {s['server']} rep {r['rep'] + 1}: {r['unread']}", style="yellow"))
             if r.get("server_alive") is False:
-                console.print(Text(f"  {s['server']} rep {r['rep'] + 1}: the server died under load", style="red"))
+                died = "the job failed" if s["job"] else "the server died under load"
+                console.print(Text(f"  {s['server']} rep {r['rep'] + 1}: {died}", style="red"))
 
 
 def show(console: Console, run, summary: dict) -> None:
@@ -71,5 +65,6 @@ def show(console: Console, run, summary: dict) -> None:
         if s["profile"] is None:
             continue
         console.print()
-        console.print(Rule(f"{s['server']}: its profile under load (last repetition)"))
+        whole = "its whole run" if s["job"] else "under load"
+        console.print(Rule(f"{s['server']}: its profile, {whole} (last repetition)"))
         render_profile(console, s["profile"])

@@ -30,6 +30,7 @@ SERVERS: dict[str, str] = {
     "streaming": ".nginx:STREAMING",
     "redis": ".redis:REDIS",
     "search": ".xapian:SEARCH",
+    "hpcc": ".hpcc:HPCC",
 }
 
 
@@ -56,13 +57,18 @@ class Load:
 
 @dataclass(frozen=True)
 class Server:
-    """One server and its load generator.
+    """One server and its load generator, or a job.
 
     `configure(workdir, threads)` writes what the server needs under
     workdir and returns its command line, in the foreground;
     `drive(seconds, connections, threads)` the generator's, which runs
     at most `seconds` (it is stopped with SIGINT before); `read(output)`
-    what the generator printed, as a Load."""
+    what the generator printed, as a Load.
+
+    A job (`job`) has no port and no generator: it runs in workdir on all
+    the CPUs to its end, profiled from the moment its processes named
+    `server_exe` all run; `results(workdir, seconds)` reads what it wrote,
+    as (Load, {result: value})."""
 
     name: str
     what: str  # for people: "web serving: nginx serving a static page to wrk"
@@ -75,8 +81,8 @@ class Server:
     version_argv: tuple[str, ...]
     client_version_argv: tuple[str, ...]
     configure: Callable[[Path, int], list[str]]
-    drive: Callable[[float, int, int], list[str]]
-    read: Callable[[str], Load]
+    drive: Callable[[float, int, int], list[str]] | None = None
+    read: Callable[[str], Load] | None = None
     # the generator prints a count of the requests answered when stopped
     # (SIGINT, once the profile is over); if not, the server's counters are the count
     generator_counts: bool = True
@@ -89,6 +95,12 @@ class Server:
     # why it cannot run here though its executables are found (a library the
     # generator imports), or None: asked before anything starts
     unavailable: Callable[[], str | None] | None = None
+    job: bool = False
+    time_limit_s: float = 0.0  # a job's: it is profiled whole (--warmup and --duration are the servers')
+    results: Callable[[Path, float], tuple[Load, dict]] | None = None
+    result_labels: tuple[tuple[str, str], ...] = ()  # (result, how people read it), in the order shown
+    environment: Callable[[], dict[str, str]] | None = None  # variables set for the server (or job) beside ours
+    config_files: tuple[str, ...] = ("*.conf",)  # what of workdir the record keeps as its configuration
 
 
 def get(name: str) -> Server:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...analysis.serve import summarize
-from ...cpulist import format_cpulist
+from ...analysis.serve import describe, job_results, summarize
 from ...profile.sections import SECTIONS
 from .page import Figure, Note, Section, Table
 
@@ -33,15 +32,9 @@ def sections(runs) -> list[Section]:
                          sum(r["errors"] or 0 for r in reps), _ms(lat.get("p50")), _ms(lat.get("p99")),
                          f.get("kernel_share"), f.get("syscalls_per_s"), f.get("voluntary_per_s"),
                          f.get("involuntary_per_s"), f.get("faults_per_s")])  # fmt: skip
-            v = s["versions"]
-            notes.append(
-                Note(
-                    f"{rd.short} {s['server']}: {s['what']}; server {v.get('server') or '?'} on CPUs "
-                    f"{format_cpulist(s['server_cpus'])}, generator {v.get('client') or '?'} on "
-                    f"{format_cpulist(s['client_cpus'])}, {s['connections']} connections. Not: {s['limits']}",
-                    warning=not s["answered"],
-                )
-            )
+            notes.append(Note(f"{rd.short} {describe(s)}", warning=not s["answered"]))
+            if results := job_results(s):
+                notes.append(Note(f"{rd.short} {results}"))
             if s["profile"] is not None:
                 profiles.append((_Served(f"{rd.short} {s['server']}"), s["profile"]))
     table = Table(
@@ -61,7 +54,8 @@ def sections(runs) -> list[Section]:
             "faults/s",
         ],  # fmt: skip
         rows,
-        "each server profiled in steady state, after its warm-up, while its load generator ran on other CPUs",
+        "each server profiled in steady state, after its warm-up, while its load generator ran on other CPUs; "
+        "a job (no requests) profiled over its whole run",
     )
     out = [Section("Servers under load", [table, *notes])]
     if profiles:

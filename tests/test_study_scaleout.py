@@ -1,0 +1,112 @@
+"""The scale-out study's verdicts where it sets workloads against each other
+(the data-center ones against HPC) or judges one range over several: from
+profiles made here, so that each verdict's rule is seen to agree, differ
+and refuse to tell."""
+
+from __future__ import annotations
+
+import pytest
+
+from oslens.analysis import scaleout
+from oslens.studies import load
+
+
+def finding(fid: str):
+    return next(f for f in load(scaleout.STUDY) if f.id == fid)
+
+
+def profile(preempt: float = 0.0, migrate: float = 0.0, faults: float = 0.0, timer_ns: int = 0, net_ns: int = 0):
+    return {
+        "sections": {
+            "switches": {"counts": {"involuntary_per_s": preempt, "migrations_per_s": migrate}},
+            "faults": {"counts": {"all_per_s": faults}},
+            "interrupts": {"softirq": {"rows": [{"name": "TIMER", "ns": timer_ns}, {"name": "NET_RX", "ns": net_ns}]}},
+        }
+    }
+
+
+def reps(**kw) -> list[dict]:
+    """Three repetitions around the given figures (±1 %): an interval of
+    95 % needs more, so the verdicts below use six."""
+    return [profile(**{k: v * (1 + d) for k, v in kw.items()}) for d in (-0.01, -0.005, 0.0, 0.002, 0.005, 0.01)]
+
+
+@pytest.mark.parametrize(
+    "dc, hpc, verdict",
+    [
+        (1000.0, 10.0, "agrees"),  # the data-center workloads preempted far more often than HPC
+        (10.0, 1000.0, "differs"),
+        (100.0, 100.0, "cannot tell here"),  # intervals that overlap tell nothing
+    ],
+)
+def test_preemptions_of_the_data_center_workloads_against_hpc(dc, hpc, verdict):
+    profiles = {
+        "streaming": reps(preempt=dc / 2, migrate=dc / 2),
+        "search": reps(preempt=dc),
+        "hpcc": reps(preempt=hpc),
+    }
+    v = scaleout._against_hpc(finding("cs_freq_dc_gt_hpc"), profiles)
+    assert v.verdict == verdict, v
+    assert "2 of the paper's 4" in v.reason and "together" in v.reason
+
+
+def test_hpc_page_faults_above_one_data_center_workload_and_below_another_differ():
+    profiles = {"streaming": reps(faults=10.0), "search": reps(faults=1e6), "hpcc": reps(faults=1000.0)}
+    v = scaleout._against_hpc(finding("pf_freq_hpc_gt_dc"), profiles)
+    assert v.verdict == "differs" and "search above" in v.reason and "streaming below" in v.reason, v
+
+
+def test_against_hpc_without_hpcc_or_with_one_repetition_cannot_tell():
+    f = finding("cs_freq_dc_gt_hpc")
+    v = scaleout._against_hpc(f, {"streaming": reps(preempt=1.0)})
+    assert v.verdict == "cannot tell here" and "hpcc not run" in v.reason
+    v = scaleout._against_hpc(f, {"streaming": reps(preempt=1.0), "hpcc": [profile(preempt=1.0)]})
+    assert v.verdict == "cannot tell here" and "one repetition" in v.reason
+
+
+@pytest.mark.parametrize(
+    "streaming, search, verdict",
+    [(60.0, 70.0, "agrees"), (60.0, 10.0, "differs"), (60.0, None, "agrees")],
+)
+def test_the_timer_share_range_is_judged_for_each_data_center_workload_run(streaming, search, verdict):
+    """The paper's 40–90 % over its data-center workloads: every one run
+    here must lie in it to agree; one wholly outside differs."""
+
+    def shares(pct: float) -> list[dict]:
+        return reps(timer_ns=pct * 1000, net_ns=(100 - pct) * 1000)
+
+    profiles = {"streaming": shares(streaming)}
+    if search is not None:
+        profiles["search"] = shares(search)
+    v = scaleout._timer_share_verdict(finding("softirq_timer_share"), profiles)
+    assert v.verdict == verdict, v
+    assert ("search not run" in v.reason) == (search is None)
+
+
+def test_each_row_of_a_workload_run_here_is_judged_on_its_stand_in(monkeypatch):
+    """With streaming, the search backend and hpcc profiled, each of their
+    rows is set beside its stand-in's figure, hpcc's with what it cannot
+    tell apart; the frontend's rows say it has no stand-in."""
+    fields = {
+        "time": {"total": {"kernel_share": 0.3}},
+        "faults": {"counts": {"all_per_s": 50.0},
+                   "latency": {"all": {"avg_ns": 2e3, "max_ns": 1e5, "min_ns": 500.0, "std_ns": 1e3}}},
+    }  # fmt: skip
+
+    def profiled(i: int) -> dict:
+        p = profile(preempt=10.0 * (i + 1), faults=50.0 + i, timer_ns=600, net_ns=400)
+        p["sections"]["time"] = fields["time"]
+        p["sections"]["faults"]["latency"] = fields["faults"]["latency"]
+        return p
+
+    monkeypatch.setattr(scaleout, "_profiles", lambda records: {s: [profiled(i) for i in range(6)] for s in
+                                                                  ("streaming", "search", "hpcc")})  # fmt: skip
+    rows = {r["id"]: r for r in scaleout.beside(None, None, [])}
+    for fid in ("kernel_share_media_streaming", "pf_freq_media_streaming", "pf_avg_search_backend",
+                "pf_max_fft", "pf_freq_hpl", "kernel_share_hpc", "cs_freq_dc_gt_hpc", "pf_freq_hpc_gt_dc"):  # fmt: skip
+        assert rows[fid]["here"] != "not measured", rows[fid]
+    for fid in ("pf_max_fft", "pf_freq_hpl", "kernel_share_hpc"):
+        assert "together" in rows[fid]["reason"], rows[fid]
+    for fid in ("pf_freq_search_frontend", "kernel_share_search", "cs_kdaemon_delay_search_frontend"):
+        assert rows[fid]["reason"].startswith("the search frontend"), rows[fid]
+    assert rows["cs_avg_search_backend"]["reason"] == scaleout.UNDEFINED
