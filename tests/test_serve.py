@@ -25,7 +25,8 @@ from oslens.servers import netns
 from conftest import can_run_as_nobody, one_line_error, oslens
 
 # The programs `serve` starts, by their command names.
-COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3", "mpirun", "hpcc"}
+COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3", "mpirun", "hpcc",
+         "sh", "tr", "sort", "uniq"}  # fmt: skip
 
 
 def mpi_files() -> set[str]:
@@ -120,6 +121,33 @@ def test_hpcc_is_a_job_run_whole_on_every_cpu_with_its_ranks_profiled(tmp_path, 
     assert shown.returncode == 0 and "hpcc's results: HPL, Tflop/s" in shown.stdout
 
 
+@needs("analysis")
+def test_the_data_analysis_job_counts_every_word_it_was_given(tmp_path, no_leaks):
+    """tr, sort and uniq run to their end, profiled whole: the counts add up
+    to the words written, and each of the three is in the profile."""
+    doc = served(tmp_path, "--server", "analysis")
+    (s,) = doc["servers"]
+    (rep,) = s["reps"]
+    assert s["job"] and rep["errors"] == 0, rep
+    assert rep["results"]["words"] == rep["results"]["words_written"] > 0 and rep["results"]["distinct_words"] > 1000
+    profile = s["profile"]
+    assert profile["target"]["how"] == "exited", profile["target"]
+    assert {"tr", "sort", "uniq"} <= {t["comm"] for t in profile["sections"]["time"]["threads"]}
+    assert 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
+    assert ours_running() == []
+
+
+def test_a_count_that_misses_a_word_is_an_error(tmp_path):
+    from oslens.servers import analysis
+
+    (tmp_path / "analysis.conf").write_text("text t\nbytes 10\nwords 5\n")
+    (tmp_path / "counts").write_text("      3 e\n      2 t\n")
+    load, found = analysis.results(tmp_path, 1.0)
+    assert (load.requests, load.errors) == (1, 0) and found["distinct_words"] == 2
+    (tmp_path / "counts").write_text("      3 e\n      1 t\n")
+    assert analysis.results(tmp_path, 1.0)[0].errors == 1
+
+
 @pytest.mark.parametrize("ranks, grid", [(1, (1, 1)), (2, (1, 2)), (6, (2, 3)), (7, (1, 7)), (256, (16, 16))])
 def test_hpl_grid_is_as_square_as_the_ranks_divide(ranks, grid):
     from oslens.servers import hpcc
@@ -205,6 +233,7 @@ def test_no_other_user_reaches_the_server(tmp_path):
         ("nginx", signal.SIGKILL),
         ("search", signal.SIGKILL),
         ("hpcc", signal.SIGKILL),
+        ("analysis", signal.SIGKILL),
     ],
 )
 def test_nothing_is_left_after_a_kill_of_the_whole_group(tmp_path, name, sig):
@@ -258,7 +287,7 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
     assert ours_running() == []
 
 
-@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search", "hpcc")),
+@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search", "hpcc", "analysis")),
                     reason="nginx, wrk, redis, Xapian and hpcc: scripts/install-deps.sh servers")  # fmt: skip
 def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks):
     from oslens.studies import findings
@@ -285,6 +314,9 @@ def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_l
     # hpcc is run, whole: HPC's kernel share is measured, with what it cannot tell apart said
     assert rows["kernel_share_hpc"]["here"] != "not measured" and "together" in rows["kernel_share_hpc"]["reason"]
     against = rows["cs_freq_dc_gt_hpc"]
-    assert "hpcc" in against["here"] and "streaming" in against["here"] and "search" in against["here"], against
+    for workload in ("hpcc", "analysis", "streaming", "search"):
+        assert workload in against["here"], against
+    # the data-analysis job is run: the Hadoop job's kernel share and page faults are measured
+    assert rows["kernel_share_bayes"]["here"] != "not measured" and rows["pf_freq_bayes"]["here"] != "not measured"
     shown = oslens("show", "last", db=db)
     assert shown.returncode == 0 and "scaleout" in shown.stdout

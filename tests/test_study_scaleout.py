@@ -15,12 +15,15 @@ def finding(fid: str):
     return next(f for f in load(scaleout.STUDY) if f.id == fid)
 
 
-def profile(preempt: float = 0.0, migrate: float = 0.0, faults: float = 0.0, timer_ns: int = 0, net_ns: int = 0):
+def profile(preempt=0.0, migrate=0.0, faults=0.0, timer_ns=0, net_ns=0, hardirq_ns=0.0):
     return {
         "sections": {
             "switches": {"counts": {"involuntary_per_s": preempt, "migrations_per_s": migrate}},
             "faults": {"counts": {"all_per_s": faults}},
-            "interrupts": {"softirq": {"rows": [{"name": "TIMER", "ns": timer_ns}, {"name": "NET_RX", "ns": net_ns}]}},
+            "interrupts": {
+                "softirq": {"rows": [{"name": "TIMER", "ns": timer_ns}, {"name": "NET_RX", "ns": net_ns}]},
+                "hardirq": {"total": {"avg_ns": hardirq_ns}},
+            },
         }
     }
 
@@ -94,19 +97,38 @@ def test_each_row_of_a_workload_run_here_is_judged_on_its_stand_in(monkeypatch):
     }  # fmt: skip
 
     def profiled(i: int) -> dict:
-        p = profile(preempt=10.0 * (i + 1), faults=50.0 + i, timer_ns=600, net_ns=400)
+        p = profile(preempt=10.0 * (i + 1), faults=50.0 + i, timer_ns=600, net_ns=400, hardirq_ns=1000.0 + i)
         p["sections"]["time"] = fields["time"]
         p["sections"]["faults"]["latency"] = fields["faults"]["latency"]
         return p
 
-    monkeypatch.setattr(scaleout, "_profiles", lambda records: {s: [profiled(i) for i in range(6)] for s in
-                                                                  ("streaming", "search", "hpcc")})  # fmt: skip
+    run = ("streaming", "search", "hpcc", "analysis")
+    monkeypatch.setattr(scaleout, "_profiles", lambda records: {s: [profiled(i) for i in range(6)] for s in run})
     rows = {r["id"]: r for r in scaleout.beside(None, None, [])}
     for fid in ("kernel_share_media_streaming", "pf_freq_media_streaming", "pf_avg_search_backend",
-                "pf_max_fft", "pf_freq_hpl", "kernel_share_hpc", "cs_freq_dc_gt_hpc", "pf_freq_hpc_gt_dc"):  # fmt: skip
+                "pf_max_fft", "pf_freq_hpl", "kernel_share_hpc", "cs_freq_dc_gt_hpc", "pf_freq_hpc_gt_dc",
+                "kernel_share_bayes", "pf_min_bayes", "pf_freq_bayes_max_dc", "irq_latency_bayes_gt_hpc",
+                "cs_freq_max_streaming", "softirq_timer_share"):  # fmt: skip
         assert rows[fid]["here"] != "not measured", rows[fid]
     for fid in ("pf_max_fft", "pf_freq_hpl", "kernel_share_hpc"):
         assert "together" in rows[fid]["reason"], rows[fid]
     for fid in ("pf_freq_search_frontend", "kernel_share_search", "cs_kdaemon_delay_search_frontend"):
         assert rows[fid]["reason"].startswith("the search frontend"), rows[fid]
     assert rows["cs_avg_search_backend"]["reason"] == scaleout.UNDEFINED
+    assert "across" not in rows["lock_latency_grows"]["reason"] and "1, 2, 4" in rows["lock_latency_grows"]["reason"]
+    # the same figures everywhere: nothing lies wholly above the rest
+    assert rows["pf_freq_bayes_max_dc"]["verdict"] == "cannot tell here", rows["pf_freq_bayes_max_dc"]
+
+
+def test_one_workload_leading_the_others_agrees_and_one_led_differs():
+    f = finding("pf_freq_bayes_max_dc")
+    v = scaleout._highest(
+        f, {"analysis": reps(faults=500.0), "streaming": reps(faults=10.0), "search": reps(faults=9.0)}
+    )
+    assert v.verdict == "agrees" and "analysis above streaming, above search" in v.reason, v
+    v = scaleout._highest(
+        f, {"analysis": reps(faults=50.0), "streaming": reps(faults=10.0), "search": reps(faults=90.0)}
+    )
+    assert v.verdict == "differs" and "below search" in v.reason, v
+    v = scaleout._highest(f, {"analysis": reps(faults=50.0)})
+    assert v.verdict == "cannot tell here" and "no other workload" in v.reason

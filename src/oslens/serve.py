@@ -260,8 +260,8 @@ def _environment(srv: servers.Server) -> dict[str, str] | None:
     return {**os.environ, **srv.environment()} if srv.environment else None
 
 
-def _ranks_running(pid: int, exe: str) -> int:
-    """Processes named exe among pid's descendants."""
+def _descendants(pid: int) -> dict[str, int]:
+    """pid's descendants, counted by command name."""
     children: dict[int, list[int]] = {}
     comm: dict[int, str] = {}
     for d in os.listdir("/proc"):
@@ -275,25 +275,35 @@ def _ranks_running(pid: int, exe: str) -> int:
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(d))
         comm[int(d)] = name
-    found, todo = 0, list(children.get(pid, []))
+    found: dict[str, int] = {}
+    todo = list(children.get(pid, []))
     while todo:
         p = todo.pop()
-        found += comm.get(p) == exe[:15]  # a command name is cut at 15 characters
+        found[comm[p]] = found.get(comm[p], 0) + 1
         todo += children.get(p, [])
     return found
 
 
-def _wait_ranks(job: subprocess.Popen, srv: servers.Server, ranks: int, out) -> None:
-    """Until the job's processes all run: the profile follows those it finds when it attaches."""
+def _wait_processes(job: subprocess.Popen, wanted: dict[str, int], out) -> None:
+    """Until the job's processes all run (by command name, which the kernel
+    cuts at 15 characters): the profile follows those it finds when it attaches."""
+    wanted = {name[:15]: n for name, n in wanted.items()}
+    what = ", ".join(f"{n} {name}" for name, n in wanted.items())
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while _ranks_running(job.pid, srv.server_exe) < ranks:
+    while any((running := _descendants(job.pid)).get(name, 0) < n for name, n in wanted.items()):
         if job.poll() is not None:
-            raise MeasurementError(f"the job exited with status {job.returncode} before its {ranks} processes ran: "
-                                   f"{_tail(out).strip() or 'no output'}")  # fmt: skip
+            raise MeasurementError(f"the job exited with status {job.returncode} before its processes ({what}) "
+                                   f"all ran: {_tail(out).strip() or 'no output'}")  # fmt: skip
         if time.monotonic() > deadline:
-            raise MeasurementError(f"the job's {ranks} {srv.server_exe} processes did not all run within "
-                                   f"{READY_TIMEOUT_S:g} s")  # fmt: skip
+            raise MeasurementError(f"the job's processes ({what}) did not all run within {READY_TIMEOUT_S:g} s: "
+                                   f"{running or 'none'}")  # fmt: skip
         time.sleep(0.01)
+
+
+def _job_versions(srv: servers.Server, said: str | None) -> dict[str, str | None]:
+    """The job's version as it says it (in its results, for hpcc) or as its program does, and its launcher's."""
+    out = versions(srv)
+    return {**out, "server": said or out["server"]}
 
 
 def job_once(pt: ServePoint) -> list[dict]:
@@ -314,7 +324,7 @@ def job_once(pt: ServePoint) -> list[dict]:
             started = time.monotonic()
             job = _start(argv, box, job_out, netns.enter_new, cwd=workdir, env=_environment(srv))
             try:
-                _wait_ranks(job, srv, len(cpus), job_out)
+                _wait_processes(job, srv.processes(len(cpus)), job_out)
                 records: list[dict] = []
                 if pt.profiled:  # until it exits, at most its time limit
                     prof = profile(pid=job.pid, duration=srv.time_limit_s)
@@ -338,7 +348,7 @@ def job_once(pt: ServePoint) -> list[dict]:
                 "stands_for": srv.stands_for,
                 "job": True,
                 "rep": pt.rep,
-                "versions": {**versions(srv), "server": found.pop("version", None)},
+                "versions": _job_versions(srv, found.pop("version", None)),
                 "server_argv": argv,
                 "config": config,
                 "client_argv": None,

@@ -17,8 +17,8 @@ from . import Context, environment_option, measure, measuring_options
     show_default=True,
     metavar="NAME[,NAME…]",
     help="Servers, each with its load generator: nginx (wrk, a static page), streaming (nginx, large files at a "
-    "rate per connection), redis (redis-benchmark), search (xapian-tcpsrv, Xapian's clients); or a job run to its "
-    "end on every CPU and profiled whole: hpcc (HPC Challenge on MPI).",
+    "rate per connection), redis (redis-benchmark), search (xapian-tcpsrv, Xapian's clients); or jobs run to their "
+    "end on every CPU and profiled whole: analysis (a word count by tr, sort and uniq), hpcc (HPC Challenge on MPI).",
 )
 @click.option("--server-cpus", type=int, metavar="N", help="CPUs for the server (default: half, at least one); "
               "the load generator has the rest.")  # fmt: skip
