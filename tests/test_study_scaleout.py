@@ -132,3 +132,44 @@ def test_one_workload_leading_the_others_agrees_and_one_led_differs():
     assert v.verdict == "differs" and "below search" in v.reason, v
     v = scaleout._highest(f, {"analysis": reps(faults=50.0)})
     assert v.verdict == "cannot tell here" and "no other workload" in v.reason
+
+
+def runs(*points: tuple[int, float, float]) -> dict[int, list[tuple[float, dict]]]:
+    """A job's runs: (CPUs, seconds, kernel lock wait ns), each three times (±1 %)."""
+    out: dict[int, list[tuple[float, dict]]] = {}
+    for n, seconds, wait in points:
+        for d in (-0.01, 0.0, 0.01):
+            time = {"runtime_ns": seconds * n * 1e9, "system_ns": wait * 10 * (1 + d)}
+            p = {"sections": {"locks": {"total": {"total_ns": wait * (1 + d)}}, "time": {"total": time}}}
+            out.setdefault(n, []).append((seconds * (1 + d), p))
+    return out
+
+
+def test_the_jobs_speedup_near_linear_up_to_this_machines_cpus_cannot_tell_the_papers_14():
+    v = scaleout._scaling_verdict(finding("speedup_linear_until_14"), runs((1, 10.0, 1e6), (2, 5.1, 2e6)))
+    assert v.verdict == "cannot tell here" and "needs 14 CPUs" in v.reason and "2: 1.96×" in v.here, v
+    v = scaleout._scaling_verdict(finding("speedup_plateau"), runs((1, 10.0, 1e6), (2, 5.1, 2e6)))
+    assert v.verdict == "cannot tell here" and "14 to 24 cores" in v.reason
+
+
+def test_a_plateau_at_the_papers_cores_is_judged_against_its_figure():
+    points = [(1, 90.0, 0), (8, 12.0, 0), (16, 10.0, 0), (24, 10.0, 0)]
+    assert scaleout._scaling_verdict(finding("speedup_plateau"), runs(*points)).verdict == "agrees"
+    points[-1] = (24, 3.0, 0)  # 30× on 24 cores: no plateau near 9
+    assert scaleout._scaling_verdict(finding("speedup_plateau"), runs(*points)).verdict == "differs"
+
+
+@pytest.mark.parametrize(
+    "waits, verdict", [((1e6, 5e6), "agrees"), ((5e6, 1e6), "differs"), ((1e6, 1e6), "cannot tell here")]
+)
+def test_lock_wait_and_kernel_time_against_cores(waits, verdict):
+    job = runs((1, 10.0, waits[0]), (2, 5.0, waits[1]))
+    for fid in ("lock_latency_grows", "kernel_time_grows"):
+        v = scaleout._scaling_verdict(finding(fid), job)
+        assert v.verdict == verdict, v
+    assert "linearly" in scaleout._scaling_verdict(finding("kernel_time_grows"), job).reason
+
+
+def test_one_cpu_count_gives_no_series_and_says_so():
+    v = scaleout._scaling_verdict(finding("lock_latency_grows"), runs((2, 5.0, 1e6)))
+    assert v.verdict == "cannot tell here" and "two CPU counts" in v.reason

@@ -55,12 +55,16 @@ class ServePoint(Invocation):
     # False: the same load for the same window, the server not profiled
     # (bench/serve.py: what profiling costs it)
     profiled: bool = True
+    # a job run on a part of the CPUs, one count of its scaling (it has
+    # server_cpus only), beside its run on them all
+    scaling: bool = False
     reps = 1  # the progress counts repetitions
     check_args = None  # no engine argv to check: the profile's is made here
 
     @property
     def label(self) -> str:
-        return f"{self.server}, rep {self.rep + 1}"
+        on = f" on {len(self.server_cpus)} of the CPUs" if self.scaling else ""
+        return f"{self.server}{on}, rep {self.rep + 1}"
 
     def measure(self) -> Iterator[list[dict]]:
         yield (job_once if servers.get(self.server).job else serve_once)(self)
@@ -313,10 +317,10 @@ def job_once(pt: ServePoint) -> list[dict]:
 
     srv = servers.get(pt.server)
     workdir = Path(tempfile.mkdtemp(prefix=f"oslens.serve.{srv.name}."))  # in oslens's private temporary directory
-    cpus = sorted(set(pt.server_cpus) | set(pt.client_cpus))  # no generator: the job has every CPU
+    cpus = sorted(set(pt.server_cpus) | set(pt.client_cpus))  # no generator: the job has every CPU given
     try:
         with (
-            cgroups.Confinement(cpus, f"serve.{srv.name}.{pt.rep}.job") as box,
+            cgroups.Confinement(cpus, f"serve.{srv.name}.{len(cpus)}.{pt.rep}.job") as box,
             tempfile.TemporaryFile("w+") as job_out,
         ):
             argv = servers.resolved(srv.configure(workdir, len(cpus)))
@@ -347,6 +351,7 @@ def job_once(pt: ServePoint) -> list[dict]:
                 "what": srv.what,
                 "stands_for": srv.stands_for,
                 "job": True,
+                "scaling": pt.scaling,
                 "rep": pt.rep,
                 "versions": _job_versions(srv, found.pop("version", None)),
                 "server_argv": argv,

@@ -49,8 +49,8 @@ NO_STAND_IN = {
 NEEDS = (
     (("front-end stall", "itlb", "os stall", "l1i"),
      "hardware counters (front-end stalls, L1i and ITLB misses), which `study scaleout` does not read yet"),
-    (("scaling",), "the data-analysis job run on 1, 2, 4 … cores (`oslens appscale` runs a command so), which "
-                   "`study scaleout` does not do yet"),
+    (("scaling",), "the data-analysis job run on two CPU counts or more (`study scaleout` runs it on 1, 2, 4 … "
+                   "of the CPUs, each count at least twice)"),
 )  # fmt: skip
 OPERATING_POINT = "the authors' operating point, not a finding"
 UNDEFINED_MEASURES = ("latency", "cost", "total kernel time")  # of the context-switch rows, those it covers
@@ -106,9 +106,100 @@ def _profiles(records: list[dict]) -> dict[str, list[dict]]:
 
     out: dict[str, list[dict]] = {}
     for serve, recs in repetitions(records):
-        if recs:
+        if recs and not serve.get("scaling"):
             out.setdefault(serve["server"], []).append(summarize(recs))
     return out
+
+
+def _scaling(records: list[dict], job: str) -> dict[int, list[tuple[float, dict]]]:
+    """A job's runs by the number of CPUs it had: (its seconds, its profile summary) per repetition."""
+    from ..profile.summary import summarize
+    from .serve import repetitions
+
+    out: dict[int, list[tuple[float, dict]]] = {}
+    for serve, recs in repetitions(records):
+        seconds = (serve.get("load") or {}).get("seconds")
+        if serve["server"] == job and recs and seconds and not (serve.get("load") or {}).get("errors"):
+            out.setdefault(len(serve["server_cpus"]), []).append((seconds, summarize(recs)))
+    return dict(sorted(out.items()))
+
+
+def _lock_share(p: dict) -> float | None:
+    """Kernel lock wait as a share of the job's CPU time, in %."""
+    wait, runtime = dig(p, "sections", "locks", "total", "total_ns"), dig(p, "sections", "time", "total", "runtime_ns")
+    return 100.0 * wait / runtime if isinstance(wait, (int, float)) and runtime else None
+
+
+PLATEAU = (14, 24)  # the cores over which the paper's speedup stays near its figure
+# finding id -> (what the series is, its figure of one run (seconds, profile), the relation tested here)
+SERIES = {
+    "lock_latency_grows": ("kernel lock wait per run", lambda t, p: dig(p, "sections", "locks", "total", "total_ns"),
+                           "grows_with_cores"),
+    "lock_stall_share_grows": ("kernel lock wait as a share of CPU time, %", lambda t, p: _lock_share(p),
+                               "grows_with_cores"),
+    "kernel_time_grows": ("kernel time per run", lambda t, p: dig(p, "sections", "time", "total", "system_ns"),
+                          "grows_with_cores"),
+}  # fmt: skip
+
+
+def _series(runs: dict[int, list[tuple[float, dict]]], figure) -> list[tuple[int, float, float, float]]:
+    """(CPUs, median, low, high) for each count with two repetitions or more."""
+    out = []
+    for n, reps in runs.items():
+        values = [x for t, p in reps if isinstance(x := figure(t, p), (int, float))]
+        if len(values) >= 2:
+            iv = median_ci(values, CONFIDENCE)
+            out.append((n, iv.median, iv.low, iv.high))
+    return out
+
+
+def _speedups(runs: dict[int, list[tuple[float, dict]]]) -> list[tuple[int, float, float, float]]:
+    """The job's speedup over its run on the fewest CPUs, with the bounds its intervals give."""
+    times = _series(runs, lambda t, p: t)
+    if not times:
+        return []
+    c0, t0, lo0, hi0 = times[0]
+    return [(n, t0 / t, lo0 / hi, hi0 / lo) for n, t, lo, hi in times]
+
+
+def _scaling_verdict(f, runs: dict[int, list[tuple[float, dict]]]) -> Verdict:
+    """The job against cores: its series judged for the paper's relation,
+    or why it cannot be (the paper's core counts, more than this machine has)."""
+    from dataclasses import replace
+
+    most = max(runs) if runs else 0
+    op, arg = f.test
+    if f.id in SERIES:
+        what, figure, relation = SERIES[f.id]
+        series = _series(runs, figure)
+        m = Measured(series=series, text=what) if len(series) >= 2 else Measured.unmeasured(
+            f"{what}: needs two CPU counts with two repetitions each (this run has {len(series)})")  # fmt: skip
+        v = judge(replace(f, relation=relation), m)
+        if op == "grows_linearly_with_cores":
+            v.reason += "; that it grows linearly, as the paper says, is not tested"
+        v.paper = f.paper_text()
+        return v
+    speedups = _speedups(runs)
+    if op == "linear_until" and most < int(arg):
+        why = f"needs {arg} CPUs or more to see where linear scaling ends; this machine gave the job {most}"
+        return Verdict(f.id, f.paper_text(), _speedup_text(speedups), CANNOT_TELL, why)
+    if op == "plateau":  # the paper's figure, at the most cores up to its 24
+        inside = [x for x in speedups if PLATEAU[0] <= x[0] <= PLATEAU[1]]
+        if most < PLATEAU[1] or not inside:
+            why = f"the paper's plateau lies at {PLATEAU[0]} to {PLATEAU[1]} cores; this machine gave the job {most}"
+            return Verdict(f.id, f.paper_text(), _speedup_text(speedups), CANNOT_TELL, why)
+        n, x, lo, hi = inside[-1]
+        v = judge(replace(f, relation=""), Measured(x, lo, hi, None, text=f"speedup on {n} CPUs"))
+        v.paper = f.paper_text()
+        return v
+    upto = [x for x in speedups if x[0] <= int(arg)] if op == "linear_until" else speedups
+    v = judge(replace(f, relation="near_linear"), Measured(series=upto, text="speedup"))
+    v.paper = f.paper_text()
+    return v
+
+
+def _speedup_text(speedups) -> str:
+    return ", ".join(f"{n}: {sig(x, 3)}×" for n, x, _, _ in speedups) or "not measured"
 
 
 def _measured(values: list[float], what: str) -> Measured:
@@ -236,6 +327,7 @@ def _highest(f, profiles: dict[str, list[dict]]) -> Verdict:
 def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     profiles = _profiles(records)
+    scaling = _scaling(records, "analysis")
     rows = []
     for f in load(STUDY):
         workload = f.workload.lower()
@@ -250,6 +342,8 @@ def beside(summary, run, records) -> list[dict]:
             v = judge(f, _measured(values, f"{server}: {f.measure}"))
             if server == "hpcc":
                 v.reason += f"; {TOGETHER}"
+        elif f.experiment.startswith("scaling") and len(scaling) >= 2:
+            v = _scaling_verdict(f, scaling)
         elif f.id in AGAINST_HPC:
             v = _against_hpc(f, profiles)
         elif f.id in HIGHEST:

@@ -13,6 +13,7 @@ import statistics
 from collections import defaultdict
 
 from .. import kinds
+from ..format import plural
 from ..profile.summary import dig
 from . import DictSummary
 from .metrics import HIGHER, LOWER, Metrics
@@ -61,7 +62,7 @@ def describe(s: dict) -> str:
     if s["job"]:
         seconds = [r["seconds"] for r in s["reps"] if r["seconds"] is not None]
         took = f", {statistics.median(seconds):.1f} s a run (median)" if seconds else ""
-        return (f"{s['server']}: {s['what']}; {s['server']} {v.get('server') or '?'} on CPUs "
+        return (f"{s['label']}: {s['what']}; {s['server']} {v.get('server') or '?'} on CPUs "
                 f"{format_cpulist(s['server_cpus'])}, launched by {v.get('client') or '?'}{took}. "
                 f"Not: {s['limits']}")  # fmt: skip
     counted = s["reps"][0]["counted_by"] if s["reps"] else "?"
@@ -87,17 +88,20 @@ def job_results(s: dict) -> str | None:
         values = [r["results"][key] for r in s["reps"] if isinstance(r["results"].get(key), (int, float))]
         if values:
             parts.append(f"{label} {sig(statistics.median(values), 3)}")
-    return f"{s['server']}'s results: " + ("; ".join(parts) if parts else "none written")
+    return f"{s['label']}'s results: " + ("; ".join(parts) if parts else "none written")
 
 
 def summarize(records: list[dict]) -> dict:
     from ..profile.summary import summarize as profile_summary
 
-    by_server: dict[str, list[tuple[dict, dict | None]]] = defaultdict(list)
+    # a server, or a job on one set of CPUs (a job's scaling runs it on several)
+    by_server: dict[tuple[str, tuple[int, ...]], list[tuple[dict, dict | None]]] = defaultdict(list)
     for serve, recs in repetitions(records):
-        by_server[serve["server"]].append((serve, profile_summary(recs) if recs else None))
+        key = (serve["server"], tuple(serve["server_cpus"]))
+        by_server[key].append((serve, profile_summary(recs) if recs else None))
+    several = {name for name, _ in by_server if sum(n == name for n, _ in by_server) > 1}
     servers = []
-    for name, reps in by_server.items():
+    for (name, cpus), reps in by_server.items():
         first = reps[0][0]
         rows = []
         for serve, prof in reps:
@@ -127,6 +131,9 @@ def summarize(records: list[dict]) -> dict:
         servers.append(
             {
                 "server": name,
+                # what tells it apart from the same job on other CPUs
+                "label": f"{name} on {plural(len(cpus), 'CPU')}" if name in several else name,
+                "scaling": bool(first.get("scaling")),
                 "what": first["what"],
                 "stands_for": first["stands_for"],
                 "job": bool(first.get("job")),
@@ -156,13 +163,13 @@ def analyze(run, records: list[dict]) -> ServeSummary:
 def metrics(run, records: list[dict]) -> Metrics:
     out = Metrics()
     for s in summarize(records)["servers"]:
-        group = f"{s['server']} ({s['stands_for']})"
+        group = f"{s['label']} ({s['stands_for']})"
         if s["job"]:
-            out.add(f"serve/{s['server']}/seconds", [r["seconds"] for r in s["reps"]], "s", LOWER, group,
+            out.add(f"serve/{s['label']}/seconds", [r["seconds"] for r in s["reps"]], "s", LOWER, group,
                     "the job's run")  # fmt: skip
         else:
-            out.add(f"serve/{s['server']}/requests per s", [r["per_s"] for r in s["reps"]], "/s", HIGHER, group,
+            out.add(f"serve/{s['label']}/requests per s", [r["per_s"] for r in s["reps"]], "/s", HIGHER, group,
                     "requests answered per second")  # fmt: skip
         for key, _, unit, label in HEADLINES:
-            out.add(f"serve/{s['server']}/{key}", [r[key] for r in s["reps"]], unit, LOWER, group, label)
+            out.add(f"serve/{s['label']}/{key}", [r[key] for r in s["reps"]], unit, LOWER, group, label)
     return out

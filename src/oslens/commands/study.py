@@ -164,14 +164,15 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
     connection), data serving (redis and redis-benchmark), web search
     (xapian-tcpsrv answering ranked queries over an index of this machine's
     text) — and two jobs run on every CPU and profiled whole: data analysis
-    (a word count by tr, GNU sort and uniq) and HPC compute (HPC Challenge,
-    hpcc, on MPI), beside the paper's findings."""
+    (a word count by tr, GNU sort and uniq, also on 1, 2, 4 … of the CPUs:
+    its speedup, kernel time and lock wait against cores) and HPC compute
+    (HPC Challenge, hpcc, on MPI), beside the paper's findings."""
     from ..plan.serve import plan as serve_plan
 
     if paper:
         reps, warmup, duration = 5, 10.0, 30.0
     plan = serve_plan(server=SCALEOUT, server_cpus=None, connections=64, warmup=warmup, duration=duration,
-                      reps=reps)  # fmt: skip
+                      reps=reps, scaling=("analysis",))  # fmt: skip
     plan.params["study"] = "scaleout"
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")
 

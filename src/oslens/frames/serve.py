@@ -26,6 +26,7 @@ _FIGURES = {
 COLUMNS = {
     "reps": {
         "server": ("str", "the server (nginx, streaming, redis, search) or job (hpcc)"),
+        "cpus": ("int64", "the CPUs it ran on (a job's scaling runs it on several counts)"),
         "rep": ("int64", "repetition"),
         "requests": ("Int64", "requests answered during the load"),
         "errors": ("Int64", "errors: failed connections, reads, writes, time-outs, error replies"),
@@ -38,6 +39,7 @@ COLUMNS = {
     },
     "servers": {
         "server": ("str", "the server"),
+        "cpus": ("int64", "the CPUs it ran on"),
         "stands_for": ("str", "the CloudSuite workload it stands in for"),
         "server_version": ("str", "the server's version"),
         "client_version": ("str", "the load generator's version"),
@@ -59,6 +61,7 @@ def frames(run, records: list[dict]) -> dict:
     reps = [
         {
             "server": s["server"],
+            "cpus": len(s["server_cpus"]),
             "rep": r["rep"],
             "requests": r["requests"],
             "errors": r["errors"],
@@ -76,6 +79,7 @@ def frames(run, records: list[dict]) -> dict:
     rows = [
         {
             "server": s["server"],
+            "cpus": len(s["server_cpus"]),
             "stands_for": s["stands_for"],
             "server_version": s["versions"].get("server"),
             "client_version": s["versions"].get("client"),

@@ -50,7 +50,18 @@ def split_cpus(ordered: list[int], server_cpus: int | None) -> tuple[list[int], 
     return ordered[:n], ordered[n:] or ordered[:n]
 
 
-def plan(*, server: str, server_cpus: int | None, connections: int, warmup: float, duration: float, reps: int) -> Plan:
+def plan(
+    *,
+    server: str,
+    server_cpus: int | None,
+    connections: int,
+    warmup: float,
+    duration: float,
+    reps: int,
+    scaling: tuple[str, ...] = (),
+) -> Plan:
+    """`scaling`: jobs also run on 1, 2, 4 … of the CPUs (parse.default_worker_counts), compact."""
+    from ..parse import default_worker_counts
     from ..serve import ServePoint
 
     chosen = _servers(server)
@@ -66,10 +77,20 @@ def plan(*, server: str, server_cpus: int | None, connections: int, warmup: floa
                          "of the generator and of the server: `ulimit -n` bounds them)")  # fmt: skip
     available = engine.placement(engine.topology()["available"], "compact")
     s_cpus, c_cpus = split_cpus(available, server_cpus)
+    for name in scaling:
+        if name not in [s.name for s in chosen if s.job]:
+            raise UsageError(f"scaling: '{name}' is not a job of this run")
+    counts = [n for n in default_worker_counts(len(available)) if n < len(available)]
     points = [
         ServePoint(s.name, tuple(s_cpus), tuple(c_cpus), connections, warmup, duration, rep)
         for rep in range(reps)
         for s in chosen  # every server once, then again: drift hits all alike
+    ]
+    points += [
+        ServePoint(name, tuple(available[:n]), (), connections, warmup, duration, rep, scaling=True)
+        for rep in range(reps)
+        for name in scaling
+        for n in counts
     ]
     params = {
         "servers": [s.name for s in chosen],
@@ -80,5 +101,6 @@ def plan(*, server: str, server_cpus: int | None, connections: int, warmup: floa
         "warmup_s": warmup,
         "duration_s": duration,
         "reps": reps,
+        "scaling": {name: [*counts, len(available)] for name in scaling},
     }
     return Plan(points, reps, params)

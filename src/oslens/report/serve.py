@@ -28,7 +28,7 @@ def render(console: Console, summary: dict) -> None:
         f, reps = s["figures"], s["reps"]
         lat = reps[len(reps) // 2]["latency_ms"] if reps else {}
         t.add_row(
-            Text(s["server"]),
+            Text(s["label"]),
             Text(s["stands_for"]),
             rate(f.get("per_s")),
             Text(count(sum(r["errors"] or 0 for r in reps)), style="" if s["answered"] else "red"),
@@ -48,10 +48,10 @@ def render(console: Console, summary: dict) -> None:
             console.print(Text(f"  {results}"))
         for r in reps:
             if r.get("unread"):
-                console.print(Text(f"  {s['server']} rep {r['rep'] + 1}: {r['unread']}", style="yellow"))
+                console.print(Text(f"  {s['label']} rep {r['rep'] + 1}: {r['unread']}", style="yellow"))
             if r.get("server_alive") is False:
                 died = "the job failed" if s["job"] else "the server died under load"
-                console.print(Text(f"  {s['server']} rep {r['rep'] + 1}: {died}", style="red"))
+                console.print(Text(f"  {s['label']} rep {r['rep'] + 1}: {died}", style="red"))
 
 
 def show(console: Console, run, summary: dict) -> None:
@@ -66,5 +66,5 @@ def show(console: Console, run, summary: dict) -> None:
             continue
         console.print()
         whole = "its whole run" if s["job"] else "under load"
-        console.print(Rule(f"{s['server']}: its profile, {whole} (last repetition)"))
+        console.print(Rule(f"{s['label']}: its profile, {whole} (last repetition)"))
         render_profile(console, s["profile"])

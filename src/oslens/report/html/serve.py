@@ -28,7 +28,7 @@ def sections(runs) -> list[Section]:
         for s in summarize(rd.records)["servers"]:
             f, reps = s["figures"], s["reps"]
             lat = reps[len(reps) // 2]["latency_ms"] if reps else {}
-            rows.append([rd.short, s["server"], s["stands_for"], f.get("per_s"),
+            rows.append([rd.short, s["label"], s["stands_for"], f.get("per_s"),
                          sum(r["errors"] or 0 for r in reps), _ms(lat.get("p50")), _ms(lat.get("p99")),
                          f.get("kernel_share"), f.get("syscalls_per_s"), f.get("voluntary_per_s"),
                          f.get("involuntary_per_s"), f.get("faults_per_s")])  # fmt: skip
@@ -36,7 +36,7 @@ def sections(runs) -> list[Section]:
             if results := job_results(s):
                 notes.append(Note(f"{rd.short} {results}"))
             if s["profile"] is not None:
-                profiles.append((_Served(f"{rd.short} {s['server']}"), s["profile"]))
+                profiles.append((_Served(f"{rd.short} {s['label']}"), s["profile"]))
     table = Table(
         "Servers under load (median of the repetitions)",
         [
