@@ -169,6 +169,7 @@ SNAPSHOT = {
     "serve": {
         "run_id": "int64",
         "server": "str",
+        "cpus": "int64",
         "rep": "int64",
         "requests": "Int64",
         "errors": "Int64",
@@ -176,6 +177,7 @@ SNAPSHOT = {
         "server_requests": "Int64",
         "latency_p50_ms": "float64",
         "latency_p99_ms": "float64",
+        "seconds": "float64",
         "requests_per_s": "float64",
         "kernel_share": "float64",
         "syscalls_per_s": "float64",

@@ -325,4 +325,3 @@ def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_l
         for fid in ("kernel_time_grows", "lock_latency_grows", "speedup_linear_until_14"):
             assert rows[fid]["here"] != "not measured", rows[fid]
         assert "on 1 CPU" in shown.stdout
-

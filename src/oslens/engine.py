@@ -378,6 +378,7 @@ def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> 
 # oslens. Only for jobs whose ranks all run on this host (there the
 # directory exists): a launcher passes OMPI_MCA_* to every host.
 MPI_FILES = ("OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_orte_tmpdir_base")
+MPI_ROOT_OPT_IN = "--allow-run-as-root"  # Open MPI refuses to start ranks as root without it
 _jobs_here: set[tuple[str, ...]] = set()
 
 

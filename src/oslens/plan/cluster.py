@@ -20,7 +20,7 @@ from ..invocation import Invocation
 from ..parse import parse_worker_counts
 from . import Plan
 
-ROOT_OPT_IN = "--allow-run-as-root"  # Open MPI refuses root without it
+ROOT_OPT_IN = engine.MPI_ROOT_OPT_IN
 
 
 @dataclass(frozen=True)

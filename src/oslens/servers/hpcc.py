@@ -19,7 +19,6 @@ import shutil
 from pathlib import Path
 
 from .. import engine, runtime
-from ..plan.cluster import ROOT_OPT_IN
 from . import Load, Server
 
 RANK_EXE = "hpcc"
@@ -103,7 +102,7 @@ def _job(workdir: Path, ranks: int) -> list[str]:
     # cores as its slots, and a CPU is an SMT thread where there is SMT
     argv = [shutil.which("mpirun") or "mpirun", "-n", str(ranks), "--bind-to", "none", "--oversubscribe"]
     if os.geteuid() == 0:
-        argv.append(ROOT_OPT_IN)
+        argv.append(engine.MPI_ROOT_OPT_IN)
     return [*argv, RANK_EXE]
 
 
