@@ -120,9 +120,26 @@ class Verdict:
     verdict: str
     reason: str
     confidence: float | None = None
+    # both figures as numbers, in the finding's unit, where both are numbers:
+    # what a report draws side by side (the paper's range, or its figure twice)
+    unit: str | None = None
+    paper_low: float | None = None
+    paper_high: float | None = None
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+    def with_figures(self, f: Finding, m: Measured) -> Verdict:
+        """The verdict carrying the paper's figure and this machine's, where both are numbers."""
+        paper = f.range or ((f.number[1],) * 2 if f.number else None)
+        if paper is None or m.value is None or m.series:
+            return self
+        (self.paper_low, self.paper_high), self.unit = paper, UNIT_SHOWN.get(f.unit, f.unit)
+        self.value, (self.low, self.high) = m.value, m.interval
+        return self
 
 
 # Units as the findings files write them, as people read them.
@@ -261,4 +278,4 @@ def judge(f: Finding, m: Measured) -> Verdict:
     verdict, reason = tested
     if m.n is not None:
         reason += f"; {m.n} repetitions"
-    return Verdict(f.id, f.paper_text(), here, verdict, reason, m.confidence)
+    return Verdict(f.id, f.paper_text(), here, verdict, reason, m.confidence).with_figures(f, m)

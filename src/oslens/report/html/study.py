@@ -4,10 +4,15 @@ kernel's, with the finding's confidence, or why this run cannot tell
 
 from __future__ import annotations
 
+import re
+
+import altair as alt
+import pandas as pd
+
 from ... import kinds
 from ...analysis.scale import analyze
 from ...format import plural
-from .page import Note, Section, Table
+from .page import Figure, Note, Section, Table
 
 TITLE = "OSMark: the paper and this kernel"
 
@@ -26,12 +31,63 @@ def _verdicts(rd, rows: list[dict]) -> list:
             "paper says; otherwise, or where the machine lacks what the finding needs, 'cannot tell here'",
         )
     ]
+    if figure := _paper_beside_kernel(rd, measured):
+        blocks.append(figure)
     rest: dict[str, int] = {}
     for r in rows:
         if r["here"] == "not measured":
             rest[r["reason"]] = rest.get(r["reason"], 0) + 1
     blocks += [Note(f"{plural(n, 'more finding')}: cannot tell here — {why}", warning=True) for why, n in rest.items()]
     return blocks
+
+
+def _paper_beside_kernel(rd, rows: list[dict]) -> Figure | None:
+    """The findings that are numbers on both sides, the paper's figure (or
+    range) beside this kernel's with its interval, one panel per unit, on a
+    log scale (figures decades and machines apart); none where no finding
+    is a number on both sides (a figure of zero cannot be drawn so: left
+    to the table)."""
+    data = []
+    for r in rows:
+        both = (r.get("paper_low"), r.get("paper_high"), r.get("value"), r.get("low"), r.get("high"))
+        if any(x is None or x <= 0 for x in both):
+            continue
+        unit = r.get("unit") or "(no unit)"
+        data.append({"finding": r["measure"], "unit": unit, "who": "the paper", "x": (both[0] * both[1]) ** 0.5,
+                     "low": both[0], "high": both[1], "verdict": r["verdict"]})  # fmt: skip
+        data.append({"finding": r["measure"], "unit": unit, "who": "this kernel", "x": both[2], "low": both[3],
+                     "high": both[4], "verdict": r["verdict"]})  # fmt: skip
+    if not data:
+        return None
+    frame = pd.DataFrame(data)
+    base = alt.Chart().encode(
+        y=alt.Y("finding:N", title=None, axis=alt.Axis(labelLimit=480)),
+        color=alt.Color("who:N", title=None, scale=alt.Scale(domain=["the paper", "this kernel"])),
+        tooltip=[
+            "finding:N",
+            "who:N",
+            alt.Tooltip("x:Q", format=".3~g"),
+            alt.Tooltip("low:Q", format=".3~g"),
+            alt.Tooltip("high:Q", format=".3~g"),
+            "verdict:N",
+        ],  # fmt: skip
+    )
+    ranges = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("low:Q", scale=alt.Scale(type="log"), title=None), x2="high:Q"
+    )
+    points = base.mark_point(filled=True, size=60).encode(x=alt.X("x:Q", scale=alt.Scale(type="log"), title=None))
+    chart = (
+        alt.layer(ranges, points, data=frame)
+        .facet(row=alt.Row("unit:N", title="unit"))
+        .resolve_scale(x="independent", y="independent")
+    )
+    return Figure(
+        "study-paper-" + re.sub(r"[^A-Za-z0-9]+", "-", rd.short),
+        f"{rd.short} · the paper's figures beside this kernel's",
+        chart,
+        "each finding that is a number on both sides: the paper's figure (a range drawn as a bar) and this "
+        "kernel's median with its interval, on a log scale, one panel per unit",
+    )
 
 
 def sections(runs) -> list[Section]:
