@@ -289,7 +289,8 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
 
 @pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search", "hpcc", "analysis")),
                     reason="nginx, wrk, redis, Xapian and hpcc: scripts/install-deps.sh servers")  # fmt: skip
-def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks):
+def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks, browser):
+    from chromium import load
     from oslens.studies import findings
 
     db = tmp_path / "z.db"
@@ -325,3 +326,11 @@ def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_l
         for fid in ("kernel_time_grows", "lock_latency_grows", "speedup_linear_until_14"):
             assert rows[fid]["here"] != "not measured", rows[fid]
         assert "on 1 CPU" in shown.stdout
+    # its report opens with the paper beside this kernel, table then figures, and draws without a warning
+    page = tmp_path / "z.html"
+    assert oslens("report", str(doc["run"]), "-o", str(page), db=db).returncode == 0
+    html = page.read_text()
+    assert html.index("the paper and Linux") < html.index("the paper's figures beside this kernel's")
+    shown = load(browser, page)
+    assert shown["error"] is None and shown["console"] == [], shown["console"]
+    assert shown["plots"] > 0 and shown["drawn"] == shown["plots"]
