@@ -343,6 +343,7 @@ def job_once(pt: ServePoint) -> list[dict]:
             finally:
                 _stop(job)
             load, found = srv.results(workdir, elapsed)
+            job_versions = _job_versions(srv, found.pop("version", None))
             if job.returncode != 0:
                 load.errors = (load.errors or 0) + 1
             record = {
@@ -353,10 +354,11 @@ def job_once(pt: ServePoint) -> list[dict]:
                 "job": True,
                 "scaling": pt.scaling,
                 "rep": pt.rep,
-                "versions": _job_versions(srv, found.pop("version", None)),
+                "versions": job_versions,
                 "server_argv": argv,
                 "config": config,
                 "client_argv": None,
+                "launcher": " ".join(filter(None, (Path(argv[0]).name, job_versions["client"]))),
                 "server_cpus": cpus,
                 "client_cpus": [],
                 "confinement": box.method,

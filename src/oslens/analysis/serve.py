@@ -63,7 +63,7 @@ def describe(s: dict) -> str:
         seconds = [r["seconds"] for r in s["reps"] if r["seconds"] is not None]
         took = f", {statistics.median(seconds):.1f} s a run (median)" if seconds else ""
         return (f"{s['label']}: {s['what']}; {s['server']} {v.get('server') or '?'} on CPUs "
-                f"{format_cpulist(s['server_cpus'])}, launched by {v.get('client') or '?'}{took}. "
+                f"{format_cpulist(s['server_cpus'])}, run by {s.get('launcher') or '?'}{took}. "
                 f"Not: {s['limits']}")  # fmt: skip
     counted = s["reps"][0]["counted_by"] if s["reps"] else "?"
     return (f"{s['server']}: {s['what']}; server {v.get('server') or '?'} on CPUs {format_cpulist(s['server_cpus'])}, "
@@ -137,6 +137,7 @@ def summarize(records: list[dict]) -> dict:
                 "what": first["what"],
                 "stands_for": first["stands_for"],
                 "job": bool(first.get("job")),
+                "launcher": first.get("launcher"),
                 "limits": first.get("limits"),
                 "versions": first.get("versions") or {},
                 "server_cpus": first["server_cpus"],
