@@ -131,14 +131,20 @@ def _lock_share(p: dict) -> float | None:
 
 
 PLATEAU = (14, 24)  # the cores over which the paper's speedup stays near its figure
-# finding id -> (what the series is, its figure of one run (seconds, profile), the relation tested here)
+
+
+def _ms(x) -> float | None:
+    return x / 1e6 if isinstance(x, (int, float)) else None
+
+
+# finding id -> (what the series is, its figure of one run (seconds, profile), its unit, the relation tested here)
 SERIES = {
-    "lock_latency_grows": ("kernel lock wait per run", lambda t, p: dig(p, "sections", "locks", "total", "total_ns"),
-                           "grows_with_cores"),
-    "lock_stall_share_grows": ("kernel lock wait as a share of CPU time, %", lambda t, p: _lock_share(p),
+    "lock_latency_grows": ("kernel lock wait per run", lambda t, p: _ms(dig(p, "sections", "locks", "total",
+                                                                             "total_ns")), "ms", "grows_with_cores"),
+    "lock_stall_share_grows": ("kernel lock wait as a share of CPU time", lambda t, p: _lock_share(p), "%",
                                "grows_with_cores"),
-    "kernel_time_grows": ("kernel time per run", lambda t, p: dig(p, "sections", "time", "total", "system_ns"),
-                          "grows_with_cores"),
+    "kernel_time_grows": ("kernel time per run", lambda t, p: _ms(dig(p, "sections", "time", "total", "system_ns")),
+                          "ms", "grows_with_cores"),
 }  # fmt: skip
 
 
@@ -170,11 +176,11 @@ def _scaling_verdict(f, runs: dict[int, list[tuple[float, dict]]]) -> Verdict:
     most = max(runs) if runs else 0
     op, arg = f.test
     if f.id in SERIES:
-        what, figure, relation = SERIES[f.id]
+        what, figure, unit, relation = SERIES[f.id]
         series = _series(runs, figure)
         m = Measured(series=series, text=what) if len(series) >= 2 else Measured.unmeasured(
             f"{what}: needs two CPU counts with two repetitions each (this run has {len(series)})")  # fmt: skip
-        v = judge(replace(f, relation=relation), m)
+        v = judge(replace(f, relation=relation, unit=unit), m)
         if op == "grows_linearly_with_cores":
             v.reason += "; that it grows linearly, as the paper says, is not tested"
         v.paper = f.paper_text()
@@ -336,6 +342,10 @@ def beside(summary, run, records) -> list[dict]:
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, OPERATING_POINT)
         elif workload in NO_STAND_IN:
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, NO_STAND_IN[workload])
+        elif f.id in AGAINST_HPC:
+            v = _against_hpc(f, profiles)
+        elif f.id in HIGHEST:
+            v = _highest(f, profiles)
         elif (profiled := _profiled(f)) and server in profiles:
             path, scale = profiled
             values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]
@@ -344,10 +354,6 @@ def beside(summary, run, records) -> list[dict]:
                 v.reason += f"; {TOGETHER}"
         elif f.experiment.startswith("scaling") and len(scaling) >= 2:
             v = _scaling_verdict(f, scaling)
-        elif f.id in AGAINST_HPC:
-            v = _against_hpc(f, profiles)
-        elif f.id in HIGHEST:
-            v = _highest(f, profiles)
         elif f.id == "softirq_timer_share" and any(s in profiles for s in TIMER_SHARE_SERVERS):
             v = _timer_share_verdict(f, profiles)
         elif f.id == "softirq_gt_hardirq" and profiles:

@@ -29,7 +29,7 @@ SERVERS: dict[str, str] = {
     "nginx": ".nginx:WEB",
     "streaming": ".nginx:STREAMING",
     "redis": ".redis:REDIS",
-    "search": ".xapian:SEARCH",
+    "search": ".search:SEARCH",
     "hpcc": ".hpcc:HPCC",
     "analysis": ".analysis:ANALYSIS",
 }

@@ -26,6 +26,10 @@ PORT = 7700
 DOCS = 50_000  # paragraphs indexed: seconds to build, tens of MB served from the page cache
 SYSTEM_PYTHON = "/usr/bin/python3"  # where Debian's python3-xapian is importable
 SCRIPT = str(Path(__file__).with_name("xapian_search.py"))
+# isolated (-I): the script's own directory, this package's, is not on its
+# path (a module here must never shadow the Xapian it imports), nor are the
+# user's site-packages
+SCRIPT_ARGV = (SYSTEM_PYTHON, "-I", SCRIPT)
 INDEX_TIMEOUT_S = 600
 
 
@@ -44,7 +48,7 @@ def _index(tmp: str, docs: int) -> tuple[str, str]:
     oslens's private temporary directory `tmp`, removed with it."""
     dbdir = tempfile.mkdtemp(prefix="oslens.search-index.", dir=tmp)
     try:
-        p = subprocess.run([SYSTEM_PYTHON, SCRIPT, "index", dbdir, "--docs", str(docs)], capture_output=True,
+        p = subprocess.run([*SCRIPT_ARGV, "index", dbdir, "--docs", str(docs)], capture_output=True,
                            text=True, timeout=INDEX_TIMEOUT_S,
                            preexec_fn=runtime.dies_with_parent(signal.SIGTERM))  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -65,7 +69,7 @@ def _server(workdir: Path, threads: int) -> list[str]:
 
 
 def _drive(seconds: float, connections: int, threads: int) -> list[str]:
-    return [SYSTEM_PYTHON, SCRIPT, "query", "--port", str(PORT), "--clients", str(connections),
+    return [*SCRIPT_ARGV, "query", "--port", str(PORT), "--clients", str(connections),
             "--seconds", f"{seconds:g}"]  # fmt: skip
 
 
