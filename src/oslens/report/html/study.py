@@ -60,7 +60,19 @@ def _paper_beside_kernel(rd, rows: list[dict]) -> Figure | None:
     if not data:
         return None
     frame = pd.DataFrame(data)
-    base = alt.Chart().encode(
+    # a panel per unit, each a chart of its own (a faceted layer with independent scales makes Vega-Lite guess)
+    chart = alt.vconcat(*(_panel(part, unit) for unit, part in frame.groupby("unit", sort=True)))
+    return Figure(
+        "study-paper-" + re.sub(r"[^A-Za-z0-9]+", "-", rd.short),
+        f"{rd.short} · the paper's figures beside this kernel's",
+        chart,
+        "each finding that is a number on both sides: the paper's figure (a range drawn as a bar) and this "
+        "kernel's median with its interval, on a log scale, one panel per unit",
+    )
+
+
+def _panel(frame: pd.DataFrame, unit: str) -> alt.LayerChart:
+    base = alt.Chart(frame).encode(
         y=alt.Y("finding:N", title=None, axis=alt.Axis(labelLimit=480)),
         color=alt.Color("who:N", title=None, scale=alt.Scale(domain=["the paper", "this kernel"])),
         tooltip=[
@@ -72,22 +84,10 @@ def _paper_beside_kernel(rd, rows: list[dict]) -> Figure | None:
             "verdict:N",
         ],  # fmt: skip
     )
-    ranges = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", scale=alt.Scale(type="log"), title=None), x2="high:Q"
-    )
-    points = base.mark_point(filled=True, size=60).encode(x=alt.X("x:Q", scale=alt.Scale(type="log"), title=None))
-    chart = (
-        alt.layer(ranges, points, data=frame)
-        .facet(row=alt.Row("unit:N", title="unit"))
-        .resolve_scale(x="independent", y="independent")
-    )
-    return Figure(
-        "study-paper-" + re.sub(r"[^A-Za-z0-9]+", "-", rd.short),
-        f"{rd.short} · the paper's figures beside this kernel's",
-        chart,
-        "each finding that is a number on both sides: the paper's figure (a range drawn as a bar) and this "
-        "kernel's median with its interval, on a log scale, one panel per unit",
-    )
+    log = alt.Scale(type="log")
+    ranges = base.mark_rule(strokeWidth=2).encode(x=alt.X("low:Q", scale=log, title=unit), x2="high:Q")
+    points = base.mark_point(filled=True, size=60).encode(x=alt.X("x:Q", scale=log, title=unit))
+    return alt.layer(ranges, points)
 
 
 def sections(runs) -> list[Section]:
