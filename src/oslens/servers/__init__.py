@@ -114,6 +114,24 @@ def get(name: str) -> Server:
     return getattr(importlib.import_module(module, __package__), attr)
 
 
+_made: dict[tuple, tuple] = {}
+
+
+def made_once(make: Callable[..., tuple], *args) -> tuple:
+    """What make(directory, *args) makes — (its path, what else it says) —
+    under oslens's private temporary directory: once per process and
+    directory (every repetition serves the same index, counts the same
+    text), again where its path has gone (a new run made a new directory)."""
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    key = (make, tmp, *args)
+    got = _made.get(key)
+    if got is None or not Path(got[0]).exists():
+        got = _made[key] = make(tmp, *args)
+    return got
+
+
 def find(exe: str) -> str | None:
     """A server's or generator's executable: on PATH, or where Debian puts
     daemons (/usr/sbin), which a user's PATH may lack."""

@@ -14,14 +14,13 @@ words written, or the run is an error."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import random
 import shlex
 import tempfile
 from pathlib import Path
 
-from . import Load, Server
+from . import Load, Server, made_once
 
 TEXT_BYTES = 64 << 20  # seconds of sorting on a few CPUs; sort spills past its buffer, as a shuffle does
 VOCABULARY = 100_000
@@ -41,7 +40,6 @@ def _word(rank: int) -> str:
     return out
 
 
-@functools.cache
 def _text(tmp: str, nbytes: int) -> tuple[str, int]:
     """(the text's path, its words), written once under oslens's private
     temporary directory: BLOCKS blocks of text drawn from the vocabulary,
@@ -75,11 +73,7 @@ def _split(text: str, parts: int, workdir: Path) -> None:
 
 
 def _job(workdir: Path, cpus: int) -> list[str]:
-    tmp = tempfile.gettempdir()
-    text, words = _text(tmp, TEXT_BYTES)
-    if not Path(text).is_file():  # the private directory was made anew since (a new run in this process)
-        _text.cache_clear()
-        text, words = _text(tmp, TEXT_BYTES)
+    text, words = made_once(_text, TEXT_BYTES)
     _split(text, cpus, workdir)
     (workdir / "analysis.conf").write_text(
         f"text {text}\nbytes {Path(text).stat().st_size}\nwords {words}\nparts {cpus}\n"

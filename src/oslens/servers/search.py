@@ -11,7 +11,6 @@ clients hold one each; the clients count the queries answered."""
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from .. import runtime
 from ..errors import MeasurementError
-from . import Load, Server
+from . import Load, Server, made_once
 
 PORT = 7700
 DOCS = 50_000  # paragraphs indexed: seconds to build, tens of MB served from the page cache
@@ -42,11 +41,10 @@ def _unavailable() -> str | None:
     return None if p.returncode == 0 else f"{SYSTEM_PYTHON} has no Xapian module (Debian package python3-xapian)"
 
 
-@functools.cache
 def _index(tmp: str, docs: int) -> tuple[str, str]:
     """(the index's directory, what it holds as JSON), built once under
     oslens's private temporary directory `tmp`, removed with it."""
-    dbdir = tempfile.mkdtemp(prefix="oslens.search-index.", dir=tmp)
+    dbdir = str(Path(tempfile.mkdtemp(prefix="oslens.search-index.", dir=tmp)) / "db")
     try:
         p = subprocess.run([*SCRIPT_ARGV, "index", dbdir, "--docs", str(docs)], capture_output=True,
                            text=True, timeout=INDEX_TIMEOUT_S,
@@ -59,17 +57,14 @@ def _index(tmp: str, docs: int) -> tuple[str, str]:
 
 
 def _server(workdir: Path, threads: int) -> list[str]:
-    tmp = tempfile.gettempdir()
-    dbdir, held = _index(tmp, DOCS)
-    if not Path(dbdir).is_dir():  # the private directory was made anew since (a new run in this process)
-        _index.cache_clear()
-        dbdir, held = _index(tmp, DOCS)
+    dbdir, held = made_once(_index, DOCS)
     (workdir / "search.conf").write_text(f"index {dbdir}\n{held}\n")
     return ["xapian-tcpsrv", "--port", str(PORT), "--interface", "127.0.0.1", "--quiet", dbdir]
 
 
 def _drive(seconds: float, connections: int, threads: int) -> list[str]:
-    return [*SCRIPT_ARGV, "query", "--port", str(PORT), "--clients", str(connections),
+    vocabulary = str(Path(made_once(_index, DOCS)[0]).parent / "vocabulary")  # xapian_search.vocabulary_file
+    return [*SCRIPT_ARGV, "query", "--port", str(PORT), "--vocabulary", vocabulary, "--clients", str(connections),
             "--seconds", f"{seconds:g}"]  # fmt: skip
 
 

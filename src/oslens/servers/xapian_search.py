@@ -8,9 +8,11 @@ Xapian:
                               machine holds (Debian's changelogs and
                               copyright files, the licences, the Python
                               library's sources), indexed by Xapian with
-                              English stemming and positions; prints what
-                              it indexed as one JSON line
-    query --port P --clients C --seconds S
+                              English stemming and positions, and beside it
+                              the vocabulary queries are drawn from (its
+                              most frequent words); prints what it indexed
+                              as one JSON line
+    query --port P --vocabulary FILE --clients C --seconds S
                               the load: C client processes, each with its
                               own connection to the server (a search
                               backend, as the search frontend of
@@ -96,20 +98,31 @@ def index(dbdir: str, docs: int) -> dict:
         db.add_document(doc)
         text_bytes += len(para)
     db.commit()
+    with open(vocabulary_file(dbdir), "w") as f:
+        f.writelines(f"{w}\n" for w in _vocabulary(db))
     out = {"docs": db.get_doccount(), "distinct": distinct, "terms": sum(1 for _ in db.allterms()),
            "text_bytes": text_bytes, "index_bytes": sum(p.stat().st_size for p in Path(dbdir).iterdir())}  # fmt: skip
     db.close()
     return out
 
 
-def _vocabulary(db) -> tuple[list[str], list[float]]:
-    """The most frequent unprefixed terms (stemmed ones carry a 'Z'), with
-    their cumulative Zipf weights by rank."""
+def vocabulary_file(dbdir: str) -> str:
+    """Beside the index, not in it: xapian-tcpsrv serves the directory as a database."""
+    return str(Path(dbdir).parent / "vocabulary")
+
+
+def _vocabulary(db) -> list[str]:
+    """The most frequent unprefixed terms (stemmed ones carry a 'Z'), most frequent first."""
     terms = sorted(
         ((t.termfreq, t.term) for t in db.allterms() if t.term[:1].islower() and t.term.isalpha()),
         reverse=True,
     )[:VOCABULARY]
-    words = [t.decode() for _, t in terms]
+    return [t.decode() for _, t in terms]
+
+
+def _weighted(path: str) -> tuple[list[str], list[float]]:
+    """The vocabulary with its cumulative Zipf weights by rank."""
+    words = Path(path).read_text().split()
     return words, list(itertools.accumulate(1.0 / (r + 1) ** ZIPF for r in range(len(words))))
 
 
@@ -140,16 +153,13 @@ def _client(number: int, port: int, vocabulary, deadline: float, out: int, stop:
         data = data[os.write(out, data) :]
 
 
-def query(port: int, clients: int, seconds: float) -> dict:
+def query(port: int, vocabulary_path: str, clients: int, seconds: float) -> dict:
     stop: list = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     started = time.monotonic()
     deadline = started + seconds
-    # read once, here, and closed before the clients are forked: a connection is never shared
-    db = xapian.remote_open("127.0.0.1", port, TIMEOUT_MS)
-    vocabulary = _vocabulary(db)
-    db.close()
+    vocabulary = _weighted(vocabulary_path)
     children = []
     parent = os.getpid()
     for number in range(clients):
@@ -202,10 +212,11 @@ def main() -> None:
     i.add_argument("--docs", type=int, required=True)
     q = sub.add_parser("query")
     q.add_argument("--port", type=int, required=True)
+    q.add_argument("--vocabulary", required=True)
     q.add_argument("--clients", type=int, required=True)
     q.add_argument("--seconds", type=float, required=True)
     a = p.parse_args()
-    out = index(a.dbdir, a.docs) if a.what == "index" else query(a.port, a.clients, a.seconds)
+    out = index(a.dbdir, a.docs) if a.what == "index" else query(a.port, a.vocabulary, a.clients, a.seconds)
     print(json.dumps(out), flush=True)
 
 
