@@ -18,7 +18,10 @@ def finding(fid: str):
 def profile(preempt=0.0, migrate=0.0, faults=0.0, timer_ns=0, net_ns=0, hardirq_ns=0.0):
     return {
         "sections": {
-            "switches": {"counts": {"involuntary_per_s": preempt, "migrations_per_s": migrate}},
+            "switches": {
+                "counts": {"involuntary_per_s": preempt, "migrations_per_s": migrate},
+                "preemptions": {"total": 100, "kernel_threads": min(100, preempt)},
+            },
             "faults": {"counts": {"all_per_s": faults}},
             "interrupts": {
                 "softirq": {"rows": [{"name": "TIMER", "ns": timer_ns}, {"name": "NET_RX", "ns": net_ns}]},
@@ -108,7 +111,7 @@ def test_each_row_of_a_workload_run_here_is_judged_on_its_stand_in(monkeypatch):
     for fid in ("kernel_share_media_streaming", "pf_freq_media_streaming", "pf_avg_search_backend",
                 "pf_max_fft", "pf_freq_hpl", "kernel_share_hpc", "cs_freq_dc_gt_hpc", "pf_freq_hpc_gt_dc",
                 "kernel_share_bayes", "pf_min_bayes", "pf_freq_bayes_max_dc", "irq_latency_bayes_gt_hpc",
-                "cs_freq_max_streaming", "softirq_timer_share"):  # fmt: skip
+                "cs_freq_max_streaming", "cs_kdaemon_share_streaming", "softirq_timer_share"):  # fmt: skip
         assert rows[fid]["here"] != "not measured", rows[fid]
     for fid in ("pf_max_fft", "pf_freq_hpl", "kernel_share_hpc"):
         assert "together" in rows[fid]["reason"], rows[fid]

@@ -75,23 +75,43 @@ PROFILED = {
 DATA_CENTER = ("analysis", "streaming", "search")
 PAPER_DATA_CENTER = 4
 TIMER_SHARE_SERVERS = DATA_CENTER
-_PREEMPTIONS = (("sections", "switches", "counts", "involuntary_per_s"),
-                ("sections", "switches", "counts", "migrations_per_s"))  # fmt: skip
-_FAULTS = (("sections", "faults", "counts", "all_per_s"),)
-_HARDIRQ = (("sections", "interrupts", "hardirq", "total", "avg_ns"),)
-# finding id -> (what is compared, its paths in the profile summary (summed), whether HPC's is the
-# higher, the data-center workloads the finding names)
+
+
+def _sum_of(*paths: tuple[str, ...]):
+    """A profile's figure: the sum of its values at these paths (None where one is missing)."""
+
+    def figure(profile: dict) -> float | None:
+        values = [dig(profile, *p) for p in paths]
+        return sum(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+    return figure
+
+
+def _kernel_thread_share(profile: dict) -> float | None:
+    """Of the workload's preemptions, the share whose next task was a kernel thread, in %."""
+    pre = dig(profile, "sections", "switches", "preemptions") or {}
+    return 100.0 * pre["kernel_threads"] / pre["total"] if pre.get("total") else None
+
+
+_PREEMPTIONS = _sum_of(("sections", "switches", "counts", "involuntary_per_s"),
+                       ("sections", "switches", "counts", "migrations_per_s"))  # fmt: skip
+_FAULTS = _sum_of(("sections", "faults", "counts", "all_per_s"))
+_HARDIRQ = _sum_of(("sections", "interrupts", "hardirq", "total", "avg_ns"))
+# finding id -> (what is compared, its figure of a profile, whether HPC's is the higher, the
+# data-center workloads the finding names)
 AGAINST_HPC = {
     "cs_freq_dc_gt_hpc": ("preemptive switches per second (involuntary switches and migrations)", _PREEMPTIONS, False,
                           DATA_CENTER),
     "pf_freq_hpc_gt_dc": ("page faults per second", _FAULTS, True, DATA_CENTER),
     "irq_latency_bayes_gt_hpc": ("mean hard-interrupt handler time", _HARDIRQ, False, ("analysis",)),
 }  # fmt: skip
-# finding id -> (what is compared, its paths, the workload that should lead, the workloads it leads)
+# finding id -> (what is compared, its figure of a profile, the workload that should lead, the workloads it leads)
 HIGHEST = {
     "pf_freq_bayes_max_dc": ("page faults per second", _FAULTS, "analysis", DATA_CENTER),
     "cs_freq_max_streaming": ("preemptive switches per second (involuntary switches and migrations)", _PREEMPTIONS,
                               "streaming", (*DATA_CENTER, "hpcc")),
+    "cs_kdaemon_share_streaming": ("the share of preemptions that handed the CPU to a kernel thread, %",
+                                   _kernel_thread_share, "streaming", (*DATA_CENTER, "hpcc")),
 }  # fmt: skip
 
 
@@ -266,23 +286,18 @@ def _timer_share_verdict(f, profiles: dict[str, list[dict]]) -> Verdict:
     return Verdict(f.id, f.paper_text(), here, verdict, reason, confidence)
 
 
-def _summed(profile: dict, paths) -> float | None:
-    values = [dig(profile, *p) for p in paths]
-    return sum(values) if all(isinstance(v, (int, float)) for v in values) else None
-
-
 def _against_hpc(f, profiles: dict[str, list[dict]]) -> Verdict:
     """A data-center workload against HPC: each one run here against hpcc,
     by their intervals — agrees where every one lies on the paper's side,
     differs where one lies wholly on the other."""
     from ..studies.verdict import AGREES, DIFFERS
 
-    what, paths, hpc_higher, named = AGAINST_HPC[f.id]
+    what, figure, hpc_higher, named = AGAINST_HPC[f.id]
     run = [s for s in named if s in profiles]
     if "hpcc" not in profiles or not run:
         missing = "hpcc" if "hpcc" not in profiles else " and ".join(named)
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} not run in this study run")
-    m = {s: _measured([x for p in profiles[s] if (x := _summed(p, paths)) is not None], s) for s in ("hpcc", *run)}
+    m = {s: _measured([x for p in profiles[s] if (x := figure(p)) is not None], s) for s in ("hpcc", *run)}
     if unmeasured := [x.missing for x in m.values() if x.missing]:
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
     hpc = m["hpcc"].interval
@@ -311,12 +326,12 @@ def _highest(f, profiles: dict[str, list[dict]]) -> Verdict:
     here, by their intervals."""
     from ..studies.verdict import AGREES, DIFFERS
 
-    what, paths, leader, among = HIGHEST[f.id]
+    what, figure, leader, among = HIGHEST[f.id]
     others = [s for s in among if s in profiles and s != leader]
     if leader not in profiles or not others:
         missing = leader if leader not in profiles else "no other workload it names"
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} run in this study run")
-    m = {s: _measured([x for p in profiles[s] if (x := _summed(p, paths)) is not None], s) for s in (leader, *others)}
+    m = {s: _measured([x for p in profiles[s] if (x := figure(p)) is not None], s) for s in (leader, *others)}
     if unmeasured := [x.missing for x in m.values() if x.missing]:
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
     top = m[leader].interval
