@@ -176,3 +176,40 @@ def test_lock_wait_and_kernel_time_against_cores(waits, verdict):
 def test_one_cpu_count_gives_no_series_and_says_so():
     v = scaleout._scaling_verdict(finding("lock_latency_grows"), runs((2, 5.0, 1e6)))
     assert v.verdict == "cannot tell here" and "two CPU counts" in v.reason
+
+
+def test_a_comparison_without_its_leader_says_the_leader_was_not_run():
+    v = scaleout._highest(finding("pf_freq_bayes_max_dc"), {"streaming": reps(faults=10.0)})
+    assert v.verdict == "cannot tell here" and v.reason == "analysis not run in this study run", v
+
+
+def test_a_row_about_hpl_or_fft_alone_shows_hpccs_figure_and_is_not_judged_by_it(monkeypatch):
+    monkeypatch.setattr(scaleout, "_profiles", lambda records: {"hpcc": reps(faults=100.0)})
+    rows = {r["id"]: r for r in scaleout.beside(None, None, [])}
+    for fid in ("pf_freq_hpl", "pf_freq_fft"):
+        assert rows[fid]["here"] != "not measured" and rows[fid]["verdict"] == "cannot tell here", rows[fid]
+        assert "not of" in rows[fid]["reason"]
+
+
+def test_on_one_cpu_the_scaling_rows_say_the_machine_cannot_give_two_counts():
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(params={"scaling": {"analysis": [1]}})
+    rows = {r["id"]: r for r in scaleout.beside(None, run, [])}
+    assert rows["lock_latency_grows"]["reason"] == "this machine has 1 CPU: the job cannot run on two CPU counts"
+
+
+def test_the_speedups_first_point_is_exactly_one():
+    (first, second) = scaleout._speedups(runs((1, 10.0, 0), (2, 5.0, 0)))
+    assert first == (1, 1.0, 1.0, 1.0) and second[0] == 2 and second[2] <= 2.0 <= second[3]
+
+
+@pytest.mark.parametrize("value, drawn", [("5", True), ("~5", True), ("3-7", True), ("<5", False), (">85", False)])
+def test_only_a_papers_figure_or_range_is_drawn_never_a_bound(value, drawn):
+    from dataclasses import replace
+
+    from oslens.studies.verdict import Measured, judge
+
+    f = replace(finding("kernel_share_bayes"), value=value)
+    v = judge(f, Measured(4.0, 3.5, 4.5, 0.9, 6))
+    assert (v.paper_low is not None) == drawn, v

@@ -16,11 +16,14 @@ then the profile's own records, as `oslens profile --pid` stores them."""
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,16 +78,35 @@ def _tail(f) -> str:
     return f.read()[-OUTPUT_TAIL:]
 
 
-def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
-    """Asks a process to end, then makes it."""
-    if proc is None or proc.poll() is not None:
+def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, group: bool = False) -> None:
+    """Asks a process to end, then makes it; with `group`, its whole process
+    group (a job's, in a session of its own: a shell's children would not
+    hear of their parent's end), and then whatever of it outlived its leader."""
+    if proc is None:
         return
-    proc.send_signal(sig)
+
+    def send(s: int) -> None:
+        if group:
+            _signal_group(proc.pid, s)
+        elif proc.poll() is None:
+            proc.send_signal(s)
+
+    if proc.poll() is None:
+        send(sig)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            send(signal.SIGKILL)
+            proc.wait()
+    if group:
+        _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        proc.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _start(argv: list[str], box: cgroups.Confinement, out, then=None, **popen) -> subprocess.Popen:
@@ -264,44 +286,54 @@ def _environment(srv: servers.Server) -> dict[str, str] | None:
     return {**os.environ, **srv.environment()} if srv.environment else None
 
 
-def _descendants(pid: int) -> dict[str, int]:
-    """pid's descendants, counted by command name."""
-    children: dict[int, list[int]] = {}
-    comm: dict[int, str] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(d))
-        comm[int(d)] = name
-    found: dict[str, int] = {}
-    todo = list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        found[comm[p]] = found.get(comm[p], 0) + 1
-        todo += children.get(p, [])
-    return found
+def _gated(argv: list[str], fifo: Path) -> list[str]:
+    """argv, started only once a line is written to fifo: the shell waits
+    on it, then becomes the job (exec), which keeps the pid the profile
+    attached to; whatever the job forks after is followed from its birth."""
+    return ["sh", "-c", 'read _ < "$0" && exec "$@"', str(fifo), *argv]
 
 
-def _wait_processes(job: subprocess.Popen, wanted: dict[str, int], out) -> None:
-    """Until the job's processes all run (by command name, which the kernel
-    cuts at 15 characters): the profile follows those it finds when it attaches."""
-    wanted = {name[:15]: n for name, n in wanted.items()}
-    what = ", ".join(f"{n} {name}" for name, n in wanted.items())
+def _release(fifo: Path, job: subprocess.Popen) -> float:
+    """Lets a gated job go (_gated): the moment it was let go. The shell
+    waits on the fifo at once; one that never does (it died) fails the run
+    rather than hold oslens."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while any((running := _descendants(job.pid)).get(name, 0) < n for name, n in wanted.items()):
-        if job.poll() is not None:
-            raise MeasurementError(f"the job exited with status {job.returncode} before its processes ({what}) "
-                                   f"all ran: {_tail(out).strip() or 'no output'}")  # fmt: skip
-        if time.monotonic() > deadline:
-            raise MeasurementError(f"the job's processes ({what}) did not all run within {READY_TIMEOUT_S:g} s: "
-                                   f"{running or 'none'}")  # fmt: skip
-        time.sleep(0.01)
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: no reader yet
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO or job.poll() is not None or time.monotonic() > deadline:
+                raise MeasurementError(f"the job never waited for its start ({e.strerror})") from None
+            time.sleep(0.005)
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+    return time.monotonic()
+
+
+class _ExitWatch:
+    """The moment a child exits, taken when it does (not when it is reaped:
+    the profile's end and its symbol resolution come between), from a
+    pidfd, which no wait of the child's Popen can race with."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.at: float | None = None
+        self._fd = os.pidfd_open(proc.pid)  # before anyone reaps it: it is ours, unreaped
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        """Once the child has ended: `at` is then set."""
+        self._thread.join()
+
+    def _watch(self) -> None:
+        try:
+            select.select([self._fd], [], [])
+            self.at = time.monotonic()
+        finally:
+            os.close(self._fd)
 
 
 def _job_versions(srv: servers.Server, said: str | None) -> dict[str, str | None]:
@@ -311,8 +343,9 @@ def _job_versions(srv: servers.Server, said: str | None) -> dict[str, str | None
 
 
 def job_once(pt: ServePoint) -> list[dict]:
-    """One run of a job (servers.Server.job), profiled from the moment its
-    processes all run until it ends: the `serve` record, then the profile's."""
+    """One run of a job (servers.Server.job), held at its start until the
+    profile has attached, then profiled until it ends: the `serve` record,
+    then the profile's. Its seconds run from its release to its exit."""
     from .profile.collect import run as profile
 
     srv = servers.get(pt.server)
@@ -325,23 +358,35 @@ def job_once(pt: ServePoint) -> list[dict]:
         ):
             argv = servers.resolved(srv.configure(workdir, len(cpus)))
             config = _config(srv, workdir)
-            started = time.monotonic()
-            job = _start(argv, box, job_out, netns.enter_new, cwd=workdir, env=_environment(srv))
+            fifo = workdir / "go"
+            os.mkfifo(fifo, 0o600)
+            job = _start(_gated(argv, fifo), box, job_out, netns.enter_new, cwd=workdir, env=_environment(srv))
+            exited = _ExitWatch(job)
+            released: list[float] = []
             try:
-                _wait_processes(job, srv.processes(len(cpus)), job_out)
                 records: list[dict] = []
+
+                def attached(r: dict) -> None:  # the profile's "target" record: everything is attached
+                    if r.get("type") == "target":
+                        released.append(_release(fifo, job))
+
                 if pt.profiled:  # until it exits, at most its time limit
-                    prof = profile(pid=job.pid, duration=srv.time_limit_s)
+                    prof = profile(pid=job.pid, duration=srv.time_limit_s, on_record=attached)
                     if not prof.complete:
                         raise Interrupted(prof.interrupted_by or signal.SIGINT)
                     records = prof.records
+                else:
+                    released.append(_release(fifo, job))
                 try:
                     job.wait(STOP_TIMEOUT_S if pt.profiled else srv.time_limit_s)
                 except subprocess.TimeoutExpired:
                     raise MeasurementError(f"the job ran past its time limit ({srv.time_limit_s:g} s)") from None
-                elapsed = time.monotonic() - started
             finally:
-                _stop(job)
+                _stop(job, group=True)
+            if not released:
+                raise MeasurementError(f"the job ended before it was let go: {_tail(job_out).strip() or 'no output'}")
+            exited.join()
+            elapsed = exited.at - released[0]
             load, found = srv.results(workdir, elapsed)
             job_versions = _job_versions(srv, found.pop("version", None))
             if job.returncode != 0:

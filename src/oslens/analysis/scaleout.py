@@ -6,15 +6,17 @@ as xapian-tcpsrv answering ranked queries, the Hadoop job (bayes) as a
 word count by tr, GNU sort and uniq, HPL and FFT as one run of HPC
 Challenge (hpcc), the jobs profiled whole — and every other finding said
 to be "cannot tell here", with what it would need: the search frontend,
-the job across core counts, hardware counters, HPL or FFT profiled apart,
-or a definition the paper does not give.
+more cores than this machine has, hardware counters, HPL or FFT profiled
+apart, or a definition the paper does not give. The data-analysis job also
+runs on 1, 2, 4 … of the CPUs (and the paper's 14 and 24 where there are
+more): its speedup, kernel time and lock wait against cores.
 
 A figure is the median of the repetitions with its order-statistic
 interval; one repetition gives no interval, and no verdict."""
 
 from __future__ import annotations
 
-from ..format import sig
+from ..format import plural, sig
 from ..profile.summary import dig
 from ..studies import load
 from ..studies.verdict import CANNOT_TELL, Measured, Verdict, judge
@@ -34,7 +36,9 @@ STANDS_IN = {
     "bayes": "analysis",
     "bayes (hadoop naive bayes)": "analysis",
 }
-# hpcc runs HPL and FFT among five other tests, profiled together: said beside each figure of it.
+# hpcc runs HPL and FFT among five other tests, profiled together: said beside each figure of it,
+# and a row about one of them alone is shown hpcc's figure but not judged by it.
+ONE_HPC_TEST = ("hpl", "fft")
 TOGETHER = "hpcc's seven tests profiled together, so HPL's and FFT's figures are not told apart"
 # Workloads with no stand-in, and why.
 FRONTEND = ("the search frontend (Tomcat gathering the backends' answers) has no stand-in here: the clients query "
@@ -126,9 +130,16 @@ def _profiles(records: list[dict]) -> dict[str, list[dict]]:
 
     out: dict[str, list[dict]] = {}
     for serve, recs in repetitions(records):
-        if recs and not serve.get("scaling"):
+        if recs and not serve.get("scaling") and not _failed_job(serve):
             out.setdefault(serve["server"], []).append(summarize(recs))
     return out
+
+
+def _failed_job(serve: dict) -> bool:
+    """A job that failed (its exit status, its own check of its results, counts that do not add up):
+    its profile is of a run that did not do its work, and no finding rests on it."""
+    load = serve.get("load") or {}
+    return bool(serve.get("job")) and (bool(load.get("errors")) or not load.get("requests"))
 
 
 def _scaling(records: list[dict], job: str) -> dict[int, list[tuple[float, dict]]]:
@@ -139,7 +150,7 @@ def _scaling(records: list[dict], job: str) -> dict[int, list[tuple[float, dict]
     out: dict[int, list[tuple[float, dict]]] = {}
     for serve, recs in repetitions(records):
         seconds = (serve.get("load") or {}).get("seconds")
-        if serve["server"] == job and recs and seconds and not (serve.get("load") or {}).get("errors"):
+        if serve["server"] == job and recs and seconds and not _failed_job(serve):
             out.setdefault(len(serve["server_cpus"]), []).append((seconds, summarize(recs)))
     return dict(sorted(out.items()))
 
@@ -185,7 +196,9 @@ def _speedups(runs: dict[int, list[tuple[float, dict]]]) -> list[tuple[int, floa
     if not times:
         return []
     c0, t0, lo0, hi0 = times[0]
-    return [(n, t0 / t, lo0 / hi, hi0 / lo) for n, t, lo, hi in times]
+    # the first count is the baseline, exactly 1: its spread is in every other point's bounds
+    # already, and the shape tests divide by the first point's bounds again
+    return [(c0, 1.0, 1.0, 1.0)] + [(n, t0 / t, lo0 / hi, hi0 / lo) for n, t, lo, hi in times[1:]]
 
 
 def _scaling_verdict(f, runs: dict[int, list[tuple[float, dict]]]) -> Verdict:
@@ -222,6 +235,11 @@ def _scaling_verdict(f, runs: dict[int, list[tuple[float, dict]]]) -> Verdict:
     v = judge(replace(f, relation="near_linear"), Measured(series=upto, text="speedup"))
     v.paper = f.paper_text()
     return v
+
+
+def _planned_counts(run) -> list[int]:
+    """The CPU counts the run planned the data-analysis job on."""
+    return list(((getattr(run, "params", None) or {}).get("scaling") or {}).get("analysis") or [])
 
 
 def _speedup_text(speedups) -> str:
@@ -329,8 +347,8 @@ def _highest(f, profiles: dict[str, list[dict]]) -> Verdict:
     what, figure, leader, among = HIGHEST[f.id]
     others = [s for s in among if s in profiles and s != leader]
     if leader not in profiles or not others:
-        missing = leader if leader not in profiles else "no other workload it names"
-        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} run in this study run")
+        missing = f"{leader} not run" if leader not in profiles else "no other workload it names run"
+        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} in this study run")
     m = {s: _measured([x for p in profiles[s] if (x := figure(p)) is not None], s) for s in (leader, *others)}
     if unmeasured := [x.missing for x in m.values() if x.missing]:
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
@@ -365,10 +383,16 @@ def beside(summary, run, records) -> list[dict]:
             path, scale = profiled
             values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]
             v = judge(f, _measured(values, f"{server}: {f.measure}"))
-            if server == "hpcc":
+            if server == "hpcc" and workload in ONE_HPC_TEST:  # shown beside the row, not judged against it
+                v = Verdict(f.id, f.paper_text(), v.here, CANNOT_TELL, f"{TOGETHER}: the figure shown is of all of "
+                            f"hpcc, not of {f.workload} alone")  # fmt: skip
+            elif server == "hpcc":
                 v.reason += f"; {TOGETHER}"
         elif f.experiment.startswith("scaling") and len(scaling) >= 2:
             v = _scaling_verdict(f, scaling)
+        elif f.experiment.startswith("scaling") and len(planned := _planned_counts(run)) == 1:
+            why = f"this machine has {plural(planned[0], 'CPU')}: the job cannot run on two CPU counts"
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, why)
         elif f.id == "softirq_timer_share" and any(s in profiles for s in TIMER_SHARE_SERVERS):
             v = _timer_share_verdict(f, profiles)
         elif f.id == "softirq_gt_hardirq" and profiles:

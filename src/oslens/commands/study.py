@@ -167,12 +167,13 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
     (a word count by tr, GNU sort and uniq, also on 1, 2, 4 … of the CPUs:
     its speedup, kernel time and lock wait against cores) and HPC compute
     (HPC Challenge, hpcc, on MPI), beside the paper's findings."""
+    from ..analysis.scaleout import PLATEAU  # the cores where the paper's speedup stops being linear, and ends
     from ..plan.serve import plan as serve_plan
 
     if paper:
         reps, warmup, duration = 5, 10.0, 30.0
     plan = serve_plan(server=SCALEOUT, server_cpus=None, connections=64, warmup=warmup, duration=duration,
-                      reps=reps, scaling=("analysis",))  # fmt: skip
+                      reps=reps, scaling=("analysis",), scaling_counts=PLATEAU)  # fmt: skip
     plan.params["study"] = "scaleout"
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")
 

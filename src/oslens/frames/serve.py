@@ -25,7 +25,7 @@ _FIGURES = {
 
 COLUMNS = {
     "reps": {
-        "server": ("str", "the server (nginx, streaming, redis, search) or job (hpcc)"),
+        "server": ("str", "the server (nginx, streaming, redis, search) or job (analysis, hpcc)"),
         "cpus": ("int64", "the CPUs it ran on (a job's scaling runs it on several counts)"),
         "rep": ("int64", "repetition"),
         "requests": ("Int64", "requests answered during the load"),

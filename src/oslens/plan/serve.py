@@ -59,8 +59,10 @@ def plan(
     duration: float,
     reps: int,
     scaling: tuple[str, ...] = (),
+    scaling_counts: tuple[int, ...] = (),
 ) -> Plan:
-    """`scaling`: jobs also run on 1, 2, 4 … of the CPUs (parse.default_worker_counts), compact."""
+    """`scaling`: jobs also run on 1, 2, 4 … of the CPUs (parse.default_worker_counts), compact,
+    and on `scaling_counts` (a paper's) where the machine has more."""
     from ..parse import default_worker_counts
     from ..serve import ServePoint
 
@@ -80,18 +82,17 @@ def plan(
     for name in scaling:
         if name not in [s.name for s in chosen if s.job]:
             raise UsageError(f"scaling: '{name}' is not a job of this run")
-    counts = [n for n in default_worker_counts(len(available)) if n < len(available)]
+    counts = sorted({n for n in (*default_worker_counts(len(available)), *scaling_counts) if n < len(available)})
+    # every server and every count once, then again: drift hits all alike
     points = [
-        ServePoint(s.name, tuple(s_cpus), tuple(c_cpus), connections, warmup, duration, rep)
+        point
         for rep in range(reps)
-        for s in chosen  # every server once, then again: drift hits all alike
-    ]
-    points += [
-        ServePoint(name, tuple(available[:n]), (), connections, warmup, duration, rep, scaling=True)
-        for rep in range(reps)
-        for name in scaling
-        for n in counts
-    ]
+        for point in (
+            *(ServePoint(s.name, tuple(s_cpus), tuple(c_cpus), connections, warmup, duration, rep) for s in chosen),
+            *(ServePoint(name, tuple(available[:n]), (), connections, warmup, duration, rep, scaling=True)
+              for name in scaling for n in counts),
+        )
+    ]  # fmt: skip
     params = {
         "servers": [s.name for s in chosen],
         "server_cpus": s_cpus,

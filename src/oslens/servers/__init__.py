@@ -67,8 +67,8 @@ class Server:
     what the generator printed, as a Load.
 
     A job (`job`) has no port and no generator: it runs in workdir on all
-    the CPUs to its end, profiled from the moment the processes
-    `processes(cpus)` names ({command name: how many}) all run;
+    the CPUs to its end, held at its start until the profile has attached,
+    so that everything it forks is followed from its birth;
     `results(workdir, seconds)` reads what it wrote, as (Load, {result: value})."""
 
     name: str
@@ -98,7 +98,6 @@ class Server:
     unavailable: Callable[[], str | None] | None = None
     job: bool = False
     time_limit_s: float = 0.0  # a job's: it is profiled whole (--warmup and --duration are the servers')
-    processes: Callable[[int], dict[str, int]] | None = None
     results: Callable[[Path, float], tuple[Load, dict]] | None = None
     result_labels: tuple[tuple[str, str], ...] = ()  # (result, how people read it), in the order shown
     environment: Callable[[], dict[str, str]] | None = None  # variables set for the server (or job) beside ours

@@ -117,7 +117,6 @@ ANALYSIS = Server(
     configure=_job,
     job=True,
     time_limit_s=600.0,
-    processes=lambda cpus: {"tr": cpus, "sort": cpus},  # the mappers; the merge and the reduce come after
     results=results,
     result_labels=(("words", "words counted"), ("words_written", "words written"), ("distinct_words", "distinct")),
     limits="one node's word count by Unix tools, not Hadoop's JVM, HDFS and network shuffle, nor Mahout's Bayes",

@@ -158,7 +158,6 @@ HPCC = Server(
     client_version_argv=("mpirun", "--version"),
     configure=_job,
     job=True,
-    processes=lambda cpus: {RANK_EXE: cpus},
     time_limit_s=TIME_LIMIT_S,
     environment=_environment,
     results=results,

@@ -35,7 +35,7 @@ INDEX_TIMEOUT_S = 600
 def _unavailable() -> str | None:
     """Why the clients cannot run here, or None."""
     try:
-        p = subprocess.run([SYSTEM_PYTHON, "-c", "import xapian"], capture_output=True, timeout=30)
+        p = subprocess.run([SYSTEM_PYTHON, "-I", "-c", "import xapian"], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{SYSTEM_PYTHON} cannot run ({e})"
     return None if p.returncode == 0 else f"{SYSTEM_PYTHON} has no Xapian module (Debian package python3-xapian)"
@@ -63,7 +63,7 @@ def _server(workdir: Path, threads: int) -> list[str]:
 
 
 def _drive(seconds: float, connections: int, threads: int) -> list[str]:
-    vocabulary = str(Path(made_once(_index, DOCS)[0]).parent / "vocabulary")  # xapian_search.vocabulary_file
+    vocabulary = json.loads(made_once(_index, DOCS)[1])["vocabulary"]  # where the indexer wrote it
     return [*SCRIPT_ARGV, "query", "--port", str(PORT), "--vocabulary", vocabulary, "--clients", str(connections),
             "--seconds", f"{seconds:g}"]  # fmt: skip
 
@@ -92,7 +92,7 @@ SEARCH = Server(
     client_exe=SYSTEM_PYTHON,
     port=PORT,
     version_argv=("xapian-tcpsrv", "--version"),
-    client_version_argv=(SYSTEM_PYTHON, "-c", "import xapian; print(xapian.version_string())"),
+    client_version_argv=(SYSTEM_PYTHON, "-I", "-c", "import xapian; print(xapian.version_string())"),
     configure=_server,
     drive=_drive,
     read=read,

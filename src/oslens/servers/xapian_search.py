@@ -10,8 +10,8 @@ Xapian:
                               library's sources), indexed by Xapian with
                               English stemming and positions, and beside it
                               the vocabulary queries are drawn from (its
-                              most frequent words); prints what it indexed
-                              as one JSON line
+                              most frequent words); prints what it indexed,
+                              and where the vocabulary is, as one JSON line
     query --port P --vocabulary FILE --clients C --seconds S
                               the load: C client processes, each with its
                               own connection to the server (a search
@@ -101,7 +101,8 @@ def index(dbdir: str, docs: int) -> dict:
     with open(vocabulary_file(dbdir), "w") as f:
         f.writelines(f"{w}\n" for w in _vocabulary(db))
     out = {"docs": db.get_doccount(), "distinct": distinct, "terms": sum(1 for _ in db.allterms()),
-           "text_bytes": text_bytes, "index_bytes": sum(p.stat().st_size for p in Path(dbdir).iterdir())}  # fmt: skip
+           "text_bytes": text_bytes, "index_bytes": sum(p.stat().st_size for p in Path(dbdir).iterdir()),
+           "vocabulary": vocabulary_file(dbdir)}  # fmt: skip
     db.close()
     return out
 

@@ -133,8 +133,10 @@ class Verdict:
         return dict(self.__dict__)
 
     def with_figures(self, f: Finding, m: Measured) -> Verdict:
-        """The verdict carrying the paper's figure and this machine's, where both are numbers."""
-        paper = f.range or ((f.number[1],) * 2 if f.number else None)
+        """The verdict carrying the paper's figure and this machine's, where
+        both are numbers: a figure or a range of the paper's, never a bound
+        ("< 5 %" is no figure of 5)."""
+        paper = f.range or ((f.number[1],) * 2 if f.number and f.number[0] in ("", "~") else None)
         if paper is None or m.value is None or m.series:
             return self
         (self.paper_low, self.paper_high), self.unit = paper, UNIT_SHOWN.get(f.unit, f.unit)
