@@ -17,6 +17,7 @@ def finding(fid: str):
 
 def profile(preempt=0.0, migrate=0.0, faults=0.0, timer_ns=0, net_ns=0, hardirq_ns=0.0):
     return {
+        scaleout.CPUS: 1,
         "sections": {
             "switches": {
                 "counts": {"involuntary_per_s": preempt, "migrations_per_s": migrate},
@@ -27,14 +28,14 @@ def profile(preempt=0.0, migrate=0.0, faults=0.0, timer_ns=0, net_ns=0, hardirq_
                 "softirq": {"rows": [{"name": "TIMER", "ns": timer_ns}, {"name": "NET_RX", "ns": net_ns}]},
                 "hardirq": {"total": {"avg_ns": hardirq_ns}},
             },
-        }
+        },
     }
 
 
-def reps(**kw) -> list[dict]:
-    """Three repetitions around the given figures (±1 %): an interval of
-    95 % needs more, so the verdicts below use six."""
-    return [profile(**{k: v * (1 + d) for k, v in kw.items()}) for d in (-0.01, -0.005, 0.0, 0.002, 0.005, 0.01)]
+def reps(cpus: int = 1, **kw) -> list[dict]:
+    """Six repetitions around the given figures (±1 %) of a workload on `cpus` CPUs."""
+    return [{**profile(**{k: v * (1 + d) for k, v in kw.items()}), scaleout.CPUS: cpus}
+            for d in (-0.01, -0.005, 0.0, 0.002, 0.005, 0.01)]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -213,3 +214,11 @@ def test_only_a_papers_figure_or_range_is_drawn_never_a_bound(value, drawn):
     f = replace(finding("kernel_share_bayes"), value=value)
     v = judge(f, Measured(4.0, 3.5, 4.5, 0.9, 6))
     assert (v.paper_low is not None) == drawn, v
+
+
+def test_rates_are_compared_per_cpu_the_workload_had():
+    """A job on 2 CPUs faulting 150/s and a server on 1 CPU faulting 100/s:
+    the server faults more per CPU, and the comparison says so."""
+    f = finding("pf_freq_hpc_gt_dc")
+    v = scaleout._against_hpc(f, {"hpcc": reps(cpus=2, faults=150.0), "streaming": reps(cpus=1, faults=100.0)})
+    assert v.verdict == "differs" and "streaming above hpcc's" in v.reason and "per CPU" in v.reason, v

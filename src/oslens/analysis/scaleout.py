@@ -40,6 +40,7 @@ STANDS_IN = {
 # and a row about one of them alone is shown hpcc's figure but not judged by it.
 ONE_HPC_TEST = ("hpl", "fft")
 TOGETHER = "hpcc's seven tests profiled together, so HPL's and FFT's figures are not told apart"
+CPUS = "_cpus"  # a profile's key (not the summary's own): the CPUs the workload had
 # Workloads with no stand-in, and why.
 FRONTEND = ("the search frontend (Tomcat gathering the backends' answers) has no stand-in here: the clients query "
             "the backend, xapian-tcpsrv, directly")  # fmt: skip
@@ -91,29 +92,40 @@ def _sum_of(*paths: tuple[str, ...]):
     return figure
 
 
+def _per_cpu(figure):
+    """A rate per CPU the workload had: a job has every CPU, a server those its
+    generator does not, so their whole rates are not of the same machine."""
+
+    def per_cpu(profile: dict) -> float | None:
+        x = figure(profile)
+        return x / profile[CPUS] if x is not None and profile.get(CPUS) else None
+
+    return per_cpu
+
+
 def _kernel_thread_share(profile: dict) -> float | None:
     """Of the workload's preemptions, the share whose next task was a kernel thread, in %."""
     pre = dig(profile, "sections", "switches", "preemptions") or {}
     return 100.0 * pre["kernel_threads"] / pre["total"] if pre.get("total") else None
 
 
-_PREEMPTIONS = _sum_of(("sections", "switches", "counts", "involuntary_per_s"),
-                       ("sections", "switches", "counts", "migrations_per_s"))  # fmt: skip
-_FAULTS = _sum_of(("sections", "faults", "counts", "all_per_s"))
+_PREEMPTIONS = _per_cpu(_sum_of(("sections", "switches", "counts", "involuntary_per_s"),
+                                ("sections", "switches", "counts", "migrations_per_s")))  # fmt: skip
+_FAULTS = _per_cpu(_sum_of(("sections", "faults", "counts", "all_per_s")))
 _HARDIRQ = _sum_of(("sections", "interrupts", "hardirq", "total", "avg_ns"))
 # finding id -> (what is compared, its figure of a profile, whether HPC's is the higher, the
 # data-center workloads the finding names)
 AGAINST_HPC = {
-    "cs_freq_dc_gt_hpc": ("preemptive switches per second (involuntary switches and migrations)", _PREEMPTIONS, False,
-                          DATA_CENTER),
-    "pf_freq_hpc_gt_dc": ("page faults per second", _FAULTS, True, DATA_CENTER),
+    "cs_freq_dc_gt_hpc": ("preemptive switches (involuntary switches and migrations) per second per CPU",
+                          _PREEMPTIONS, False, DATA_CENTER),
+    "pf_freq_hpc_gt_dc": ("page faults per second per CPU", _FAULTS, True, DATA_CENTER),
     "irq_latency_bayes_gt_hpc": ("mean hard-interrupt handler time", _HARDIRQ, False, ("analysis",)),
 }  # fmt: skip
 # finding id -> (what is compared, its figure of a profile, the workload that should lead, the workloads it leads)
 HIGHEST = {
-    "pf_freq_bayes_max_dc": ("page faults per second", _FAULTS, "analysis", DATA_CENTER),
-    "cs_freq_max_streaming": ("preemptive switches per second (involuntary switches and migrations)", _PREEMPTIONS,
-                              "streaming", (*DATA_CENTER, "hpcc")),
+    "pf_freq_bayes_max_dc": ("page faults per second per CPU", _FAULTS, "analysis", DATA_CENTER),
+    "cs_freq_max_streaming": ("preemptive switches (involuntary switches and migrations) per second per CPU",
+                              _PREEMPTIONS, "streaming", (*DATA_CENTER, "hpcc")),
     "cs_kdaemon_share_streaming": ("the share of preemptions that handed the CPU to a kernel thread, %",
                                    _kernel_thread_share, "streaming", (*DATA_CENTER, "hpcc")),
 }  # fmt: skip
@@ -131,7 +143,9 @@ def _profiles(records: list[dict]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for serve, recs in repetitions(records):
         if recs and not serve.get("scaling") and not _failed_job(serve):
-            out.setdefault(serve["server"], []).append(summarize(recs))
+            profile = summarize(recs)
+            profile[CPUS] = len(serve["server_cpus"])  # what a rate is set against, between workloads
+            out.setdefault(serve["server"], []).append(profile)
     return out
 
 
