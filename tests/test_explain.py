@@ -485,6 +485,9 @@ def hogs():
 def test_a_cpu_hog_on_the_workers_cpu_is_named_as_the_taker(tmp_path, hogs, no_leaks):
     db = tmp_path / "h.db"
     p = oslens("scale", "--probe", "getppid", "--workers", "1", "--duration", "0.5", "--explain", "--json", db=db)
+    for h in hogs:  # what follows reads the stored run: at nice -10 the hogs would slow it tenfold
+        h.kill()
+        h.wait()
     assert p.returncode == 0, p.stderr
     (series,) = json.loads(p.stdout)["series"]
     (e,) = series["explained"]
