@@ -313,6 +313,39 @@ def test_attaching_to_a_running_process_and_detaching(build, no_leaks):
         target.wait()
 
 
+def test_a_caller_whose_record_hook_fails_stops_the_engine_at_once(build, no_leaks):
+    """A caller's on_record raising (serve's release of a job that died)
+    stops the engine and ends the profile at once. It never leaves the
+    engine profiling on to its --duration and then blocked writing its
+    records into a pipe no one reads, with the caller waiting for it: the
+    scenario runs in a process of its own, so that a regression fails here
+    instead of hanging the suite."""
+    script = (
+        "import subprocess, sys, time\n"
+        "from oslens.profile import collect\n"
+        f"target = subprocess.Popen([{build['getppid_loop']!r}, str(10**12)])\n"
+        "def fails(r):\n"
+        "    if r.get('type') == 'target':\n"
+        "        raise RuntimeError('the caller gave up')\n"
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    collect.run(pid=target.pid, duration=60, on_record=fails)\n"
+        "except RuntimeError:\n"
+        "    print(f'stopped after {time.monotonic() - t0:.1f} s, target alive: {target.poll() is None}')\n"
+        "finally:\n"
+        "    target.kill()\n"
+        "    target.wait()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the profile went on after its caller gave up (the engine profiled to its duration or hung)")
+    assert proc.returncode == 0 and "target alive: True" in out, out
+
+
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")
 @pytest.mark.parametrize("how", ["end", "failing command", signal.SIGINT, signal.SIGTERM])
 def test_nothing_stays_loaded_and_no_process_is_left(build, tmp_path, how, no_leaks):

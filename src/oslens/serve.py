@@ -307,30 +307,44 @@ def _release(fifo: Path, job: subprocess.Popen) -> float:
                 raise MeasurementError(f"the job never waited for its start ({e.strerror})") from None
             time.sleep(0.005)
     try:
+        at = time.monotonic()  # before the write: the job may run before this thread does again
         os.write(fd, b"go\n")
     finally:
         os.close(fd)
-    return time.monotonic()
+    return at
 
 
 class _ExitWatch:
-    """The moment a child exits, taken when it does (not when it is reaped:
-    the profile's end and its symbol resolution come between), from a
-    pidfd, which no wait of the child's Popen can race with."""
+    """The moment a child exits, taken by a thread woken by its pidfd (which
+    no wait of the child's Popen can race with), not when it is reaped: the
+    profile's end and its symbol resolution come between. The thread may
+    wait for the interpreter a few ms (its switch interval) before it takes
+    the time. Where pidfd_open is refused (before Linux 5.3, a seccomp
+    filter) the time is taken when the child is reaped, and said so."""
 
     def __init__(self, proc: subprocess.Popen):
         self.at: float | None = None
-        self._fd = os.pidfd_open(proc.pid)  # before anyone reaps it: it is ours, unreaped
+        self.how = "its exit (pidfd)"
+        try:
+            self._fd: int | None = os.pidfd_open(proc.pid)  # before anyone reaps it: it is ours, unreaped
+        except OSError:
+            self._fd, self.how = None, "its reaping (no pidfd here): later than its exit by the profile's end"
         self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
+        if self._fd is not None:
+            self._thread.start()
 
     def join(self) -> None:
-        """Once the child has ended: `at` is then set."""
-        self._thread.join()
+        """Once the child has been reaped: `at` is then set."""
+        if self._fd is not None:
+            self._thread.join()
+        elif self.at is None:
+            self.at = time.monotonic()
 
     def _watch(self) -> None:
         try:
-            select.select([self._fd], [], [])
+            poll = select.poll()
+            poll.register(self._fd, select.POLLIN)
+            poll.poll()
             self.at = time.monotonic()
         finally:
             os.close(self._fd)
@@ -342,12 +356,47 @@ def _job_versions(srv: servers.Server, said: str | None) -> dict[str, str | None
     return {**out, "server": said or out["server"]}
 
 
+def _let_go_and_profile(pt: ServePoint, srv: servers.Server, job: subprocess.Popen, fifo: Path, out) -> tuple:
+    """Lets the gated job go once the profile has attached (at once when
+    it is not profiled) and waits for its end: (the profile's records, the
+    moment it was let go)."""
+    from .profile.collect import run as profile
+
+    released: list[float] = []
+    failed: list[MeasurementError] = []
+
+    def attached(r: dict) -> None:  # the profile's "target" record: everything is attached
+        if r.get("type") != "target":
+            return
+        try:
+            released.append(_release(fifo, job))
+        except MeasurementError as e:  # never raised into the engine's reading: the job is stopped,
+            failed.append(e)  # the engine sees it exit and ends, and then it is said
+            _stop(job, group=True)
+
+    records: list[dict] = []
+    if pt.profiled:  # until it exits, at most its time limit
+        prof = profile(pid=job.pid, duration=srv.time_limit_s, on_record=attached)
+        if failed:
+            raise failed[0]
+        if not prof.complete:
+            raise Interrupted(prof.interrupted_by or signal.SIGINT)
+        records = prof.records
+    else:
+        released.append(_release(fifo, job))
+    try:
+        job.wait(STOP_TIMEOUT_S if pt.profiled else srv.time_limit_s)
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(f"the job ran past its time limit ({srv.time_limit_s:g} s)") from None
+    if not released:
+        raise MeasurementError(f"the job ended before it was let go: {_tail(out).strip() or 'no output'}")
+    return records, released[0]
+
+
 def job_once(pt: ServePoint) -> list[dict]:
     """One run of a job (servers.Server.job), held at its start until the
     profile has attached, then profiled until it ends: the `serve` record,
     then the profile's. Its seconds run from its release to its exit."""
-    from .profile.collect import run as profile
-
     srv = servers.get(pt.server)
     workdir = Path(tempfile.mkdtemp(prefix=f"oslens.serve.{srv.name}."))  # in oslens's private temporary directory
     cpus = sorted(set(pt.server_cpus) | set(pt.client_cpus))  # no generator: the job has every CPU given
@@ -362,31 +411,12 @@ def job_once(pt: ServePoint) -> list[dict]:
             os.mkfifo(fifo, 0o600)
             job = _start(_gated(argv, fifo), box, job_out, netns.enter_new, cwd=workdir, env=_environment(srv))
             exited = _ExitWatch(job)
-            released: list[float] = []
             try:
-                records: list[dict] = []
-
-                def attached(r: dict) -> None:  # the profile's "target" record: everything is attached
-                    if r.get("type") == "target":
-                        released.append(_release(fifo, job))
-
-                if pt.profiled:  # until it exits, at most its time limit
-                    prof = profile(pid=job.pid, duration=srv.time_limit_s, on_record=attached)
-                    if not prof.complete:
-                        raise Interrupted(prof.interrupted_by or signal.SIGINT)
-                    records = prof.records
-                else:
-                    released.append(_release(fifo, job))
-                try:
-                    job.wait(STOP_TIMEOUT_S if pt.profiled else srv.time_limit_s)
-                except subprocess.TimeoutExpired:
-                    raise MeasurementError(f"the job ran past its time limit ({srv.time_limit_s:g} s)") from None
+                records, released = _let_go_and_profile(pt, srv, job, fifo, job_out)
             finally:
                 _stop(job, group=True)
-            if not released:
-                raise MeasurementError(f"the job ended before it was let go: {_tail(job_out).strip() or 'no output'}")
             exited.join()
-            elapsed = exited.at - released[0]
+            elapsed = exited.at - released
             load, found = srv.results(workdir, elapsed)
             job_versions = _job_versions(srv, found.pop("version", None))
             if job.returncode != 0:
@@ -410,6 +440,7 @@ def job_once(pt: ServePoint) -> list[dict]:
                 "connections": None,
                 "warmup_s": 0.0,
                 "window_s": elapsed,
+                "timed": f"from its release to {exited.how}",
                 "profiled": pt.profiled,
                 "load": load.to_dict(),
                 "generator": None,

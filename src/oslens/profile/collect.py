@@ -135,6 +135,13 @@ def run(
                 if on_record:
                     on_record(rec)
                 prof.records.append(rec)
+        except BaseException:
+            # whatever broke the reading (a caller's on_record, a record cut short): the engine is
+            # stopped and read to its end, never left writing into a pipe no one reads
+            proc.terminate()
+            for _ in records:
+                pass
+            raise
         finally:
             prof.engine_status = proc.wait()
     prof.interrupted_by = caught[0] if caught else None

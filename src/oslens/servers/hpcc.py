@@ -1,8 +1,8 @@
 """HPC Challenge (Debian's hpcc) on MPI: the HPC compute Zheng et al. set
 against the data-center workloads (HPL and FFT, two of hpcc's tests). It is
-a job, not a server: one run of hpcc, a rank per CPU, profiled from the
-moment all its ranks run to its end — the paper's HPC runs were short, and
-their ramp-up is part of what it found (page faults) — with hpcc's own
+a job, not a server: one run of hpcc, a rank per CPU, profiled whole, its
+launch included — the paper's HPC runs were short, and their ramp-up is
+part of what it found (page faults) — with hpcc's own
 results kept beside (its summary section: HPL's Tflop/s, the FFTs' Gflop/s…).
 
 hpcc runs its tests one after the other — RandomAccess, PTRANS, DGEMM,
@@ -147,7 +147,8 @@ def results(workdir: Path, seconds: float) -> tuple[Load, dict]:
 
 HPCC = Server(
     name="hpcc",
-    what="HPC compute: HPC Challenge (hpcc) on MPI, a rank per CPU, profiled from its ranks' start to its end",
+    what="HPC compute: HPC Challenge (hpcc) on MPI, a rank per CPU, profiled from its release to its end, its launch "
+    "included",
     stands_for="HPC compute (HPL, FFT)",
     server_package="hpcc",
     client_package="openmpi-bin",
