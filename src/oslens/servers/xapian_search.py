@@ -37,8 +37,10 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +58,9 @@ VOCABULARY = 2000  # the most frequent terms queries are drawn from
 ZIPF = 1.0  # a term's weight: 1 / rank**ZIPF, as words in queries are
 TOP = 10  # documents ranked and fetched per query
 TIMEOUT_MS = 10_000
+FLUSH_S = 0.2  # how often a client appends its latencies to its file
+ERROR = -1  # a failed query, among the latencies
+STOP_GRACE_S = 2.0  # a stopped client's time to finish its query and write its count (oslens waits 5 s for all)
 PR_SET_PDEATHSIG = 1
 
 
@@ -127,31 +132,57 @@ def _weighted(path: str) -> tuple[list[str], list[float]]:
     return words, list(itertools.accumulate(1.0 / (r + 1) ** ZIPF for r in range(len(words))))
 
 
-def _client(number: int, port: int, vocabulary, deadline: float, out: int, stop: list) -> None:
-    """Queries back to back on one connection; then (answered, errors) and
-    each answered query's latency in ns, written to `out`."""
+def _client(number: int, port: int, vocabulary, deadline: float, out: str, stop: list) -> None:
+    """Queries back to back on one connection, each one's latency in ns
+    (ERROR for a failed one) appended to the file `out` every FLUSH_S: a
+    client killed in a call that does not return (see _stop_clients) has
+    its count up to its last flush there."""
     rng = random.Random(number)
     words, weights = vocabulary
-    latencies = array.array("q")
-    errors = 0
-    db = xapian.remote_open("127.0.0.1", port, TIMEOUT_MS)
-    enquire = xapian.Enquire(db)
-    while not stop and time.monotonic() < deadline:
-        terms = [words[bisect.bisect(weights, rng.random() * weights[-1])] for _ in range(rng.randint(1, 3))]
-        t0 = time.perf_counter_ns()
+    pending = array.array("q")
+    flushed = time.monotonic()
+    with open(out, "ab", buffering=0) as f:
+        db = xapian.remote_open("127.0.0.1", port, TIMEOUT_MS)
+        enquire = xapian.Enquire(db)
+        while not stop and time.monotonic() < deadline:
+            terms = [words[bisect.bisect(weights, rng.random() * weights[-1])] for _ in range(rng.randint(1, 3))]
+            t0 = time.perf_counter_ns()
+            try:
+                enquire.set_query(xapian.Query(xapian.Query.OP_OR, terms))
+                for m in enquire.get_mset(0, TOP):
+                    m.document.get_data()
+                pending.append(time.perf_counter_ns() - t0)
+            except xapian.Error:
+                pending.append(ERROR)
+            if time.monotonic() - flushed > FLUSH_S:
+                f.write(pending.tobytes())
+                pending, flushed = array.array("q"), time.monotonic()
+        f.write(pending.tobytes())
+
+
+def _stop_clients(children: list[int]) -> int:
+    """Asks every client to stop (each ends its query under way and writes
+    what it counted), gives them STOP_GRACE_S, and kills those still in a
+    call that does not return (a query the server has not answered): the
+    parent answers within the time its own stop allows. (the clients that
+    failed, those killed: their queries up to their last flush count)."""
+    for pid in children:
         try:
-            enquire.set_query(xapian.Query(xapian.Query.OP_OR, terms))
-            for m in enquire.get_mset(0, TOP):
-                m.document.get_data()
-        except xapian.Error:
-            errors += 1
-            continue
-        latencies.append(time.perf_counter_ns() - t0)
-    head = array.array("q", [len(latencies), errors]).tobytes()
-    os.write(out, head)
-    data = memoryview(latencies.tobytes())
-    while data:
-        data = data[os.write(out, data) :]
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    failed, left, deadline = 0, set(children), time.monotonic() + STOP_GRACE_S
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                left.discard(pid)
+                failed += status != 0
+        time.sleep(0.01)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return failed, len(left)
 
 
 def query(port: int, vocabulary_path: str, clients: int, seconds: float) -> dict:
@@ -161,48 +192,44 @@ def query(port: int, vocabulary_path: str, clients: int, seconds: float) -> dict
     started = time.monotonic()
     deadline = started + seconds
     vocabulary = _weighted(vocabulary_path)
+    results = tempfile.mkdtemp(prefix="oslens-search-clients.")
     children = []
     parent = os.getpid()
-    for number in range(clients):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            # a client ends with its parent, however the parent ends (SIGKILL too)
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-            if os.getppid() != parent:
-                os._exit(1)
-            code = 0
+    try:
+        for number in range(clients):
+            pid = os.fork()
+            if pid == 0:
+                # a client ends with its parent, however the parent ends (SIGKILL too)
+                ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+                if os.getppid() != parent:
+                    os._exit(1)
+                code = 0
+                try:
+                    _client(number, port, vocabulary, deadline, f"{results}/{number}", stop)
+                except BaseException as e:  # a client that cannot connect: its parent reports it
+                    print(f"client {number}: {e}", file=sys.stderr)
+                    code = 1
+                os._exit(code)
+            children.append(pid)
+        while not stop and time.monotonic() < deadline:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        failed, killed = _stop_clients(children)
+        answered, errors = array.array("q"), 0
+        for number in range(clients):
             try:
-                _client(number, port, vocabulary, deadline, w, stop)
-            except BaseException as e:  # a client that cannot connect: its parent reports it
-                print(f"client {number}: {e}", file=sys.stderr)
-                code = 1
-            os._exit(code)
-        os.close(w)
-        children.append((pid, r))
-    while not stop and time.monotonic() < deadline:
-        time.sleep(0.05)
-    elapsed = time.monotonic() - started
-    for pid, _ in children:
-        try:
-            os.kill(pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-    answered, errors, failed = array.array("q"), 0, 0
-    for pid, r in children:
-        with os.fdopen(r, "rb") as f:
-            head = f.read(16)
-            if len(head) == 16:
-                n, e = array.array("q", head)
-                answered.frombytes(f.read(8 * n))
-                errors += e
-        if os.waitpid(pid, 0)[1] != 0:
-            failed += 1
+                data = Path(f"{results}/{number}").read_bytes()
+            except OSError:
+                continue  # a client that never connected (counted as failed)
+            told = array.array("q", data[: len(data) // 8 * 8])
+            errors += told.count(ERROR)
+            answered.extend(x for x in told if x != ERROR)
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
     ms = sorted(x / 1e6 for x in answered)
     pct = {f"p{q}": ms[min(len(ms) - 1, int(len(ms) * q / 100))] for q in (50, 90, 99)} if ms else {}
-    return {"requests": len(ms), "errors": errors + failed, "failed_clients": failed, "seconds": elapsed,
-            "latency_ms": pct}  # fmt: skip
+    return {"requests": len(ms), "errors": errors + failed, "failed_clients": failed, "stopped_in_a_query": killed,
+            "seconds": elapsed, "latency_ms": pct}  # fmt: skip
 
 
 def main() -> None:
