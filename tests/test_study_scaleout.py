@@ -52,22 +52,22 @@ def test_preemptions_of_the_data_center_workloads_against_hpc(dc, hpc, verdict):
         "search": reps(preempt=dc),
         "hpcc": reps(preempt=hpc),
     }
-    v = scaleout._against_hpc(finding("cs_freq_dc_gt_hpc"), profiles)
+    v = scaleout._compared(finding("cs_freq_dc_gt_hpc"), profiles)
     assert v.verdict == verdict, v
     assert "2 of the paper's 4" in v.reason and "together" in v.reason
 
 
 def test_hpc_page_faults_above_one_data_center_workload_and_below_another_differ():
     profiles = {"streaming": reps(faults=10.0), "search": reps(faults=1e6), "hpcc": reps(faults=1000.0)}
-    v = scaleout._against_hpc(finding("pf_freq_hpc_gt_dc"), profiles)
+    v = scaleout._compared(finding("pf_freq_hpc_gt_dc"), profiles)
     assert v.verdict == "differs" and "search above" in v.reason and "streaming below" in v.reason, v
 
 
 def test_against_hpc_without_hpcc_or_with_one_repetition_cannot_tell():
     f = finding("cs_freq_dc_gt_hpc")
-    v = scaleout._against_hpc(f, {"streaming": reps(preempt=1.0)})
+    v = scaleout._compared(f, {"streaming": reps(preempt=1.0)})
     assert v.verdict == "cannot tell here" and "hpcc not run" in v.reason
-    v = scaleout._against_hpc(f, {"streaming": reps(preempt=1.0), "hpcc": [profile(preempt=1.0)]})
+    v = scaleout._compared(f, {"streaming": reps(preempt=1.0), "hpcc": [profile(preempt=1.0)]})
     assert v.verdict == "cannot tell here" and "one repetition" in v.reason
 
 
@@ -126,15 +126,15 @@ def test_each_row_of_a_workload_run_here_is_judged_on_its_stand_in(monkeypatch):
 
 def test_one_workload_leading_the_others_agrees_and_one_led_differs():
     f = finding("pf_freq_bayes_max_dc")
-    v = scaleout._highest(
+    v = scaleout._compared(
         f, {"analysis": reps(faults=500.0), "streaming": reps(faults=10.0), "search": reps(faults=9.0)}
     )
     assert v.verdict == "agrees" and "analysis above streaming, above search" in v.reason, v
-    v = scaleout._highest(
+    v = scaleout._compared(
         f, {"analysis": reps(faults=50.0), "streaming": reps(faults=10.0), "search": reps(faults=90.0)}
     )
     assert v.verdict == "differs" and "below search" in v.reason, v
-    v = scaleout._highest(f, {"analysis": reps(faults=50.0)})
+    v = scaleout._compared(f, {"analysis": reps(faults=50.0)})
     assert v.verdict == "cannot tell here" and "no other workload" in v.reason
 
 
@@ -180,7 +180,7 @@ def test_one_cpu_count_gives_no_series_and_says_so():
 
 
 def test_a_comparison_without_its_leader_says_the_leader_was_not_run():
-    v = scaleout._highest(finding("pf_freq_bayes_max_dc"), {"streaming": reps(faults=10.0)})
+    v = scaleout._compared(finding("pf_freq_bayes_max_dc"), {"streaming": reps(faults=10.0)})
     assert v.verdict == "cannot tell here" and v.reason == "analysis not run in this study run", v
 
 
@@ -220,5 +220,5 @@ def test_rates_are_compared_per_cpu_the_workload_had():
     """A job on 2 CPUs faulting 150/s and a server on 1 CPU faulting 100/s:
     the server faults more per CPU, and the comparison says so."""
     f = finding("pf_freq_hpc_gt_dc")
-    v = scaleout._against_hpc(f, {"hpcc": reps(cpus=2, faults=150.0), "streaming": reps(cpus=1, faults=100.0)})
+    v = scaleout._compared(f, {"hpcc": reps(cpus=2, faults=150.0), "streaming": reps(cpus=1, faults=100.0)})
     assert v.verdict == "differs" and "streaming above hpcc's" in v.reason and "per CPU" in v.reason, v

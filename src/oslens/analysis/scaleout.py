@@ -16,6 +16,9 @@ interval; one repetition gives no interval, and no verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ..format import plural, sig
 from ..profile.summary import dig
 from ..studies import load
@@ -113,21 +116,36 @@ _PREEMPTIONS = _per_cpu(_sum_of(("sections", "switches", "counts", "involuntary_
                                 ("sections", "switches", "counts", "migrations_per_s")))  # fmt: skip
 _FAULTS = _per_cpu(_sum_of(("sections", "faults", "counts", "all_per_s")))
 _HARDIRQ = _sum_of(("sections", "interrupts", "hardirq", "total", "avg_ns"))
-# finding id -> (what is compared, its figure of a profile, whether HPC's is the higher, the
-# data-center workloads the finding names)
-AGAINST_HPC = {
-    "cs_freq_dc_gt_hpc": ("preemptive switches (involuntary switches and migrations) per second per CPU",
-                          _PREEMPTIONS, False, DATA_CENTER),
-    "pf_freq_hpc_gt_dc": ("page faults per second per CPU", _FAULTS, True, DATA_CENTER),
-    "irq_latency_bayes_gt_hpc": ("mean hard-interrupt handler time", _HARDIRQ, False, ("analysis",)),
-}  # fmt: skip
-# finding id -> (what is compared, its figure of a profile, the workload that should lead, the workloads it leads)
-HIGHEST = {
-    "pf_freq_bayes_max_dc": ("page faults per second per CPU", _FAULTS, "analysis", DATA_CENTER),
-    "cs_freq_max_streaming": ("preemptive switches (involuntary switches and migrations) per second per CPU",
-                              _PREEMPTIONS, "streaming", (*DATA_CENTER, "hpcc")),
-    "cs_kdaemon_share_streaming": ("the share of preemptions that handed the CPU to a kernel thread, %",
-                                   _kernel_thread_share, "streaming", (*DATA_CENTER, "hpcc")),
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A finding that sets workloads against one of them: `others` (those
+    the finding names and this run ran) each above or below `reference`,
+    judged by their intervals. `leads`: the finding is that the reference
+    leads them (and is said so); otherwise that they lie on one side of it."""
+
+    what: str
+    figure: Callable[[dict], float | None]
+    reference: str
+    others: tuple[str, ...]
+    others_above: bool
+    leads: bool = False
+
+
+_PREEMPT = "preemptive switches (involuntary switches and migrations) per second per CPU"
+COMPARED = {
+    "cs_freq_dc_gt_hpc": Comparison(_PREEMPT, _PREEMPTIONS, "hpcc", DATA_CENTER, others_above=True),
+    "pf_freq_hpc_gt_dc": Comparison("page faults per second per CPU", _FAULTS, "hpcc", DATA_CENTER, others_above=False),
+    "irq_latency_bayes_gt_hpc": Comparison("mean hard-interrupt handler time", _HARDIRQ, "hpcc", ("analysis",),
+                                           others_above=True),
+    "pf_freq_bayes_max_dc": Comparison("page faults per second per CPU", _FAULTS, "analysis", DATA_CENTER,
+                                       others_above=False, leads=True),
+    "cs_freq_max_streaming": Comparison(_PREEMPT, _PREEMPTIONS, "streaming", (*DATA_CENTER, "hpcc"),
+                                        others_above=False, leads=True),
+    "cs_kdaemon_share_streaming": Comparison("the share of preemptions that handed the CPU to a kernel thread, %",
+                                             _kernel_thread_share, "streaming", (*DATA_CENTER, "hpcc"),
+                                             others_above=False, leads=True),
 }  # fmt: skip
 
 
@@ -318,62 +336,41 @@ def _timer_share_verdict(f, profiles: dict[str, list[dict]]) -> Verdict:
     return Verdict(f.id, f.paper_text(), here, verdict, reason, confidence)
 
 
-def _against_hpc(f, profiles: dict[str, list[dict]]) -> Verdict:
-    """A data-center workload against HPC: each one run here against hpcc,
-    by their intervals — agrees where every one lies on the paper's side,
-    differs where one lies wholly on the other."""
+def _compared(f, profiles: dict[str, list[dict]]) -> Verdict:
+    """A Comparison judged: agrees where every other workload lies wholly
+    on the finding's side of the reference, differs where one lies wholly
+    on the other, and cannot tell where an interval overlaps."""
     from ..studies.verdict import AGREES, DIFFERS
 
-    what, figure, hpc_higher, named = AGAINST_HPC[f.id]
-    run = [s for s in named if s in profiles]
-    if "hpcc" not in profiles or not run:
-        missing = "hpcc" if "hpcc" not in profiles else " and ".join(named)
-        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} not run in this study run")
-    m = {s: _measured([x for p in profiles[s] if (x := figure(p)) is not None], s) for s in ("hpcc", *run)}
+    c = COMPARED[f.id]
+    run = [s for s in c.others if s in profiles and s != c.reference]
+    if c.reference not in profiles or not run:
+        missing = f"{c.reference} not run" if c.reference not in profiles else "no other workload it names run"
+        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} in this study run")
+    m = {s: _measured([x for p in profiles[s] if (x := c.figure(p)) is not None], s) for s in (c.reference, *run)}
     if unmeasured := [x.missing for x in m.values() if x.missing]:
         return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
-    hpc = m["hpcc"].interval
-    sides = {}
-    for s in run:
-        dc = m[s].interval
-        above, below = dc[0] > hpc[1], dc[1] < hpc[0]
-        sides[s] = "above" if above else "below" if below else "overlaps"
-    wanted = "below" if hpc_higher else "above"
+    ref = m[c.reference].interval
+    sides = {s: "above" if m[s].interval[0] > ref[1] else "below" if m[s].interval[1] < ref[0] else "overlaps"
+             for s in run}  # fmt: skip
+    wanted = "above" if c.others_above else "below"
     if all(v == wanted for v in sides.values()):
         verdict = AGREES
     elif any(v not in (wanted, "overlaps") for v in sides.values()):
         verdict = DIFFERS
     else:
         verdict = CANNOT_TELL
-    here = "; ".join(f"{s} {sig(m[s].value, 3)} [{sig(m[s].low, 3)}–{sig(m[s].high, 3)}]" for s in ("hpcc", *run))
-    reason = f"{what}, median [interval] of the repetitions: " + ", ".join(f"{s} {v} hpcc's" for s, v in sides.items())
-    if len(named) > 1:
-        reason += f"; {len(run)} of the paper's {PAPER_DATA_CENTER} data-center workloads run here ({', '.join(run)})"
-    reason += f"; {TOGETHER}"
-    return Verdict(f.id, f.paper_text(), here, verdict, reason, min(x.confidence or 0 for x in m.values()) or None)
-
-
-def _highest(f, profiles: dict[str, list[dict]]) -> Verdict:
-    """One workload's figure above every other data-center workload's run
-    here, by their intervals."""
-    from ..studies.verdict import AGREES, DIFFERS
-
-    what, figure, leader, among = HIGHEST[f.id]
-    others = [s for s in among if s in profiles and s != leader]
-    if leader not in profiles or not others:
-        missing = f"{leader} not run" if leader not in profiles else "no other workload it names run"
-        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, f"{missing} in this study run")
-    m = {s: _measured([x for p in profiles[s] if (x := figure(p)) is not None], s) for s in (leader, *others)}
-    if unmeasured := [x.missing for x in m.values() if x.missing]:
-        return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, unmeasured[0])
-    top = m[leader].interval
-    above = {s: top[0] > m[s].interval[1] for s in others}
-    below = {s: top[1] < m[s].interval[0] for s in others}
-    verdict = AGREES if all(above.values()) else DIFFERS if any(below.values()) else CANNOT_TELL
     here = "; ".join(f"{s} {sig(x.value, 3)} [{sig(x.low, 3)}–{sig(x.high, 3)}]" for s, x in m.items())
-    reason = (f"{what}, median [interval] of the repetitions: {leader} "
-              + ", ".join(f"{'above' if above[s] else 'below' if below[s] else 'overlaps'} {s}" for s in others)
-              + f"; of the workloads the paper names, {', '.join((leader, *others))} run here")  # fmt: skip
+    flipped = {"above": "below", "below": "above", "overlaps": "overlaps"}
+    if c.leads:  # the reference's side of each other workload
+        reason = f"{c.reference} " + ", ".join(f"{flipped[v]} {s}" for s, v in sides.items())
+        counted = f"of the workloads the paper names, {', '.join((c.reference, *run))} run here"
+    else:
+        reason = ", ".join(f"{s} {v} {c.reference}'s" for s, v in sides.items())
+        counted = (f"{len(run)} of the paper's {PAPER_DATA_CENTER} data-center workloads run here ({', '.join(run)})"
+                   if len(c.others) > 1 else "")  # fmt: skip
+    reason = "; ".join(filter(None, (f"{c.what}, median [interval] of the repetitions: {reason}", counted,
+                                     TOGETHER if "hpcc" in m else "")))  # fmt: skip
     return Verdict(f.id, f.paper_text(), here, verdict, reason, min(x.confidence or 0 for x in m.values()) or None)
 
 
@@ -389,10 +386,8 @@ def beside(summary, run, records) -> list[dict]:
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, OPERATING_POINT)
         elif workload in NO_STAND_IN:
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, NO_STAND_IN[workload])
-        elif f.id in AGAINST_HPC:
-            v = _against_hpc(f, profiles)
-        elif f.id in HIGHEST:
-            v = _highest(f, profiles)
+        elif f.id in COMPARED:
+            v = _compared(f, profiles)
         elif (profiled := _profiled(f)) and server in profiles:
             path, scale = profiled
             values = [x * scale for p in profiles[server] if isinstance(x := dig(p, *path), (int, float))]

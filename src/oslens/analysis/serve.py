@@ -66,7 +66,7 @@ def describe(s: dict) -> str:
                 f"{format_cpulist(s['server_cpus'])}, run by {s.get('launcher') or '?'}{took}. "
                 f"Not: {s['limits']}")  # fmt: skip
     counted = s["reps"][0]["counted_by"] if s["reps"] else "?"
-    return (f"{s['server']}: {s['what']}; server {v.get('server') or '?'} on CPUs {format_cpulist(s['server_cpus'])}, "
+    return (f"{s['label']}: {s['what']}; server {v.get('server') or '?'} on CPUs {format_cpulist(s['server_cpus'])}, "
             f"generator {v.get('client') or '?'} on {format_cpulist(s['client_cpus'])}, {s['connections']} "
             f"connections; requests counted by {counted}. Not: {s['limits']}")  # fmt: skip
 

@@ -160,12 +160,13 @@ def _client(number: int, port: int, vocabulary, deadline: float, out: str, stop:
         f.write(pending.tobytes())
 
 
-def _stop_clients(children: list[int]) -> int:
-    """Asks every client to stop (each ends its query under way and writes
+def _stop_clients(children: list[int]) -> tuple[int, int]:
+    """Asks every client to stop (each ends its query under way and flushes
     what it counted), gives them STOP_GRACE_S, and kills those still in a
-    call that does not return (a query the server has not answered): the
-    parent answers within the time its own stop allows. (the clients that
-    failed, those killed: their queries up to their last flush count)."""
+    call that does not return (a query the server has not answered), so that
+    the parent answers within the time its own stop is given. Returns (the
+    clients that failed, those killed); a killed one's queries up to its last
+    flush still count."""
     for pid in children:
         try:
             os.kill(pid, signal.SIGINT)

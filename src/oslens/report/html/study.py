@@ -4,8 +4,6 @@ kernel's, with the finding's confidence, or why this run cannot tell
 
 from __future__ import annotations
 
-import re
-
 import altair as alt
 import pandas as pd
 
@@ -63,7 +61,7 @@ def _paper_beside_kernel(rd, rows: list[dict]) -> Figure | None:
     # a panel per unit, each a chart of its own (a faceted layer with independent scales makes Vega-Lite guess)
     chart = alt.vconcat(*(_panel(part, unit) for unit, part in frame.groupby("unit", sort=True)))
     return Figure(
-        "study-paper-" + re.sub(r"[^A-Za-z0-9]+", "-", rd.short),
+        f"study-paper-{rd.run.id}",
         f"{rd.short} · the paper's figures beside this kernel's",
         chart,
         "each finding that is a number on both sides: the paper's figure (a range drawn as a bar) and this "
