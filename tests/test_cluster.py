@@ -191,7 +191,7 @@ def test_cluster_latency_times_exactly_the_operations_asked_on_every_rank(tmp_pa
     html = tmp_path / "r.html"
     r = oslens("report", "last", "-o", str(html), db=db)
     assert r.returncode == 0, r.stderr
-    assert "cluster latency, dup" in html.read_text()
+    assert "cluster latency: dup" in html.read_text()
 
 
 @pytest.mark.parametrize("ranks, counts", [("1", [1, 2]), ("2", [1])])
@@ -527,14 +527,12 @@ def test_the_outlier_rule_needs_three_ranks_and_its_message_quotes_the_threshold
     from types import SimpleNamespace
 
     from oslens.analysis.cluster import outliers, thresholds
-    from oslens.report.cluster import outlier_lines
+    from oslens.cluster_measures import latency
 
     assert outliers({0: 250.0, 1: 330.0}) == set() and thresholds({0: 250.0, 1: 330.0}) == {}
     p99 = {0: 250.0, 1: 250.0, 2: 260.0, 3: 400.0}
     limits = thresholds(p99)
     assert outliers(p99) == {3} and limits[3] == pytest.approx(250 + 3 * 25)  # spread: 10 % of the others' 250
     rows = [{"rank": k, "host": "h", "p99_ns": v, "outlier": k == 3, "threshold_ns": limits[k]} for k, v in p99.items()]
-    (line,) = outlier_lines(
-        SimpleNamespace(latency=[{"operation": "getppid", "ranks": rows}], scale=None, timerlat=None)
-    )
+    (line,) = latency.lines(SimpleNamespace(data=[{"operation": "getppid", "ranks": rows}]))
     assert "p99 400 ns above the threshold of 325 ns" in line, line
