@@ -10,11 +10,11 @@
  *           what it wrote at its end, outside the window, so that the
  *           next point starts clean, as fio's end_fsync).
  *
- * `fsync` N: every N writes, an fsync (or fdatasync: `datasync`), as fio's
- * fsync=/fdatasync=; outside the timed window, as fio reports syncs apart
- * from I/Os, and counted in the worker's `io` record. `rate`: the token
- * bucket of io.h, waited on outside the timed window too. Each worker opens
- * the target itself, as fio's jobs do. The helpers of io.h live here. */
+ * `fsync` N: every N writes, an fsync (or fdatasync: `datasync`), io.h's
+ * io_sync, before the next I/O and outside its timing, counted in the
+ * worker's `io` record. `rate`: the token bucket of io.h, waited on
+ * outside the timing too. Each worker opens the target itself, as fio's
+ * jobs do. The helpers of io.h live here. */
 #include "io.h"
 
 #include <errno.h>
@@ -44,6 +44,23 @@ void io_offsets_init(struct io_offsets *o, const struct probe_env *env, int inde
 	uint64_t n = (uint64_t)(env->nworkers > 0 ? env->nworkers : 1);
 	o->slice = o->blocks >= n ? o->blocks / n : 1;
 	o->first = o->blocks >= n ? (uint64_t)index * o->slice : (uint64_t)index % o->blocks;
+}
+
+void io_sync_init(struct io_sync *s, const struct probe_env *env)
+{
+	memset(s, 0, sizeof *s);
+	s->every = probe_opt(env, "fsync");
+	s->datasync = (int)probe_opt(env, "datasync");
+}
+
+int io_sync_run(struct io_sync *s, int fd)
+{
+	uint64_t t0 = io_mono_ns();
+	int rc = s->datasync ? fdatasync(fd) : fsync(fd);
+	s->ns += io_mono_ns() - t0;
+	s->syncs++;
+	s->unsynced = 0;
+	return rc;
 }
 
 void io_pace_init(struct io_pace *p, long rate, unsigned depth)
@@ -186,25 +203,13 @@ struct io {
 	void *buf;
 	struct io_offsets off;
 	struct io_pace pace;
-	long sync_every;			/* the `fsync` option: writes per sync (0: none) */
-	int datasync;				/* fdatasync rather than fsync */
-	long unsynced;				/* writes since the last sync */
-	uint64_t reads, writes, syncs, sync_ns; /* the books of the `io` record, warm-up included */
+	struct io_sync sync;
+	uint64_t reads, writes; /* the books of the `io` record, warm-up included */
 };
 
 static int io_check_target(const struct probe_env *env, char *why, size_t len)
 {
 	return io_check(env, io_writes(env), !probe_variant_is(env, "cached"), why, len);
-}
-
-static int io_sync(struct io *io)
-{
-	uint64_t t0 = io_mono_ns();
-	int rc = io->datasync ? fdatasync(io->fd) : fsync(io->fd);
-	io->sync_ns += io_mono_ns() - t0;
-	io->syncs++;
-	io->unsynced = 0;
-	return rc;
 }
 
 static void io_teardown(struct worker *w)
@@ -239,8 +244,7 @@ static int io_setup(struct worker *w)
 	w->data = io;
 	io->bs = (size_t)probe_opt(env, "bs");
 	io->cached = probe_variant_is(env, "cached");
-	io->sync_every = probe_opt(env, "fsync");
-	io->datasync = (int)probe_opt(env, "datasync");
+	io_sync_init(&io->sync, env);
 	io->fd = io_open(env, io_writes(env), !io->cached);
 	unsigned logical;
 	int64_t bytes = io->fd < 0 ? -1 : io_target_size(io->fd, &logical);
@@ -270,7 +274,7 @@ fail:;
 static inline int io_prep(struct worker *w)
 {
 	struct io *io = w->data;
-	if (io->sync_every && io->unsynced >= io->sync_every && io_sync(io) != 0)
+	if (io_sync_due(&io->sync) && io_sync_run(&io->sync, io->fd) != 0)
 		return -1;
 	io_pace_wait(&io->pace);
 	return 0;
@@ -287,7 +291,7 @@ static inline int io_op(struct worker *w)
 		return io_done(pread(io->fd, io->buf, io->bs, at), io->bs);
 	}
 	io->writes++;
-	io->unsynced++;
+	io->sync.unsynced++;
 	return io_done(pwrite(io->fd, io->buf, io->bs, at), io->bs);
 }
 PROBE_LOOP_PREP(io_op, io_prep)
@@ -296,18 +300,19 @@ PROBE_LOOP_PREP(io_op, io_prep)
 static int io_emit(struct worker *w, struct json *j)
 {
 	const struct io *io = w->data;
-	io_emit_books(j, io->reads, io->writes, &io->pace);
-	json_uint(j, "syncs", io->syncs);
-	json_uint(j, "sync_ns", io->sync_ns);
+	io_emit_books(j, io->reads, io->writes, &io->pace, &io->sync);
 	return 0;
 }
 
-void io_emit_books(struct json *j, uint64_t reads, uint64_t writes, const struct io_pace *pace)
+void io_emit_books(struct json *j, uint64_t reads, uint64_t writes, const struct io_pace *pace,
+		   const struct io_sync *sync)
 {
 	json_uint(j, "reads", reads);
 	json_uint(j, "writes", writes);
 	json_uint(j, "pace_sleeps", pace->sleeps);
 	json_uint(j, "pace_dropped", pace->dropped);
+	json_uint(j, "syncs", sync->syncs);
+	json_uint(j, "sync_ns", sync->ns);
 }
 
 OSLENS_PROBE(io) = {
@@ -318,9 +323,7 @@ OSLENS_PROBE(io) = {
 	.variants = {{"direct", "O_DIRECT: the block layer and the device"},
 		     {"cached", "through the page cache: reads all hits (every block read once before), writes "
 				"taken to the device by writeback"}},
-	.opts = {IO_OPTS_COMMON,
-		 {"fsync", 0, 0, 1L << 30, "an fsync after every fsync writes (0: none), outside the timed window"},
-		 {"datasync", 0, 0, 1, "1: fdatasync rather than fsync"}},
+	.opts = {IO_OPTS_COMMON},
 	.needs_target = 1,
 	.check_target = io_check_target,
 	.setup = io_setup,

@@ -19,13 +19,15 @@
 #define IO_RATE_MAX 10000000
 
 /* The options every I/O probe takes. */
-#define IO_OPTS_COMMON                                                                                          \
-	{"bs", 4096, IO_BS_MIN, IO_BS_MAX, "bytes per I/O, a multiple of the logical block size"},              \
-		{"span_mb", 0, 0, 1L << 40, "I/Os land in the first span_mb MiB of the target (0: all of it)"}, \
-		{"reads", 100, 0, 100, "percent of the I/Os that read, the rest write (fio's rwmixread)"},      \
-		{"seq", 0, 0, 1, "1: each worker runs through a slice of its own in order; 0: random blocks"},  \
-	{                                                                                                       \
-		"rate", 0, 0, IO_RATE_MAX, "I/Os per second per worker, a token bucket (0: as fast as it can)"  \
+#define IO_OPTS_COMMON                                                                                            \
+	{"bs", 4096, IO_BS_MIN, IO_BS_MAX, "bytes per I/O, a multiple of the logical block size"},                \
+		{"span_mb", 0, 0, 1L << 40, "I/Os land in the first span_mb MiB of the target (0: all of it)"},   \
+		{"reads", 100, 0, 100, "percent of the I/Os that read, the rest write (fio's rwmixread)"},        \
+		{"seq", 0, 0, 1, "1: each worker runs through a slice of its own in order; 0: random blocks"},    \
+		{"rate", 0, 0, IO_RATE_MAX, "I/Os per second per worker, a token bucket (0: as fast as it can)"}, \
+		{"fsync", 0, 0, 1L << 30, "an fsync after every fsync writes (0: none), outside the timed I/Os"}, \
+	{                                                                                                         \
+		"datasync", 0, 0, 1, "1: fdatasync rather than fsync"                                             \
 	}
 
 static inline uint64_t io_xorshift(uint64_t *state)
@@ -147,6 +149,30 @@ static inline void io_pace_wait(struct io_pace *p)
 	io_pace_take(p);
 }
 
+/* `fsync` N (fio's fsync=/fdatasync=): once N writes have been issued
+ * since the last sync, nothing more is issued until the sync is done. A
+ * queued engine first waits for every I/O in flight, as fio's libaio
+ * engine does, so that the sync covers the N writes: an fsync orders
+ * nothing against writes still in flight. The sync itself is a system
+ * call, timed and counted apart from the I/Os (their latencies do not hold
+ * it), as fio reports syncs apart. */
+struct io_sync {
+	long every;	    /* the `fsync` option: writes per sync (0: none) */
+	int datasync;	    /* fdatasync rather than fsync */
+	long unsynced;	    /* writes issued since the last sync */
+	uint64_t syncs, ns; /* the books of the worker's record, warm-up included */
+};
+
+void io_sync_init(struct io_sync *s, const struct probe_env *env);
+
+static inline int io_sync_due(const struct io_sync *s)
+{
+	return s->every && s->unsynced >= s->every;
+}
+
+/* The sync of fd, timed; -1 with errno. */
+int io_sync_run(struct io_sync *s, int fd);
+
 /* The target's size in bytes (a block device's or a regular file's), or -1
  * with errno; *logical: the device's logical block size (512 for a file). */
 int64_t io_target_size(int fd, unsigned *logical);
@@ -194,8 +220,9 @@ void *io_buffer(size_t n, int index);
 	}
 #define IO_QUEUED_OPS(run) .op = run##_one, .loop = run##_loop, .timed = run##_timed
 
-/* The `reads`, `writes` and pacing fields every I/O probe's record has. */
+/* The `reads`, `writes`, pacing and sync fields every I/O probe's record has. */
 struct json;
-void io_emit_books(struct json *j, uint64_t reads, uint64_t writes, const struct io_pace *pace);
+void io_emit_books(struct json *j, uint64_t reads, uint64_t writes, const struct io_pace *pace,
+		   const struct io_sync *sync);
 
 #endif

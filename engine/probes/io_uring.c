@@ -37,6 +37,11 @@
  * (IORING_ENTER_EXT_ARG, 5.11), so that a completion is reaped when it
  * comes, not when the next token does.
  *
+ * With `fsync` N, once N writes are submitted nothing more is until every
+ * I/O in flight has completed and the sync is done (io.h's io_sync): an
+ * fsync(2) between two passes, not an IORING_OP_FSYNC queued beside the
+ * writes (fio's way), which would cover only those already complete.
+ *
  * The raw interface (<linux/io_uring.h>), as fio itself uses, so that the
  * engine needs no library at run time: three mappings, two ring indices. */
 #include "io.h"
@@ -96,6 +101,7 @@ struct uring {
 	uint64_t ios, enters, waits; /* the books of the `uring` record, warm-up included */
 	uint64_t reads, writes;
 	struct io_pace pace;
+	struct io_sync sync;
 	size_t bs;
 	char *bufs;	     /* qd blocks, one per slot */
 	uint64_t *t_submit;  /* per slot: the ticks before the enter that submitted it */
@@ -221,6 +227,7 @@ static int uring_setup(struct worker *w)
 	}
 	io_offsets_init(&u->off, env, w->index, io_span(env, (uint64_t)bytes), u->bs);
 	io_pace_init(&u->pace, probe_opt(env, "rate"), u->qd);
+	io_sync_init(&u->sync, env);
 	for (unsigned i = 0; i < u->qd; i++)
 		u->free_slot[u->nfree++] = i;
 	return 0;
@@ -240,6 +247,7 @@ static inline void uring_prep(struct uring *u)
 	} else {
 		sqe->opcode = IORING_OP_WRITE;
 		u->writes++;
+		u->sync.unsynced++;
 	}
 	sqe->fd = u->fd;
 	sqe->addr = (unsigned long)(u->bufs + (size_t)slot * u->bs);
@@ -301,7 +309,7 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 		/* tokens for this pass: as many as there are slots when unpaced */
 		uint64_t tokens = u->pace.interval_ns ? io_pace_tokens(&u->pace, io_mono_ns()) : UINT64_MAX;
 		if (!*stop && !*err)
-			while (u->nfree && submitted < l->limit && tokens) {
+			while (u->nfree && submitted < l->limit && tokens && !io_sync_due(&u->sync)) {
 				tokens--;
 				if (u->pace.interval_ns)
 					io_pace_take(&u->pace);
@@ -319,9 +327,16 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 			}
 		unsigned inflight = u->qd - u->nfree;
 		int draining = *stop || submitted >= l->limit || *err;
+		/* a sync due waits for what is in flight (this pass's too), then syncs */
+		int syncing = !draining && io_sync_due(&u->sync);
 		if (!inflight && draining)
 			break;
-		if (!tokens && u->nfree && !draining) {
+		if (!inflight && syncing) {
+			if (io_sync_run(&u->sync, u->fd) != 0)
+				*err = errno;
+			continue;
+		}
+		if (!tokens && u->nfree && !draining && !syncing) {
 			/* held by the rate: submit what this pass filled, then wait
 			 * for a completion or the next token (the timeout) */
 			if (n && h) {
@@ -338,7 +353,7 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 			u->enters++;
 			u->waits++;
 			ret = ring_wait_until(u->r.fd, u->pace.next_ns);
-		} else if (u->wait || draining) {
+		} else if (u->wait || draining || syncing) {
 			if (h && n) {
 				/* this pass's slots, popped off the stack and not
 				 * yet pushed back (only the reap below pushes) */
@@ -349,7 +364,7 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 			/* what the kernel has not consumed yet, this pass's and
 			 * any an interrupted enter left; while draining, wait
 			 * for them all */
-			ret = uring_enter(u, draining ? inflight : 1);
+			ret = uring_enter(u, draining || syncing ? inflight : 1);
 		} else if (cq_empty(u)) {
 			ret = uring_enter(u, 1); /* full, and nothing has completed */
 		}
@@ -385,7 +400,7 @@ static int uring_emit(struct worker *w, struct json *j)
 	json_uint(j, "ios", u->ios);
 	json_uint(j, "enters", u->enters);
 	json_uint(j, "waits", u->waits);
-	io_emit_books(j, u->reads, u->writes, &u->pace);
+	io_emit_books(j, u->reads, u->writes, &u->pace, &u->sync);
 	return 0;
 }
 

@@ -12,7 +12,9 @@
  * what is in flight is waited for and counted, as io_uring.c does. With a
  * `rate` (io.h's bucket, `qd` deep) a worker without a token waits for a
  * completion or the next token, whichever comes first (io_getevents'
- * timeout).
+ * timeout). With `fsync` N, once N writes are submitted nothing more is
+ * until every I/O in flight has completed and the sync is done (io.h's
+ * io_sync, as fio's libaio engine serialises its syncs).
  *
  * The system calls themselves (<linux/aio_abi.h>), not libaio's wrappers
  * around them: the engine needs no library at run time, and the calls
@@ -44,6 +46,7 @@ struct aio {
 	uint64_t reads, writes;
 	struct io_offsets off;
 	struct io_pace pace;
+	struct io_sync sync;
 };
 
 static long aio_getevents(struct aio *a, long min, const struct timespec *timeout)
@@ -95,6 +98,7 @@ static int aio_setup(struct worker *w)
 	}
 	io_offsets_init(&a->off, env, w->index, io_span(env, (uint64_t)bytes), a->bs);
 	io_pace_init(&a->pace, probe_opt(env, "rate"), a->qd);
+	io_sync_init(&a->sync, env);
 	for (unsigned i = 0; i < a->qd; i++)
 		a->free_slot[a->nfree++] = i;
 	return 0;
@@ -113,6 +117,7 @@ static inline int aio_submit_one(struct aio *a, struct hist *h)
 	} else {
 		cb->aio_lio_opcode = IOCB_CMD_PWRITE;
 		a->writes++;
+		a->sync.unsynced++;
 	}
 	cb->aio_fildes = (uint32_t)a->fd;
 	cb->aio_buf = (uint64_t)(uintptr_t)(a->bufs + (size_t)slot * a->bs);
@@ -165,7 +170,7 @@ static inline __attribute__((always_inline)) uint64_t aio_run(struct worker *w, 
 	for (;;) {
 		uint64_t tokens = a->pace.interval_ns ? io_pace_tokens(&a->pace, io_mono_ns()) : UINT64_MAX;
 		if (!*stop && !*err)
-			while (a->nfree && submitted < l->limit && tokens) {
+			while (a->nfree && submitted < l->limit && tokens && !io_sync_due(&a->sync)) {
 				tokens--;
 				if (a->pace.interval_ns)
 					io_pace_take(&a->pace);
@@ -177,11 +182,17 @@ static inline __attribute__((always_inline)) uint64_t aio_run(struct worker *w, 
 			}
 		unsigned inflight = a->qd - a->nfree;
 		int draining = *stop || submitted >= l->limit || *err;
+		int syncing = !draining && io_sync_due(&a->sync); /* waits for what is in flight, then syncs */
 		if (!inflight && draining)
 			break;
+		if (!inflight && syncing) {
+			if (io_sync_run(&a->sync, a->fd) != 0)
+				*err = errno;
+			continue;
+		}
 		long n;
-		if (draining || !a->nfree) {
-			n = aio_getevents(a, draining ? inflight : 1, NULL);
+		if (draining || syncing || !a->nfree) {
+			n = aio_getevents(a, draining || syncing ? inflight : 1, NULL);
 		} else if (!inflight) {
 			io_pace_sleep(&a->pace); /* held by the rate, nothing to wait for */
 			continue;
@@ -213,7 +224,7 @@ static int aio_emit(struct worker *w, struct json *j)
 	const struct aio *a = w->data;
 	json_uint(j, "submits", a->submits);
 	json_uint(j, "getevents", a->getevents);
-	io_emit_books(j, a->reads, a->writes, &a->pace);
+	io_emit_books(j, a->reads, a->writes, &a->pace, &a->sync);
 	return 0;
 }
 

@@ -55,8 +55,8 @@ from . import Context, environment_option, explain_option, measure, measuring_op
     help="Hold each submitting CPU to IOPS I/Os per second (a token bucket, as fio's rate_iops per job; 10k: "
     "10,000): CPU time per I/O at each rate. With --duration.",
 )
-@click.option("--fsync", type=int, metavar="N", help="psync, cached: an fsync after every N writes (not timed as I/O).")
-@click.option("--fdatasync", type=int, metavar="N", help="psync, cached: an fdatasync after every N writes.")
+@click.option("--fsync", type=int, metavar="N", help="An fsync after every N writes (not timed as I/O).")
+@click.option("--fdatasync", type=int, metavar="N", help="An fdatasync after every N writes.")
 @click.option("--qd", metavar="N[,…]", help=f"uring, libaio: I/Os in flight per CPU (default {DEFAULT_QD}).")
 @click.option(
     "--uring-wait",

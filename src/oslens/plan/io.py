@@ -26,18 +26,17 @@ from . import Plan, check_amounts, time_limit
 
 @dataclass(frozen=True)
 class Engine:
-    """An --engine: the engine's probe, whether it keeps a queue (--qd), and
-    whether it syncs (--fsync: the synchronous engines; the queued ones
-    would need the sync ordered against the writes in flight)."""
+    """An --engine: the engine's probe, and whether it keeps a queue (--qd).
+    Every engine syncs (--fsync): a queued one waits for its I/Os in flight
+    first, so that the sync covers them (engine/probes/io.h)."""
 
     probe: str
     queued: bool = False
-    syncs: bool = False
 
 
 ENGINES = {
-    "psync": Engine("io:direct", syncs=True),
-    "cached": Engine("io:cached", syncs=True),
+    "psync": Engine("io:direct"),
+    "cached": Engine("io:cached"),
     "uring": Engine("io-uring", queued=True),
     "libaio": Engine("libaio", queued=True),
 }
@@ -309,7 +308,7 @@ def _count(text: str) -> int | None:
 
 def _sync(series: list[Series], fsync: int | None, fdatasync: int | None) -> dict | None:
     """--fsync N or --fdatasync N as the probe's options, refused where no
-    series writes or an engine of a series cannot sync."""
+    series writes."""
     if fsync is None and fdatasync is None:
         return None
     if fsync is not None and fdatasync is not None:
@@ -320,9 +319,6 @@ def _sync(series: list[Series], fsync: int | None, fdatasync: int | None) -> dic
         raise UsageError(f"{name}: {n} is not a number of writes from 1 to {most:,}")
     if not any(s.writes for s in series):
         raise UsageError(f"{name}: syncs the writes, and no --rw writes")
-    if bad := sorted({s.engine for s in series if not ENGINES[s.engine].syncs}):
-        good = ", ".join(n for n, e in ENGINES.items() if e.syncs)
-        raise UsageError(f"{name}: the synchronous engines' only ({good}), not {', '.join(bad)}")
     return {"fsync": n, "datasync": int(fdatasync is not None)}
 
 
