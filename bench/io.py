@@ -87,6 +87,12 @@ CASES = [
     Case("libaio qd16 write", "libaio", {"qd": 16, "seq": 1, "reads": 0}, "fio", fio_job("libaio", 16, rw="write")),
     Case("cached randwrite fsync 4", "io:cached", {"reads": 0, "fsync": 4}, "fio",
          fio_job("psync", rw="randwrite", direct=0, fsync=4, end_fsync=1)),
+    # a sync on a queued engine waits for the I/Os in flight, as fio's libaio engine does (its io_uring
+    # engine queues an IORING_OP_FSYNC beside them instead: not the same job)
+    Case("libaio qd8 randwrite fsync 8", "libaio", {"qd": 8, "reads": 0, "fsync": 8}, "fio",
+         fio_job("libaio", 8, rw="randwrite", fsync=8)),
+    Case("uring qd8 randwrite fsync 8", "io-uring", {"qd": 8, "reads": 0, "fsync": 8}, "fio",
+         fio_job("libaio", 8, rw="randwrite", fsync=8)),
     # CPU per I/O at a rate (co-design study, Fig. 6.6-6.9): the IOPS are the rate's on both sides. fio
     # waits for its next I/O by spinning where the device completes in the caller (zram: usr 99.9 %, 10
     # context switches in 40,000 I/Os), by sleeping where it blocks (loop); the engine always sleeps on an
