@@ -148,6 +148,25 @@ def test_a_count_that_misses_a_word_is_an_error(tmp_path):
     assert analysis.results(tmp_path, 1.0)[0].errors == 1
 
 
+def test_search_clients_killed_inside_a_query_are_said_in_the_terminal_and_the_html():
+    """The generator counted the queries of a client killed at the stop up
+    to its last flush; that its query in flight is not counted was in its
+    summary and nowhere a reader looked."""
+    from oslens.analysis.serve import rep_notes
+    from oslens.servers import search
+
+    out = '{"requests": 900, "errors": 2, "failed_clients": 1, "stopped_in_a_query": 3, "seconds": 3.0}'
+    load = search.read(out)
+    assert (load.requests, load.errors) == (900, 2)
+    assert any("3 client(s) still inside a query" in n for n in load.notes), load.notes
+    assert any("1 client(s) failed" in n for n in load.notes)
+    s = {"label": "search", "job": False, "reps": [{"rep": 0, "notes": load.notes, "server_alive": True}]}
+    assert [level for _, level in rep_notes(s)] == ["note", "note"]
+    assert search.read(out.replace('"stopped_in_a_query": 3', '"stopped_in_a_query": 0')).notes == [
+        "1 client(s) failed (among the errors)"
+    ]
+
+
 @pytest.mark.parametrize("ranks, grid", [(1, (1, 1)), (2, (1, 2)), (6, (2, 3)), (7, (1, 7)), (256, (16, 16))])
 def test_hpl_grid_is_as_square_as_the_ranks_divide(ranks, grid):
     from oslens.servers import hpcc

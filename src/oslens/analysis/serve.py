@@ -71,6 +71,21 @@ def describe(s: dict) -> str:
             f"connections; requests counted by {counted}. Not: {s['limits']}")  # fmt: skip
 
 
+def rep_notes(s: dict) -> list[tuple[str, str]]:
+    """What a reader must know of each repetition of a server, as (text,
+    level: note, warning or failure): the generator's output unread, what
+    it said qualifies its count, a server that died or a job that failed."""
+    out = []
+    for r in s["reps"]:
+        rep = f"{s['label']} rep {r['rep'] + 1}"
+        if r.get("unread"):
+            out.append((f"{rep}: {r['unread']}", "warning"))
+        out += [(f"{rep}: {n}", "note") for n in r.get("notes") or []]
+        if r.get("server_alive") is False:
+            out.append((f"{rep}: " + ("the job failed" if s["job"] else "the server died under load"), "failure"))
+    return out
+
+
 def job_results(s: dict) -> str | None:
     """A job's own results (the median of its repetitions'), for people; None for a server."""
     if not s["job"]:
@@ -117,6 +132,7 @@ def summarize(records: list[dict]) -> dict:
                     # the other end's count, where the server keeps one beside the generator's
                     "server_requests": (serve.get("server_view") or {}).get("requests"),
                     "unread": load.get("unread"),
+                    "notes": load.get("notes") or [],
                     "server_alive": serve.get("server_alive"),
                     # a job's: how long its run took, and what it said of itself
                     "seconds": load.get("seconds") if serve.get("job") else None,

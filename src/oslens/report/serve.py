@@ -9,7 +9,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.serve import describe, job_results
+from ..analysis.serve import describe, job_results, rep_notes
 from ..format import count, ns, rate, share
 from . import verdicts
 
@@ -42,16 +42,11 @@ def render(console: Console, summary: dict) -> None:
         )
     console.print(t)
     for s in summary["servers"]:
-        reps = s["reps"]
         console.print(Text(f"  {describe(s)}", style="dim"))
         if results := job_results(s):
             console.print(Text(f"  {results}"))
-        for r in reps:
-            if r.get("unread"):
-                console.print(Text(f"  {s['label']} rep {r['rep'] + 1}: {r['unread']}", style="yellow"))
-            if r.get("server_alive") is False:
-                died = "the job failed" if s["job"] else "the server died under load"
-                console.print(Text(f"  {s['label']} rep {r['rep'] + 1}: {died}", style="red"))
+        for text, level in rep_notes(s):
+            console.print(Text(f"  {text}", style={"note": "dim", "warning": "yellow", "failure": "red"}[level]))
 
 
 def show(console: Console, run, summary: dict) -> None:

@@ -49,6 +49,7 @@ class Load:
     latency_ms: dict[str, float] = field(default_factory=dict)
     counted_by: str = "the load generator"
     unread: str | None = None  # why the generator's output could not be read
+    notes: list[str] = field(default_factory=list)  # what the generator said that qualifies its count
 
     def to_dict(self) -> dict:
         from dataclasses import asdict

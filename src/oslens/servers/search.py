@@ -77,8 +77,13 @@ def read(out: str) -> Load:
     except (IndexError, ValueError, KeyError, TypeError):
         return Load(None, None, None, None, unread="the search clients printed no summary: "
                     + (out.strip()[-200:] or "nothing"))  # fmt: skip
+    notes = []
+    if failed := int(s.get("failed_clients") or 0):
+        notes.append(f"{failed} client(s) failed (among the errors)")
+    if stopped := int(s.get("stopped_in_a_query") or 0):
+        notes.append(f"{stopped} client(s) still inside a query at the stop, killed: that query is not counted")
     return Load(requests, int(s.get("errors", 0)), seconds, requests / seconds if seconds else None,
-                dict(s.get("latency_ms") or {}), counted_by="the search clients")  # fmt: skip
+                dict(s.get("latency_ms") or {}), counted_by="the search clients", notes=notes)  # fmt: skip
 
 
 SEARCH = Server(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...analysis.serve import describe, job_results, summarize
+from ...analysis.serve import describe, job_results, rep_notes, summarize
 from ...profile.sections import SECTIONS
 from .page import Figure, Note, Section, Table
 
@@ -35,6 +35,7 @@ def sections(runs) -> list[Section]:
             notes.append(Note(f"{rd.short} {describe(s)}", warning=not s["answered"]))
             if results := job_results(s):
                 notes.append(Note(f"{rd.short} {results}"))
+            notes += [Note(f"{rd.short} {text}", warning=level != "note") for text, level in rep_notes(s)]
             if s["profile"] is not None:
                 profiles.append((_Served(f"{rd.short} {s['label']}"), s["profile"]))
     table = Table(
