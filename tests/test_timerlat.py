@@ -13,10 +13,11 @@ import signal
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 from oslens import engine
-from oslens.analysis.noise import IDLE, KIND_TASK, KIND_VECTOR, UNEXPLAINED, EventIndex
+from oslens.analysis.noise import IDLE, KIND_TASK, KIND_TIMER_CALLBACK, KIND_VECTOR, UNEXPLAINED, EventIndex
 from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _irq_latency, _timeline, summarize
 
 from conftest import (
@@ -92,6 +93,9 @@ TIMER_AT = lambda s, e: (s, e, KIND_VECTOR, 0, 0, "local_timer")  # noqa: E731
         # an idle CPU: waking for the interrupt, the interrupt, the switch from idle, the thread's way back
         ([IDLE_UNTIL_SWITCH, TIMER_AT(1100, 1120)], 100,
          {"idle: the CPU waking for the interrupt": 100, "timer interrupt": 20, AFTER_IDLE: 380, THREAD_ITSELF: 100}),
+        # the same with the thread's timer seen firing 10 ns into the interrupt: the IRQ latency ends there
+        ([IDLE_UNTIL_SWITCH, TIMER_AT(1100, 1120), (EXPIRY, 1110, KIND_TIMER_CALLBACK, 42, 0, "")], 110,
+         {"idle: the CPU waking for the interrupt": 100, "timer interrupt": 20, AFTER_IDLE: 380, THREAD_ITSELF: 100}),
         # a task running at the expiry can only have delayed the interrupt with interrupts off
         ([(0, 1500, KIND_TASK, 77, 0, "hog"), TIMER_AT(1300, 1320)], 300,
          {"hog (task) with interrupts off, or its vCPU not run": 300, "timer interrupt": 20, "hog (task)": 180,
@@ -127,6 +131,31 @@ def test_each_wake_ups_timer_interrupt_is_seen_and_charged_whole(no_leaks):
     # each of the worst wake-ups is charged whole
     for w in s.worst:
         assert sum(w.causes.values()) == pytest.approx(w.thread_ns, abs=1)
+
+
+def test_the_irq_latency_ends_at_the_timers_callback_after_its_interrupt_began(no_leaks):
+    """As rtla's: the expiry to the thread's sleep timer running its
+    callback, matched to each wake-up by the timer's expiry — every kept
+    wake-up's, never before the timer interrupt that ran it began, never
+    after the thread woke."""
+    from oslens.analysis.timerlat import IRQ_AT_CALLBACK, interrupt_latencies, irq_latencies
+
+    records = timerlat_run(duration=0.5)
+    attribution_or_skip(records)
+    s = summarize(records)
+    if s.irq_ends != IRQ_AT_CALLBACK:
+        pytest.skip(f"the threads' timer callbacks were not seen here: the IRQ latency ends at {s.irq_ends}")
+    index = EventIndex(records)
+    (rec,) = [r for r in records if r["type"] == "timerlat"]
+    pairs = np.array(rec["wakes"], dtype=np.int64)
+    callback = irq_latencies(index, CPU, pairs[:, 0], pairs[:, 1])
+    assert all(x is not None for x in callback), sum(x is None for x in callback)  # every kept wake-up's, exactly
+    entry = interrupt_latencies(index, CPU, pairs[:, 0], pairs[:, 1])
+    for (expiry, woke), cb, en in zip(pairs.tolist(), callback, entry):
+        assert 0 <= cb <= woke - expiry
+        assert en is None or en <= cb, (en, cb)
+    (c,) = s.cpus
+    assert c.irq_seen == len(pairs) and c.irq_max_ns == max(callback)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a SCHED_FIFO task needs root")

@@ -8,8 +8,10 @@
  *
  * Interrupt-like events use raw tracepoints (no tracefs, no trace record to
  * fill), tasks use the raw sched_switch with CO-RE reads of task_struct, and
- * faults are timed as described below. Every program is named oslens_* so
- * that a leak shows in `bpftool prog show`. */
+ * faults are timed as described below. One event is not noise: a probed
+ * thread's sleep timer running its callback, the end of timerlat's IRQ
+ * latency as rtla's. Every program is named oslens_* so that a leak shows
+ * in `bpftool prog show`. */
 #include "common.bpf.h"
 
 #include "noise.h"
@@ -308,6 +310,46 @@ int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct
 		s->out = 1;
 		s->task_ns = now;
 	}
+	return 0;
+}
+
+/* ---- a probed thread's sleep timer firing ----
+ *
+ * rtla timerlat ends a wake-up's IRQ latency in its timer's callback. A
+ * thread asleep in clock_nanosleep is woken by an hrtimer whose callback is
+ * hrtimer_wakeup, its task in the hrtimer_sleeper around it: at the entry
+ * of that callback, the timer's expiry (the soft one: the time the thread
+ * asked for) and the clock now. The loader gives hrtimer_wakeup's address
+ * from kallsyms; without it there are no such events. */
+const volatile __u64 hrtimer_wakeup_fn = 0;
+
+SEC("raw_tp/hrtimer_expire_entry")
+int BPF_PROG(oslens_timer_callback, struct hrtimer *timer, ktime_t *now)
+{
+	if (!hrtimer_wakeup_fn)
+		return 0;
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (!probed_cpu(cpu) || (__u64)BPF_CORE_READ(timer, function) != hrtimer_wakeup_fn)
+		return 0;
+	__u64 at = bpf_ktime_get_ns();
+	struct hrtimer_sleeper *sl =
+		(struct hrtimer_sleeper *)((void *)timer - bpf_core_field_offset(struct hrtimer_sleeper, timer));
+	__u32 pid = BPF_CORE_READ(sl, task, pid);
+	if (!probed_tid(pid))
+		return 0;
+	struct noise_event *e = reserve();
+	if (!e)
+		return 0;
+	e->start_ns = (__u64)BPF_CORE_READ(timer, _softexpires);
+	e->end_ns = at;
+	e->id = pid;
+	e->aux = 0;
+	e->cpu = cpu;
+	e->kind = NOISE_TIMER_CALLBACK;
+	e->sub = 0;
+	e->flags = 0;
+	__builtin_memset(e->name, 0, NOISE_NAME);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 

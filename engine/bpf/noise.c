@@ -96,6 +96,27 @@ static void nmi_name(uint64_t addr, char *out)
 	}
 }
 
+/* The address of a kernel function by its name, 0 where kallsyms hides it
+ * (kptr_restrict) or has no such symbol. */
+static uint64_t kernel_function(const char *name)
+{
+	uint64_t out = 0;
+	FILE *f = fopen("/proc/kallsyms", "r");
+	if (!f)
+		return 0;
+	char line[512], sym[256];
+	unsigned long long a;
+	char type;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "%llx %c %255s", &a, &type, sym) == 3 && (type == 't' || type == 'T') &&
+		    !strcmp(sym, name)) {
+			out = a;
+			break;
+		}
+	fclose(f);
+	return out;
+}
+
 /* ---- events ---- */
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -199,6 +220,7 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 		return whyf(why, whylen, "cannot open the BPF object: %s", strerror(errno));
 	bpf_map__set_max_entries(skel->maps.cpus, ncpus_possible);
 	bpf_map__set_max_entries(skel->maps.tids, ntids > 0 ? ntids : 1);
+	skel->rodata->hrtimer_wakeup_fn = ntids > 0 ? kernel_function("hrtimer_wakeup") : 0;
 
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, skel->obj)
@@ -207,7 +229,11 @@ static int open_and_load(int ncpus_possible, int ntids, enum fault_mode faults, 
 		int load = 1;
 		if (ntids == 0 && tp && !strcmp(tp, "sched_switch"))
 			load = 0; /* no probed threads: no tasks to attribute */
-		else if (is_fault_tp(p) || is_fault_perf(p))
+		else if (tp && !strcmp(tp, "hrtimer_expire_entry") && !skel->rodata->hrtimer_wakeup_fn) {
+			load = 0; /* no sleeper's callback to recognise */
+			if (ntids > 0)
+				note_missing("timer_callbacks");
+		} else if (is_fault_tp(p) || is_fault_perf(p))
 			load = faults == FAULT_TP;
 		else if (is_fault_fentry(p))
 			load = faults == FAULT_FENTRY;

@@ -19,6 +19,7 @@
 #define NOISE_VECTOR 4
 #define NOISE_TASK 5
 #define NOISE_FAULT 6
+#define NOISE_TIMER_CALLBACK 7
 #define NOISE_F_KTHREAD 1u
 #define NOISE_F_MAJOR 2u
 
@@ -52,7 +53,7 @@ struct tid_state {
 struct noise_event {
 	__u64 start_ns;
 	__u64 end_ns;
-	__s64 id;  /* irq number, softirq vector, system vector, pid, fault address */
+	__s64 id;  /* irq number, softirq vector, system vector, pid, fault address, pid */
 	__u64 aux; /* TRACE_NMI: the handler's address (noise.c looks it up) */
 	__u32 cpu;
 	__u16 kind;	       /* enum trace_kind */
@@ -67,14 +68,17 @@ struct noise_event {
 #include <stdint.h>
 
 enum trace_kind {
-	TRACE_IRQ = NOISE_IRQ,	       /* hard interrupt: id = irq number, name = handler */
-	TRACE_SOFTIRQ = NOISE_SOFTIRQ, /* id = vector (TIMER = 1, NET_RX = 3, ...), name = vector name */
-	TRACE_NMI = NOISE_NMI,	       /* id = 0, name = handler */
-	TRACE_VECTOR = NOISE_VECTOR,   /* x86 system vectors: name = local_timer, reschedule,
+	TRACE_IRQ = NOISE_IRQ,			     /* hard interrupt: id = irq number, name = handler */
+	TRACE_SOFTIRQ = NOISE_SOFTIRQ,		     /* id = vector (TIMER = 1, NET_RX = 3, ...), name = vector name */
+	TRACE_NMI = NOISE_NMI,			     /* id = 0, name = handler */
+	TRACE_VECTOR = NOISE_VECTOR,		     /* x86 system vectors: name = local_timer, reschedule,
 			       * call_function, call_function_single, irq_work, ... */
-	TRACE_TASK = NOISE_TASK,       /* another task ran on the CPU while the probed thread
+	TRACE_TASK = NOISE_TASK,		     /* another task ran on the CPU while the probed thread
 			       * was switched out: id = pid, name = comm */
-	TRACE_FAULT = NOISE_FAULT,     /* a page fault taken by a probed thread: id = address */
+	TRACE_FAULT = NOISE_FAULT,		     /* a page fault taken by a probed thread: id = address */
+	TRACE_TIMER_CALLBACK = NOISE_TIMER_CALLBACK, /* not noise: a probed thread's sleep timer ran its
+						      * callback: start = the timer's expiry, end = the
+						      * callback's entry, id = pid */
 };
 
 #define TRACE_F_KTHREAD NOISE_F_KTHREAD /* TRACE_TASK: the task is a kernel thread */

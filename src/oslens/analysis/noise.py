@@ -21,6 +21,7 @@ from .metrics import LOWER, Metrics
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
 IDLE = "idle (the CPU slept)"
 KIND_IRQ, KIND_SOFTIRQ, KIND_NMI, KIND_VECTOR, KIND_TASK, KIND_FAULT = 1, 2, 3, 4, 5, 6
+KIND_TIMER_CALLBACK = 7  # not noise: a probed thread's sleep timer ran its callback (timerlat's IRQ latency)
 F_KTHREAD = 1
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 VECTOR_NAMES = {
@@ -166,11 +167,26 @@ class EventIndex:
 
     def __init__(self, records: list[dict]):
         by_cpu: dict[int, list[tuple]] = defaultdict(list)
+        self._callbacks: dict[int, dict[int, int]] = defaultdict(dict)
         for cpu, s, e, kind, ident, flags, name in kernel_events(records):
+            if kind == KIND_TIMER_CALLBACK:  # a moment, not something that ran instead of a thread
+                self._callbacks[cpu][s] = e
+                continue
             by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name), kind, ident, name))
         self._events = {cpu: sorted(evs) for cpu, evs in by_cpu.items()}
         self._starts = {cpu: np.array([e[0] for e in evs], dtype=np.int64) for cpu, evs in self._events.items()}
         self._longest = {cpu: max((e[1] - e[0] for e in evs), default=0) for cpu, evs in self._events.items()}
+
+    @property
+    def has_callbacks(self) -> bool:
+        """Whether the trace saw the probed threads' sleep timers fire (a kernel
+        and a kallsyms that let the engine recognise them)."""
+        return bool(self._callbacks)
+
+    def callbacks(self, cpu: int) -> dict[int, int]:
+        """The probed threads' sleep timers that fired on `cpu`: their expiry ->
+        when their callback ran."""
+        return self._callbacks.get(cpu, {})
 
     def events(self, cpu: int) -> list[tuple]:
         """(start, end, cause, kind, id, name) of every event on `cpu`, by start."""

@@ -1,18 +1,21 @@
 """What a `timerlat` run found: per CPU, how late a real-time thread woke
 from a periodic timer (thread latency: the expiry to the thread reading the
-clock), how late the timer's interrupt came (IRQ latency: the expiry to the
-entry of the timer interrupt that woke it), and what held the worst
-wake-ups back, as rtla timerlat's auto-analysis says.
+clock), how late its timer fired (IRQ latency: the expiry to the timer's
+callback, as rtla timerlat measures it), and what held the worst wake-ups
+back, as rtla timerlat's auto-analysis says.
 
 The IRQ latency and the causes come from the kernel events `run --trace`
-recorded on the CPU (the same as `noise`'s): the interrupt that woke a
-thread is the first timer interrupt on its CPU to end after the expiry,
-before the thread ran (0 where it was running at the expiry); its latency
-ends at the interrupt's entry, a little before rtla's, which ends at the
-timer's callback. Within a late wake-up every instant is
-charged to the innermost event then (noise's rule); the instants after the
-thread was switched in are its own way back from the sleep (the kernel's
-return, the clock read)."""
+recorded on the CPU (the same as `noise`'s). The trace sees each probed
+thread's sleep timer run its callback (hrtimer_wakeup), stamped with the
+timer's expiry: matched to a wake-up by that expiry, exactly. A run whose
+kernel did not let the engine recognise those callbacks (kallsyms hidden;
+runs stored before) falls back to the timer interrupt: the first on the
+CPU to end after the expiry, before the thread ran (0 where it was running
+at the expiry), the latency ending at its entry, a little before the
+callback; the summary says which (`irq_ends`). Within a late wake-up every
+instant is charged to the innermost event then (noise's rule); the
+instants after the thread was switched in are its own way back from the
+sleep (the kernel's return, the clock read)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ AFTER_IDLE = "idle: switching to the thread"  # the interrupt came; the idle tas
 # elsewhere the per-CPU timer's IRQ, by its handler's name (arm's arch_timer,
 # riscv's riscv-timer, Xen's timerN).
 TIMER_IRQ = re.compile(r"arch_timer|riscv-timer|timer\d*")
+IRQ_AT_CALLBACK = "the timer's callback, as rtla's"
+IRQ_AT_ENTRY = "the entry of the timer interrupt (the callbacks were not seen), a little before rtla's"
 
 
 def _is_timer_interrupt(kind: int, name: str) -> bool:
@@ -102,6 +107,7 @@ class TimerlatSummary:
     steal_ns: float | None = None  # /proc/stat's steal on the measured CPUs over the measured windows
     steal_resolution_ns: float | None = None  # ± this: a tick per CPU and repetition
     wakes: list[Wake] = field(default_factory=list)  # the kept ones
+    irq_ends: str | None = None  # where the IRQ latency ends (IRQ_AT_*); None untraced
 
     def to_dict(self) -> dict:
         return json_safe(self._doc())
@@ -117,10 +123,24 @@ class TimerlatSummary:
             "causes": self.causes,
             "steal_ns": self.steal_ns,
             "steal_resolution_ns": self.steal_resolution_ns,
+            "irq_ends": self.irq_ends,
         }
 
 
 def irq_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes: np.ndarray) -> list[int | None]:
+    """Per wake-up on `cpu`, from its expiry to its timer's callback (None
+    where the trace did not see it fire); where the trace saw no callback
+    at all, to the timer interrupt's entry (interrupt_latencies)."""
+    if not index.has_callbacks:
+        return interrupt_latencies(index, cpu, expiries, wokes)
+    fired = index.callbacks(cpu)
+    return [
+        max(0, fired[e] - e) if e in fired and fired[e] <= w else None
+        for e, w in zip(expiries.tolist(), wokes.tolist())
+    ]
+
+
+def interrupt_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes: np.ndarray) -> list[int | None]:
     """Per wake-up on `cpu`, the first timer interrupt on it to end after
     the expiry, from the expiry to its entry; 0 where it was running already
     (the interrupt runs every timer expired by the time it looks, one
@@ -236,6 +256,7 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         sum(t.get("lost", 0) for t in traces(records)),
         master_shared(records),
         wakes=wakes,
+        irq_ends=(IRQ_AT_CALLBACK if index.has_callbacks else IRQ_AT_ENTRY) if index else None,
     )
     if index:
         summary.causes = cause_table([(w.thread_ns, w.causes) for w in worst], counted="wakeups")

@@ -23,7 +23,7 @@ COLUMNS = {
         "rep": ("int64", "repetition"),
         "expiry_ns": ("int64", "the timer's expiry asked for (CLOCK_MONOTONIC), ns"),
         "thread_ns": ("int64", "thread latency: the expiry to the thread reading the clock, ns"),
-        "irq_ns": ("Int64", "IRQ latency: the expiry to the timer interrupt's entry, ns (null: not seen)"),
+        "irq_ns": ("Int64", "IRQ latency: the expiry to the timer's callback (summary's irq_ends), ns (null: not seen)"),
     },
     "cpus": {
         **_PHASE,
@@ -37,7 +37,7 @@ COLUMNS = {
         "thread_p99_ns": ("float64", "99th percentile thread latency, ns (NaN: too few wake-ups tell it)"),
         "thread_p99.9_ns": ("float64", "99.9th percentile thread latency, ns (NaN: too few wake-ups tell it)"),
         "thread_max_ns": ("float64", "longest thread latency, ns"),
-        "irq_seen": ("int64", "kept wake-ups whose timer interrupt was seen"),
+        "irq_seen": ("int64", "kept wake-ups whose timer was seen firing"),
         "irq_p50_ns": ("float64", "median IRQ latency, ns"),
         "irq_p99_ns": ("float64", "99th percentile IRQ latency, ns"),
         "irq_p99.9_ns": ("float64", "99.9th percentile IRQ latency, ns"),

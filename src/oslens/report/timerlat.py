@@ -8,15 +8,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.histogram import TAIL_RULE
-from ..analysis.timerlat import TimerlatSummary
+from ..analysis.timerlat import IRQ_AT_ENTRY, TimerlatSummary
 from ..cpulist import format_cpulist
 from ..format import ns, share
 
 LEGEND = (
     "thread: from the timer's expiry to the thread reading the clock on waking (cyclictest's measure); "
-    "IRQ: from the expiry to the entry of the timer interrupt that ran it (0 where one was running then; rtla's "
-    "IRQ latency ends a little later, at the timer's callback), for the wake-ups whose interrupt the kernel "
-    f"trace saw; – : {TAIL_RULE}"
+    "IRQ: from the expiry to the timer's callback (rtla timerlat's IRQ latency), for the wake-ups the kernel "
+    f"trace saw fire; – : {TAIL_RULE}"
 )
 CAUSES_SHOWN = 4  # per wake-up in the terminal; the rest summed
 COLUMNS = ("cpu", "policy", "wake-ups", "missed", "thread p50", "p99", "p99.9", "max", "IRQ p50", "p99", "max")
@@ -71,8 +70,10 @@ def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
             )
         )
     if s.attribution == "bpf":
+        if s.irq_ends == IRQ_AT_ENTRY:
+            out.append((f"IRQ latency ends at {s.irq_ends}", True))
         unseen = [c for c in s.cpus if c.wakeups and not c.irq_seen]
-        if unseen:
+        if unseen and s.irq_ends == IRQ_AT_ENTRY:
             out.append(
                 (
                     f"{cpus(unseen)}: no timer interrupt recognised among the kernel's events "
@@ -80,6 +81,8 @@ def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
                     True,
                 )
             )
+        elif unseen:
+            out.append((f"{cpus(unseen)}: the trace saw none of the threads' timers fire: no IRQ latency", True))
     else:
         out.append((f"IRQ latency and causes: {s.attribution}", True))
     if s.steal_ns:
