@@ -22,9 +22,9 @@ from conftest import NCPU, TWO, StreamingEngine, bpf_programs, oslens, run_engin
 ADDS_UP = 0.05
 
 
-def explained(*args: str) -> dict:
+def explained(*args: str, light: bool = False) -> dict:
     """An explained engine run, or a skip with the reason it could not attribute."""
-    r = run_engine("run", "--explain", "--warmup", "0.1", *args)
+    r = run_engine("run", "--explain-light" if light else "--explain", "--warmup", "0.1", *args)
     assert r.rc == 0, r.stderr
     ex = r.of("explain")
     assert ex, "no explain record"
@@ -805,6 +805,17 @@ def test_a_sample_spinning_in_a_lock_slow_path_is_that_locks_wait_named_by_its_c
     # the same call not spinning is the call's kernel time
     plain = {**spin, "frames": spin["frames"][2:]}
     assert on_cpu_cause(plain) == ("syscall:dup", "dup() in the kernel", "syscall")
+
+
+@pytest.mark.skipif(NCPU < 2, reason="contention needs two CPUs")
+def test_light_mode_still_times_a_lock_wait_that_sleeps_to_its_end():
+    """Light mode's contention_end returns at once while no sleeping wait is
+    open (a spinner's end runs with the lock held); a wait that sleeps —
+    mmap_lock's writers, once their spin fails — is still timed, begin to end."""
+    r = explained("--probe", "mmap", "--mode", "thread", "--workers", "2", "--duration", "0.5", "--reps", "2",
+                  light=True)  # fmt: skip
+    timed = [c for c in stats(r.records).causes if c.key.startswith("lock:mmap_lock:rwsem") and c.error_ns is None]
+    assert timed and all(c.ns_per_op > 0 and c.count_per_op > 0 for c in timed), timed
 
 
 @pytest.mark.skipif(not TWO, reason="contention needs two CPUs")

@@ -472,6 +472,14 @@ int oslens_ex_fault_maj(struct bpf_perf_event_data *ctx)
 
 #define LCB_F_SPIN 1 /* include/trace/events/lock.h: the waiter spins */
 
+/* Light mode: the lock waits that sleep, open now on any task. A
+ * spinner's contention_end runs with the lock held, so a task lookup there
+ * lengthens the critical section every other waiter queues on; with no
+ * sleeping wait open, an end has nothing to close and returns at once. A
+ * wait whose frame goes another way than its end leaves the count high:
+ * the lookups come back, the figures stay right. */
+__u64 sleeping_lock_waits = 0;
+
 SEC("raw_tp/contention_begin")
 int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 {
@@ -504,6 +512,8 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 	f->stack = bpf_get_stackid(ctx, &stacks, 0);
 	f->named = lock_named((__u64)lock);
 	t->depth = d + 1;
+	if (light_mode)
+		__sync_fetch_and_add(&sleeping_lock_waits, 1);
 	if (in_window(now)) {
 		struct explain_key k = {.tid = tid,
 					.kind = EX_LOCK,
@@ -519,13 +529,18 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 SEC("raw_tp/contention_end")
 int BPF_PROG(oslens_ex_lock_end, void *lock, int ret)
 {
+	if (light_mode && !*(volatile __u64 *)&sleeping_lock_waits)
+		return 0;
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
 	if (!t)
 		return 0;
 	struct explain_frame *top = top_frame(t);
-	if (top && top->kind == EX_LOCK && top->id == (__s64)lock)
+	if (top && top->kind == EX_LOCK && top->id == (__s64)lock) {
 		pop(t, tid, EX_LOCK, bpf_ktime_get_ns());
+		if (light_mode)
+			__sync_fetch_and_add(&sleeping_lock_waits, -1);
+	}
 	return 0;
 }
 
