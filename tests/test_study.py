@@ -239,3 +239,24 @@ def test_compare_of_two_study_runs_sets_their_findings_side_by_side(tmp_path):
     # a study run and a plain one share no finding, and here no metric either: nothing to set side by side
     p = oslens("compare", "1", "3", db=db)
     assert p.returncode == 2 and "no metric in common" in one_line_error(p.stderr)
+
+
+def test_osmark_paper_sizes_each_probes_work_and_runs_exactly_it(tmp_path, no_leaks):
+    """--paper: each probe's fixed work per worker is what one worker does
+    alone in PAPER_WORK_S here (the paper gives mmapbench's size in pages,
+    not the others' counts), then every worker does exactly that much."""
+    from oslens.commands.study import PAPER_PAGES
+
+    db = tmp_path / "p.db"
+    p = oslens("study", "osmark", "--paper", "--workers", "1", "--reps", "1", "--no-explain", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    params = doc["params"]
+    sized = params["ops_per_probe"]
+    assert set(sized) == {"fork", "fork-static", "mmap", "dup", "socket", "sem"} and all(n >= 1 for n in sized.values())
+    assert params["opts"]["mmap"] == {"pages": PAPER_PAGES}
+    import oslens as api
+
+    workers = api.Store(db).last(kind="scale").frame("workers")
+    done = workers.groupby("probe")["ops"].first().to_dict()
+    assert {p.split(":")[0]: n for p, n in done.items()} == sized, (done, sized)

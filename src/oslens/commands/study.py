@@ -8,9 +8,16 @@ import sys
 import click
 
 from .. import engine, kinds
+from ..errors import UsageError
 from . import EXIT_FAILED, Context, measure, measuring_options, print_run
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
+# --paper: the paper's mmapbench maps, touches and unmaps 125,000 pages of
+# the shared file per operation; its other fixed workloads are not given as
+# counts, so each is what one worker does alone here in PAPER_WORK_S.
+PAPER_PAGES = 125_000
+PAPER_WORK_S = 1.0
+PAPER_REPS = 5
 SCALEOUT = "nginx,streaming,redis,search,analysis,hpcc"  # the servers and jobs standing in for CloudSuite's
 
 
@@ -43,8 +50,8 @@ def study(click_ctx):
 
 @click.command("osmark")
 @click.option("--workers", metavar="N[,N…]|max", help="Worker counts (default: 1, 2, 4, … and all CPUs).")
-@click.option("--ops", type=int, default=2000, show_default=True, metavar="N", help="Operations per worker, timed.")
-@click.option("--reps", type=int, default=3, show_default=True, help="Repetitions per point.")
+@click.option("--ops", type=int, metavar="N", help="Operations per worker, timed (default 2000).")
+@click.option("--reps", type=int, metavar="N", help=f"Repetitions per point (default 3; --paper {PAPER_REPS}).")
 @click.option("--warmup", type=float, default=0.3, show_default=True, metavar="S", help="Warm-up seconds.")
 @click.option("--explain/--no-explain", default=True, show_default=True, help="Name the cause of each knee.")
 @click.option(
@@ -55,32 +62,52 @@ def study(click_ctx):
     metavar="S",
     help="Seconds of each explained repetition (fixed time: the attribution charges a window).",
 )
+@click.option(
+    "--paper",
+    is_flag=True,
+    help=f"The paper's method: every CPU count from 1 to all, each probe's work per worker what one worker does "
+    f"alone in {PAPER_WORK_S:g} s here, mmap of {PAPER_PAGES:,} pages, {PAPER_REPS} repetitions.",
+)
 @measuring_options
-def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration):
+def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration, paper):
     """OSMark (parallel scalability of OS primitives): fork (dynamic and
     static), mmap of a shared file, dup, socket and SysV semaphores, one
     pinned worker per CPU, a fixed amount of work each, the fastest worker's
     time; with each knee's kernel cause, beside the paper's findings."""
+    from ..parse import parse_opts, parse_probes
     from ..plan.scale import plan as scale_plan
+    from ..plan.scale import work_alone
 
-    plan = scale_plan(
-        probe=OSMARK,
-        workers=workers,
-        mode="process",
-        placement="compact",
-        duration=None,
-        ops=ops,
-        reps=reps,
-        warmup=warmup,
-        interval=0.1,
-        opts=(),
-        explain=engine.DEFAULT_EXPLAIN if explain else None,
-        explain_duration=explain_duration,
-    )
+    if paper and ops is not None:
+        raise UsageError("--ops: --paper sizes each probe's work itself")
+    opts = (f"pages={PAPER_PAGES}",) if paper else ()
+
+    def planned(sized: dict[str, int] | None = None):
+        return scale_plan(
+            probe=OSMARK,
+            workers=workers or ("1-max" if paper else None),
+            mode="process",
+            placement="compact",
+            duration=None,
+            ops=2000 if ops is None else ops,
+            reps=reps if reps is not None else PAPER_REPS if paper else 3,
+            warmup=warmup,
+            interval=0.1,
+            opts=opts,
+            explain=engine.DEFAULT_EXPLAIN if explain else None,
+            explain_duration=explain_duration,
+            ops_per_probe=sized,
+        )
+
+    plan = planned()  # every option checked before anything runs
+    work = f"{plan.params['ops']} operations per worker"
+    if paper:
+        ctx.say(f"oslens study osmark: sizing each probe's work to {PAPER_WORK_S:g} s of one worker alone")
+        sized = work_alone(parse_probes(OSMARK), parse_opts(opts, parse_probes(OSMARK)), PAPER_WORK_S)
+        plan = planned(sized)
+        work = "work per worker " + ", ".join(f"{p} {n:,}" for p, n in sized.items())
     plan.params["study"] = "osmark"
-    measure(
-        ctx, "scale", plan, f"OSMark, {ops} operations per worker, workers {','.join(map(str, plan.params['workers']))}"
-    )
+    measure(ctx, "scale", plan, f"OSMark, {work}, workers {','.join(map(str, plan.params['workers']))}")
 
 
 @click.command("codesign")

@@ -23,7 +23,10 @@ COLUMNS = {
         "rep": ("int64", "repetition"),
         "expiry_ns": ("int64", "the timer's expiry asked for (CLOCK_MONOTONIC), ns"),
         "thread_ns": ("int64", "thread latency: the expiry to the thread reading the clock, ns"),
-        "irq_ns": ("Int64", "IRQ latency: the expiry to the timer's callback (summary's irq_ends), ns (null: not seen)"),
+        "irq_ns": (
+            "Int64",
+            "IRQ latency: the expiry to the timer's callback (summary's irq_ends), ns (null: not seen)",
+        ),
     },
     "cpus": {
         **_PHASE,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 from .. import engine
 from ..cpulist import format_cpulist, format_siblings
+from ..errors import MeasurementError
 from ..parse import landmarks, parse_opts, parse_probes, parse_worker_counts, placement_order
 from . import Plan, Point, check_amounts, check_seconds, time_limit
 
@@ -23,6 +27,7 @@ def plan(
     explain: str | None = None,
     explain_duration: float | None = None,
     available: int | None = None,
+    ops_per_probe: dict[str, int] | None = None,
 ) -> Plan:
     """With explain (its mode, engine.EXPLAIN_MODES), each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
@@ -33,7 +38,8 @@ def plan(
     that the two see the same machine; the pair gives that cost.
 
     available: the CPUs worker counts may reach (default: this machine's;
-    `cluster scale` gives the fewest any rank has)."""
+    `cluster scale` gives the fewest any rank has). ops_per_probe: a fixed
+    workload of its own for some probes (by name), in place of ops."""
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
     ncpus = available or engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
@@ -59,7 +65,8 @@ def plan(
                     interval=interval,
                     opts=probe_opts[name],
                 )
-                args = engine.run_argv(**point, time_limit=limit, duration=duration, ops=ops)
+                work = (ops_per_probe or {}).get(name, ops)
+                args = engine.run_argv(**point, time_limit=limit, duration=duration, ops=work)
                 points.append(Point(name, variant, m, n, tuple(args)))
                 if explain:
                     args = engine.run_argv(
@@ -77,6 +84,7 @@ def plan(
         "placement": placement,
         "duration_s": duration,
         "ops": ops,
+        "ops_per_probe": ops_per_probe or {},
         "reps": reps,
         "warmup_s": warmup,
         "interval_s": interval,
@@ -87,6 +95,29 @@ def plan(
         "descriptions": _described(probes),
     }
     return Plan(points, reps, params)
+
+
+def work_alone(probes: list[tuple[str, str]], probe_opts: dict[str, dict], seconds: float) -> dict[str, int]:
+    """Per probe (by name), the operations one worker does alone in about
+    `seconds`: OSMark's fixed workload per worker, sized on this machine
+    from a short run of one worker (a fifth of `seconds`, after a warm-up).
+    The engine is stopped with us."""
+    out = {}
+    for name, variant in probes:
+        args = engine.run_argv(probe=f"{name}:{variant}", workers=1, reps=1, warmup=0.1, duration=seconds / 5,
+                               opts=probe_opts.get(name), time_limit=time_limit(1, seconds / 5 + 0.1))  # fmt: skip
+        proc = engine.spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
+        rates = [r["ops_per_sec"] for r in map(json.loads, stdout.splitlines()) if r.get("type") == "worker"]
+        if proc.returncode != 0 or not rates or not rates[0] > 0:
+            raise MeasurementError(f"sizing {name}'s work: the engine measured nothing ({stderr.strip()[-200:]})")
+        out[name] = max(1, round(rates[0] * seconds))
+    return out
 
 
 def _described(probes: list[tuple[str, str]]) -> dict[str, str]:
