@@ -106,21 +106,38 @@ static __always_inline struct noise_event *reserve(void)
 	return e;
 }
 
-static __always_inline void emit_level(__u32 cpu, __u16 kind, const struct level *l, __u64 end)
+/* An event with what every kind has, its name empty, other fields 0: the
+ * caller fills in the rest and sends it (send), or NULL (no room). */
+static __always_inline struct noise_event *event(__u32 cpu, __u16 kind, __u64 start, __u64 end, __s64 id)
 {
 	struct noise_event *e = reserve();
 	if (!e)
-		return;
-	e->start_ns = l->ns;
+		return NULL;
+	e->start_ns = start;
 	e->end_ns = end;
-	e->id = l->id;
+	e->id = id;
 	e->aux = 0;
 	e->cpu = cpu;
 	e->kind = kind;
-	e->sub = l->sub;
+	e->sub = 0;
 	e->flags = 0;
-	__builtin_memcpy(e->name, l->name, NOISE_NAME);
+	__builtin_memset(e->name, 0, NOISE_NAME);
+	return e;
+}
+
+static __always_inline void send(struct noise_event *e)
+{
 	bpf_ringbuf_submit(e, wakeup_flags());
+}
+
+static __always_inline void emit_level(__u32 cpu, __u16 kind, const struct level *l, __u64 end)
+{
+	struct noise_event *e = event(cpu, kind, l->ns, end, l->id);
+	if (!e)
+		return;
+	e->sub = l->sub;
+	__builtin_memcpy(e->name, l->name, NOISE_NAME);
+	send(e);
 }
 
 /* Opens an interval: returns the level to fill in, or NULL (too deep). */
@@ -250,19 +267,12 @@ int BPF_PROG(oslens_nmi, void *handler, s64 delta_ns)
 	if (!probed_cpu(cpu))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct noise_event *e = reserve();
+	struct noise_event *e =
+		event(cpu, NOISE_NMI, delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now, now, 0);
 	if (!e)
 		return 0;
-	e->start_ns = delta_ns > 0 && (__u64)delta_ns < now ? now - delta_ns : now;
-	e->end_ns = now;
-	e->id = 0;
 	e->aux = (__u64)handler;
-	e->cpu = cpu;
-	e->kind = NOISE_NMI;
-	e->sub = 0;
-	e->flags = 0;
-	__builtin_memset(e->name, 0, NOISE_NAME);
-	bpf_ringbuf_submit(e, wakeup_flags());
+	send(e);
 	return 0;
 }
 
@@ -289,19 +299,12 @@ int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct
 
 	if (s->out && !prev_probed) {
 		/* prev ran while the probed thread was away: its interval ends now */
-		struct noise_event *e = reserve();
+		struct noise_event *e = event(cpu, NOISE_TASK, s->task_ns, now, prev_pid);
 		if (e) {
-			e->start_ns = s->task_ns;
-			e->end_ns = now;
-			e->id = prev_pid;
-			e->aux = 0;
-			e->cpu = cpu;
-			e->kind = NOISE_TASK;
-			e->sub = 0;
 			e->flags = BPF_CORE_READ(prev, flags) & PF_KTHREAD ? NOISE_F_KTHREAD : 0;
 			if (BPF_CORE_READ_STR_INTO(&e->name, prev, comm) < 0)
 				e->name[0] = 0;
-			bpf_ringbuf_submit(e, wakeup_flags());
+			send(e);
 		}
 	}
 	if (probed_tid(next_pid) || (prev_probed && task_sched_state(prev) & TASK_DEAD)) {
@@ -337,19 +340,9 @@ int BPF_PROG(oslens_timer_callback, struct hrtimer *timer, ktime_t *now)
 	__u32 pid = BPF_CORE_READ(sl, task, pid);
 	if (!probed_tid(pid))
 		return 0;
-	struct noise_event *e = reserve();
-	if (!e)
-		return 0;
-	e->start_ns = (__u64)BPF_CORE_READ(timer, _softexpires);
-	e->end_ns = at;
-	e->id = pid;
-	e->aux = 0;
-	e->cpu = cpu;
-	e->kind = NOISE_TIMER_CALLBACK;
-	e->sub = 0;
-	e->flags = 0;
-	__builtin_memset(e->name, 0, NOISE_NAME);
-	bpf_ringbuf_submit(e, wakeup_flags());
+	struct noise_event *e = event(cpu, NOISE_TIMER_CALLBACK, (__u64)BPF_CORE_READ(timer, _softexpires), at, pid);
+	if (e)
+		send(e);
 	return 0;
 }
 
@@ -385,18 +378,10 @@ static __always_inline void fault_end(__u32 flags)
 	if (!t || !t->fault_ns)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	struct noise_event *e = reserve();
+	struct noise_event *e = event(t->fault_cpu, NOISE_FAULT, t->fault_ns, now, t->fault_addr);
 	if (e) {
-		e->start_ns = t->fault_ns;
-		e->end_ns = now;
-		e->id = t->fault_addr;
-		e->aux = 0;
-		e->cpu = t->fault_cpu;
-		e->kind = NOISE_FAULT;
-		e->sub = 0;
 		e->flags = flags;
-		__builtin_memset(e->name, 0, NOISE_NAME);
-		bpf_ringbuf_submit(e, wakeup_flags());
+		send(e);
 	}
 	t->fault_ns = 0;
 }
