@@ -100,7 +100,13 @@ def rule(what: str, above: bool = True) -> str:
     )
 
 
-def too_few(n: int) -> str | None:
+def too_few(s: ClusterSummary, n: int) -> None:
+    """Notes a job too small for an outlier verdict: n ranks judged."""
+    if note := too_few_note(n):
+        s.notes.append(note)
+
+
+def too_few_note(n: int) -> str | None:
     """The note for a job too small for an outlier verdict."""
     if n >= MIN_RANKS:
         return None
@@ -145,7 +151,6 @@ def measure_of(run) -> str:
 def analyze(run, records: list[dict]) -> ClusterSummary:
     ranks = by_rank(records)
     s = ClusterSummary(measure_of(run), {rank: rank_host(recs) for rank, recs in ranks.items()}, node_diff(records))
-    s.notes += [n for n in [too_few(len(ranks))] if n]
     measure(s.measure).summarize(s, ranks, records)
     return s
 

@@ -24,8 +24,9 @@ the notes — and ask the measure's module for the rest:
     metrics(summary, out: analysis.metrics.Metrics)
                what `compare` can test
 
-Modules are imported only when a cluster run is analysed, so listing runs
-loads none of them."""
+Modules are imported only when a cluster run is analysed or the cluster
+kind's frames are described (frames/cluster.py gathers their COLUMNS), so
+listing runs loads none of them."""
 
 from __future__ import annotations
 
@@ -52,8 +53,14 @@ class RankTable:
     rows: list[list[str]]
     caption: str = ""
     left: set[str] = field(default_factory=lambda: {"host", ""})  # columns of text, not figures
+    judged: bool = True  # its rows are ranks the outlier rule judged (the HTML quotes the rule under it)
 
 
 def measure(name: str) -> ModuleType:
-    """The module of a measure; a run stored before `measure` was kept is noise."""
+    """The module of a measure (analysis.cluster: a run stored before
+    `measure` was kept is noise)."""
+    if name not in MEASURES:
+        from ..errors import UsageError
+
+        raise UsageError(f"a cluster run of '{name}', which this oslens does not know (it knows {', '.join(MEASURES)})")
     return importlib.import_module(MEASURES[name], __name__)

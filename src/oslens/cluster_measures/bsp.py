@@ -187,7 +187,8 @@ def tables(s, every: bool = True) -> list[RankTable]:
             f" prediction off by {b['error']:+.1%} (mean); {b['steps_left_out']} steps after bookkeeping left out;"
             f" model: {b['model']}"
         )
-        out.append(RankTable(title, ["slowdown", "mean", "median", "p99", "max"], rows, caption, left={"slowdown"}))
+        cols = ["slowdown", "mean", "median", "p99", "max"]
+        out.append(RankTable(title, cols, rows, caption, left={"slowdown"}, judged=False))
     return out
 
 

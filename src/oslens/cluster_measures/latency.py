@@ -10,7 +10,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..analysis import latency as latency_analysis
-from ..analysis.cluster import flag, rule
+from ..analysis.cluster import flag, rule, too_few
 from ..analysis.metrics import LOWER
 from ..format import ns as fmt_ns
 from . import RankTable
@@ -33,6 +33,7 @@ COLUMNS = {
 
 
 def summarize(s, ranks: dict[int, list[dict]], records: list[dict]) -> None:
+    too_few(s, len(ranks))
     per_op: dict[str, list[dict]] = defaultdict(list)
     for rank, recs in ranks.items():
         for op in latency_analysis.summarize(recs).ops:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis import noise as noise_analysis
-from ..analysis.cluster import outliers, rule, thresholds
+from ..analysis.cluster import outliers, rule, thresholds, too_few
 from ..analysis.metrics import LOWER
 from ..format import ns as fmt_ns
 from ..format import share
@@ -109,6 +109,7 @@ def rank_rows(s, rows: list[RankRow], sent: int) -> None:
         r.outlier, r.threshold = r.rank in flagged, limits.get(r.rank)
     distinct_causes(rows)
     s.ranks, s.rule = rows, rule("noise share")
+    too_few(s, len(rows))
     if len(rows) < sent:
         s.notes.append(f"{sent - len(rows)} rank(s) sent no results")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..analysis import scale as scale_analysis
-from ..analysis.cluster import flag, rule
+from ..analysis.cluster import flag, rule, too_few
 from ..analysis.metrics import HIGHER
 from ..format import si
 from . import RankTable
@@ -30,6 +30,7 @@ COLUMNS = {
 
 
 def summarize(s, ranks: dict[int, list[dict]], records: list[dict]) -> None:
+    too_few(s, len(ranks))
     curves: dict[tuple, list[dict]] = defaultdict(list)
     for rank, recs in ranks.items():
         for series in scale_analysis.summarize(recs):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import timerlat as timerlat_analysis
-from ..analysis.cluster import flag, rule
+from ..analysis.cluster import flag, rule, too_few
 from ..analysis.histogram import Histogram, merge_all
 from ..analysis.metrics import LOWER
 from ..format import ns as fmt_ns
@@ -37,6 +37,7 @@ COLUMNS = {
 
 
 def summarize(s, ranks: dict[int, list[dict]], records: list[dict]) -> None:
+    too_few(s, len(ranks))
     rows = []
     for rank, recs in sorted(ranks.items()):
         mine = timerlat_records(recs)

@@ -23,7 +23,7 @@ def sections(runs) -> list[Section]:
         m = measure(s.measure)
         blocks += m.figures(rd, s, frames(rd.run, rd.records))
         for t in m.tables(s):
-            caption = "; ".join(x for x in (t.caption, f"outlier: {s.rule}") if x)
+            caption = "; ".join(x for x in (t.caption, f"outlier: {s.rule}" if t.judged else "") if x)
             blocks.append(Table(f"{rd.label}: {t.title}", t.cols, t.rows, caption=caption))
         blocks += [Note(line, warning=True) for line in m.lines(s)]
         for fact, hosts in s.node_diff.items():
