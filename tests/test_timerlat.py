@@ -148,7 +148,7 @@ def test_the_irq_latency_ends_at_the_timers_callback_after_its_interrupt_began(n
     index = EventIndex(records)
     (rec,) = [r for r in records if r["type"] == "timerlat"]
     pairs = np.array(rec["wakes"], dtype=np.int64)
-    callback = irq_latencies(index, CPU, pairs[:, 0], pairs[:, 1])
+    callback = irq_latencies(index, CPU, rec["tid"], pairs[:, 0], pairs[:, 1])
     assert all(x is not None for x in callback), sum(x is None for x in callback)  # every kept wake-up's, exactly
     entry = interrupt_latencies(index, CPU, pairs[:, 0], pairs[:, 1])
     for (expiry, woke), cb, en in zip(pairs.tolist(), callback, entry):

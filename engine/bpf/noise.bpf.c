@@ -322,7 +322,8 @@ int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct
  * thread asleep in clock_nanosleep is woken by an hrtimer whose callback is
  * hrtimer_wakeup, its task in the hrtimer_sleeper around it: at the entry
  * of that callback, the timer's expiry (the soft one: the time the thread
- * asked for) and the clock now. The loader gives hrtimer_wakeup's address
+ * asked for) and the clock now, on whichever CPU it fired (a timer may be
+ * moved off a nohz_full CPU). The loader gives hrtimer_wakeup's address
  * from kallsyms; without it there are no such events. */
 const volatile __u64 hrtimer_wakeup_fn = 0;
 
@@ -331,8 +332,7 @@ int BPF_PROG(oslens_timer_callback, struct hrtimer *timer, ktime_t *now)
 {
 	if (!hrtimer_wakeup_fn)
 		return 0;
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!probed_cpu(cpu) || (__u64)BPF_CORE_READ(timer, function) != hrtimer_wakeup_fn)
+	if ((__u64)BPF_CORE_READ(timer, function) != hrtimer_wakeup_fn)
 		return 0;
 	__u64 at = bpf_ktime_get_ns();
 	struct hrtimer_sleeper *sl =
@@ -340,7 +340,7 @@ int BPF_PROG(oslens_timer_callback, struct hrtimer *timer, ktime_t *now)
 	__u32 pid = BPF_CORE_READ(sl, task, pid);
 	if (!probed_tid(pid))
 		return 0;
-	struct noise_event *e = event(cpu, NOISE_TIMER_CALLBACK, (__u64)BPF_CORE_READ(timer, _softexpires), at, pid);
+	struct noise_event *e = event(bpf_get_smp_processor_id(), NOISE_TIMER_CALLBACK, (__u64)BPF_CORE_READ(timer, _softexpires), at, pid);
 	if (e)
 		send(e);
 	return 0;

@@ -170,7 +170,7 @@ class EventIndex:
         self._callbacks: dict[int, dict[int, int]] = defaultdict(dict)
         for cpu, s, e, kind, ident, flags, name in kernel_events(records):
             if kind == KIND_TIMER_CALLBACK:  # a moment, not something that ran instead of a thread
-                self._callbacks[cpu][s] = e
+                self._callbacks[ident][s] = e  # by thread: it may fire on another CPU (off a nohz_full one)
                 continue
             by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name), kind, ident, name))
         self._events = {cpu: sorted(evs) for cpu, evs in by_cpu.items()}
@@ -183,10 +183,10 @@ class EventIndex:
         and a kallsyms that let the engine recognise them)."""
         return bool(self._callbacks)
 
-    def callbacks(self, cpu: int) -> dict[int, int]:
-        """The probed threads' sleep timers that fired on `cpu`: their expiry ->
-        when their callback ran."""
-        return self._callbacks.get(cpu, {})
+    def callbacks(self, tid: int | None) -> dict[int, int]:
+        """Thread `tid`'s sleep timers seen firing: their expiry -> when their
+        callback ran."""
+        return self._callbacks.get(tid, {}) if tid is not None else {}
 
     def events(self, cpu: int) -> list[tuple]:
         """(start, end, cause, kind, id, name) of every event on `cpu`, by start."""

@@ -88,7 +88,7 @@ class CpuTimerlat:
     thread_max_ns: float
     irq: dict[str, float]  # percentiles of the IRQ entry latency, ns, over the wake-ups it was seen for
     irq_max_ns: float | None
-    irq_seen: int  # wake-ups whose timer interrupt was seen
+    irq_seen: int  # kept wake-ups whose IRQ latency the trace told (their timer seen firing)
     kept: int  # wake-ups kept individually
     why_other: str | None = None
     dma_latency_us: int | None = None  # the idle-state limit held on /dev/cpu_dma_latency, None: none
@@ -127,13 +127,16 @@ class TimerlatSummary:
         }
 
 
-def irq_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes: np.ndarray) -> list[int | None]:
-    """Per wake-up on `cpu`, from its expiry to its timer's callback (None
-    where the trace did not see it fire); where the trace saw no callback
-    at all, to the timer interrupt's entry (interrupt_latencies)."""
+def irq_latencies(
+    index: EventIndex, cpu: int, tid: int | None, expiries: np.ndarray, wokes: np.ndarray
+) -> list[int | None]:
+    """Per wake-up of thread `tid` on `cpu`, from its expiry to its timer's
+    callback (None where the trace did not see it fire: its event lost);
+    where the trace saw no callback at all, to the timer interrupt's entry
+    (interrupt_latencies)."""
     if not index.has_callbacks:
         return interrupt_latencies(index, cpu, expiries, wokes)
-    fired = index.callbacks(cpu)
+    fired = index.callbacks(tid)
     return [
         max(0, fired[e] - e) if e in fired and fired[e] <= w else None
         for e, w in zip(expiries.tolist(), wokes.tolist())
@@ -162,8 +165,9 @@ def interrupt_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes
     return [int(x) if ok else None for x, ok in zip(lat, seen)]
 
 
-def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int) -> int | None:
-    return irq_latencies(index, cpu, np.array([expiry], dtype=np.int64), np.array([woke], dtype=np.int64))[0]
+def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int, tid: int | None = None) -> int | None:
+    one = np.array([expiry], dtype=np.int64), np.array([woke], dtype=np.int64)
+    return irq_latencies(index, cpu, tid, *one)[0]
 
 
 def _before_the_interrupt(cause: str) -> str:
@@ -178,11 +182,13 @@ def _before_the_interrupt(cause: str) -> str:
 
 
 def _timeline(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> list[tuple[int, int, str]]:
-    """What held a wake-up back, as (from, to, what) in time order. Up to the
-    timer interrupt's entry (when it was seen) the interrupt itself was
-    late; after it, noise's innermost-event rule, the instants after the
-    thread was switched in (the end of the task that ran before it) charged
-    to the thread itself."""
+    """What held a wake-up back, as (from, to, what) in time order. Up to
+    the end of its IRQ latency (when it was told: the timer's callback, or
+    its interrupt's entry) the timer was late: the CPU waking, a task with
+    interrupts off, then the timer interrupt itself up to the callback;
+    after it, noise's innermost-event rule, the instants after the thread
+    was switched in (the end of the task that ran before it) charged to the
+    thread itself."""
     out: list[tuple[int, int, str]] = []
     start = expiry
     if irq is not None and irq > 0:
@@ -222,7 +228,7 @@ def summarize(records: list[dict]) -> TimerlatSummary:
         irqs = []
         for r in rs:
             pairs = np.array(r["wakes"], dtype=np.int64).reshape(-1, 2)
-            lat = irq_latencies(index, cpu, pairs[:, 0], pairs[:, 1]) if index else [None] * len(pairs)
+            lat = irq_latencies(index, cpu, r.get("tid"), pairs[:, 0], pairs[:, 1]) if index else [None] * len(pairs)
             for (expiry, woke), irq in zip(pairs.tolist(), lat):
                 if irq is not None:
                     irqs.append(irq)

@@ -93,12 +93,12 @@ def _distribution(series) -> Figure | None:
     )
     return Figure(
         "timerlat-latency",
-        "how late each CPU's thread woke, and its timer interrupt came",
+        "how late each CPU's thread woke, and its timer fired",
         chart,
         "Each wake-up kept: thread latency (solid: the expiry to the thread reading the clock) and IRQ latency "
-        "(dashed: the expiry to the timer interrupt's entry, where the kernel trace saw it; a latency of 0, an "
-        "interrupt already running, counts in the shares but has no point on the log axis); the tail at the right "
-        "is what a real-time deadline meets.",
+        "(dashed: the expiry to the timer's callback, where the kernel trace saw it fire — or to its interrupt's "
+        "entry where the notes say so; a latency of 0 counts in the shares but has no point on the log axis); the "
+        "tail at the right is what a real-time deadline meets.",
     )
 
 
