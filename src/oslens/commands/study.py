@@ -97,10 +97,11 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration, 
             explain=engine.DEFAULT_EXPLAIN if explain else None,
             explain_duration=explain_duration,
             ops_per_probe=sized,
+            work_s=PAPER_WORK_S if sized else None,
         )
 
     plan = planned()  # every option checked before anything runs
-    work = f"{plan.params['ops']} operations per worker"
+    work = f"{plan.params['ops']} operations per worker"  # --paper: sized below
     if paper:
         ctx.say(f"oslens study osmark: sizing each probe's work to {PAPER_WORK_S:g} s of one worker alone")
         sized = work_alone(parse_probes(OSMARK), parse_opts(opts, parse_probes(OSMARK)), PAPER_WORK_S)

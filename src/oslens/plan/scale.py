@@ -28,6 +28,7 @@ def plan(
     explain_duration: float | None = None,
     available: int | None = None,
     ops_per_probe: dict[str, int] | None = None,
+    work_s: float | None = None,
 ) -> Plan:
     """With explain (its mode, engine.EXPLAIN_MODES), each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
@@ -39,7 +40,9 @@ def plan(
 
     available: the CPUs worker counts may reach (default: this machine's;
     `cluster scale` gives the fewest any rank has). ops_per_probe: a fixed
-    workload of its own for some probes (by name), in place of ops."""
+    workload of its own for some probes (by name), in place of ops; work_s:
+    what one worker's takes alone, so that the time limit allows n workers'
+    work done one after the other (a primitive that does not scale at all)."""
     duration = check_amounts(duration, ops, reps, warmup, interval, default_duration=1.0)
     ncpus = available or engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
@@ -66,7 +69,8 @@ def plan(
                     opts=probe_opts[name],
                 )
                 work = (ops_per_probe or {}).get(name, ops)
-                args = engine.run_argv(**point, time_limit=limit, duration=duration, ops=work)
+                serial = time_limit(reps, (work_s or 0) * n + warmup) if work_s else limit
+                args = engine.run_argv(**point, time_limit=max(limit, serial), duration=duration, ops=work)
                 points.append(Point(name, variant, m, n, tuple(args)))
                 if explain:
                     args = engine.run_argv(
@@ -83,7 +87,7 @@ def plan(
         "modes": modes,
         "placement": placement,
         "duration_s": duration,
-        "ops": ops,
+        "ops": None if ops_per_probe and all(n in ops_per_probe for n, _ in probes) else ops,
         "ops_per_probe": ops_per_probe or {},
         "reps": reps,
         "warmup_s": warmup,
@@ -100,12 +104,13 @@ def plan(
 def work_alone(probes: list[tuple[str, str]], probe_opts: dict[str, dict], seconds: float) -> dict[str, int]:
     """Per probe (by name), the operations one worker does alone in about
     `seconds`: OSMark's fixed workload per worker, sized on this machine
-    from a short run of one worker (a fifth of `seconds`, after a warm-up).
-    The engine is stopped with us."""
+    from a run of one worker for half of it, after a warm-up (an operation
+    of mmapbench's size takes some 0.1 s: a few of them). The engine is
+    stopped with us."""
     out = {}
     for name, variant in probes:
-        args = engine.run_argv(probe=f"{name}:{variant}", workers=1, reps=1, warmup=0.1, duration=seconds / 5,
-                               opts=probe_opts.get(name), time_limit=time_limit(1, seconds / 5 + 0.1))  # fmt: skip
+        args = engine.run_argv(probe=f"{name}:{variant}", workers=1, reps=1, warmup=0.1, duration=seconds / 2,
+                               opts=probe_opts.get(name), time_limit=time_limit(1, seconds / 2 + 0.1))  # fmt: skip
         proc = engine.spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             stdout, stderr = proc.communicate()
