@@ -340,7 +340,8 @@ int BPF_PROG(oslens_timer_callback, struct hrtimer *timer, ktime_t *now)
 	__u32 pid = BPF_CORE_READ(sl, task, pid);
 	if (!probed_tid(pid))
 		return 0;
-	struct noise_event *e = event(bpf_get_smp_processor_id(), NOISE_TIMER_CALLBACK, (__u64)BPF_CORE_READ(timer, _softexpires), at, pid);
+	struct noise_event *e = event(bpf_get_smp_processor_id(), NOISE_TIMER_CALLBACK,
+				      (__u64)BPF_CORE_READ(timer, _softexpires), at, pid);
 	if (e)
 		send(e);
 	return 0;
