@@ -133,6 +133,35 @@ def test_each_wake_ups_timer_interrupt_is_seen_and_charged_whole(no_leaks):
         assert sum(w.causes.values()) == pytest.approx(w.thread_ns, abs=1)
 
 
+def test_a_wake_up_whose_timer_the_trace_missed_is_not_told_as_idle_or_unexplained():
+    """Where the trace saw the thread's other timers fire but not this one's,
+    its events are missing: what held it back is "not in the kernel trace",
+    not an idle CPU or the hypervisor, and the notes count such wake-ups."""
+    from oslens.analysis.timerlat import NOT_TRACED, Wake, _worst
+    from oslens.report.timerlat import notes
+
+    seen = (EXPIRY - 500, EXPIRY - 490, KIND_TIMER_CALLBACK, 42, 0, "")  # the previous period's timer, seen
+    index = _index(IDLE_UNTIL_SWITCH, seen)
+    assert _irq_latency(index, 3, EXPIRY, WOKE, tid=42) is None
+    w = _worst(index, Wake(3, 0, EXPIRY, WOKE - EXPIRY, None))
+    assert w.causes == {NOT_TRACED: WOKE - EXPIRY} and w.cause == NOT_TRACED
+    # the same wake-up in a trace that never sees callbacks is told from the interrupts, as before
+    assert _worst(_index(IDLE_UNTIL_SWITCH), Wake(3, 0, EXPIRY, WOKE - EXPIRY, None)).causes == {
+        IDLE: 500,
+        THREAD_ITSELF: 100,
+    }
+    records = [{"type": "trace", "available": True, "lost": 0},
+               {"type": "events", "events": [[3, *seen]]},
+               {"type": "timerlat", "rep": 0, "cpu": 3, "tid": 42, "period_ns": 500, "policy": "fifo", "prio": 95,
+                "missed": 0, "wakes": [[EXPIRY - 500, EXPIRY - 400], [EXPIRY, WOKE]],
+                "thread": {"unit_ns": 1.0, "sub_bucket_bits": 7, "count": 2, "sum": 700, "min": 100, "max": 600,
+                           "buckets": [[100, 2]]}}]  # fmt: skip
+    s = summarize(records)
+    (c,) = s.cpus
+    assert (c.kept, c.irq_seen) == (2, 1)
+    assert any("1 kept wake-up(s) whose timer the kernel trace did not see fire" in t for t, _ in notes(s))
+
+
 def test_the_irq_latency_ends_at_the_timers_callback_after_its_interrupt_began(no_leaks):
     """As rtla's: the expiry to the thread's sleep timer running its
     callback, matched to each wake-up by the timer's expiry, never before

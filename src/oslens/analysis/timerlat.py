@@ -42,6 +42,10 @@ AFTER_IDLE = "idle: switching to the thread"  # the interrupt came; the idle tas
 # riscv's riscv-timer, Xen's timerN).
 TIMER_IRQ = re.compile(r"arch_timer|riscv-timer|timer\d*")
 IRQ_AT_CALLBACK = "the timer's callback, as rtla's"
+# A wake-up whose timer the trace did not see fire, where it saw the others':
+# the trace has no events of it (on this VM, stretches of a few ms with none
+# of any kind, none counted lost), so what held it back cannot be told.
+NOT_TRACED = "not in the kernel trace (its events are missing)"
 IRQ_AT_ENTRY = "the entry of the timer interrupt (the callbacks were not seen), a little before rtla's"
 
 
@@ -277,6 +281,9 @@ def summarize(records: list[dict]) -> TimerlatSummary:
 def _worst(index: EventIndex | None, w: Wake) -> Wakeup:
     if index is None:
         return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, w.irq_ns)
+    if index.has_callbacks and w.irq_ns is None:  # a gap in the trace, not an idle or unexplained CPU
+        return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, None, {NOT_TRACED: float(w.thread_ns)},
+                      [(0, w.thread_ns, NOT_TRACED)])  # fmt: skip
     timeline = _timeline(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns)
     causes: dict[str, float] = defaultdict(float)
     for a, b, what in timeline:

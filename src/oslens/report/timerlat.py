@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.histogram import TAIL_RULE
-from ..analysis.timerlat import IRQ_AT_ENTRY, TimerlatSummary
+from ..analysis.timerlat import IRQ_AT_CALLBACK, IRQ_AT_ENTRY, TimerlatSummary
 from ..cpulist import format_cpulist
 from ..format import ns, share
 
@@ -83,6 +83,17 @@ def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
             )
         elif unseen:
             out.append((f"{cpus(unseen)}: the trace saw none of the threads' timers fire: no IRQ latency", True))
+        gaps = [c for c in s.cpus if c.irq_seen and c.irq_seen < c.kept]
+        if gaps and s.irq_ends == IRQ_AT_CALLBACK:
+            missing = sum(c.kept - c.irq_seen for c in gaps)
+            out.append(
+                (
+                    f"{cpus(gaps)}: {missing:,} kept wake-up(s) whose timer the kernel trace did not see fire, "
+                    "though it saw the others': the trace has gaps there (no event of any kind, none counted lost); "
+                    "their IRQ latency and causes are not told",
+                    True,
+                )
+            )
     else:
         out.append((f"IRQ latency and causes: {s.attribution}", True))
     if s.steal_ns:
