@@ -593,6 +593,9 @@ def _root_disk() -> str | None:
         (["--engine", "libaio", "--uring-wait"], "--uring-wait: io_uring's only"),
         (["--engine", "pread", "--qd", "4"], "--qd: the queued engines' only (uring, libaio)"),
         (["--engine", "pread,pwrite", "--taskrun", "defer"], "--taskrun: io_uring's only"),
+        (["--engine", "libaio", "--uring-poll"], "--uring-poll: io_uring's only"),
+        (["--engine", "uring", "--uring-poll"], "--uring-poll: the devices oslens makes (zram, loop) complete no I/O"),
+        (["--engine", "uring", "--uring-poll", "--target", "loop"], "complete no I/O by polling"),
         (["--mix", "70"], "--mix: the share of reads of a mixed --rw"),
         (["--rw", "randrw", "--mix", "100"], "not a percentage of reads from 1 to 99"),
         (["--rw", "sideways"], "--rw: unknown 'sideways'"),
@@ -625,6 +628,23 @@ def test_refused_before_a_device_is_made(tmp_path, args, words):
     if "loop" in args and devices.available_kinds()["loop"]:
         pytest.skip(devices.available_kinds()["loop"])
     assert words in _refused(tmp_path, *(a.format(tmp=tmp_path) for a in args))
+
+
+def test_polled_io_on_a_target_without_poll_queues_is_refused_by_the_kernels_answer(tmp_path):
+    """--uring-poll on a file whose disk has no poll queues: the engine's
+    check asks the kernel with one polled read, and refuses in one line,
+    before anything is measured or stored."""
+    disk = _root_disk()
+    name = Path(disk).name if disk else None
+    if name and Path(f"/sys/block/{name}/queue/io_poll").exists():
+        if Path(f"/sys/block/{name}/queue/io_poll").read_text().strip() != "0":
+            pytest.skip(f"{disk} polls: the refusal needs a disk that does not")
+    f = tmp_path / "data"
+    f.write_bytes(os.urandom(4 << 20))  # on the root filesystem, which takes direct I/O
+    p = oslens("io", "--target", str(f), "--engine", "uring", "--uring-poll", "--ops", "10", "--workers", "1",
+               "--reps", "1", "--warmup", "0", db=tmp_path / "r.db")  # fmt: skip
+    assert p.returncode == 2 and "completes no I/O by polling" in one_line_error(p.stderr), p.stderr
+    assert not (tmp_path / "r.db").exists() or "uring" not in oslens("runs", db=tmp_path / "r.db").stdout
 
 
 def test_a_target_the_kernel_will_not_open_is_refused_in_one_line(tmp_path):

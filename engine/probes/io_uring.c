@@ -37,6 +37,15 @@
  * (IORING_ENTER_EXT_ARG, 5.11), so that a completion is reaped when it
  * comes, not when the next token does.
  *
+ * With `poll` (IORING_SETUP_IOPOLL), completions are not taken from the
+ * device's interrupt: every io_uring_enter that asks for completions polls
+ * the device for them, a wait spinning in the kernel until they are there.
+ * Only a device with poll queues (nvme with poll_queues set) completes I/O
+ * so; the check before the run asks the kernel with one read, and refuses
+ * the rest. A polled ring takes no timeout: paced by a `rate`, a worker
+ * with I/Os in flight polls until one completes (the CPU a polling driver
+ * spends), and sleeps for its token only with none in flight.
+ *
  * With `fsync` N, once N writes are submitted nothing more is until every
  * I/O in flight has completed and the sync is done (io.h's io_sync): an
  * fsync(2) between two passes, not an IORING_OP_FSYNC queued beside the
@@ -57,7 +66,11 @@
 #include <unistd.h>
 
 #define QD_MAX 4096
+#define POLL_CHECK_NS 200000000ull /* a polled read not done by then: the device does not poll */
 
+#ifndef IORING_SETUP_IOPOLL
+#define IORING_SETUP_IOPOLL (1U << 0)
+#endif
 #ifndef IORING_SETUP_COOP_TASKRUN /* headers older than the kernel */
 #define IORING_SETUP_COOP_TASKRUN (1U << 8)
 #endif
@@ -82,6 +95,12 @@ static const unsigned *setup_tries(const struct probe_env *env)
 	return SETUP_TRIES + TASKRUN_MAX - probe_opt(env, "taskrun");
 }
 
+/* IORING_SETUP_IOPOLL where the `poll` option asks for it, else 0. */
+static unsigned polled(const struct probe_env *env)
+{
+	return probe_opt(env, "poll") ? IORING_SETUP_IOPOLL : 0;
+}
+
 struct ring {
 	int fd;
 	unsigned flags;	   /* io_uring_setup's, as the kernel took them */
@@ -97,6 +116,7 @@ struct ring {
 struct uring {
 	struct ring r;
 	int fd, wait;		     /* wait: the `wait` option */
+	int polled;		     /* IORING_SETUP_IOPOLL: the `poll` option */
 	unsigned qd, nfree;	     /* in flight: qd - nfree */
 	uint64_t ios, enters, waits; /* the books of the `uring` record, warm-up included */
 	uint64_t reads, writes;
@@ -142,14 +162,14 @@ static void ring_unmap(struct ring *r)
 }
 
 /* A ring of `entries`, set up with the first of `tries` (0-terminated)
- * that the kernel takes. */
-static int ring_setup(struct ring *r, unsigned entries, const unsigned *tries)
+ * that the kernel takes, each with the flags `always` too. */
+static int ring_setup(struct ring *r, unsigned entries, const unsigned *tries, unsigned always)
 {
 	struct io_uring_params p;
 	memset(r, 0, sizeof *r);
 	do {
 		memset(&p, 0, sizeof p);
-		p.flags = *tries;
+		p.flags = *tries | always;
 		r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
 	} while (r->fd < 0 && errno == EINVAL && *tries++);
 	if (r->fd < 0)
@@ -210,6 +230,7 @@ static int uring_setup(struct worker *w)
 	w->data = u;
 	u->r.fd = -1;
 	u->wait = (int)probe_opt(env, "wait");
+	u->polled = polled(env) != 0;
 	u->qd = (unsigned)probe_opt(env, "qd");
 	u->bs = (size_t)probe_opt(env, "bs");
 	u->fd = io_open(env, io_writes(env), 1);
@@ -218,7 +239,7 @@ static int uring_setup(struct worker *w)
 	u->t_submit = calloc(u->qd, sizeof *u->t_submit);
 	u->free_slot = calloc(u->qd, sizeof *u->free_slot);
 	if (bytes < 0 || !u->t_submit || !u->free_slot || !(u->bufs = io_buffer(u->qd * u->bs, w->index)) ||
-	    ring_setup(&u->r, u->qd, setup_tries(env)) != 0) {
+	    ring_setup(&u->r, u->qd, setup_tries(env), polled(env)) != 0) {
 		int e = errno;
 		uring_teardown(w);
 		w->data = NULL;
@@ -352,7 +373,9 @@ static inline __attribute__((always_inline)) uint64_t uring_run(struct worker *w
 			}
 			u->enters++;
 			u->waits++;
-			ret = ring_wait_until(u->r.fd, u->pace.next_ns);
+			/* a polled ring takes no timeout: it polls until the
+			 * completion, spinning as a polling driver does */
+			ret = u->polled ? ring_enter(u->r.fd, 0, 1) : ring_wait_until(u->r.fd, u->pace.next_ns);
 		} else if (u->wait || draining || syncing) {
 			if (h && n) {
 				/* this pass's slots, popped off the stack and not
@@ -389,6 +412,8 @@ static int uring_emit(struct worker *w, struct json *j)
 {
 	const struct uring *u = w->data;
 	json_arr(j, "setup");
+	if (u->r.flags & IORING_SETUP_IOPOLL)
+		json_str(j, NULL, "IOPOLL");
 	if (u->r.flags & IORING_SETUP_COOP_TASKRUN)
 		json_str(j, NULL, "COOP_TASKRUN");
 	if (u->r.flags & IORING_SETUP_SINGLE_ISSUER)
@@ -404,19 +429,66 @@ static int uring_emit(struct worker *w, struct json *j)
 	return 0;
 }
 
+/* A polled ring's one read of a block at offset 0: 0, or -1 with why the
+ * device completes no I/O by polling (the kernel's answer, -EOPNOTSUPP,
+ * where it has no poll queues). */
+static int poll_one_read(struct ring *r, const struct probe_env *env, char *why, size_t len)
+{
+	size_t bs = (size_t)probe_opt(env, "bs");
+	int fd = io_open(env, 0, 1);
+	void *buf = fd >= 0 ? io_buffer(bs, 0) : NULL;
+	int rc = -1;
+	if (buf) {
+		struct io_uring_sqe *sqe = &r->sqes[0];
+		memset(sqe, 0, sizeof *sqe);
+		sqe->opcode = IORING_OP_READ;
+		sqe->fd = fd;
+		sqe->addr = (unsigned long)buf;
+		sqe->len = (unsigned)bs;
+		__atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
+		/* on a device without poll queues the read is never found by
+		 * polling (6.x: enter returns at once, no completion; or
+		 * -EOPNOTSUPP): ask until POLL_CHECK_NS have passed */
+		int n = ring_enter(r->fd, 1, 1);
+		unsigned head = *r->cq_head;
+		uint64_t until = io_mono_ns() + POLL_CHECK_NS;
+		while (n >= 0 && head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE) && io_mono_ns() < until)
+			n = ring_enter(r->fd, 0, 1);
+		if (n < 0)
+			snprintf(why, len, "a polled read: %s", strerror(errno));
+		else if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE) ||
+			 r->cqes[head & r->cq_mask].res == -EOPNOTSUPP)
+			snprintf(why, len,
+				 "the device completes no I/O by polling (it has no poll queues: nvme's "
+				 "poll_queues gives them)");
+		else if (r->cqes[head & r->cq_mask].res != (int)bs)
+			snprintf(why, len, "a polled read: %s", strerror(-r->cqes[head & r->cq_mask].res));
+		else
+			rc = 0;
+	} else {
+		snprintf(why, len, "cannot open it for direct I/O: %s", strerror(errno));
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 static int uring_check_target(const struct probe_env *env, char *why, size_t len)
 {
 	if (io_check(env, io_writes(env), 1, why, len) != 0)
 		return -1;
 	struct ring r;
-	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"), setup_tries(env));
+	int rc = ring_setup(&r, (unsigned)probe_opt(env, "qd"), setup_tries(env), polled(env));
 	if (rc != 0)
-		snprintf(why, len, "cannot set up an io_uring of %ld entries: %s%s", probe_opt(env, "qd"),
-			 strerror(errno), errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
+		snprintf(why, len, "cannot set up an io_uring of %ld entries%s: %s%s", probe_opt(env, "qd"),
+			 polled(env) ? ", polled" : "", strerror(errno),
+			 errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
 	else if (probe_opt(env, "rate") && !(r.features & IORING_FEAT_EXT_ARG)) {
 		snprintf(why, len, "a rate needs io_uring waits with a timeout (IORING_FEAT_EXT_ARG, Linux 5.11)");
 		rc = -1;
-	}
+	} else if (polled(env))
+		rc = poll_one_read(&r, env, why, len);
 	ring_unmap(&r);
 	return rc;
 }
@@ -432,7 +504,8 @@ OSLENS_PROBE(io_uring) = {
 		 {"wait", 0, 0, 1,
 		  "0: an enter per I/O, waiting only when full (fio's); 1: submit all, wait in one enter"},
 		 {"taskrun", 1, 0, TASKRUN_MAX,
-		  "completions run 0: by interruption; 1: COOP_TASKRUN; 2: DEFER_TASKRUN"}},
+		  "completions run 0: by interruption; 1: COOP_TASKRUN; 2: DEFER_TASKRUN"},
+		 {"poll", 0, 0, 1, "1: IORING_SETUP_IOPOLL, completions polled from a device with poll queues"}},
 	.needs_target = 1,
 	.check_target = uring_check_target,
 	.setup = uring_setup,

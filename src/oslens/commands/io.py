@@ -65,6 +65,12 @@ from . import Context, environment_option, explain_option, measure, measuring_op
     "waiting only when the queue is full, as fio does).",
 )
 @click.option(
+    "--uring-poll",
+    is_flag=True,
+    help="io_uring: completions polled from the device (IORING_SETUP_IOPOLL), not taken from its interrupt; a "
+    "device with poll queues only (nvme with poll_queues set).",
+)
+@click.option(
     "--taskrun",
     type=click.Choice(list(TASKRUN)),
     help="io_uring: when the kernel runs completion work: interrupt (the task), coop (at its next kernel entry: "

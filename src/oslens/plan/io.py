@@ -176,7 +176,7 @@ def check(
     workers: str | None, placement: str, duration: float | None, ops: int | None, reps: int, warmup: float,
     scheduler: str | None, allow_overwrite: bool, explain: str | None, uring_wait: bool = False,
     taskrun: str | None = None, rw: str | None = None, mix: int | None = None, fsync: int | None = None,
-    fdatasync: int | None = None, rate: str | None = None,
+    fdatasync: int | None = None, rate: str | None = None, uring_poll: bool = False,
 ) -> dict:  # fmt: skip
     """Every option checked before anything is made; the choices (the
     user's target, checked, as `target`; None when one is to be made).
@@ -198,7 +198,7 @@ def check(
                 f"--bs: {b} is not a multiple of 512 bytes from {opts['bs']['min']} to {opts['bs']['max']}"
             )
         blocks.append(block)
-    series = _series(engines, qd, uring_wait, taskrun, rw, mix, blocks, rates)
+    series = _series(engines, qd, uring_wait, taskrun, rw, mix, blocks, rates, uring_poll)
     sync = _sync(series, fsync, fdatasync)
     taskrun = taskrun or DEFAULT_TASKRUN
     block = max(blocks)
@@ -210,6 +210,9 @@ def check(
         raise UsageError(f"--size: {size} is not a whole number of MiB of at least 1M")
     ncpus = engine.topology()["available"]
     counts = parse_worker_counts(workers, ncpus, placement=placement)
+    if uring_poll and (target is None or target in devices.MADE):
+        raise UsageError(f"--uring-poll: the devices oslens makes ({', '.join(devices.MADE)}) complete no I/O by "
+                         "polling; give --target a device with poll queues (nvme with poll_queues set)")  # fmt: skip
     kind, user_target = _target(target, any(s.writes for s in series), allow_overwrite)
     if user_target is not None and size is not None:
         raise UsageError(f"--size: the size of a device oslens makes, not of --target {target}")
@@ -227,7 +230,8 @@ def check(
     return dict(
         kind=kind, target=user_target, size=made_size, series=series, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
-        scheduler=scheduler, explain=explain, uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun]},
+        scheduler=scheduler, explain=explain,
+        uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun], "poll": int(uring_poll)},
         layout=layout, sync=sync,
     )  # fmt: skip
 
@@ -247,7 +251,7 @@ def _engines(engines: str, rw: str | None) -> list[tuple[str, str | None]]:
 
 def _series(
     engines: str, qd: str | None, uring_wait: bool, taskrun: str | None, rw: str | None, mix: int | None,
-    blocks: list[int], rates: list[int],
+    blocks: list[int], rates: list[int], uring_poll: bool = False,
 ) -> list[Series]:  # fmt: skip
     """The series asked: each engine at each --qd where it has a queue, in
     each pattern, block size and rate; options refused where no series
@@ -257,7 +261,8 @@ def _series(
     if not any(ENGINES[n].queued for n, _ in chosen) and qd:
         raise UsageError(f"--qd: the queued engines' only ({', '.join(queued)}), and none is asked")
     if "uring" not in {n for n, _ in chosen}:
-        given = [o for o, v in (("--uring-wait", uring_wait or None), ("--taskrun", taskrun)) if v]
+        given = [o for o, v in (("--uring-wait", uring_wait or None), ("--taskrun", taskrun),
+                                ("--uring-poll", uring_poll or None)) if v]  # fmt: skip
         if given:
             raise UsageError(f"{', '.join(given)}: io_uring's only, and no uring engine is asked")
     patterns = parse_list(rw or DEFAULT_RW, "--rw", tuple(PATTERNS))
