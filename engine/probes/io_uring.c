@@ -437,7 +437,7 @@ static int poll_one_read(struct ring *r, const struct probe_env *env, char *why,
 	size_t bs = (size_t)probe_opt(env, "bs");
 	int fd = io_open(env, 0, 1);
 	void *buf = fd >= 0 ? io_buffer(bs, 0) : NULL;
-	int rc = -1;
+	int rc = -1, done = 1;
 	if (buf) {
 		struct io_uring_sqe *sqe = &r->sqes[0];
 		memset(sqe, 0, sizeof *sqe);
@@ -447,17 +447,19 @@ static int poll_one_read(struct ring *r, const struct probe_env *env, char *why,
 		sqe->len = (unsigned)bs;
 		__atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
 		/* on a device without poll queues the read is never found by
-		 * polling (6.x: enter returns at once, no completion; or
-		 * -EOPNOTSUPP): ask until POLL_CHECK_NS have passed */
+		 * polling (6.18 here: enter returns at once and no completion
+		 * comes; or -EOPNOTSUPP; before 6.11 the kernel quietly took the
+		 * read by interrupt, which only the disk's queue/io_poll, read
+		 * by oslens first, tells): ask until POLL_CHECK_NS have passed */
 		int n = ring_enter(r->fd, 1, 1);
 		unsigned head = *r->cq_head;
 		uint64_t until = io_mono_ns() + POLL_CHECK_NS;
 		while (n >= 0 && head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE) && io_mono_ns() < until)
 			n = ring_enter(r->fd, 0, 1);
+		done = head != __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
 		if (n < 0)
 			snprintf(why, len, "a polled read: %s", strerror(errno));
-		else if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE) ||
-			 r->cqes[head & r->cq_mask].res == -EOPNOTSUPP)
+		else if (!done || r->cqes[head & r->cq_mask].res == -EOPNOTSUPP)
 			snprintf(why, len,
 				 "the device completes no I/O by polling (it has no poll queues: nvme's "
 				 "poll_queues gives them)");
@@ -466,9 +468,11 @@ static int poll_one_read(struct ring *r, const struct probe_env *env, char *why,
 		else
 			rc = 0;
 	} else {
-		snprintf(why, len, "cannot open it for direct I/O: %s", strerror(errno));
+		snprintf(why, len, "%s: %s", fd < 0 ? "cannot open it for direct I/O" : "no memory for a block",
+			 strerror(errno));
 	}
-	free(buf);
+	if (done) /* a read still in flight may land in it after the ring is gone: left to the exit */
+		free(buf);
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -484,7 +488,7 @@ static int uring_check_target(const struct probe_env *env, char *why, size_t len
 		snprintf(why, len, "cannot set up an io_uring of %ld entries%s: %s%s", probe_opt(env, "qd"),
 			 polled(env) ? ", polled" : "", strerror(errno),
 			 errno == EPERM ? " (kernel.io_uring_disabled?)" : "");
-	else if (probe_opt(env, "rate") && !(r.features & IORING_FEAT_EXT_ARG)) {
+	else if (probe_opt(env, "rate") && !polled(env) && !(r.features & IORING_FEAT_EXT_ARG)) {
 		snprintf(why, len, "a rate needs io_uring waits with a timeout (IORING_FEAT_EXT_ARG, Linux 5.11)");
 		rc = -1;
 	} else if (polled(env))

@@ -110,6 +110,17 @@ class Target:
             return None
         return s.parent if (s / "partition").exists() else s
 
+    def no_polling(self) -> str | None:
+        """Why no I/O to it can be polled, as its disk's queue says (io_poll
+        0: no poll queues); None where the queue says it polls, or says
+        nothing (the engine's check then asks the kernel with a read)."""
+        disk = self.disk
+        if disk is None:
+            return "no block device under this file, no poll queues to poll"
+        if _read(disk / "queue" / "io_poll") == "0":
+            return f"{disk.name} has no poll queues (queue/io_poll is 0; nvme's poll_queues gives them)"
+        return None
+
     def size(self) -> int:
         with open(self.path, "rb") as f:
             return f.seek(0, os.SEEK_END)

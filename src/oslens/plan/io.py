@@ -214,6 +214,8 @@ def check(
         raise UsageError(f"--uring-poll: the devices oslens makes ({', '.join(devices.MADE)}) complete no I/O by "
                          "polling; give --target a device with poll queues (nvme with poll_queues set)")  # fmt: skip
     kind, user_target = _target(target, any(s.writes for s in series), allow_overwrite)
+    if uring_poll and (why := user_target.no_polling()):
+        raise UsageError(f"--uring-poll: {user_target.path}: {why}")
     if user_target is not None and size is not None:
         raise UsageError(f"--size: the size of a device oslens makes, not of --target {target}")
     if kind is not None and made_size > _mem_available() // 2:
@@ -231,7 +233,7 @@ def check(
         kind=kind, target=user_target, size=made_size, series=series, span=span_bytes,
         counts=counts, placement=placement, duration=duration, ops=ops, reps=reps, warmup=warmup,
         scheduler=scheduler, explain=explain,
-        uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun], "poll": int(uring_poll)},
+        uring={"wait": int(uring_wait), "taskrun": TASKRUN[taskrun], **({"poll": 1} if uring_poll else {})},
         layout=layout, sync=sync,
     )  # fmt: skip
 
