@@ -143,7 +143,7 @@ def test_a_wake_up_whose_timer_the_trace_missed_is_not_told_as_idle_or_unexplain
     seen = (EXPIRY - 500, EXPIRY - 490, KIND_TIMER_CALLBACK, 42, 0, "")  # the previous period's timer, seen
     index = _index(IDLE_UNTIL_SWITCH, seen)
     assert _irq_latency(index, 3, EXPIRY, WOKE, tid=42) is None
-    w = _worst(index, Wake(3, 0, EXPIRY, WOKE - EXPIRY, None))
+    w = _worst(index, Wake(3, 0, EXPIRY, WOKE - EXPIRY, None), in_gap=True)
     assert w.causes == {NOT_TRACED: WOKE - EXPIRY} and w.cause == NOT_TRACED
     # the same wake-up in a trace that never sees callbacks is told from the interrupts, as before
     assert _worst(_index(IDLE_UNTIL_SWITCH), Wake(3, 0, EXPIRY, WOKE - EXPIRY, None)).causes == {
@@ -159,6 +159,10 @@ def test_a_wake_up_whose_timer_the_trace_missed_is_not_told_as_idle_or_unexplain
     s = summarize(records)
     (c,) = s.cpus
     assert (c.kept, c.irq_seen) == (2, 1)
+    assert [w.cause for w in s.worst if w.expiry_ns == EXPIRY] == [NOT_TRACED]
+    # a thread whose timers the trace never saw fire is told from the interrupts, as before
+    other = summarize([{**r, "tid": 7} if r["type"] == "timerlat" else r for r in records])
+    assert NOT_TRACED not in {w.cause for w in other.worst}
     assert any("1 kept wake-up(s) whose timer the kernel trace did not see fire" in t for t, _ in notes(s))
 
 

@@ -227,16 +227,20 @@ def summarize(records: list[dict]) -> TimerlatSummary:
     for r in recs:
         by_cpu[r["cpu"]].append(r)
     cpus, wakes = [], []
+    gaps: set[tuple[int, int, int]] = set()  # wake-ups in a gap of the trace: (cpu, rep, expiry)
     for cpu, rs in sorted(by_cpu.items()):
         hist = merge_all(Histogram.from_record(r["thread"]) for r in rs)
         irqs = []
         for r in rs:
             pairs = np.array(r["wakes"], dtype=np.int64).reshape(-1, 2)
             lat = irq_latencies(index, cpu, r.get("tid"), pairs[:, 0], pairs[:, 1]) if index else [None] * len(pairs)
+            fired = index.callbacks(r.get("tid")) if index else {}
             for (expiry, woke), irq in zip(pairs.tolist(), lat):
                 if irq is not None:
                     irqs.append(irq)
                 wakes.append(Wake(cpu, r["rep"], expiry, max(0, woke - expiry), irq))
+                if fired and expiry not in fired:  # the trace saw this thread's timers fire, not this one
+                    gaps.add((cpu, r["rep"], expiry))
         irq_arr = np.array(irqs, dtype=float)
         told = hist.told_percentiles(QS)
         cpus.append(
@@ -257,7 +261,8 @@ def summarize(records: list[dict]) -> TimerlatSummary:
                 rs[0].get("dma_latency_why"),
             )
         )
-    worst = [_worst(index, w) for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)]
+    worst = [_worst(index, w, (w.cpu, w.rep, w.expiry_ns) in gaps)
+             for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)]  # fmt: skip
     summary = TimerlatSummary(
         cpus,
         worst,
@@ -278,10 +283,10 @@ def summarize(records: list[dict]) -> TimerlatSummary:
     return summary
 
 
-def _worst(index: EventIndex | None, w: Wake) -> Wakeup:
+def _worst(index: EventIndex | None, w: Wake, in_gap: bool = False) -> Wakeup:
     if index is None:
         return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, w.irq_ns)
-    if index.has_callbacks and w.irq_ns is None:  # a gap in the trace, not an idle or unexplained CPU
+    if in_gap:  # a gap in the trace, not an idle or unexplained CPU
         return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, None, {NOT_TRACED: float(w.thread_ns)},
                       [(0, w.thread_ns, NOT_TRACED)])  # fmt: skip
     timeline = _timeline(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns)

@@ -89,8 +89,9 @@ def notes(s: TimerlatSummary) -> list[tuple[str, bool]]:
             out.append(
                 (
                     f"{cpus(gaps)}: {missing:,} kept wake-up(s) whose timer the kernel trace did not see fire, "
-                    "though it saw the others': the trace has gaps there (no event of any kind, none counted lost); "
-                    "their IRQ latency and causes are not told",
+                    "though it saw the others': the trace has gaps there (no event of any kind"
+                    + ("" if s.lost_events else ", none counted lost")
+                    + "); their IRQ latency and causes are not told",
                     True,
                 )
             )
