@@ -97,7 +97,7 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration, 
             explain=engine.DEFAULT_EXPLAIN if explain else None,
             explain_duration=explain_duration,
             ops_per_probe=sized,
-            work_s=PAPER_WORK_S if sized else None,
+            work_s=PAPER_WORK_S if paper else None,  # the limit of sized work, checked before the sizing runs
         )
 
     plan = planned()  # every option checked before anything runs
