@@ -258,7 +258,9 @@ def test_a_threshold_within_a_few_loop_times_is_refused_naming_the_least(tmp_pat
                if r["type"] == "detours")  # fmt: skip
     least = det["min_threshold_ns"]
     assert det["loop_ns"] < least <= 10 * det["loop_ns"]
-    p = oslens("noise", "--cpus", str(CPU), "--duration", "0.2", "--threshold-ns", str(int(least) - 1),
+    # half of it: oslens calibrates again, and its least may come out a ns or two under this one's (fresh-
+    # clone run 3 of stop 41 asked least - 1, and was taken)
+    p = oslens("noise", "--cpus", str(CPU), "--duration", "0.2", "--threshold-ns", str(max(1, int(least) // 2)),
                db=tmp_path / "s.db")  # fmt: skip
     assert p.returncode == 2
     line = one_line_error(p.stderr)
