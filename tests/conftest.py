@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
@@ -23,6 +24,21 @@ from oslens import engine, leftovers
 # leak check sees this session's directories only, and the rest is removed.
 SESSION_TMP = Path(tempfile.mkdtemp(prefix="tests-tmp-"))
 os.environ["TMPDIR"] = str(SESSION_TMP)
+
+
+SESSION_PID = os.getpid()  # the process that made SESSION_TMP
+
+
+def _remove_session_tmp() -> None:
+    """At exit, not in a session fixture: a session that runs no test (all
+    deselected, --collect-only, a collection error) runs no fixture, and
+    left its directory in /tmp. Only by the process that made it: a child
+    forked by a test exits through here too."""
+    if os.getpid() == SESSION_PID:
+        shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
+
+atexit.register(_remove_session_tmp)
 
 
 def _children_get_default_stop_signals() -> None:
@@ -179,12 +195,6 @@ def bpf_programs(settle_s: float = 3.0) -> int:
 
 def oslens_tmp() -> set[str]:
     return set(glob.glob(f"{SESSION_TMP}/oslens.*"))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _remove_session_tmp():
-    yield
-    shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
