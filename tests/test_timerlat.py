@@ -18,7 +18,7 @@ import pytest
 
 from oslens import engine
 from oslens.analysis.noise import IDLE, KIND_TASK, KIND_TIMER_CALLBACK, KIND_VECTOR, UNEXPLAINED, EventIndex
-from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _irq_latency, _timeline, summarize
+from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _timeline, irq_latencies, summarize
 
 from conftest import (
     StreamingEngine,
@@ -110,7 +110,7 @@ TIMER_AT = lambda s, e: (s, e, KIND_VECTOR, 0, 0, "local_timer")  # noqa: E731
 )  # fmt: skip
 def test_what_held_a_wake_up_back_is_told_in_order_and_sums_to_its_latency(events, irq, causes):
     index = _index(*events)
-    assert _irq_latency(index, 3, EXPIRY, WOKE, tid=42) == irq
+    assert irq_latencies(index, 3, 42, np.array([EXPIRY]), np.array([WOKE]))[0] == irq
     got = _causes(index, 3, EXPIRY, WOKE, irq)
     assert got == pytest.approx(causes) and sum(got.values()) == WOKE - EXPIRY
     # as a timeline: stretches end to end from the expiry to the wake-up, in the order they happened
@@ -142,7 +142,7 @@ def test_a_wake_up_whose_timer_the_trace_missed_is_not_told_as_idle_or_unexplain
 
     seen = (EXPIRY - 500, EXPIRY - 490, KIND_TIMER_CALLBACK, 42, 0, "")  # the previous period's timer, seen
     index = _index(IDLE_UNTIL_SWITCH, seen)
-    assert _irq_latency(index, 3, EXPIRY, WOKE, tid=42) is None
+    assert irq_latencies(index, 3, 42, np.array([EXPIRY]), np.array([WOKE]))[0] is None
     w = _worst(index, Wake(3, 0, EXPIRY, WOKE - EXPIRY, None), in_gap=True)
     assert w.causes == {NOT_TRACED: WOKE - EXPIRY} and w.cause == NOT_TRACED
     # the same wake-up in a trace that never sees callbacks is told from the interrupts, as before

@@ -102,16 +102,11 @@ def rule(what: str, above: bool = True) -> str:
 
 def too_few(s: ClusterSummary, n: int) -> None:
     """Notes a job too small for an outlier verdict: n ranks judged."""
-    if note := too_few_note(n):
-        s.notes.append(note)
-
-
-def too_few_note(n: int) -> str | None:
-    """The note for a job too small for an outlier verdict."""
-    if n >= MIN_RANKS:
-        return None
-    others = MIN_RANKS - 1
-    return f"{plural(n, 'rank')}: too few for an outlier verdict, which compares a rank with at least {others} others"
+    if n < MIN_RANKS:
+        others = MIN_RANKS - 1
+        s.notes.append(
+            f"{plural(n, 'rank')}: too few for an outlier verdict, which compares a rank with at least {others} others"
+        )
 
 
 def node_facts(n: Node) -> dict[str, str]:

@@ -169,11 +169,6 @@ def interrupt_latencies(index: EventIndex, cpu: int, expiries: np.ndarray, wokes
     return [int(x) if ok else None for x, ok in zip(lat, seen)]
 
 
-def _irq_latency(index: EventIndex, cpu: int, expiry: int, woke: int, tid: int | None = None) -> int | None:
-    one = np.array([expiry], dtype=np.int64), np.array([woke], dtype=np.int64)
-    return irq_latencies(index, cpu, tid, *one)[0]
-
-
 def _before_the_interrupt(cause: str) -> str:
     """What the time before a late timer interrupt was: a task cannot delay
     an interrupt, only run with interrupts off (or be the task of a vCPU the
