@@ -19,8 +19,13 @@ from rich.console import Console
 from oslens import engine
 from oslens.analysis.noise import (
     CANNOT_TELL,
+    KIND_STEAL,
+    KIND_VECTOR,
+    STEAL,
     TOLD_BELOW,
+    UNEXPLAINED,
     CpuNoise,
+    EventIndex,
     NoiseSummary,
     summarize,
     tail_at_scale,
@@ -315,6 +320,64 @@ def test_steal_is_read_over_the_detours_window(no_leaks):
     assert 0 <= c.steal_ns <= c.steal_window_ns + c.steal_resolution_ns
     out = _rendered(summarize(records))
     assert f"±{ns(c.steal_resolution_ns)}" in out and "tick-sampled" in out
+
+
+@pytest.mark.parametrize(
+    "stolen,causes",
+    [
+        # no steal clock read around it: what no event covers is unexplained
+        ([], {"timer interrupt": 500, UNEXPLAINED: 3500}),
+        # the vCPU's steal clock rose by 2000 ns between two reads around the detour: that much is steal
+        ([(900, 6000, 2000)], {"timer interrupt": 500, STEAL: 2000, UNEXPLAINED: 1500}),
+        # ... and never more than the time no event covers
+        ([(900, 6000, 9000)], {"timer interrupt": 500, STEAL: 3500}),
+        # reads of a rise that ended before the detour began say nothing of it
+        ([(100, 900, 2000)], {"timer interrupt": 500, UNEXPLAINED: 3500}),
+    ],
+)
+def test_time_no_event_covers_is_steal_as_far_as_the_steal_clock_rose_around_it(stolen, causes):
+    """Made-up events on CPU 5 (no BPF): a detour [1000, 5000) with a timer
+    interrupt in its first 500 ns."""
+    events = [[5, 1000, 1500, KIND_VECTOR, 0, 0, "local_timer"]] + [
+        [5, a, b, KIND_STEAL, n, 0, ""] for a, b, n in stolen
+    ]
+    index = EventIndex([{"type": "events", "events": events}])
+    assert index.causes(5, 1000, 5000) == causes
+    assert index.stolen_ns(5) == sum(n for *_, n in stolen)
+    assert index.events(5) == [(1000, 1500, "timer interrupt", KIND_VECTOR, 0, "local_timer")]  # steal is no event
+
+
+def test_a_rise_of_the_steal_clock_is_charged_once_over_the_detours_between_its_reads():
+    """Two uncovered detours, [1000, 2000) and [3000, 4000), between two
+    reads 1500 ns apart in steal: the first takes 1000, the second the 500
+    left; the total charged is the rise, never twice it."""
+    index = EventIndex([{"type": "events", "events": [[5, 0, 9000, KIND_STEAL, 1500, 0, ""]]}])
+    assert index.causes(5, 1000, 2000) == {STEAL: 1000}
+    assert index.causes(5, 3000, 4000) == {STEAL: 500, UNEXPLAINED: 500}
+    assert index.causes(5, 5000, 6000) == {UNEXPLAINED: 1000}
+    assert index.stolen_ns(5) == 1500
+
+
+def _proc_stat_steal_ns(cpu: int) -> int:
+    for line in open("/proc/stat"):
+        if line.startswith(f"cpu{cpu} "):
+            return int(line.split()[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    raise AssertionError(f"cpu{cpu} not in /proc/stat")
+
+
+def test_the_steal_traced_is_within_the_kernels_own_count(no_leaks):
+    """Whatever the trace says the host stole from the probed CPU's vCPU, the
+    kernel's steal count (/proc/stat, from the same clock at each tick) rose
+    by as much over the run, give or take the tick it is kept in. On a
+    machine that is not a KVM guest both are 0."""
+    before = _proc_stat_steal_ns(CPU)
+    records = detour_run(duration=1.0)
+    after = _proc_stat_steal_ns(CPU)
+    attribution_or_skip(records)
+    steals = [e for r in records if r["type"] == "events" for e in r["events"] if e[3] == KIND_STEAL]
+    assert all(e[0] == CPU and e[1] < e[2] and e[4] > 0 for e in steals), steals[:5]
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    assert EventIndex(records).stolen_ns(CPU) <= after - before + 2 * tick
 
 
 def _rendered(s: NoiseSummary, tail: dict | None = None) -> str:

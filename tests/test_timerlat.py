@@ -17,7 +17,16 @@ import numpy as np
 import pytest
 
 from oslens import engine
-from oslens.analysis.noise import IDLE, KIND_TASK, KIND_TIMER_CALLBACK, KIND_VECTOR, UNEXPLAINED, EventIndex
+from oslens.analysis.noise import (
+    IDLE,
+    KIND_STEAL,
+    KIND_TASK,
+    KIND_TIMER_CALLBACK,
+    KIND_VECTOR,
+    STEAL,
+    UNEXPLAINED,
+    EventIndex,
+)
 from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _timeline, irq_latencies, summarize
 
 from conftest import (
@@ -106,6 +115,8 @@ TIMER_AT = lambda s, e: (s, e, KIND_VECTOR, 0, 0, "local_timer")  # noqa: E731
         ([IDLE_UNTIL_SWITCH], None, {IDLE: 500, THREAD_ITSELF: 100}),
         # nothing at all recorded (a vCPU not run): unexplained, never the thread's
         ([], None, {UNEXPLAINED: 600}),
+        # ... unless the vCPU's steal clock rose by 400 ns between two reads around it: that much is steal
+        ([(900, 1700, KIND_STEAL, 400, 0, "")], None, {STEAL: 400, UNEXPLAINED: 200}),
     ],
 )  # fmt: skip
 def test_what_held_a_wake_up_back_is_told_in_order_and_sums_to_its_latency(events, irq, causes):

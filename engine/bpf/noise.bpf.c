@@ -56,8 +56,10 @@ struct stack {
 
 struct cpu_state {
 	struct stack irq, softirq, vec;
-	__u64 task_ns; /* start of the current task's interval */
-	__u32 out;     /* a probed thread is switched out of this CPU */
+	__u64 task_ns;	   /* start of the current task's interval */
+	__u32 out;	   /* a probed thread is switched out of this CPU */
+	__u64 steal_ns;	   /* this vCPU's steal clock at its last read */
+	__u64 steal_at_ns; /* when it was read (0: not yet) */
 };
 
 struct {
@@ -164,6 +166,39 @@ static __always_inline struct level *pop(struct stack *s)
 	return &s->lv[d];
 }
 
+/* ---- time the hypervisor did not run this vCPU ----
+ *
+ * A KVM guest's host adds to each vCPU's steal clock the time the vCPU was
+ * ready to run but not run, before it next enters the guest. Nothing in the
+ * guest runs meanwhile, so no event shows it: a detour no event covers is
+ * "unexplained". The scheduler keeps the clock's value in the run queue
+ * (rq->prev_steal_time_rq, paravirtual steal accounting), current as of
+ * its last clock update: at a task switch and at the end of a tick, just
+ * made. Read there only — a value read elsewhere could be older than the
+ * read, and a rise would be placed after time it was stolen before — a
+ * rise says that many ns were stolen between the two reads, which the
+ * event gives as its bounds (the analysis charges it only to time nothing
+ * else explains). The steal clock is not in kallsyms unless every data
+ * symbol is, so it is not read directly. No paravirtual steal clock: no
+ * such events. */
+static __always_inline void note_steal(__u32 cpu, struct cpu_state *s, __u64 now)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	if (!s || !bpf_core_field_exists(cur->se.cfs_rq) || !bpf_core_field_exists(struct rq, prev_steal_time_rq))
+		return;
+	struct rq *rq = BPF_CORE_READ(cur, se.cfs_rq, rq);
+	if (!rq)
+		return;
+	__u64 stolen = BPF_CORE_READ(rq, prev_steal_time_rq);
+	if (s->steal_at_ns && stolen > s->steal_ns) {
+		struct noise_event *e = event(cpu, NOISE_STEAL, s->steal_at_ns, now, stolen - s->steal_ns);
+		if (e)
+			send(e);
+	}
+	s->steal_ns = stolen;
+	s->steal_at_ns = now;
+}
+
 /* The interval stack of one kind on this CPU, or NULL where the CPU is not probed. */
 static __always_inline struct stack *stack_of(__u16 kind)
 {
@@ -194,8 +229,12 @@ static __always_inline int leave(__u16 kind)
 	__u64 now = bpf_ktime_get_ns();
 	struct stack *st = stack_of(kind);
 	struct level *l = st ? pop(st) : NULL;
-	if (l)
-		emit_level(bpf_get_smp_processor_id(), kind, l, now);
+	if (!l)
+		return 0;
+	__u32 cpu = bpf_get_smp_processor_id();
+	emit_level(cpu, kind, l, now);
+	if (kind == NOISE_VECTOR && l->sub == NV_LOCAL_TIMER) /* the tick updated the run queue's clock */
+		note_steal(cpu, cpu_state(), now);
 	return 0;
 }
 
@@ -293,6 +332,7 @@ int BPF_PROG(oslens_sched_switch, bool preempt, struct task_struct *prev, struct
 	if (!s)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	note_steal(cpu, s, now);
 	__u32 prev_pid = BPF_CORE_READ(prev, pid);
 	__u32 next_pid = BPF_CORE_READ(next, pid);
 	int prev_probed = probed_tid(prev_pid);

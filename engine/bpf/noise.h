@@ -20,6 +20,7 @@
 #define NOISE_TASK 5
 #define NOISE_FAULT 6
 #define NOISE_TIMER_CALLBACK 7
+#define NOISE_STEAL 8
 #define NOISE_F_KTHREAD 1u
 #define NOISE_F_MAJOR 2u
 
@@ -79,6 +80,9 @@ enum trace_kind {
 	TRACE_TIMER_CALLBACK = NOISE_TIMER_CALLBACK, /* not noise: a probed thread's sleep timer ran its
 						      * callback: start = the timer's expiry, end = the
 						      * callback's entry, id = pid */
+	TRACE_STEAL = NOISE_STEAL,		     /* not an interval: the hypervisor did not run this vCPU
+						      * for id ns, somewhere between start and end (two reads
+						      * of its steal clock) */
 };
 
 #define TRACE_F_KTHREAD NOISE_F_KTHREAD /* TRACE_TASK: the task is a kernel thread */

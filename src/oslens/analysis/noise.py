@@ -5,7 +5,8 @@ synchronised computation across many nodes.
 Attribution: within each detour, every instant is charged to the innermost
 event active then (the latest to start: a hard IRQ inside a softirq is the
 IRQ's), so nested events are never counted twice; instants no event covers
-are "unexplained (hardware, hypervisor or SMI)"."""
+are "unexplained (hardware, hypervisor or SMI)" — except, in a KVM guest,
+as much of them as its steal clock says the host did not run the vCPU then."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from .metrics import LOWER, Metrics
 
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
 IDLE = "idle (the CPU slept)"
+STEAL = "the hypervisor (the vCPU not run: steal time)"
 KIND_IRQ, KIND_SOFTIRQ, KIND_NMI, KIND_VECTOR, KIND_TASK, KIND_FAULT = 1, 2, 3, 4, 5, 6
 KIND_TIMER_CALLBACK = 7  # not noise: a probed thread's sleep timer ran its callback (timerlat's IRQ latency)
+KIND_STEAL = 8  # not an interval: id ns stolen from the vCPU somewhere between start and end
 F_KTHREAD = 1
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 VECTOR_NAMES = {
@@ -145,14 +148,6 @@ def segments(start: int, end: int, events: list[tuple]) -> list[tuple[int, int, 
     return out
 
 
-def attribute(start: int, end: int, events: list[tuple]) -> dict[str, float]:
-    """ns of [start, end) per innermost cause; events are (s, e, cause)."""
-    out: dict[str, float] = defaultdict(float)
-    for a, b, cause in segments(start, end, events):
-        out[cause] += b - a
-    return dict(out)
-
-
 def attribution_of(records: list[dict]) -> str:
     """ "bpf" where `run --trace` recorded the kernel's events, else why not."""
     traced = traces(records)
@@ -168,12 +163,17 @@ class EventIndex:
     def __init__(self, records: list[dict]):
         by_cpu: dict[int, list[tuple]] = defaultdict(list)
         self._callbacks: dict[int, dict[int, int]] = defaultdict(dict)
+        self._stolen: dict[int, list[list[int]]] = defaultdict(list)
         for cpu, s, e, kind, ident, flags, name in kernel_events(records):
             if kind == KIND_TIMER_CALLBACK:  # a moment, not something that ran instead of a thread
                 self._callbacks[ident][s] = e  # by thread: it may fire on another CPU (off a nohz_full one)
                 continue
+            if kind == KIND_STEAL:  # bounds of time the vCPU was not run, not an interval that ran
+                self._stolen[cpu].append([s, e, ident])  # ident: the ns not charged yet
+                continue
             by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name), kind, ident, name))
         self._events = {cpu: sorted(evs) for cpu, evs in by_cpu.items()}
+        self._stolen_total = {cpu: sum(r[2] for r in rises) for cpu, rises in self._stolen.items()}
         self._starts = {cpu: np.array([e[0] for e in evs], dtype=np.int64) for cpu, evs in self._events.items()}
         self._longest = {cpu: max((e[1] - e[0] for e in evs), default=0) for cpu, evs in self._events.items()}
 
@@ -204,13 +204,43 @@ class EventIndex:
         hi = int(np.searchsorted(starts, end, side="left"))
         return [e for e in evs[lo:hi] if e[1] > start]
 
+    def stolen_ns(self, cpu: int) -> int:
+        """ns the host did not run `cpu`'s vCPU over the trace (its steal
+        clock's rises), charged or not."""
+        return self._stolen_total.get(cpu, 0)
+
     def causes(self, cpu: int, start: int, end: int) -> dict[str, float]:
-        """ns of [start, end) on `cpu` per innermost cause."""
-        return attribute(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
+        """ns of [start, end) on `cpu` per cause (charge's)."""
+        out: dict[str, float] = defaultdict(float)
+        for a, b, cause in self.charge(cpu, start, end):
+            out[cause] += b - a
+        return dict(out)
 
     def segments(self, cpu: int, start: int, end: int) -> list[tuple[int, int, str]]:
-        """[start, end) on `cpu` cut where its innermost cause changes."""
+        """[start, end) on `cpu` cut where its innermost event changes."""
         return segments(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
+
+    def charge(self, cpu: int, start: int, end: int) -> list[tuple[int, int, str]]:
+        """segments(), with the time no event covers charged to the steal
+        clock's rises read around it, as far as they go (its first part:
+        where in it, two reads cannot say); the rest stays unexplained.
+        A rise is charged once over the index's life, to the uncovered time
+        that asks first (noise asks in time order): several detours between
+        the same two reads share it."""
+        out: list[tuple[int, int, str]] = []
+        for a, b, cause in self.segments(cpu, start, end):
+            took = 0
+            if cause == UNEXPLAINED:
+                for rise in self._stolen.get(cpu, []):
+                    if rise[0] < b and rise[1] > a and rise[2]:
+                        n = min(rise[2], b - a - took)
+                        rise[2] -= n
+                        took += n
+            if took:
+                out.append((a, a + took, STEAL))
+            if a + took < b:
+                out.append((a + took, b, cause))
+        return out
 
 
 def summarize(records: list[dict]) -> NoiseSummary:

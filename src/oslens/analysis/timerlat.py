@@ -192,10 +192,10 @@ def _timeline(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | No
     start = expiry
     if irq is not None and irq > 0:
         start = expiry + irq
-        out += [(a, b, _before_the_interrupt(c)) for a, b, c in index.segments(cpu, expiry, start)]
+        out += [(a, b, _before_the_interrupt(c)) for a, b, c in index.charge(cpu, expiry, start)]
     nearby = index.overlapping(cpu, start, woke)
     switched_in = max((e[1] for e in nearby if e[3] == KIND_TASK and start < e[1] <= woke), default=woke)
-    for a, b, cause in index.segments(cpu, start, woke):
+    for a, b, cause in index.charge(cpu, start, woke):
         if cause == UNEXPLAINED and b > switched_in:
             if a < switched_in:
                 out.append((a, switched_in, cause))
