@@ -27,7 +27,7 @@ from oslens.analysis.noise import (
     UNEXPLAINED,
     EventIndex,
 )
-from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _causes, _timeline, irq_latencies, summarize
+from oslens.analysis.timerlat import AFTER_IDLE, THREAD_ITSELF, _timeline, irq_latencies, summarize
 
 from conftest import (
     StreamingEngine,
@@ -92,6 +92,14 @@ def _index(*events) -> EventIndex:
     return EventIndex([{"type": "events", "events": [[3, *e] for e in events]}])
 
 
+def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> dict[str, float]:
+    """ns of a wake-up's latency per what held it back (_timeline's)."""
+    out: dict[str, float] = {}
+    for a, b, what in _timeline(index, cpu, expiry, woke, irq):
+        out[what] = out.get(what, 0) + b - a
+    return out
+
+
 IDLE_UNTIL_SWITCH = (0, 1500, KIND_TASK, 0, 0, "swapper/3")  # the thread was switched in at 1500
 TIMER_AT = lambda s, e: (s, e, KIND_VECTOR, 0, 0, "local_timer")  # noqa: E731
 
@@ -126,6 +134,7 @@ def test_what_held_a_wake_up_back_is_told_in_order_and_sums_to_its_latency(event
     assert got == pytest.approx(causes) and sum(got.values()) == WOKE - EXPIRY
     # as a timeline: stretches end to end from the expiry to the wake-up, in the order they happened
     timeline = _timeline(index, 3, EXPIRY, WOKE, irq)
+    assert _causes(index, 3, EXPIRY, WOKE, irq) == got  # asking again tells the same
     assert timeline[0][0] == EXPIRY and timeline[-1][1] == WOKE
     assert all(b == a2 for (_, b, _), (a2, _, _) in zip(timeline, timeline[1:]))
 

@@ -56,10 +56,12 @@ struct stack {
 
 struct cpu_state {
 	struct stack irq, softirq, vec;
-	__u64 task_ns;	   /* start of the current task's interval */
-	__u32 out;	   /* a probed thread is switched out of this CPU */
-	__u64 steal_ns;	   /* this vCPU's steal clock at its last read */
-	__u64 steal_at_ns; /* when it was read (0: not yet) */
+	__u64 task_ns;	      /* start of the current task's interval */
+	__u32 out;	      /* a probed thread is switched out of this CPU */
+	__u64 steal_ns;	      /* the run queue's steal at its last update seen */
+	__u64 steal_clock;    /* the run queue's clock then */
+	__u64 steal_since_ns; /* that update came after this (the read before it was seen) */
+	__u64 steal_read_ns;  /* the last read */
 };
 
 struct {
@@ -168,35 +170,61 @@ static __always_inline struct level *pop(struct stack *s)
 
 /* ---- time the hypervisor did not run this vCPU ----
  *
- * A KVM guest's host adds to each vCPU's steal clock the time the vCPU was
- * ready to run but not run, before it next enters the guest. Nothing in the
- * guest runs meanwhile, so no event shows it: a detour no event covers is
- * "unexplained". The scheduler keeps the clock's value in the run queue
- * (rq->prev_steal_time_rq, paravirtual steal accounting), current as of
- * its last clock update: at a task switch and at the end of a tick, just
- * made. Read there only — a value read elsewhere could be older than the
- * read, and a rise would be placed after time it was stolen before — a
- * rise says that many ns were stolen between the two reads, which the
- * event gives as its bounds (the analysis charges it only to time nothing
- * else explains). The steal clock is not in kallsyms unless every data
- * symbol is, so it is not read directly. No paravirtual steal clock: no
- * such events. */
+ * A guest's host adds to each vCPU's paravirtual steal clock the time the
+ * vCPU was ready to run but not run, before it next enters the guest.
+ * Nothing in the guest runs meanwhile, so no event shows it: a detour no
+ * event covers is "unexplained". The scheduler copies that clock into the
+ * run queue (prev_steal_time_rq) when it updates the queue's clock
+ * (rq->clock), at switches, ticks and wake-ups — not at every event, so a
+ * value read may be older than the read. Read with the queue's clock at
+ * each event's start and end on a probed CPU: a new clock value means an
+ * update since the previous read, and so after it; a rise of steal between
+ * two updates is time stolen after the first (the vCPU ran then) and
+ * before the read that saw the second. The event gives those bounds — from
+ * the read before the first update was seen to now — and the ns stolen;
+ * the analysis charges them only to time nothing else explains. (The
+ * scheduler adds no more steal per update than its clock advanced; the
+ * rest comes at the next one.) No such events without paravirtual steal
+ * accounting (not a guest, a host that keeps no steal clock, the
+ * no-steal-acc boot option, a kernel without PARAVIRT_TIME_ACCOUNTING)
+ * or without FAIR_GROUP_SCHED (the run queue is reached through the
+ * current task's cfs_rq: the per-CPU `runqueues` is not in kallsyms unless
+ * every data symbol is). */
+struct rq___steal {
+	__u64 clock;
+	__u64 prev_steal_time_rq;
+} __attribute__((preserve_access_index));
+struct cfs_rq___steal {
+	struct rq___steal *rq;
+} __attribute__((preserve_access_index));
+struct sched_entity___steal {
+	struct cfs_rq___steal *cfs_rq;
+} __attribute__((preserve_access_index));
+struct task_struct___steal {
+	struct sched_entity___steal se;
+} __attribute__((preserve_access_index));
+
 static __always_inline void note_steal(__u32 cpu, struct cpu_state *s, __u64 now)
 {
-	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
-	if (!s || !bpf_core_field_exists(cur->se.cfs_rq) || !bpf_core_field_exists(struct rq, prev_steal_time_rq))
+	struct task_struct___steal *cur = (struct task_struct___steal *)bpf_get_current_task();
+	if (!s || !bpf_core_field_exists(cur->se.cfs_rq) ||
+	    !bpf_core_field_exists(struct rq___steal, prev_steal_time_rq))
 		return;
-	struct rq *rq = BPF_CORE_READ(cur, se.cfs_rq, rq);
+	struct rq___steal *rq = BPF_CORE_READ(cur, se.cfs_rq, rq);
 	if (!rq)
 		return;
-	__u64 stolen = BPF_CORE_READ(rq, prev_steal_time_rq);
-	if (s->steal_at_ns && stolen > s->steal_ns) {
-		struct noise_event *e = event(cpu, NOISE_STEAL, s->steal_at_ns, now, stolen - s->steal_ns);
-		if (e)
-			send(e);
+	__u64 clock = BPF_CORE_READ(rq, clock), stolen = BPF_CORE_READ(rq, prev_steal_time_rq);
+	if (clock != s->steal_clock) { /* updated after the previous read */
+		if (s->steal_since_ns && stolen > s->steal_ns) {
+			struct noise_event *e = event(cpu, NOISE_STEAL, s->steal_since_ns, now, stolen - s->steal_ns);
+			if (e)
+				send(e);
+		}
+		s->steal_ns = stolen;
+		s->steal_clock = clock;
+		s->steal_since_ns = s->steal_read_ns; /* 0 at the first read: when its value was made is unknown */
 	}
-	s->steal_ns = stolen;
-	s->steal_at_ns = now;
+	s->steal_read_ns = now;
 }
 
 /* The interval stack of one kind on this CPU, or NULL where the CPU is not probed. */
@@ -214,7 +242,11 @@ static __always_inline struct stack *stack_of(__u16 kind)
 static __always_inline struct level *enter(__u16 kind, __s64 id, __u16 sub)
 {
 	struct stack *st = stack_of(kind);
-	struct level *l = st ? push(st, bpf_ktime_get_ns()) : NULL;
+	if (!st)
+		return NULL;
+	__u64 now = bpf_ktime_get_ns();
+	note_steal(bpf_get_smp_processor_id(), cpu_state(), now);
+	struct level *l = push(st, now);
 	if (l) {
 		l->id = id;
 		l->sub = sub;
@@ -233,8 +265,7 @@ static __always_inline int leave(__u16 kind)
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
 	emit_level(cpu, kind, l, now);
-	if (kind == NOISE_VECTOR && l->sub == NV_LOCAL_TIMER) /* the tick updated the run queue's clock */
-		note_steal(cpu, cpu_state(), now);
+	note_steal(cpu, cpu_state(), now);
 	return 0;
 }
 

@@ -10,6 +10,7 @@ as much of them as its steal clock says the host did not run the vCPU then."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -62,6 +63,16 @@ def cause_of(kind: int, ident: int, flags: int, name: str) -> str:
     if kind == KIND_FAULT:
         return "page fault"
     return f"event {kind}"
+
+
+@dataclass(frozen=True, order=True)
+class Rise:
+    """The steal clock of a vCPU rose by `ns` between two reads of it: the
+    host did not run the vCPU for that long, somewhere in [start, end]."""
+
+    start: int
+    end: int
+    ns: int
 
 
 @dataclass
@@ -163,17 +174,17 @@ class EventIndex:
     def __init__(self, records: list[dict]):
         by_cpu: dict[int, list[tuple]] = defaultdict(list)
         self._callbacks: dict[int, dict[int, int]] = defaultdict(dict)
-        self._stolen: dict[int, list[list[int]]] = defaultdict(list)
+        rises: dict[int, list[Rise]] = defaultdict(list)
         for cpu, s, e, kind, ident, flags, name in kernel_events(records):
             if kind == KIND_TIMER_CALLBACK:  # a moment, not something that ran instead of a thread
                 self._callbacks[ident][s] = e  # by thread: it may fire on another CPU (off a nohz_full one)
                 continue
             if kind == KIND_STEAL:  # bounds of time the vCPU was not run, not an interval that ran
-                self._stolen[cpu].append([s, e, ident])  # ident: the ns not charged yet
+                rises[cpu].append(Rise(s, e, ident))
                 continue
             by_cpu[cpu].append((s, e, cause_of(kind, ident, flags, name), kind, ident, name))
         self._events = {cpu: sorted(evs) for cpu, evs in by_cpu.items()}
-        self._stolen_total = {cpu: sum(r[2] for r in rises) for cpu, rises in self._stolen.items()}
+        self._rises = {cpu: sorted(rs) for cpu, rs in rises.items()}
         self._starts = {cpu: np.array([e[0] for e in evs], dtype=np.int64) for cpu, evs in self._events.items()}
         self._longest = {cpu: max((e[1] - e[0] for e in evs), default=0) for cpu, evs in self._events.items()}
 
@@ -204,42 +215,57 @@ class EventIndex:
         hi = int(np.searchsorted(starts, end, side="left"))
         return [e for e in evs[lo:hi] if e[1] > start]
 
-    def stolen_ns(self, cpu: int) -> int:
-        """ns the host did not run `cpu`'s vCPU over the trace (its steal
-        clock's rises), charged or not."""
-        return self._stolen_total.get(cpu, 0)
-
-    def causes(self, cpu: int, start: int, end: int) -> dict[str, float]:
-        """ns of [start, end) on `cpu` per cause (charge's)."""
-        out: dict[str, float] = defaultdict(float)
-        for a, b, cause in self.charge(cpu, start, end):
-            out[cause] += b - a
-        return dict(out)
+    def rises(self, cpu: int) -> list[Rise]:
+        """The rises of `cpu`'s steal clock the trace read, by their start."""
+        return self._rises.get(cpu, [])
 
     def segments(self, cpu: int, start: int, end: int) -> list[tuple[int, int, str]]:
         """[start, end) on `cpu` cut where its innermost event changes."""
         return segments(start, end, [e[:3] for e in self.overlapping(cpu, start, end)])
 
-    def charge(self, cpu: int, start: int, end: int) -> list[tuple[int, int, str]]:
-        """segments(), with the time no event covers charged to the steal
-        clock's rises read around it, as far as they go (its first part:
-        where in it, two reads cannot say); the rest stays unexplained.
-        A rise is charged once over the index's life, to the uncovered time
-        that asks first (noise asks in time order): several detours between
-        the same two reads share it."""
-        out: list[tuple[int, int, str]] = []
-        for a, b, cause in self.segments(cpu, start, end):
-            took = 0
-            if cause == UNEXPLAINED:
-                for rise in self._stolen.get(cpu, []):
-                    if rise[0] < b and rise[1] > a and rise[2]:
-                        n = min(rise[2], b - a - took)
-                        rise[2] -= n
-                        took += n
-            if took:
-                out.append((a, a + took, STEAL))
-            if a + took < b:
-                out.append((a + took, b, cause))
+    def charged(self, cpu: int, spans: list[tuple[int, int]]) -> list[list[tuple[int, int, str]]]:
+        """segments() of each span (disjoint [start, end) on `cpu`), with
+        the time no event covers charged to the steal clock's rises read
+        around it. Each rise is shared out once over all the spans: to the
+        longest uncovered stretches within its bounds first (a vCPU not run
+        is one stretch with nothing in it), each up to its length. Where in
+        a stretch, two reads cannot say: its first part is the steal, the
+        rest stays unexplained."""
+        pieces = [self.segments(cpu, a, b) for a, b in spans]
+        uncovered = sorted(
+            (a, b, i, k) for i, ps in enumerate(pieces) for k, (a, b, cause) in enumerate(ps) if cause == UNEXPLAINED
+        )
+        starts = [u[0] for u in uncovered]
+        longest = max((u[1] - u[0] for u in uncovered), default=0)  # how far before a rise one can begin
+        claimed: dict[tuple[int, int], int] = defaultdict(int)
+        for rise in self.rises(cpu):
+            near = uncovered[bisect.bisect_left(starts, rise.start - longest) : bisect.bisect_left(starts, rise.end)]
+            left = rise.ns
+            for a, b, i, k in sorted((u for u in near if u[1] > rise.start), key=lambda u: (u[0] - u[1], u[0])):
+                take = min(left, b - a - claimed[i, k])
+                claimed[i, k] += take
+                left -= take
+                if not left:
+                    break
+        out = []
+        for i, ps in enumerate(pieces):
+            charged: list[tuple[int, int, str]] = []
+            for k, (a, b, cause) in enumerate(ps):
+                if took := claimed.get((i, k), 0):
+                    charged.append((a, a + took, STEAL))
+                if a + took < b:
+                    charged.append((a + took, b, cause))
+            out.append(charged)
+        return out
+
+    def causes(self, cpu: int, spans: list[tuple[int, int]]) -> list[dict[str, float]]:
+        """ns of each span on `cpu` per cause (charged's)."""
+        out = []
+        for pieces in self.charged(cpu, spans):
+            by_cause: dict[str, float] = defaultdict(float)
+            for a, b, cause in pieces:
+                by_cause[cause] += b - a
+            out.append(dict(by_cause))
         return out
 
 
@@ -292,11 +318,9 @@ def summarize(records: list[dict]) -> NoiseSummary:
                 steal_resolution_ns=steal_res.get(cpu),
             )
         )
-        for r in recs:
-            for end, dur in r["detours"]:
-                start = end - dur
-                causes = index.causes(cpu, start, end) if attribution == "bpf" else {}
-                detours.append(Detour(cpu, start, dur, causes))
+        spans = [(end - dur, end) for r in recs for end, dur in r["detours"]]
+        causes = index.causes(cpu, spans) if attribution == "bpf" else [{} for _ in spans]
+        detours += [Detour(cpu, a, b - a, c) for (a, b), c in zip(spans, causes)]
     for c in cpus:
         c.ftq = _ftq([r["ftq"] for r in by_cpu[c.cpu] if r.get("ftq")])
     windows = [(r["cpu"], r["start_ns"], r["runtime_ns"]) for r in detour_recs]

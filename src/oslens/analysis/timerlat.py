@@ -180,22 +180,32 @@ def _before_the_interrupt(cause: str) -> str:
     return cause
 
 
-def _timeline(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> list[tuple[int, int, str]]:
+def _split(pieces: list[tuple[int, int, str]], at: int) -> tuple[list, list]:
+    """pieces (from, to, what) in time order, cut at `at`: those before it, those after."""
+    before = [(a, min(b, at), c) for a, b, c in pieces if a < at]
+    after = [(max(a, at), b, c) for a, b, c in pieces if b > at]
+    return before, after
+
+
+def _timeline(
+    index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None, pieces: list | None = None
+) -> list[tuple[int, int, str]]:
     """What held a wake-up back, as (from, to, what) in time order. Up to
     the end of its IRQ latency (when it was told: the timer's callback, or
     its interrupt's entry) the timer was late: the CPU waking, a task with
     interrupts off, then the timer interrupt itself up to the callback;
     after it, noise's innermost-event rule, the instants after the thread
     was switched in (the end of the task that ran before it) charged to the
-    thread itself."""
-    out: list[tuple[int, int, str]] = []
-    start = expiry
-    if irq is not None and irq > 0:
-        start = expiry + irq
-        out += [(a, b, _before_the_interrupt(c)) for a, b, c in index.charge(cpu, expiry, start)]
+    thread itself. pieces: [expiry, woke) as index.charged gave it with the
+    other wake-ups it shares the steal clock's rises with (else alone)."""
+    if pieces is None:
+        pieces = index.charged(cpu, [(expiry, woke)])[0]
+    start = expiry + irq if irq is not None and irq > 0 else expiry
+    before, after = _split(pieces, start)
+    out = [(a, b, _before_the_interrupt(c)) for a, b, c in before]
     nearby = index.overlapping(cpu, start, woke)
     switched_in = max((e[1] for e in nearby if e[3] == KIND_TASK and start < e[1] <= woke), default=woke)
-    for a, b, cause in index.charge(cpu, start, woke):
+    for a, b, cause in after:
         if cause == UNEXPLAINED and b > switched_in:
             if a < switched_in:
                 out.append((a, switched_in, cause))
@@ -204,14 +214,6 @@ def _timeline(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | No
             # idle after the interrupt is the switch to the thread; with no interrupt seen, it is all idle
             out.append((a, b, AFTER_IDLE if cause == IDLE and irq is not None else cause))
     return out
-
-
-def _causes(index: EventIndex, cpu: int, expiry: int, woke: int, irq: int | None) -> dict[str, float]:
-    """ns of a wake-up's latency per what held it back (_timeline's)."""
-    out: dict[str, float] = defaultdict(float)
-    for a, b, what in _timeline(index, cpu, expiry, woke, irq):
-        out[what] += b - a
-    return dict(out)
 
 
 def summarize(records: list[dict]) -> TimerlatSummary:
@@ -256,8 +258,10 @@ def summarize(records: list[dict]) -> TimerlatSummary:
                 rs[0].get("dma_latency_why"),
             )
         )
-    worst = [_worst(index, w, (w.cpu, w.rep, w.expiry_ns) in gaps)
-             for w in heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)]  # fmt: skip
+    top = heapq.nlargest(WORST, wakes, key=lambda w: w.thread_ns)
+    told = [w for w in top if (w.cpu, w.rep, w.expiry_ns) not in gaps]
+    pieces = _charged(index, told) if index else {}
+    worst = [_worst(index, w, (w.cpu, w.rep, w.expiry_ns) in gaps, pieces.get(id(w))) for w in top]
     summary = TimerlatSummary(
         cpus,
         worst,
@@ -278,13 +282,24 @@ def summarize(records: list[dict]) -> TimerlatSummary:
     return summary
 
 
-def _worst(index: EventIndex | None, w: Wake, in_gap: bool = False) -> Wakeup:
+def _charged(index: EventIndex, wakes: list[Wake]) -> dict[int, list]:
+    """Each wake-up's [expiry, woke) as index.charged gives it, by id(): the
+    wake-ups of one CPU together, sharing its steal clock's rises."""
+    out: dict[int, list] = {}
+    for cpu in {w.cpu for w in wakes}:
+        mine = [w for w in wakes if w.cpu == cpu]
+        spans = [(w.expiry_ns, w.expiry_ns + w.thread_ns) for w in mine]
+        out.update((id(w), p) for w, p in zip(mine, index.charged(cpu, spans)))
+    return out
+
+
+def _worst(index: EventIndex | None, w: Wake, in_gap: bool = False, pieces: list | None = None) -> Wakeup:
     if index is None:
         return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, w.irq_ns)
     if in_gap:  # a gap in the trace, not an idle or unexplained CPU
         return Wakeup(w.cpu, w.expiry_ns, w.thread_ns, None, {NOT_TRACED: float(w.thread_ns)},
                       [(0, w.thread_ns, NOT_TRACED)])  # fmt: skip
-    timeline = _timeline(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns)
+    timeline = _timeline(index, w.cpu, w.expiry_ns, w.expiry_ns + w.thread_ns, w.irq_ns, pieces)
     causes: dict[str, float] = defaultdict(float)
     for a, b, what in timeline:
         causes[what] += b - a

@@ -26,7 +26,11 @@ COLUMNS = {
         "cpu": ("int64", "CPU of the probe thread"),
         "t_ns": ("int64", "start of the detour (CLOCK_MONOTONIC), ns"),
         "duration_ns": ("int64", "its length, ns"),
-        "cause": ("str", "what took the time (most of it), or unexplained (hardware, hypervisor or SMI)"),
+        "cause": (
+            "str",
+            "what took the time (most of it): a kernel event, the hypervisor (steal), or unexplained "
+            "(hardware, hypervisor or SMI)",
+        ),
     },
     "cpus": {
         **_PHASE,

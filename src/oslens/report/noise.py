@@ -53,7 +53,7 @@ def render(console: Console, phase: str, s: NoiseSummary, tail: dict) -> None:
             console.print(
                 Text(
                     f"  cpu {c.cpu}: the hypervisor ran something else for {steal_cell(c)} (steal): "
-                    "detours it caused show as unexplained",
+                    "detours it caused are its own as far as the trace placed the steal, else unexplained",
                     style="dim",
                 )
             )

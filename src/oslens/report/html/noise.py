@@ -262,8 +262,8 @@ def _causes(series: list[Series], top: list[str]) -> list:
             "where the lost time went, by cause",
             chart,
             f"the {len(order) - 1} causes that took most time, each instant of a detour charged to the "
-            "innermost kernel event active then; instants no event covers are unexplained (hardware, "
-            "hypervisor or SMI)",
+            "innermost kernel event active then; instants no event covers are the hypervisor's as far as "
+            "the vCPU's steal clock rose around them, else unexplained (hardware, hypervisor or SMI)",
         ),
         table,
         *blocks,
@@ -438,8 +438,8 @@ def _per_cpu(series: list[Series]) -> list:
             notes.append(
                 Note(
                     f"{s.label}: the hypervisor ran something else on CPU "
-                    f"{','.join(str(c.cpu) for c in stolen)} (steal): detours it caused show as "
-                    "unexplained",
+                    f"{','.join(str(c.cpu) for c in stolen)} (steal): detours it caused are its own as far "
+                    "as the trace placed the steal, else unexplained",
                     warning=True,
                 )
             )
