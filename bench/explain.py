@@ -3,8 +3,9 @@ benchmark, not a test: timing claims live here).
 
 For each probe and worker count, a plain engine run and one explained run per
 mode alternate (`run`, `run --explain`, `run --explain-light`, the same fixed
-time), so that all see the same machine; the medians over the rounds give,
-per mode,
+time; in a new random order each round, seeded by the round), so that all
+see the same machine and none always runs first; the medians over the
+rounds give, per mode,
 
 - the attribution's cost: 1 - explained throughput / plain throughput (of
   the medians; and the median of each round's pair, with its order-statistic
@@ -18,13 +19,14 @@ per mode,
   understates the plain point's (the observer effect on the explanation).
 
 Usage: python bench/explain.py [--rounds 5] [--seconds 1] [--probes dup,getppid,mmap,fork,sem,socket]
-       [--modes process,thread] [--explain-modes full,light]
+       [--modes process,thread] [--explain-modes full,light[,control]]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import subprocess
 
@@ -34,7 +36,9 @@ from oslens.analysis.stats import median_ci
 from oslens.kallsyms import Kallsyms, resolve_charges
 from oslens.records import explained_points
 
-FLAGS = {"full": ["--explain"], "light": ["--explain-light"]}
+# "control": a second plain run in an explained run's place (an A/A test):
+# whatever "cost" it shows is the harness's own bias, not the attribution's
+FLAGS = {"full": ["--explain"], "light": ["--explain-light"], "control": []}
 SYMBOLS = Kallsyms()
 
 
@@ -54,9 +58,28 @@ def ops_per_s(records: list[dict]) -> float:
     return sum(r["ops_per_sec"] for r in records if r["type"] == "worker")
 
 
+def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) -> dict[str, float]:
+    """One run explained in mode `explain`: its rate, the share of its time
+    unexplained, calls and lock wait per operation."""
+    recs = run(probe, mode, workers, seconds, explain)
+    if not FLAGS[explain]:  # the control explains nothing
+        return {"rate": ops_per_s(recs), "unexpl": float("nan"), "calls": float("nan"), "lock": float("nan")}
+    ep = next(iter(explained_points(recs).values()))
+    s = explain_point(ep)
+    if s is None:
+        raise SystemExit(f"{probe}: not explained ({explain}): {ep.unavailable}")
+    counted = [c.count_per_op for c in s.causes if c.group == "syscall"]
+    return {
+        "rate": ops_per_s(recs),
+        "unexpl": s.unexplained_ns / s.ns_per_op,
+        "calls": sum(counted) if None not in counted else float("nan"),
+        "lock": sum(c.ns_per_op for c in s.causes if c.group == "lock"),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--probes", default="dup,getppid,mmap,fork,sem,socket")
     ap.add_argument("--modes", default="process,thread")
@@ -76,26 +99,23 @@ def main() -> None:
                 plain: list[float] = []
                 got: dict[str, dict[str, list[float]]] = {k: {"rate": [], "unexpl": [], "calls": [], "lock": []}
                                                           for k in kinds}  # fmt: skip
-                for _ in range(args.rounds):
-                    plain.append(ops_per_s(run(probe, mode, n, args.seconds, None)))
-                    for k in kinds:
-                        recs = run(probe, mode, n, args.seconds, k)
-                        got[k]["rate"].append(ops_per_s(recs))
-                        ep = next(iter(explained_points(recs).values()))
-                        s = explain_point(ep)
-                        if s is None:
-                            print(f"{probe}: not explained ({k}): {ep.unavailable}")
-                            return
-                        got[k]["unexpl"].append(s.unexplained_ns / s.ns_per_op)
-                        counted = [c.count_per_op for c in s.causes if c.group == "syscall"]
-                        got[k]["calls"].append(sum(counted) if None not in counted else float("nan"))
-                        got[k]["lock"].append(sum(c.ns_per_op for c in s.causes if c.group == "lock"))
+                # a drift within a round (the machine warming, memory
+                # filling) falls on every side of the pairs alike
+                for r in range(args.rounds):
+                    order = [None, *kinds]
+                    random.Random(r).shuffle(order)
+                    for k in order:
+                        if k is None:
+                            plain.append(ops_per_s(run(probe, mode, n, args.seconds, None)))
+                        else:
+                            for key, value in measured(probe, mode, n, args.seconds, k).items():
+                                got[k][key].append(value)
                 p = statistics.median(plain)
                 for k in kinds:
                     g = got[k]
                     e = statistics.median(g["rate"])
                     cost_ns = n / e * 1e9 - n / p * 1e9  # per operation of one worker
-                    # each round's explained run beside the plain one just before it: drift cancels
+                    # each round's explained run beside that round's plain one
                     paired = median_ci([1 - x / y for x, y in zip(g["rate"], plain)])
                     interval = f"{paired.median:+.1%} [{paired.low:+.1%}, {paired.high:+.1%}]"
                     print(
