@@ -336,6 +336,8 @@ def test_steal_is_read_over_the_detours_window(no_leaks):
         ([(900, 6000, 9000)], {"timer interrupt": 500, STEAL: 3500}),
         # reads of a rise that ended before the detour began say nothing of it
         ([(100, 900, 2000)], {"timer interrupt": 500, UNEXPLAINED: 3500}),
+        # ... and of one whose bounds hold only the detour's last 1000 ns, no more than those
+        ([(4000, 9000, 3000)], {"timer interrupt": 500, STEAL: 1000, UNEXPLAINED: 2500}),
     ],
 )
 def test_time_no_event_covers_is_steal_as_far_as_the_steal_clock_rose_around_it(stolen, causes):

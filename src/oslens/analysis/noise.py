@@ -228,7 +228,8 @@ class EventIndex:
         the time no event covers charged to the steal clock's rises read
         around it. Each rise is shared out once over all the spans: to the
         longest uncovered stretches within its bounds first (a vCPU not run
-        is one stretch with nothing in it), each up to its length. Where in
+        is one stretch with nothing in it), each up to what of it lies
+        within them. Where in
         a stretch, two reads cannot say: its first part is the steal, the
         rest stays unexplained."""
         pieces = [self.segments(cpu, a, b) for a, b in spans]
@@ -241,8 +242,9 @@ class EventIndex:
         for rise in self.rises(cpu):
             near = uncovered[bisect.bisect_left(starts, rise.start - longest) : bisect.bisect_left(starts, rise.end)]
             left = rise.ns
-            for a, b, i, k in sorted((u for u in near if u[1] > rise.start), key=lambda u: (u[0] - u[1], u[0])):
-                take = min(left, b - a - claimed[i, k])
+            inside = [(min(b, rise.end) - max(a, rise.start), a, b, i, k) for a, b, i, k in near if b > rise.start]
+            for overlap, a, b, i, k in sorted(inside, key=lambda u: (-u[0], u[1])):
+                take = min(left, overlap, b - a - claimed[i, k])  # the steal lies within the rise's bounds
                 claimed[i, k] += take
                 left -= take
                 if not left:
