@@ -264,6 +264,35 @@ def test_a_reused_pid_is_not_its_former_owner(tmp_path, monkeypatch):
         live.wait()
 
 
+def test_a_dead_oslens_directory_no_entry_names_is_removed_by_the_next_start(tmp_path):
+    """An Open MPI process still ending after its oslens's directory in
+    /dev/shm was removed made its session path there again, and no entry
+    named it any more (seen after a fresh-clone run): the next start finds
+    such directories by their name, oslens.PID.START, and removes those of
+    dead processes only."""
+    dead = subprocess.Popen(["sleep", "60"])
+    dead_key = f"{dead.pid}.{runtime.proc_start(dead.pid)}"
+    dead.kill()
+    dead.wait()
+    live_key = f"{os.getpid()}.{runtime.proc_start(os.getpid())}"
+    made = {
+        "dead shm": Path(f"/dev/shm/oslens.{dead_key}.mpi"),
+        "dead tmp": SESSION_TMP / f"oslens.{dead_key}",
+        "live shm": Path(f"/dev/shm/oslens.{live_key}.mpi"),
+        "live tmp": SESSION_TMP / f"oslens.{live_key}",
+    }
+    try:
+        for d in made.values():
+            (d / "ompi.vm.0" / "pid.1" / "1" / "0").mkdir(parents=True)
+        p = oslens("doctor", "--json", db=tmp_path / "db")  # any command's start sweeps
+        assert p.returncode == 0, p.stderr
+        assert not made["dead shm"].exists() and not made["dead tmp"].exists()
+        assert made["live shm"].is_dir() and made["live tmp"].is_dir()
+    finally:
+        for d in made.values():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def test_doctor_bad_input_is_one_line_and_status_2(tmp_path):
     p = oslens("doctor", "--no-such-option", db=tmp_path / "db")
     assert p.returncode == 2

@@ -40,7 +40,7 @@ TYPES: dict[str, str] = {
 # Types that also find by name what a dead oslens made and never wrote down
 # (an older oslens, or one with no usable runtime directory): every sweep
 # loads them to ask.
-SCANNED = ("cgroup",)
+SCANNED = ("cgroup", "tmpdir")
 
 # The word of the line that, in an entry, names where a registered type is.
 TYPE_LINE = "type"

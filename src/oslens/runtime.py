@@ -558,7 +558,26 @@ def _sems_present(lines: list[str], same_boot: bool) -> list[str]:
 
 
 # a directory of this process's or of one of its engines
-TMPDIR = owned.Resource(remove=_rmtree, present=_tmp_present, across_boots=True)
+def _tmp_stale() -> list[tuple[str, str]]:
+    """(owner, path) of the directories named after a dead oslens process
+    (oslens.PID.START, its temporary files; oslens.PID.START.PURPOSE in
+    /dev/shm) that no entry names any more. An Open MPI process still
+    ending when its oslens's directory was removed makes its session path
+    again, whole (`ompi.*/pid.N/...`); the entry that named it is gone by
+    then. The name says whose it is: a live process's is never touched."""
+    out = []
+    for where in (Path(tempfile.gettempdir()), SHM):
+        for d in where.glob("oslens.*"):
+            parts = d.name.split(".")
+            key = _key(".".join(parts[1:3]))
+            if key is None or len(parts) > 4 or (len(parts) == 4 and where != SHM):
+                continue
+            if not _alive(key) and d.is_dir() and not d.is_symlink():
+                out.append((f"{key[0]}.{key[1]}", str(d)))
+    return out
+
+
+TMPDIR = owned.Resource(remove=_rmtree, present=_tmp_present, across_boots=True, stale=_tmp_stale)
 # a SysV semaphore set an engine made: its ids and keys come again after a boot
 SEM = owned.Resource(
     remove=lambda semid: _sem_remove(int(semid)),
