@@ -19,7 +19,7 @@ rounds give, per mode,
   understates the plain point's (the observer effect on the explanation).
 
 Usage: python bench/explain.py [--rounds 5] [--seconds 1] [--probes dup,getppid,mmap,fork,sem,socket]
-       [--modes process,thread] [--explain-modes full,light[,control]]
+       [--modes process,thread] [--explain-modes full,light[@HZ][,control]]
 """
 
 from __future__ import annotations
@@ -36,15 +36,24 @@ from oslens.analysis.stats import median_ci
 from oslens.kallsyms import Kallsyms, resolve_charges
 from oslens.records import explained_points
 
-# "control": a second plain run in an explained run's place (an A/A test):
-# whatever "cost" it shows is the harness's own bias, not the attribution's
-FLAGS = {"full": ["--explain"], "light": ["--explain-light"], "control": []}
+
+def flags(kind: str) -> list[str]:
+    """The engine's options for a kind of run: full or light, each with
+    @HZ its sample rate (light@250), or control, a second plain run in an
+    explained run's place (an A/A test: whatever "cost" it shows is the
+    harness's own bias, not the attribution's)."""
+    if kind == "control":
+        return []
+    mode, _, hz = kind.partition("@")
+    return engine.Explain(mode, int(hz) if hz else engine.DEFAULT_SAMPLE_HZ).argv()
+
+
 SYMBOLS = Kallsyms()
 
 
 def run(probe: str, mode: str, workers: int, seconds: float, explain: str | None) -> list[dict]:
     args = [str(engine.engine_path()), "run", "--probe", probe, "--mode", mode, "--workers", str(workers)]
-    args += ["--duration", str(seconds), "--warmup", "0.2"] + (FLAGS[explain] if explain else [])
+    args += ["--duration", str(seconds), "--warmup", "0.2"] + (flags(explain) if explain else [])
     p = subprocess.run(args, capture_output=True, text=True, check=True)
     records = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
     # named as a stored run's are: light mode tells a spinning lock waiter by its stack's functions
@@ -62,7 +71,7 @@ def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) 
     """One run explained in mode `explain`: its rate, the share of its time
     unexplained, calls and lock wait per operation."""
     recs = run(probe, mode, workers, seconds, explain)
-    if not FLAGS[explain]:  # the control explains nothing
+    if not flags(explain):  # the control explains nothing
         return {"rate": ops_per_s(recs), "unexpl": float("nan"), "calls": float("nan"), "lock": float("nan")}
     ep = next(iter(explained_points(recs).values()))
     s = explain_point(ep)

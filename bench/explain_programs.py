@@ -14,7 +14,7 @@ dispatch, the stats' two clock reads per run) is the rest of the cost
 bench/explain.py finds.
 
 Usage: python bench/explain_programs.py [--probe fork] [--mode thread] [--workers 2]
-       [--explain light] [--seconds 4] [--rounds 3]
+       [--explain light] [--sample-rate HZ] [--seconds 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pathlib import Path
 
 from oslens import engine
 
-FLAGS = {"full": "--explain", "light": "--explain-light"}
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}  # __NR_bpf
 BPF_ENABLE_STATS, BPF_STATS_RUN_TIME = 32, 0
 
@@ -89,7 +88,7 @@ def one_round(args: argparse.Namespace) -> tuple[float, float, dict[str, tuple[i
     warmup = 0.3
     cmd = [str(engine.engine_path()), "run", "--probe", args.probe, "--mode", args.mode]
     cmd += ["--workers", str(args.workers), "--duration", str(args.seconds), "--warmup", str(warmup)]
-    cmd += [FLAGS[args.explain]]
+    cmd += engine.Explain(args.explain, args.sample_rate).argv()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     started = time.monotonic()
     while not programs(proc.pid):  # loaded: then the window begins after the warm-up
@@ -118,7 +117,8 @@ def main() -> None:
     ap.add_argument("--probe", default="fork")
     ap.add_argument("--mode", default="thread")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--explain", choices=sorted(FLAGS), default="light")
+    ap.add_argument("--explain", choices=engine.EXPLAIN_MODES, default="light")
+    ap.add_argument("--sample-rate", type=int, default=engine.DEFAULT_SAMPLE_HZ, metavar="HZ")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
@@ -129,7 +129,8 @@ def main() -> None:
         rounds = [one_round(args) for _ in range(args.rounds)]
     finally:
         os.close(stats)
-    print(f"{args.probe} {args.mode} {args.workers} workers, {args.explain} mode, {args.rounds} rounds")
+    how = engine.Explain(args.explain, args.sample_rate)
+    print(f"{args.probe} {args.mode} {args.workers} workers, {how}, {args.rounds} rounds")
     print(f"{'program':28} {'runs/s':>10} {'ns/run':>8} {'ns/op':>8} {'share of worker CPU':>20}")
     names = sorted({n for _, _, d in rounds for n in d}, key=lambda n: -sum(d.get(n, (0, 0))[1] for *_, d in rounds))
     total = [0.0] * len(rounds)

@@ -41,6 +41,9 @@ struct run_config {
 	const char *target;	    /* --target: what the I/O probes read and write */
 	int dry_run;		    /* --dry-run: parse and check, print the config, measure nothing */
 	enum clock_want clock_want; /* --clock: calibrated by `run`, adopted by its fresh workers */
+	/* --sample-period: the period of the clocks an attribution samples the
+	 * threads with (run_part.samples), ns; 0 takes no sample; -1: its own */
+	int64_t sample_period_ns;
 	int argc;
 	char **argv;
 	/* The attributions (run_parts.h) the parser was given, NULL-terminated

@@ -69,7 +69,8 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
  * in its semop or futex is their doing. */
 static int explain_attach_mode(const struct run_view *v, int light, char *why, size_t whylen)
 {
-	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->cpus, v->nworkers, light, why, whylen) != 0)
+	uint64_t period = v->cfg->sample_period_ns < 0 ? EXPLAIN_SAMPLE_PERIOD_NS : (uint64_t)v->cfg->sample_period_ns;
+	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->cpus, v->nworkers, light, period, why, whylen) != 0)
 		return -1;
 	int cpus[2 * v->nworkers], ncpus = 0; /* the workers' and their partners' CPUs, each once */
 	for (int i = 0; i < 2 * v->nworkers; i++) {
@@ -106,8 +107,10 @@ static void explain_emit(int rep, int measured)
 
 static const struct run_part explain_part = {
 	.name = "explain",
-	.help = "every instant of the workers' window charged to one kernel cause (fixed time only)",
+	.help = "every instant of the workers' window charged to one kernel cause (fixed time only); kernel stacks "
+		"sampled every --sample-period NS of a thread's time (1 ms; 0: none)",
 	.bpf = 1,
+	.samples = 1,
 	.check = explain_check,
 	.attach = explain_attach,
 	.window = explain_window,
@@ -121,8 +124,9 @@ static const struct run_part explain_part = {
 static const struct run_part explain_light_part = {
 	.name = "explain-light",
 	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
-		"split by samples",
+		"split by samples of the workers' CPUs, every --sample-period NS (1 ms)",
 	.bpf = 1,
+	.samples = 1,
 	.check = explain_check,
 	.attach = explain_light_attach,
 	.window = explain_window,

@@ -41,6 +41,9 @@ struct run_part {
 	/* It loads BPF programs of its own: a run asks for at most one such
 	 * part, and run_args.c refuses two in one line naming them. */
 	int bpf;
+	/* It samples the threads on clocks whose period --sample-period sets
+	 * (run_config.sample_period_ns): an option no other part takes. */
+	int samples;
 	/* Its constraints on the rest of the run, once argv is parsed and the
 	 * probes and target checked: 0, or -1 with why (the one-line refusal). */
 	int (*check)(const struct run_config *cfg, char *why, size_t whylen);

@@ -80,6 +80,9 @@ BAD_SCALE = [
     pytest.param(["--probe", ""], "--probe: an empty value", id="probe-empty"),
     pytest.param(["--probe", "dup:"], "an empty variant", id="probe-empty-variant"),
     pytest.param(["--db", ""], "--db: an empty value", id="db-empty"),
+    pytest.param(["--sample-rate", "250"], "--explain was not given", id="sample-rate-unexplained"),
+    pytest.param(["--explain", "light", "--sample-rate", "0"], "--sample-rate", id="sample-rate-0"),
+    pytest.param(["--explain", "--sample-rate", "20000"], "--sample-rate", id="sample-rate-above-10k"),
 ] + [
     # Non-finite and oversized numbers must be refused before a run is stored.
     pytest.param(args, word, id=name)

@@ -145,6 +145,20 @@ def test_two_attributions_loading_bpf_are_refused_in_one_line(io_target):
     assert line.endswith("--completions, --explain and --trace are exclusive: each loads its own BPF programs"), line
 
 
+def test_a_sample_period_is_taken_only_by_an_attribution_that_samples(io_target):
+    base = ("run", "--dry-run", *io_target)
+    for part in ("--explain", "--explain-light"):
+        assert config(*base, part, "--sample-period", "4000000")["sample_period_ns"] == 4_000_000
+        assert config(*base, part, "--sample-period", "0")["sample_period_ns"] == 0  # no sample: their cost
+        assert "sample_period_ns" not in config(*base, part)  # the attribution's own
+    for other in ([], ["--trace"], ["--completions"]):
+        line = refused(*base, *other, "--sample-period", "4000000")
+        assert line.endswith("none that samples (--explain, --explain-light) was asked for"), line
+    for bad, word in (("99999", "under 100000 ns"), ("-1", "--sample-period"), ("1e6", "--sample-period")):
+        line = refused(*base, "--explain", "--sample-period", bad)
+        assert word in line, line
+
+
 def test_a_fresh_worker_parses_the_masters_argv_without_its_attributions():
     """Workers exec'd afresh (fork's) parse the master's argv again in an
     image that has no attribution: the master leaves their options out."""

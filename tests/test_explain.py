@@ -723,14 +723,19 @@ def _light_engine_run(*args: str) -> dict:
     return rec
 
 
-def test_light_mode_samples_each_tick_of_the_workers_cpu_once():
+@pytest.mark.parametrize("period", [None, 4_000_000], ids=["default", "4ms"])
+def test_light_mode_samples_each_tick_of_the_workers_cpu_once(period):
     """A clock on the worker's CPU finds it at every tick: running, waiting
     for the CPU, or asleep — never twice, and so never more samples than
-    ticks in the window (a tick a busy host delays can only be lost)."""
-    rec = _light_engine_run("--probe", "sem", "--duration", "0.5")
+    ticks in the window (a tick a busy host delays can only be lost). A
+    period asked for is the clocks' (at the default's 1 ms there would be
+    four times the ticks)."""
+    asked = ["--sample-period", str(period)] if period else []
+    rec = _light_engine_run("--probe", "sem", "--duration", "0.5", *asked)
     if "samples" in rec["missing"]:
         pytest.skip("the CPU clocks could not be attached here")
     tid, period = rec["worker_tid"], rec["sample_period_ns"]
+    assert period == int(asked[1]) if asked else period > 0
     mine = [s for s in rec["samples"] if s["tid"] == tid and not s.get("helper")]
     on = sum(s["count"] for s in mine if not s.get("off_cpu"))
     off = sum(s["count"] for s in mine if s.get("off_cpu"))
@@ -744,6 +749,19 @@ def test_light_mode_samples_each_tick_of_the_workers_cpu_once():
     assert inside & {"semtimedop", "semop"}, inside
     # and its partner is sampled as its helper
     assert any(s.get("helper") for s in rec["samples"])
+
+
+def test_a_sample_rate_asked_for_is_the_one_the_run_states(tmp_path):
+    """`--sample-rate` reaches the engine's clocks, the stored plan and the
+    light note that says how many samples split the time."""
+    e = _explained_json(tmp_path, "--probe", "getppid", "--sample-rate", "250", mode="light")
+    assert any("samples at 250 Hz" in n for n in e["notes"]), e["notes"]
+    import oslens as api
+
+    run = api.Store(tmp_path / "w.db").last(kind="scale")
+    assert (run.params["explain"], run.params["sample_hz"]) == ("light", 250)
+    (argv,) = [r["argv"] for r in run.records() if r.get("type") == "header" and "--explain-light" in r["argv"]]
+    assert argv[argv.index("--sample-period") + 1] == "4000000", argv
 
 
 # ---- What the workers wait on (issue 30, item 3): fork's children and a

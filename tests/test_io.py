@@ -265,13 +265,14 @@ def test_the_measured_repetitions_carry_no_tracing(tmp_path):
     """Following each I/O with BPF costs it a quarter of its time on zram:
     the repetitions whose IOPS and latency are reported run without it, and
     one more repetition, not reported as such, follows the completions."""
+    from oslens import engine
     from oslens.plan import io as io_plan
 
     f = tmp_path / "data"
     f.write_bytes(os.urandom(8 << 20))
     choices = io_plan.check(target=str(f), size=None, engines="psync,uring", qd="1", bs="4k", span=None,
                             workers="1", placement="compact", duration=0.2, ops=None, reps=3, warmup=0.1,
-                            scheduler=None, allow_overwrite=False, explain="full")  # fmt: skip
+                            scheduler=None, allow_overwrite=False, explain=engine.Explain("full"))  # fmt: skip
     points = io_plan.plan(choices, choices["target"]).points
     roles = [(p.series.label, p.role) for p in points]
     assert roles == [(s, r) for s in ("psync", "uring qd1") for r in ("measure", "completions", "explain")]

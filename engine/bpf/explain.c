@@ -67,7 +67,7 @@ static void pin_workers(const int *tids, const int *cpus, int ntids)
 }
 
 int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light_mode,
-		      char *why, size_t whylen)
+		      uint64_t period_ns, char *why, size_t whylen)
 {
 	explain_bpf_stop();
 	missing.list[0] = 0;
@@ -81,7 +81,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 		return -1;
 	}
 	skel->rodata->light_mode = light;
-	skel->rodata->light_period_ns = light ? EXPLAIN_SAMPLE_PERIOD_NS : 0;
+	skel->rodata->light_period_ns = light ? period_ns : 0;
 	/* light: nothing per system call, page fault or switch (the samples say
 	 * where the time went, on a CPU and off it), and no counts per IPI or
 	 * TLB flush */
@@ -116,7 +116,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 		 * attaches sample every probed thread: the workers on their
 		 * CPUs and off them, the helpers on theirs */
 		pin_workers(tids, cpus, ntids);
-		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;
+		sample_period_ns = period_ns;
 		if (!sample_period_ns)
 			loader_missing_add(&missing, "samples");
 		return 0;
@@ -137,9 +137,9 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 		__u8 one = 1;
 		bpf_map__update_elem(skel->maps.clocked, &tid, sizeof tid, &one, sizeof one, BPF_ANY);
 	}
-	if (EXPLAIN_SAMPLE_PERIOD_NS && loader_attach_clocks(skel->progs.oslens_ex_sample, EXPLAIN_SAMPLE_PERIOD_NS,
-							     tids, ntids, 1, &sample_links, &n_sample_links) == 0)
-		sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS;
+	if (period_ns && loader_attach_clocks(skel->progs.oslens_ex_sample, period_ns, tids, ntids, 1, &sample_links,
+					      &n_sample_links) == 0)
+		sample_period_ns = period_ns;
 	else
 		loader_missing_add(&missing, "samples");
 	return 0;

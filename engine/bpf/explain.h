@@ -170,15 +170,14 @@ struct explain_cpu {
 #include <stddef.h>
 #include <stdint.h>
 
-/* The sampling period, ns of the thread's time on a CPU: 1 kHz per
- * thread. A sample is a timer interrupt and a stack walk, which in a VM
- * costs some 15-20 µs: at 10 kHz that took 15-22 % of an explained
- * getppid's or dup's throughput (and `perf record -e cpu-clock` at 10 kHz
- * 18 % of a plain getppid's), at 1 kHz 2-3 % (engine/README.md). 0 builds
- * an engine that does not sample, to measure that cost against. */
-#ifndef EXPLAIN_SAMPLE_PERIOD_NS
+/* The default sampling period (`run --sample-period`), ns of the clock
+ * that samples a thread: 1 kHz. A sample is a timer interrupt and a stack
+ * walk, which in a VM costs some 15-20 µs: at 10 kHz that took 15-22 % of
+ * an explained getppid's or dup's throughput (and `perf record -e
+ * cpu-clock` at 10 kHz 18 % of a plain getppid's), at 1 kHz 2-3 %
+ * (engine/README.md). A run may ask for 0: no sample taken, to measure
+ * their cost against. */
 #define EXPLAIN_SAMPLE_PERIOD_NS 1000000
-#endif
 
 /* Loads and attaches for the threads of the processes `tgids` (and
  * nothing else); their page faults are timed through perf events on
@@ -193,11 +192,12 @@ struct explain_cpu {
  * running (EX_USER in user space, EX_KERNEL with the thread's orig_ax in
  * the kernel), runnable and waiting for it (EX_RUNQ, who had the CPU
  * counted in runq_takers at one period each), or asleep (EX_BLOCKED with
- * the system call it sleeps in), these two marked EXF_OFF_CPU. Not a clock
+ * the system call it sleeps in), these two marked EXF_OFF_CPU, every
+ * period_ns (0: never, and the samples are said to be missing). Not a clock
  * per thread: the kernel stops and restarts its timer at every switch of
  * the thread, which sem's worker makes twice an operation. */
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light, char *why,
-		      size_t whylen);
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light,
+		      uint64_t period_ns, char *why, size_t whylen);
 /* Before explain_bpf_window: processes that already serve a worker (its
  * partner, forked before the start), each with the tid of the worker it
  * serves; their time is charged as the worker's helpers' (EXF_HELPER). The

@@ -8,10 +8,10 @@
 #define OSLENS_NO_BPF_REASON "engine built without BPF"
 #endif
 
-int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light, char *why,
-		      size_t whylen)
+int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light,
+		      uint64_t period_ns, char *why, size_t whylen)
 {
-	(void)tgids, (void)ntgids, (void)tids, (void)cpus, (void)ntids, (void)light;
+	(void)tgids, (void)ntgids, (void)tids, (void)cpus, (void)ntids, (void)light, (void)period_ns;
 	if (why && whylen)
 		snprintf(why, whylen, "%s", OSLENS_NO_BPF_REASON);
 	return -1;

@@ -227,6 +227,43 @@ def _num(x: float) -> str:
 # probe measured and within 5 % on the system-call-bound ones (bench/explain.py).
 EXPLAIN_MODES = ("full", "light")
 DEFAULT_EXPLAIN = "light"
+# How often the attribution's clocks sample a thread (full) or a worker's CPU
+# (light), per second: a sample is a timer interrupt and a stack walk, some
+# 15-20 µs in a VM, so the rate sets its cost (engine/bpf/explain.h), and
+# a sampled share's error shrinks with the square root of the samples
+SAMPLE_HZ_RANGE = (1, 10_000)  # the engine's --sample-period: 1 s to 100 µs
+DEFAULT_SAMPLE_HZ = 1000
+
+
+@dataclass(frozen=True)
+class Explain:
+    """How an explained run attributes: its mode (EXPLAIN_MODES) and the rate
+    of the clocks that sample its threads' stacks and, in light mode, split
+    their time."""
+
+    mode: str = DEFAULT_EXPLAIN
+    sample_hz: int = DEFAULT_SAMPLE_HZ
+
+    def __post_init__(self):
+        if self.mode not in EXPLAIN_MODES:
+            raise ValueError(f"explain mode {self.mode!r}")
+        if not SAMPLE_HZ_RANGE[0] <= self.sample_hz <= SAMPLE_HZ_RANGE[1]:
+            raise ValueError(f"sample rate {self.sample_hz!r} Hz")
+
+    @property
+    def period_ns(self) -> int:
+        return round(1e9 / self.sample_hz)
+
+    def argv(self) -> list[str]:
+        flag = {"full": "--explain", "light": "--explain-light"}[self.mode]
+        return [flag, "--sample-period", str(self.period_ns)]
+
+    def params(self) -> dict:
+        """What a plan keeps of it: the mode, and the rate."""
+        return {"explain": self.mode, "sample_hz": self.sample_hz}
+
+    def __str__(self) -> str:
+        return f"{self.mode}, {self.sample_hz:,} Hz"
 
 
 def run_argv(
@@ -246,15 +283,13 @@ def run_argv(
     latency: bool = False,
     mix: bool = False,
     trace: bool = False,
-    explain: str | None = None,
+    explain: Explain | None = None,
     target: str | None = None,
     completions: bool = False,
 ) -> list[str]:
     """`oslens-engine run …`: workers (a count, placed by policy) or cpus
     (an explicit list); fixed time (duration) or fixed work (ops); explain:
-    None, or the mode of the attribution ("full" or "light")."""
-    if explain not in (None, *EXPLAIN_MODES):
-        raise ValueError(f"explain mode {explain!r}")
+    None, or how the run is attributed."""
     args = ["run", "--probe", probe]
     if workers is not None:
         args += ["--workers", str(workers)]
@@ -277,11 +312,10 @@ def run_argv(
     if target is not None:
         args += ["--target", target]
     flags = (
-        ("--latency", latency), ("--mix", mix), ("--trace", trace), ("--explain", explain == "full"),
-        ("--explain-light", explain == "light"), ("--completions", completions),
+        ("--latency", latency), ("--mix", mix), ("--trace", trace), ("--completions", completions),
     )  # fmt: skip
     args += [flag for flag, on in flags if on]
-    return args
+    return args + (explain.argv() if explain else [])
 
 
 def profile_argv(

@@ -328,7 +328,7 @@ LATE_NOTE = (
 )
 LIGHT_NOTE = (
     "light mode: nothing ran per system call or page fault; the time outside lock waits and interrupts "
-    "was split by {n} samples{where}, so each of its shares is an estimate (± one standard error in --json), "
+    "was split by {n} samples{rate}{where}, so each of its shares is an estimate (± one standard error in --json), "
     "and calls per op are not counted"
 )
 # Where light mode's samples were taken: the workers' CPUs, on and off them
@@ -368,6 +368,10 @@ class _Sampled:
                 self.samples.append(kstacks.Sample(f"{HELPER}:{cause}" if helper else cause, frames, s["count"]))
                 if light and s["kind"] in ON_CPU_KINDS:
                     (self.helper_on_cpu if helper else self.on_cpu)[on_cpu_cause(s)] += s["count"]
+
+    def rate(self) -> str:
+        """' at N Hz', the rate they were taken at; '' if none were."""
+        return f" at {1e9 / self.period_ns:,.0f} Hz" if self.period_ns else ""
 
     def profiles(self, ops: float) -> dict:
         stacks = kstacks.profile(self.samples, self.period_ns, ops, self.lost)
@@ -502,11 +506,12 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     if mode == "light" and all(r.explain.get("off_cpu_sampled") for r in ep.reps):
         untimed = window - sum(charges.ns.values())
         n = charges.split_untimed(sampled.on_cpu + sampled.off_cpu, untimed)
-        notes.append(LIGHT_NOTE.format(n=n, where=LIGHT_WHERE))
+        notes.append(LIGHT_NOTE.format(n=n, rate=sampled.rate(), where=LIGHT_WHERE))
         helpers.add_sampled(sampled.helper_on_cpu, sampled.period_ns)
     elif mode == "light":
         counted = True
-        notes.append(LIGHT_NOTE.format(n=charges.split_untimed(sampled.on_cpu), where=LIGHT_WHERE_BEFORE))
+        n = charges.split_untimed(sampled.on_cpu)
+        notes.append(LIGHT_NOTE.format(n=n, rate=sampled.rate(), where=LIGHT_WHERE_BEFORE))
         if helpers.ns:
             helpers.split_untimed(sampled.helper_on_cpu)
     causes = charges.causes(ops)

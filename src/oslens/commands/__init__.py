@@ -156,19 +156,43 @@ def _refuse_empty_options(ctx: click.Context) -> None:
 
 
 def explain_option(what: str):
-    """`--explain [full|light]`: the attributed twin of each point, in the
-    mode given, or the default one when none is."""
-    return click.option(
-        "--explain",
-        type=click.Choice(engine.EXPLAIN_MODES),
-        is_flag=False,
-        flag_value=engine.DEFAULT_EXPLAIN,
-        default=None,
-        metavar="[full|light]",
-        help=f"{what} full: every system call and fault timed (exact calls per op, a cost that grows with "
-        "their rate); light: lock waits and interrupts timed, the rest of each worker's time, on its CPU or off "
-        f"it, split by samples of its CPU (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
-    )
+    """`--explain [full|light]` and `--sample-rate HZ`: the attributed twin
+    of each point, in the mode given (or the default one when none is),
+    sampled at that rate; the command gets them as one `explain`, an
+    engine.Explain or None."""
+
+    def decorate(fn):
+        @click.option(
+            "--explain",
+            type=click.Choice(engine.EXPLAIN_MODES),
+            is_flag=False,
+            flag_value=engine.DEFAULT_EXPLAIN,
+            default=None,
+            metavar="[full|light]",
+            help=f"{what} full: every system call and fault timed (exact calls per op, a cost that grows with "
+            "their rate); light: lock waits and interrupts timed, the rest of each worker's time, on its CPU or "
+            f"off it, split by samples of its CPU (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
+        )
+        @click.option(
+            "--sample-rate",
+            "sample_hz",
+            type=click.IntRange(*engine.SAMPLE_HZ_RANGE),
+            default=None,
+            metavar="HZ",
+            help=f"With --explain: samples per second of each worker thread's time (full) or of each worker's CPU "
+            f"(light). Fewer cost less and err more; each share's error is stated. [default: "
+            f"{engine.DEFAULT_SAMPLE_HZ}]",
+        )
+        @functools.wraps(fn)
+        def wrapper(*args, explain: str | None, sample_hz: int | None, **kw):
+            if sample_hz is not None and explain is None:
+                raise UsageError("--sample-rate: the rate of --explain's samples, and --explain was not given")
+            how = engine.Explain(explain, sample_hz or engine.DEFAULT_SAMPLE_HZ) if explain else None
+            return fn(*args, explain=how, **kw)
+
+        return wrapper
+
+    return decorate
 
 
 def environment_option(kind: str):

@@ -211,11 +211,11 @@ def scale(ctx: Context, launch, ranks, workers, placement, **kw):
     from ..plan.scale import plan as scale_plan
 
     argv, note = launcher(launch, ranks)
-    scale_plan(workers="1", placement=placement, available=1, explain=False, **kw)  # refuses bad options now
+    scale_plan(workers="1", placement=placement, available=1, explain=None, **kw)  # refuses bad options now
     job = _job(argv, launch)
     counts = worker_counts(workers, job, placement)
     _, fewest = job.fewest
-    inner = scale_plan(workers=",".join(map(str, counts)), placement=placement, available=fewest, explain=False, **kw)
+    inner = scale_plan(workers=",".join(map(str, counts)), placement=placement, available=fewest, explain=None, **kw)
     plan = plan_run(inner, "scale", job, {**_params("scale", job), "placement": placement})
     head = f"{len(plan.points)} points × {plan.reps} repetitions, workers per rank {','.join(map(str, counts))}"
     _measure(ctx, "scale", plan, job, note, head)

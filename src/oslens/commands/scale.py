@@ -86,6 +86,6 @@ def command(ctx: Context, quick: bool, dry_run: bool, **kw):
         "scale",
         plan,
         f"{plural(sum(not p.explained for p in plan.points), 'point')} × {plural(plan.reps, 'repetition')}"
-        + (f", each explained ({plan.params['explain']})" if plan.params["explain"] else "")
+        + (f", each explained ({kw['explain']})" if kw["explain"] else "")
         + f", workers {','.join(map(str, plan.params['workers']))}",
     )

@@ -94,7 +94,7 @@ def osmark(ctx: Context, workers, ops, reps, warmup, explain, explain_duration, 
             warmup=warmup,
             interval=0.1,
             opts=opts,
-            explain=engine.DEFAULT_EXPLAIN if explain else None,
+            explain=engine.Explain() if explain else None,
             explain_duration=explain_duration,
             ops_per_probe=sized,
             work_s=PAPER_WORK_S if paper else None,  # the limit of sized work, checked before the sizing runs
@@ -137,7 +137,7 @@ def codesign(ctx: Context, reps, duration, paper):
         warmup=0.1,
         interval=0.1,
         opts=(),
-        explain="full",  # the table is of calls: only full mode counts them
+        explain=engine.Explain("full"),  # the table is of calls: only full mode counts them
         explain_duration=duration,
     )
     plan.params["study"] = "codesign"

@@ -174,7 +174,7 @@ def parse_qds(text: str) -> list[int]:
 def check(
     *, target: str | None, size: str | None, engines: str, qd: str | None, bs: str, span: str | None,
     workers: str | None, placement: str, duration: float | None, ops: int | None, reps: int, warmup: float,
-    scheduler: str | None, allow_overwrite: bool, explain: str | None, uring_wait: bool = False,
+    scheduler: str | None, allow_overwrite: bool, explain: engine.Explain | None, uring_wait: bool = False,
     taskrun: str | None = None, rw: str | None = None, mix: int | None = None, fsync: int | None = None,
     fdatasync: int | None = None, rate: str | None = None, uring_poll: bool = False,
 ) -> dict:  # fmt: skip
@@ -414,7 +414,8 @@ def plan(choices: dict, target: Target) -> Plan:
         "reps": c["reps"],
         "warmup_s": c["warmup"],
         "scheduler": c["scheduler"],
-        "explain": c["explain"] or False,  # the mode, or False
+        # the mode (or False) and the rate of its samples
+        **(c["explain"].params() if c["explain"] else {"explain": False}),
         "uring": c["uring"],
     }
     return Plan(points, c["reps"], params)

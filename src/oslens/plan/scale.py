@@ -24,13 +24,13 @@ def plan(
     warmup: float,
     interval: float,
     opts: tuple[str, ...],
-    explain: str | None = None,
+    explain: engine.Explain | None = None,
     explain_duration: float | None = None,
     available: int | None = None,
     ops_per_probe: dict[str, int] | None = None,
     work_s: float | None = None,
 ) -> Plan:
-    """With explain (its mode, engine.EXPLAIN_MODES), each point is followed by its explained twin: the same
+    """With explain (how it attributes), each point is followed by its explained twin: the same
     probe, mode and worker count for the same number of repetitions, fixed
     time (explain_duration, else the measured duration, else 1 s), with every
     worker's time charged to its kernel causes and, where the probe times
@@ -93,7 +93,8 @@ def plan(
         "warmup_s": warmup,
         "interval_s": interval,
         "opts": probe_opts,
-        "explain": explain or False,  # the mode, or False
+        # the mode (or False) and the rate of its samples
+        **(explain.params() if explain else {"explain": False}),
         # what each probe measured, in words, kept with the run: showing it
         # later needs no engine (nor this engine's version of the words)
         "descriptions": _described(probes),
