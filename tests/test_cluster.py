@@ -4,6 +4,7 @@ node left unbound each take their slice)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -124,24 +125,21 @@ def mpi_files() -> set[str]:
     return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi"))
 
 
-def inject(cpu: int, seconds: float, period_us: int = 5000, busy_us: int = 1000) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            engine_bin(),
-            "inject",
-            "--cpu",
-            str(cpu),
-            "--period-us",
-            str(period_us),
-            "--busy-us",
-            str(busy_us),
-            "--duration",
-            str(seconds),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+@contextlib.contextmanager
+def noise_on(cpu: int, period_us: int = 5000, busy_us: int = 1000):
+    """Known noise on cpu for as long as the block runs, stopped after it:
+    a run slow to start (mpirun on a loaded machine) still meets it in its
+    whole window, as a fixed duration would not promise."""
+    inj = subprocess.Popen([engine_bin(), "inject", "--cpu", str(cpu), "--period-us", str(period_us), "--busy-us",
+                            str(busy_us), "--duration", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    try:
+        time.sleep(0.3)  # under way before the run starts
+        yield
+    finally:
+        inj.terminate()
+        _, err = inj.communicate(timeout=30)
+    assert inj.returncode == 0, err
 
 
 def test_cluster_noise_stores_one_run_with_a_row_per_rank(tmp_path):
@@ -217,10 +215,8 @@ def test_the_rank_with_injected_noise_is_told_by_what_it_alone_has_and_is_the_la
     ones, 'unexplained' among them, every rank may have)."""
     db = tmp_path / "c.db"
     noisy = TWO[1]  # rank 1's slice of the two CPUs
-    inj = inject(noisy, 3.0)
-    time.sleep(0.3)
-    p = cluster("noise", "--duration", "1.5", "--warmup", "0.1", "--ranks", "2", db=db)
-    inj.communicate(timeout=30)
+    with noise_on(noisy):
+        p = cluster("noise", "--duration", "1.5", "--warmup", "0.1", "--ranks", "2", db=db)
     assert p.returncode == 0, p.stderr
     doc = show(db)
     ranks = {r["rank"]: r for r in doc["ranks"]}
@@ -235,10 +231,8 @@ def test_the_rank_with_injected_noise_is_told_by_what_it_alone_has_and_is_the_la
         assert f"rank 1 on {ranks[1]['host']}: " in p.stdout, p.stdout
         assert "what it has that the other ranks do not: oslens-inject" in " ".join(p.stdout.split()), p.stdout
 
-    inj = inject(noisy, 6.0)
-    time.sleep(0.3)
-    p = cluster("bsp", "--compute-us", "1000", "--iterations", "2000", "--ranks", "2", db=db)
-    inj.communicate(timeout=30)
+    with noise_on(noisy):
+        p = cluster("bsp", "--compute-us", "1000", "--iterations", "2000", "--ranks", "2", db=db)
     assert p.returncode == 0, p.stderr
     late = {r["rank"]: r for r in show(db)["bsp"]["late"]}
     assert late[1]["steps_hit"] >= 100
