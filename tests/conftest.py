@@ -41,6 +41,15 @@ def _remove_session_tmp() -> None:
 atexit.register(_remove_session_tmp)
 
 
+def pytest_configure(config):
+    """The tests' tmp_path directories go with the session's too: pytest's
+    own place (/tmp/pytest-of-USER) keeps the last three sessions' (300 MB
+    of devices' images and stores here), failed or not. --basetemp keeps
+    them where the caller says."""
+    if config.option.basetemp is None:
+        config.option.basetemp = str(SESSION_TMP / "pytest")
+
+
 def _children_get_default_stop_signals() -> None:
     """A shell without job control starts background jobs with SIGINT
     ignored, and nohup ignores SIGHUP; an ignored signal stays ignored

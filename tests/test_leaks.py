@@ -299,11 +299,17 @@ def test_doctor_bad_input_is_one_line_and_status_2(tmp_path):
     one_line_error(p.stderr)
 
 
-@pytest.mark.parametrize("how", [["--collect-only"], ["-k", "not test_"]], ids=["collect-only", "all-deselected"])
-def test_a_test_session_that_runs_no_test_leaves_no_directory(tmp_path, how):
+@pytest.mark.parametrize(
+    "how",
+    [["--collect-only"], ["-k", "not test_"], ["-k", "test_doctor_bad_input"]],
+    ids=["collect-only", "all-deselected", "a-test-with-tmp_path"],
+)
+def test_a_test_session_leaves_no_directory(tmp_path, how):
     """The suite's own temporary directory goes with its session, even one
-    in which no test ran (no fixture runs then). "not test_" deselects
-    every test, this one too: a name it matched would run it again inside."""
+    in which no test ran (no fixture runs then), and with it the tests'
+    tmp_path directories (pytest's own place keeps them). "not test_"
+    deselects every test, this one too: a name it matched would run it
+    again inside."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *how, __file__]
     p = subprocess.run(args, cwd=Path(__file__).parents[1], env=env, capture_output=True, text=True, timeout=120)
