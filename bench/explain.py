@@ -99,7 +99,7 @@ def main() -> None:
     counts = [int(n) for n in args.workers.split(",")] if args.workers else sorted({1, ncpu})
     kinds = args.explain_modes.split(",")
     print(
-        f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>7} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
+        f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>10} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
         f"{'paired cost [interval]':>24} {'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
     )
     for probe in args.probes.split(","):
@@ -128,7 +128,7 @@ def main() -> None:
                     paired = median_ci([1 - x / y for x, y in zip(g["rate"], plain)])
                     interval = f"{paired.median:+.1%} [{paired.low:+.1%}, {paired.high:+.1%}]"
                     print(
-                        f"{probe:10} {mode:8} {n:7d} {k:>7} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {interval:>24} "
+                        f"{probe:10} {mode:8} {n:7d} {k:>10} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {interval:>24} "
                         f"{cost_ns:8.0f} "
                         f"{statistics.median(g['calls']):8.2f} {statistics.median(g['lock']):10.1f} "
                         f"{statistics.median(g['unexpl']):11.2%}"

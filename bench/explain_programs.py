@@ -124,6 +124,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.seconds < 2:
         ap.error("--seconds: at least 2 (two snapshots 1 s inside the window)")
+    if not 1 <= args.sample_rate <= engine.Explain.most_hz():
+        ap.error(f"--sample-rate: 1 to {engine.Explain.most_hz():,} Hz")
     stats = enable_stats()
     try:
         rounds = [one_round(args) for _ in range(args.rounds)]

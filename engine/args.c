@@ -50,13 +50,21 @@ struct arg_limit {
 };
 
 /* min is the smallest value accepted; a positive duration has min 0 and
- * excludes it (the parsers say so in their message). */
+ * excludes it (the parsers say so in their message); --sample-period also
+ * takes 0, no sample (to measure what they cost). */
 static const struct arg_limit limits[] = {
-	{"run", "--duration", "s", 0, ARGS_MAX_SECONDS},       {"run", "--warmup", "s", 0, ARGS_MAX_SECONDS},
-	{"run", "--interval", "s", 0, ARGS_MAX_SECONDS},       {"run", "--time-limit", "s", 0, ARGS_MAX_SECONDS},
-	{"run", "--ops", "count", 1, (double)RUN_MAX_OPS},     {"run", "--reps", "count", 1, RUN_MAX_REPS},
-	{"run", "--workers", "count", 1, RUN_MAX_WORKERS},     {"run", "samples", "count", 1, RUN_MAX_SAMPLES},
-	{"app", "--workers", "count", 1, APP_MAX_WORKERS},     {"profile", "--duration", "s", 0, ARGS_MAX_SECONDS},
+	/* a command's together: one object each */
+	{"run", "--duration", "s", 0, ARGS_MAX_SECONDS},
+	{"run", "--warmup", "s", 0, ARGS_MAX_SECONDS},
+	{"run", "--interval", "s", 0, ARGS_MAX_SECONDS},
+	{"run", "--time-limit", "s", 0, ARGS_MAX_SECONDS},
+	{"run", "--ops", "count", 1, (double)RUN_MAX_OPS},
+	{"run", "--reps", "count", 1, RUN_MAX_REPS},
+	{"run", "--workers", "count", 1, RUN_MAX_WORKERS},
+	{"run", "samples", "count", 1, RUN_MAX_SAMPLES},
+	{"run", "--sample-period", "ns", RUN_MIN_SAMPLE_PERIOD_NS, RUN_MAX_SAMPLE_PERIOD_NS},
+	{"app", "--workers", "count", 1, APP_MAX_WORKERS},
+	{"profile", "--duration", "s", 0, ARGS_MAX_SECONDS},
 	{"profile", "--time-limit", "s", 0, ARGS_MAX_SECONDS},
 };
 

@@ -15,6 +15,11 @@
 #define RUN_MAX_WORKERS 4096
 #define RUN_MAX_OPS LONG_MAX
 #define RUN_MAX_SAMPLES 1e6 /* --duration / --interval */
+/* --sample-period, ns, or 0 (no sample): 10 kHz at most, where a sample per
+ * thread already costs a fifth of a system-call-bound probe's throughput
+ * in a VM (bpf/explain.h), and 1 Hz at least */
+#define RUN_MIN_SAMPLE_PERIOD_NS 100000
+#define RUN_MAX_SAMPLE_PERIOD_NS 1000000000
 #define APP_MAX_WORKERS 4096
 
 /* One line on stderr, exit status 2. */

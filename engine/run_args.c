@@ -87,11 +87,6 @@ static void check_target(const struct run_config *cfg)
 		die_usage("--target: no chosen probe works on a target");
 }
 
-/* The shortest --sample-period but 0: 10 kHz, where a sample per thread
- * already costs a fifth of a system-call-bound probe's throughput in a VM
- * (bpf/explain.h). */
-#define RUN_MIN_SAMPLE_PERIOD_NS 100000
-
 /* The attributions asked for (asked: their indices in the order given):
  * --sample-period only with one that samples, each part's own checks, in
  * table order, then at most one that loads BPF programs, refused naming
@@ -276,7 +271,7 @@ void run_parse_args(int argc, char **argv, const struct run_part *const *parts, 
 			break;
 		case 'T': cfg->tmpdir_base = optarg; break;
 		case 'S':
-			cfg->sample_period_ns = parse_long("--sample-period", optarg, 0, 1000000000);
+			cfg->sample_period_ns = parse_long("--sample-period", optarg, 0, RUN_MAX_SAMPLE_PERIOD_NS);
 			if (cfg->sample_period_ns && cfg->sample_period_ns < RUN_MIN_SAMPLE_PERIOD_NS)
 				die_usage("--sample-period: %s ns is under %d ns (10 kHz); 0 takes no sample", optarg,
 					  RUN_MIN_SAMPLE_PERIOD_NS);

@@ -154,8 +154,12 @@ def test_a_sample_period_is_taken_only_by_an_attribution_that_samples(io_target)
     for other in ([], ["--trace"], ["--completions"]):
         line = refused(*base, *other, "--sample-period", "4000000")
         assert line.endswith("none that samples (--explain, --explain-light) was asked for"), line
-    for bad, word in (("99999", "under 100000 ns"), ("-1", "--sample-period"), ("1e6", "--sample-period")):
-        line = refused(*base, "--explain", "--sample-period", bad)
+    least, most = (int(LIMITS["run"]["--sample-period"][k]) for k in ("min", "max"))  # as published
+    assert config(*base, "--explain", "--sample-period", str(least))["sample_period_ns"] == least
+    assert config(*base, "--explain", "--sample-period", str(most))["sample_period_ns"] == most
+    for bad, word in ((least - 1, f"under {least} ns"), (most + 1, "--sample-period"), (-1, "--sample-period"),
+                      ("1e6", "--sample-period")):  # fmt: skip
+        line = refused(*base, "--explain", "--sample-period", str(bad))
         assert word in line, line
 
 

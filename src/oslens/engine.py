@@ -230,8 +230,8 @@ DEFAULT_EXPLAIN = "light"
 # How often the attribution's clocks sample a thread (full) or a worker's CPU
 # (light), per second: a sample is a timer interrupt and a stack walk, some
 # 15-20 µs in a VM, so the rate sets its cost (engine/bpf/explain.h), and
-# a sampled share's error shrinks with the square root of the samples
-SAMPLE_HZ_RANGE = (1, 10_000)  # the engine's --sample-period: 1 s to 100 µs
+# a sampled share's error shrinks with the square root of the samples. The
+# engine bounds the period (limit("run", "--sample-period")).
 DEFAULT_SAMPLE_HZ = 1000
 
 
@@ -247,8 +247,13 @@ class Explain:
     def __post_init__(self):
         if self.mode not in EXPLAIN_MODES:
             raise ValueError(f"explain mode {self.mode!r}")
-        if not SAMPLE_HZ_RANGE[0] <= self.sample_hz <= SAMPLE_HZ_RANGE[1]:
+        if not isinstance(self.sample_hz, int) or self.sample_hz < 1:
             raise ValueError(f"sample rate {self.sample_hz!r} Hz")
+
+    @staticmethod
+    def most_hz() -> int:
+        """The highest rate the engine takes: its shortest period."""
+        return int(1e9 // limit("run", "--sample-period")["min"])
 
     @property
     def period_ns(self) -> int:

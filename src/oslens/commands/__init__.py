@@ -171,12 +171,13 @@ def explain_option(what: str):
             metavar="[full|light]",
             help=f"{what} full: every system call and fault timed (exact calls per op, a cost that grows with "
             "their rate); light: lock waits and interrupts timed, the rest of each worker's time, on its CPU or "
-            f"off it, split by samples of its CPU (a small cost whatever the rate). Alone: {engine.DEFAULT_EXPLAIN}.",
+            "off it, split by samples of its CPU (a small cost whatever the system-call or fault rate). Alone: "
+            f"{engine.DEFAULT_EXPLAIN}.",
         )
         @click.option(
             "--sample-rate",
             "sample_hz",
-            type=click.IntRange(*engine.SAMPLE_HZ_RANGE),
+            type=click.IntRange(min=1),
             default=None,
             metavar="HZ",
             help=f"With --explain: samples per second of each worker thread's time (full) or of each worker's CPU "
@@ -187,6 +188,8 @@ def explain_option(what: str):
         def wrapper(*args, explain: str | None, sample_hz: int | None, **kw):
             if sample_hz is not None and explain is None:
                 raise UsageError("--sample-rate: the rate of --explain's samples, and --explain was not given")
+            if sample_hz is not None and sample_hz > (most := engine.Explain.most_hz()):
+                raise UsageError(f"--sample-rate: {sample_hz:,} Hz is above the {most:,} Hz the engine samples at most")
             how = engine.Explain(explain, sample_hz or engine.DEFAULT_SAMPLE_HZ) if explain else None
             return fn(*args, explain=how, **kw)
 
