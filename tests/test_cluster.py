@@ -262,7 +262,8 @@ def test_cluster_timerlat_counts_every_period_on_every_rank_and_names_the_hog_on
                     "2", db=db)  # fmt: skip
     finally:
         hog.send_signal(signal.SIGTERM)
-        hog.communicate(timeout=30)
+        _, err = hog.communicate(timeout=30)
+    assert hog.returncode == 0, err
     assert p.returncode == 0, p.stderr
     doc = show(db)
     rows = {r["rank"]: r for r in doc["timerlat"]}
@@ -272,10 +273,12 @@ def test_cluster_timerlat_counts_every_period_on_every_rank_and_names_the_hog_on
         # spins skip some on rank 1); the stop is seen within a period of it, as oslens timerlat's test has it
         assert abs((r["wakeups"] + r["missed"]) / len(r["cpus"]) - 4000) < 200, r
         assert 0 < r["p50_ns"] <= r["p99_ns"] <= r["max_ns"], r
-    # the hog spins 4 ms in every 20: each spin makes rank 1 skip some 7 of its 500 µs periods, 100
-    # spins some 700; rank 0 skips periods only in a stall of its vCPU (once one of 4.4 ms, longer than
-    # any spin: which rank had the latest wake-up is no test)
-    assert rows[1]["missed"] > 4 * max(rows[0]["missed"], 25), rows
+    # the hog spins 4 ms in every 20, all through the measured 2 s (started before, stopped after): each
+    # spin holds rank 1's thread past at least 7 of its 500 µs periods, skipped, so 100 spins skip 700 at
+    # least, whatever else took the CPU. Rank 0 skips periods only when its vCPU stalls, which no test can
+    # bound: a busy host once took 105 ms of it (210 periods) here, where a bound of a quarter of rank 1's
+    # had been asked of it; which rank had the latest wake-up is no test either (a 4.4 ms stall once).
+    assert rows[1]["missed"] >= 0.9 * 7 * 100, rows
     if rows[1]["attribution"] == "bpf":
         # as oslens timerlat's own test: the hog is what held most of rank 1's worst wake-ups back
         assert rows[1]["top_cause"] == "oslens-inject (task)", rows[1]
