@@ -129,6 +129,25 @@ def oslens(*args: str, db: Path, timeout: float = 300, **kw) -> subprocess.Compl
     )
 
 
+def table_column(text: str, header: str) -> str:
+    """The cells of the first table in `text` with a column headed `header`
+    (on one line), as one string: each body line's slice between that
+    column's borders, a wrapped cell's lines joined by a space. Flattening
+    the whole table instead lets a neighbouring column's text fall between
+    two words of the cell, wherever the widths put the wrap."""
+    lines = text.splitlines()
+    top = next(k for k, line in enumerate(lines) if header in line and "┃" in line)
+    at = lines[top].index(header)
+    left, right = lines[top].rindex("┃", 0, at), lines[top].index("┃", at)
+    cells = []
+    for line in lines[top + 1 :]:
+        if line.startswith("└"):
+            break
+        if line.startswith("│"):
+            cells.append(line[left + 1 : right].strip())
+    return " ".join(c for c in cells if c)
+
+
 def oslens_until(marker: Path, *args: str, db: Path, timeout: float = 30) -> subprocess.Popen:
     """Starts `oslens ARGS` and returns once the command it runs has made
     `marker` (so that a signal then finds it measuring)."""
