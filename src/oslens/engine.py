@@ -263,9 +263,10 @@ class Explain:
         flag = {"full": "--explain", "light": "--explain-light"}[self.mode]
         return [flag, "--sample-period", str(self.period_ns)]
 
-    def params(self) -> dict:
-        """What a plan keeps of it: the mode, and the rate."""
-        return {"explain": self.mode, "sample_hz": self.sample_hz}
+    @staticmethod
+    def params(explain: Explain | None) -> dict:
+        """What a plan keeps of it: the mode (False: not explained), and the rate."""
+        return {"explain": explain.mode, "sample_hz": explain.sample_hz} if explain else {"explain": False}
 
     def __str__(self) -> str:
         return f"{self.mode}, {self.sample_hz:,} Hz"

@@ -414,8 +414,7 @@ def plan(choices: dict, target: Target) -> Plan:
         "reps": c["reps"],
         "warmup_s": c["warmup"],
         "scheduler": c["scheduler"],
-        # the mode (or False) and the rate of its samples
-        **(c["explain"].params() if c["explain"] else {"explain": False}),
+        **engine.Explain.params(c["explain"]),
         "uring": c["uring"],
     }
     return Plan(points, c["reps"], params)

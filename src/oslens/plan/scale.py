@@ -93,8 +93,7 @@ def plan(
         "warmup_s": warmup,
         "interval_s": interval,
         "opts": probe_opts,
-        # the mode (or False) and the rate of its samples
-        **(explain.params() if explain else {"explain": False}),
+        **engine.Explain.params(explain),
         # what each probe measured, in words, kept with the run: showing it
         # later needs no engine (nor this engine's version of the words)
         "descriptions": _described(probes),
