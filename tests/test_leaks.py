@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,22 @@ if NCPU >= 2:
     CASES["latency-compete"] = ["latency", "--probe", "getppid", "--compete", "sem", "--duration", "5", "--reps", "1"]
 
 
+@contextmanager
+def outranking_the_run():
+    """This test at a real-time priority while it starts, watches and kills
+    a run; what it starts runs at the normal one (SCHED_RESET_ON_FORK). A
+    partner probe's workers (sem, a pipe ping-pong: two tasks handing one
+    CPU to each other) can keep every other runnable task off the CPUs for
+    as long as they run (seen here: 60 s, kernel 6.18), and a kill that
+    lands after the run has ended tests nothing."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, policy, param)
+
+
 def _entry_of(pid: int) -> Path | None:
     r = runtime.root()
     found = list(r.glob(f"{pid}.*")) if r else []
@@ -115,16 +132,18 @@ def _start_measuring(case: str, db: Path) -> tuple[subprocess.Popen, Path]:
 def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, tmp_path):
     db = tmp_path / "db"
     tmp_before = oslens_tmp()
-    proc, entry = _start_measuring(case, db)
-    sid = proc.pid
-    try:
-        time.sleep(0.3)
-        made = ledger_sems(entry)
-        assert made <= set(sems()), "the engine's sets are written down as they exist"
-        progs = leftovers.bpf_of_session(sid)
-    finally:
-        os.killpg(sid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    with outranking_the_run():
+        proc, entry = _start_measuring(case, db)
+        sid = proc.pid
+        try:
+            time.sleep(0.3)
+            made = ledger_sems(entry)
+            assert made <= set(sems()), "the engine's sets are written down as they exist"
+            progs = leftovers.bpf_of_session(sid)
+            assert measuring(sid), "the run ended before it was killed"
+        finally:
+            os.killpg(sid, signal.SIGKILL)
+    proc.wait(timeout=30)
     deadline = time.monotonic() + 30
     while session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -156,10 +175,12 @@ def test_sigkill_of_the_top_process_alone_ends_its_engine_which_cleans_up_after_
     on as an orphan until its repetition ends."""
     db = tmp_path / "db"
     tmp_before = oslens_tmp()
-    proc, entry = _start_measuring(case, db)
-    sid = proc.pid
-    made, progs = ledger_sems(entry), leftovers.bpf_of_session(sid)
-    proc.kill()
+    with outranking_the_run():
+        proc, entry = _start_measuring(case, db)
+        sid = proc.pid
+        made, progs = ledger_sems(entry), leftovers.bpf_of_session(sid)
+        assert measuring(sid), "the run ended before it was killed"
+        proc.kill()
     proc.wait()
     deadline = time.monotonic() + 10
     while session_processes(sid) and time.monotonic() < deadline:

@@ -58,12 +58,20 @@ def bpf_programs() -> list[dict]:
 
 
 def bpf_of_session(sid: int) -> set[int]:
-    """Ids of our BPF programs that processes of session sid hold."""
-    return {
-        p["id"]
-        for p in bpf_programs()
-        if any((st := proc_stat(h["pid"])) and int(st[4]) == sid for h in p.get("pids", []))
-    }
+    """Ids of the BPF programs that processes of session sid hold, directly
+    or through a link, as their descriptors say (/proc/PID/fdinfo:
+    `prog_id`), read in this process: asking another program (bpftool)
+    needs that program to be run, and a measurement's workers can keep a
+    newly started task off every CPU until they end."""
+    ids = set()
+    for pid in session_processes(sid):
+        for info in glob.glob(f"/proc/{pid}/fdinfo/*"):
+            try:
+                text = Path(info).read_text()
+            except OSError:  # closed meanwhile, or the process gone
+                continue
+            ids |= {int(line.split()[1]) for line in text.splitlines() if line.startswith("prog_id:")}
+    return ids
 
 
 def bpf_still_loaded(ids: set[int] | None = None, settle_s: float = 5.0) -> set[int]:
