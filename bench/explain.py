@@ -12,6 +12,15 @@ rounds give, per mode,
   interval, since a probe's own round-to-round spread can exceed the cost), and
   per operation in ns (full mode's grows with the system calls and faults
   per operation, which it counts; light mode's should not);
+- the same cost from the workers' CPU time per operation (their own
+  threads' rusage over the timed loop, times the loop's time per operation):
+  the kernel counts a task's CPU time without the time its vCPU was not run
+  (CONFIG_PARAVIRT_TIME_ACCOUNTING), and interrupts and BPF programs that
+  run on a worker's CPU while it runs are charged to it
+  (CONFIG_IRQ_TIME_ACCOUNTING off), so on a shared host this estimator is not
+  moved by the host's steal, which dominates the throughput's round-to-round
+  spread. It does not see what an explained mode costs other tasks: a
+  probe's partner process (sem, socket, pingpong) or a fork's child;
 - how much of the explained time per operation the causes cover (the share
   left unexplained);
 - the lock wait per operation it measured: a mode that slows the workers
@@ -67,12 +76,24 @@ def ops_per_s(records: list[dict]) -> float:
     return sum(r["ops_per_sec"] for r in records if r["type"] == "worker")
 
 
+def cpu_ns_per_op(records: list[dict]) -> float:
+    """The workers' CPU time per operation, the mean over workers: each
+    one's CPU share of its timed loop times the loop's time per operation."""
+    per = []
+    for r in records:
+        if r["type"] == "worker" and r["ops"] and r["rusage"]["interval_s"] > 0:
+            ru = r["rusage"]
+            per.append((ru["user_s"] + ru["sys_s"]) / ru["interval_s"] / r["ops_per_sec"] * 1e9)
+    return statistics.mean(per)
+
+
 def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) -> dict[str, float]:
     """One run explained in mode `explain`: its rate, the share of its time
     unexplained, calls and lock wait per operation."""
     recs = run(probe, mode, workers, seconds, explain)
     if not flags(explain):  # the control explains nothing
-        return {"rate": ops_per_s(recs), "unexpl": float("nan"), "calls": float("nan"), "lock": float("nan")}
+        nan = float("nan")
+        return {"rate": ops_per_s(recs), "cpu": cpu_ns_per_op(recs), "unexpl": nan, "calls": nan, "lock": nan}
     ep = next(iter(explained_points(recs).values()))
     s = explain_point(ep)
     if s is None:
@@ -80,6 +101,7 @@ def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) 
     counted = [c.count_per_op for c in s.causes if c.group == "syscall"]
     return {
         "rate": ops_per_s(recs),
+        "cpu": cpu_ns_per_op(recs),
         "unexpl": s.unexplained_ns / s.ns_per_op,
         "calls": sum(counted) if None not in counted else float("nan"),
         "lock": sum(c.ns_per_op for c in s.causes if c.group == "lock"),
@@ -100,14 +122,17 @@ def main() -> None:
     kinds = args.explain_modes.split(",")
     print(
         f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>10} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
-        f"{'paired cost [interval]':>24} {'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
+        f"{'paired cost [interval]':>24} {'CPU-time cost [interval]':>26} "
+        f"{'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
     )
     for probe in args.probes.split(","):
         for mode in args.modes.split(","):
             for n in counts:
                 plain: list[float] = []
-                got: dict[str, dict[str, list[float]]] = {k: {"rate": [], "unexpl": [], "calls": [], "lock": []}
-                                                          for k in kinds}  # fmt: skip
+                plain_cpu: list[float] = []
+                got: dict[str, dict[str, list[float]]] = {
+                    k: {"rate": [], "cpu": [], "unexpl": [], "calls": [], "lock": []} for k in kinds
+                }
                 # a drift within a round (the machine warming, memory
                 # filling) falls on every side of the pairs alike
                 for r in range(args.rounds):
@@ -115,7 +140,9 @@ def main() -> None:
                     random.Random(r).shuffle(order)
                     for k in order:
                         if k is None:
-                            plain.append(ops_per_s(run(probe, mode, n, args.seconds, None)))
+                            recs = run(probe, mode, n, args.seconds, None)
+                            plain.append(ops_per_s(recs))
+                            plain_cpu.append(cpu_ns_per_op(recs))
                         else:
                             for key, value in measured(probe, mode, n, args.seconds, k).items():
                                 got[k][key].append(value)
@@ -127,8 +154,12 @@ def main() -> None:
                     # each round's explained run beside that round's plain one
                     paired = median_ci([1 - x / y for x, y in zip(g["rate"], plain)])
                     interval = f"{paired.median:+.1%} [{paired.low:+.1%}, {paired.high:+.1%}]"
+                    # as a throughput cost: 1 - plain CPU per op / explained CPU per op
+                    by_cpu = median_ci([1 - y / x for x, y in zip(g["cpu"], plain_cpu)])
+                    cpu_interval = f"{by_cpu.median:+.1%} [{by_cpu.low:+.1%}, {by_cpu.high:+.1%}]"
                     print(
                         f"{probe:10} {mode:8} {n:7d} {k:>10} {p:12.4g} {e:12.4g} {1 - e / p:7.1%} {interval:>24} "
+                        f"{cpu_interval:>26} "
                         f"{cost_ns:8.0f} "
                         f"{statistics.median(g['calls']):8.2f} {statistics.median(g['lock']):10.1f} "
                         f"{statistics.median(g['unexpl']):11.2%}"
