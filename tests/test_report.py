@@ -165,3 +165,35 @@ def test_a_quiet_run_draws_its_tail_at_scale_without_warnings(browser, tmp_path)
     assert page["error"] is None
     assert page["console"] == [], page["console"]
     assert page["drawn"] == page["plots"] == 1
+
+
+def test_the_plotting_libraries_are_bundled_once_and_only_a_private_copy_is_used(every, tmp_path, monkeypatch):
+    """Vega's bundle (some 2 s to make) is kept in the user's cache and read
+    back by the next report; a copy someone else could have written is never
+    put into a page: it is made afresh."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    run = str(every.id("scale"))
+
+    def page(name: str) -> str:
+        out = tmp_path / name
+        p = oslens("report", run, "-o", str(out), db=every.db)
+        assert p.returncode == 0, p.stderr
+        return out.read_text()
+
+    first = page("1.html")
+    (kept,) = (cache / "oslens").glob("vega-bundle-*.js")
+    assert (cache / "oslens").stat().st_mode & 0o777 == 0o700 and kept.stat().st_mode & 0o077 == 0
+    assert kept.read_text() in first
+    # the next report reads the kept copy: a mark put in it reaches the page
+    kept.write_text(kept.read_text() + "\n// kept-copy-mark\n")
+    assert "kept-copy-mark" in page("2.html")
+    # a copy the group may write is not ours alone: bundled afresh, and replaced
+    kept.chmod(0o664)
+    third = page("3.html")
+    assert "kept-copy-mark" not in third and third == first
+    assert "kept-copy-mark" not in kept.read_text() and kept.stat().st_mode & 0o077 == 0
+    # a cache directory another user owns is not used at all
+    kept.write_text(kept.read_text() + "\n// kept-copy-mark\n")
+    os.chown(cache / "oslens", 65534, 65534)
+    assert "kept-copy-mark" not in page("4.html")

@@ -11,8 +11,12 @@ or as JSON data inside a <script type="application/json"> block whose
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import json
+import os
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +89,51 @@ for (const d of later) {
 Promise.all(pending).then(() => { document.body.dataset.plotsReady = String(pending.length); },
                           (e) => { document.body.dataset.plotsError = String(e); console.error(e); });
 """
-    return vlc.javascript_bundle(snippet)
+    key = hashlib.sha256(f"{vlc.__version__}\0{snippet}".encode()).hexdigest()[:16]
+    cached = _cache_dir()
+    path = cached / f"vega-bundle-{key}.js" if cached else None
+    if path and _ours(path):
+        return path.read_text()
+    bundle = vlc.javascript_bundle(snippet)  # about 2 s: the libraries bundled afresh
+    if path:
+        _keep(path, bundle)
+    return bundle
+
+
+def _keep(path: Path, text: str) -> None:
+    """Writes path whole or not at all (a reader never sees half a file);
+    a full or read-only home leaves it unwritten, and the page is made all the same."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".vega-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _cache_dir() -> Path | None:
+    """This user's oslens cache ($XDG_CACHE_HOME/oslens or ~/.cache/oslens),
+    made private; None where it cannot be. What is cached there goes into
+    pages as a script, so only a directory no one else can write is used."""
+    try:
+        d = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oslens"
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # RuntimeError: no home to find
+        return None
+    return d if _ours(d) else None
+
+
+def _ours(path: Path) -> bool:
+    """path is this user's and no one else can write it."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)
 
 
 def _script_json(obj) -> str:
