@@ -143,7 +143,7 @@ def test_sigkill_of_the_whole_group_leaves_nothing_after_the_next_command(case, 
             assert measuring(sid), "the run ended before it was killed"
         finally:
             os.killpg(sid, signal.SIGKILL)
-    proc.wait(timeout=30)
+            proc.wait(timeout=30)
     deadline = time.monotonic() + 30
     while session_processes(sid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -178,8 +178,13 @@ def test_sigkill_of_the_top_process_alone_ends_its_engine_which_cleans_up_after_
     with outranking_the_run():
         proc, entry = _start_measuring(case, db)
         sid = proc.pid
-        made, progs = ledger_sems(entry), leftovers.bpf_of_session(sid)
-        assert measuring(sid), "the run ended before it was killed"
+        try:
+            made, progs = ledger_sems(entry), leftovers.bpf_of_session(sid)
+            assert measuring(sid), "the run ended before it was killed"
+        except BaseException:  # not left measuring on into the next tests
+            os.killpg(sid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            raise
         proc.kill()
     proc.wait()
     deadline = time.monotonic() + 10
