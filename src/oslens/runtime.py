@@ -90,7 +90,7 @@ class Leftover:
 # ---------------------------------------------------------------- where
 
 
-def _usable(d: Path, private: bool) -> bool:
+def usable_dir(d: Path, private: bool) -> bool:
     """d exists (made if need be), is a directory of ours and, if private,
     no one else can write into it."""
     try:
@@ -108,7 +108,7 @@ def root() -> Path | None:
     recorded, as before)."""
     if os.environ.get(ROOT_ENV):
         d = Path(os.environ[ROOT_ENV])
-        return d if _usable(d, private=False) else None
+        return d if usable_dir(d, private=False) else None
     candidates = []
     if os.geteuid() == 0:
         candidates.append((Path("/run/oslens"), False))
@@ -118,7 +118,7 @@ def root() -> Path | None:
     base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
     candidates.append((base / f"oslens-runtime-{os.geteuid()}", True))
     for d, private in candidates:
-        if _usable(d, private):
+        if usable_dir(d, private):
             return d
     return None
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import altair as alt
 
+from ... import runtime
 from ...format import value
 
 # Thousands of points in one plot (a noise run's detours) are drawn, not refused.
@@ -120,20 +121,21 @@ def _cache_dir() -> Path | None:
     made private; None where it cannot be. What is cached there goes into
     pages as a script, so only a directory no one else can write is used."""
     try:
-        d = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oslens"
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base.mkdir(parents=True, exist_ok=True)
     except (OSError, RuntimeError):  # RuntimeError: no home to find
         return None
-    return d if _ours(d) else None
+    d = base / "oslens"
+    return d if runtime.usable_dir(d, private=True) else None
 
 
 def _ours(path: Path) -> bool:
-    """path is this user's and no one else can write it."""
+    """path is a file of this user's that no one else can write."""
     try:
         st = path.lstat()
     except OSError:
         return False
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode)
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def _script_json(obj) -> str:
