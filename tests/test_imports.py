@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +240,24 @@ def test_the_check_sees_a_cycle_through_a_package_init(tmp_path):
         },
     )
     assert find_cycle(imports_of(tmp_path, "pkg")) is not None
+
+
+# What showing a stored run may not import until a figure needs it: each cost
+# a second or more of every `show`, `export` and `report` (scipy.stats alone
+# 1.2-1.9 s here) for runs that use none of it.
+HEAVY = ("scipy.stats", "scipy.optimize", "scipy.special", "pandas", "pyarrow", "vl_convert")
+
+
+def test_showing_a_run_imports_no_heavy_library_until_a_figure_needs_it():
+    loads = (
+        "import sys, oslens.cli, oslens.kinds as k\n"
+        "for kind in k.KINDS.values():\n"
+        "    for layer in ('analyze', 'render', 'metrics'):\n"
+        "        kind.load(layer)\n"
+        "    for study in kind.studies:\n"
+        "        study.load('verdicts')\n"
+        "print(' '.join(m for m in sys.modules if m in " + repr(HEAVY) + "))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", loads], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == []

@@ -88,12 +88,12 @@ def test_usl_needs_four_distinct_counts():
 
 
 def test_fits_give_none_when_the_optimiser_gives_up(monkeypatch):
-    import oslens.analysis.scaling as scaling
+    import scipy.optimize
 
     def no_convergence(*args, **kwargs):
         raise RuntimeError("Optimal parameters not found: max_nfev exceeded")
 
-    monkeypatch.setattr(scaling, "curve_fit", no_convergence)
+    monkeypatch.setattr(scipy.optimize, "curve_fit", no_convergence)
     counts = [1, 2, 4, 8]
     assert usl_unfit_reason(counts) is None and fit_usl(counts, [1, 2, 3, 4]) is None
     assert amdahl_unfit_reason(counts) is None and fit_amdahl(counts, [1, 2, 3, 4]) is None

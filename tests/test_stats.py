@@ -3,8 +3,18 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import beta, binom
 
-from oslens.analysis.stats import SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed, trust_warnings
+from oslens.analysis.stats import (
+    SPREAD_LIMIT,
+    Interval,
+    _coverages,
+    median_ci,
+    proportion_interval,
+    relative_spread,
+    repetitions_needed,
+    trust_warnings,
+)
 
 
 def test_three_values_give_min_max_with_75_percent():
@@ -28,6 +38,28 @@ def test_narrower_pair_chosen_when_it_still_reaches_confidence():
     iv80 = median_ci(list(range(1, 11)), confidence=0.80)
     assert (iv80.low, iv80.high) == (3.0, 8.0)
     assert iv80.coverage == pytest.approx(1 - 112 / 1024)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 255, 1000, 2560, 20000])
+def test_coverages_are_the_binomials_to_the_last_digits(n):
+    """The running-sum binomial that spares `show` the import of scipy.stats,
+    against scipy.stats itself, as far out as 256 workers times 10 reps and beyond."""
+    k = np.arange(1, (n + 1) // 2 + 1)
+    assert _coverages(n) == pytest.approx(1.0 - 2.0 * binom.cdf(k - 1, n, 0.5), rel=0, abs=1e-10)
+
+
+@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 30), (3, 30), (30, 30), (17, 1000), (999, 1000)])
+def test_proportion_interval_is_clopper_pearson(k, n):
+    low, high = proportion_interval(k, n, 0.95)
+    assert low == (0.0 if k == 0 else pytest.approx(beta.ppf(0.025, k, n - k + 1), rel=1e-12))
+    assert high == (1.0 if k == n else pytest.approx(beta.ppf(0.975, k + 1, n - k), rel=1e-12))
+    assert low <= k / n <= high
+
+
+@pytest.mark.parametrize("k,n", [(-1, 3), (4, 3), (0, 0)])
+def test_proportion_interval_refuses_impossible_counts(k, n):
+    with pytest.raises(ValueError):
+        proportion_interval(k, n)
 
 
 def test_one_value():

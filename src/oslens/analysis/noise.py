@@ -19,6 +19,7 @@ import numpy as np
 
 from ..records import by_context, cpustats, detour_records, kernel_events, master_shared, traces
 from .metrics import LOWER, Metrics
+from .stats import proportion_interval
 
 UNEXPLAINED = "unexplained (hardware, hypervisor or SMI)"
 IDLE = "idle (the CPU slept)"
@@ -368,16 +369,6 @@ def cause_table(spans, counted: str = "count") -> dict[str, dict]:
     return dict(sorted(table.items(), key=lambda kv: -kv[1]["total_ns"]))
 
 
-def binomial_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Exact (Clopper-Pearson) two-sided interval on a chance seen k times in n draws."""
-    from scipy.stats import beta
-
-    a = (1 - confidence) / 2
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return lo, hi
-
-
 def at_least_one(p: float, nodes: int) -> float:
     """The chance at least one of `nodes` independent nodes is hit, each with chance p."""
     return 1.0 if p >= 1 else float(-np.expm1(nodes * np.log1p(-p)))
@@ -431,7 +422,7 @@ def tail_at_scale(s: NoiseSummary, step_ns: float, nodes=DEFAULT_NODES, delays_n
     windows_per_s = len({c for c, _, _ in s.windows}) * 1e9 / step_ns
     labels = {x: f">{x / 1e3:g}us" for x in delays_ns}
     events = {labels[x]: int(np.sum(w > x)) for x in delays_ns}
-    bounds_p = {label: binomial_interval(k, int(w.size)) for label, k in events.items()}
+    bounds_p = {label: proportion_interval(k, int(w.size), CONFIDENCE) for label, k in events.items()}
     a = (1 - CONFIDENCE) / 2
     out = {
         "step_ns": step_ns,

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit
 
 from ..format import sig
 
@@ -95,6 +94,10 @@ def _curve_fit(f, n, y, p0, bounds):
     # With exactly as many points as parameters, or a parameter pinned at a
     # bound, the covariance is not estimable; that is reported as a None
     # standard error, not as a warning on stderr.
+    # Imported where a curve is fitted: scipy.optimize costs half a second,
+    # which a `show` of a run with too few points to fit need not pay.
+    from scipy.optimize import OptimizeWarning, curve_fit
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         try:

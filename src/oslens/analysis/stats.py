@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import binom
 
 SPREAD_LIMIT = 0.10
 # Workers released further apart than this share of a fixed-work run did not
@@ -54,8 +53,28 @@ def _check_confidence(confidence: float) -> None:
 def _coverages(n: int) -> np.ndarray:
     """Coverage of the pair (x_(k), x_(n+1-k)) for k = 1 .. ceil(n/2): the
     probability that Binomial(n, 1/2) falls in [k, n-k]."""
-    k = np.arange(1, (n + 1) // 2 + 1)
-    return 1.0 - 2.0 * binom.cdf(k - 1, n, 0.5)
+    # At p = 1/2 the binomial's mass is C(n, i) / 2^n; its logarithm is a
+    # running sum, so every CDF value comes from one pass without
+    # scipy.stats, whose import alone took a second of every `show`.
+    i = np.arange(1, (n + 1) // 2)
+    log_mass = np.concatenate(([0.0], np.cumsum(np.log(n - i + 1) - np.log(i)))) - n * math.log(2.0)
+    return 1.0 - 2.0 * np.cumsum(np.exp(log_mass))
+
+
+def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a proportion seen k
+    times in n draws."""
+    _check_confidence(confidence)
+    if not 0 <= k <= n or n == 0:
+        raise ValueError(f"need 0 <= k <= n and n > 0, not k={k}, n={n}")
+    # The beta quantiles live in scipy.special; imported here, where the
+    # first interval is asked for, not by every command that shows a run.
+    from scipy.special import betaincinv
+
+    a = (1 - confidence) / 2
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, a))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - a))
+    return low, high
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import re
 
-from scipy.stats import beta
-
 from ..studies import load
 from ..studies.verdict import AGREES, CANNOT_TELL, DIFFERS, Measured, Verdict, judge
 from .latency import ALONE
+from .stats import proportion_interval
 
 STUDY = "kocoloski-variability"
 CONFIDENCE = 0.95
@@ -28,21 +27,13 @@ _TABLE_ROW = re.compile(r"^(median|p99)_(lt1us|lt10us|lt100us|lt1ms|lt10ms|gt10m
 QUANTILE = {"median": "p50", "p99": "p99"}
 
 
-def share_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Clopper-Pearson interval of a proportion k/n."""
-    a = (1 - confidence) / 2
-    low = float(beta.ppf(a, k, n - k + 1)) if k > 0 else 0.0
-    high = float(beta.ppf(1 - a, k + 1, n - k)) if k < n else 1.0
-    return low, high
-
-
 def _bucket(variability: dict, quantile: str, bucket: str) -> Measured:
     row = variability.get(quantile) or {}
     n, share = row.get("operations") or 0, row.get(BUCKET_OF[bucket])
     if not n or share is None:
         return Measured.unmeasured(f"no operation's {quantile} could be told")
     k = round(share * n)
-    low, high = share_interval(k, n)
+    low, high = proportion_interval(k, n, CONFIDENCE)
     return Measured(100 * share, 100 * low, 100 * high, CONFIDENCE, text=f"{k} of {n} operations")
 
 
