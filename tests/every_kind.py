@@ -74,6 +74,7 @@ class EveryKind:
     def __init__(self, db: Path):
         self.db = db
         self.ids: dict[str, int] = {}
+        self.made: dict[tuple[str, str], str | Path] = {}  # (what, kind) -> output, made once
 
     def id(self, kind: str) -> int:
         recipe = RECIPES[kind]
@@ -98,18 +99,55 @@ class EveryKind:
         assert p.returncode == 0, p.stderr
         return oslens.Store(self.db).last(kind=kind).id
 
+    def _once(self, what: str, kind: str, make: Callable[[int], str | Path]) -> str | Path:
+        """An output of the kind's run, made by the first test that reads it:
+        the run does not change, so neither does what is made of it."""
+        if (what, kind) not in self.made:
+            self.made[what, kind] = make(self.id(kind))
+        return self.made[what, kind]
+
     def show_json(self, kind: str) -> str:
-        p = cli("show", str(self.id(kind)), "--json", db=self.db)
-        assert p.returncode == 0, p.stderr
-        return p.stdout
+        def make(run_id: int) -> str:
+            p = cli("show", str(run_id), "--json", db=self.db)
+            assert p.returncode == 0, p.stderr
+            return p.stdout
+
+        return self._once("show --json", kind, make)
 
     def show_text(self, kind: str) -> str:
         """What `show` prints, at a width that folds no figure."""
-        env = {**os.environ, "OSLENS_DB": str(self.db), "COLUMNS": "220"}
-        p = subprocess.run([sys.executable, "-m", "oslens", "show", str(self.id(kind))], capture_output=True,
-                           text=True, env=env, timeout=300)  # fmt: skip
-        assert p.returncode == 0, p.stderr
-        return p.stdout + p.stderr
+
+        def make(run_id: int) -> str:
+            env = {**os.environ, "OSLENS_DB": str(self.db), "COLUMNS": "220"}
+            p = subprocess.run([sys.executable, "-m", "oslens", "show", str(run_id)], capture_output=True, text=True,
+                               env=env, timeout=300)  # fmt: skip
+            assert p.returncode == 0, p.stderr
+            return p.stdout + p.stderr
+
+        return self._once("show", kind, make)
+
+    def export(self, kind: str, fmt: str) -> str | Path:
+        """The main frame exported as `fmt`: the text printed for csv and json,
+        the file written for parquet (which is never printed)."""
+
+        def make(run_id: int) -> str | Path:
+            out = self.db.parent / f"main-{kind}.parquet"
+            p = cli("export", str(run_id), "--format", fmt, *(["-o", str(out)] if fmt == "parquet" else []), db=self.db)
+            assert p.returncode == 0, p.stderr
+            return out if fmt == "parquet" else p.stdout
+
+        return self._once(f"export {fmt}", kind, make)
+
+    def report(self, kind: str) -> Path:
+        """The kind's HTML report, beside the store."""
+
+        def make(run_id: int) -> Path:
+            page = self.db.parent / f"report-{kind}.html"
+            p = cli("report", str(run_id), "-o", str(page), db=self.db)
+            assert p.returncode == 0, p.stderr
+            return page
+
+        return self._once("report", kind, make)
 
 
 def strict_json(text: str):

@@ -7,6 +7,7 @@ warning, and two runs of a kind compare."""
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 
@@ -63,36 +64,24 @@ def test_the_apis_summary_is_what_show_json_prints_beside_the_runs_fields(every,
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_numbers_read_as_a_person_reads_them(every, kind, tmp_path):
+def test_numbers_read_as_a_person_reads_them(every, kind):
     assert _offenders(every.show_text(kind)) == []
-    page = tmp_path / "r.html"
-    p = cli("report", str(every.id(kind)), "-o", str(page), db=every.db)
-    assert p.returncode == 0, p.stderr
-    assert _offenders(_visible_text(page.read_text())) == []
+    assert _offenders(_visible_text(every.report(kind).read_text())) == []
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_main_frame_and_its_exports_are_never_empty(every, kind, tmp_path):
+def test_the_main_frame_and_its_exports_are_never_empty(every, kind):
     run = oslens.Store(every.db).run(every.id(kind))
     frame = run.frame()
     assert len(frame) > 0, f"{kind}: the main frame is empty"
-    csv = tmp_path / "main.csv"
-    parquet = tmp_path / "main.parquet"
-    for fmt, path in (("csv", csv), ("parquet", parquet)):
-        p = cli("export", str(run.id), "--format", fmt, "-o", str(path), db=every.db)
-        assert p.returncode == 0, p.stderr
-    assert len(pd.read_csv(csv)) == len(frame) == len(pd.read_parquet(parquet))
-    p = cli("export", str(run.id), "--format", "json", db=every.db)
-    assert p.returncode == 0, p.stderr
-    strict_json(p.stdout)
+    csv = pd.read_csv(io.StringIO(every.export(kind, "csv")))
+    assert len(csv) == len(frame) == len(pd.read_parquet(every.export(kind, "parquet")))
+    strict_json(every.export(kind, "json"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, browser, tmp_path):
-    page = tmp_path / "r.html"
-    p = cli("report", str(every.id(kind)), "-o", str(page), db=every.db)
-    assert p.returncode == 0, p.stderr
-    shown = load(browser, page)
+def test_the_report_loads_in_chromium_with_no_console_warning(every, kind, browser):
+    shown = load(browser, every.report(kind))
     browser.save_screenshot(str(SESSION_TMP / f"report-{kind}.png"))
     assert shown["error"] is None and shown["console"] == [], shown["console"]
     assert shown["plots"] > 0, f"{kind}: no plot"

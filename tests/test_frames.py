@@ -491,10 +491,8 @@ def test_import_oslens_stays_light():
 @pytest.mark.parametrize("kind", KINDS)
 def test_csv_export_round_trips(every, kind, tmp_path):
     run = every.run(kind)
-    p = cli("export", str(run.id), "--format", "csv", db=every.db)
-    assert p.returncode == 0, p.stderr
     path = tmp_path / "main.csv"
-    path.write_text(p.stdout)
+    path.write_text(every.export(kind, "csv"))
     assert_same_rows(read_csv(path, run.frame()), run.frame())
     # Every frame, each to its own file.
     out = tmp_path / "all"
@@ -511,9 +509,7 @@ def test_csv_export_round_trips(every, kind, tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_json_export_round_trips(every, kind):
     run = every.run(kind)
-    p = cli("export", str(run.id), "--format", "json", db=every.db)
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
+    doc = json.loads(every.export(kind, "json"))
     assert doc["run"]["id"] == run.id and doc["run"]["kind"] == kind
     assert doc["records"] == run.records()
     frames = run.frames()
@@ -528,9 +524,7 @@ def test_json_export_round_trips(every, kind):
 def test_parquet_export_round_trips(every, kind, tmp_path):
     run = every.run(kind)
     out = tmp_path / "main.parquet"
-    p = cli("export", str(run.id), "--format", "parquet", "-o", str(out), db=every.db)
-    assert p.returncode == 0, p.stderr
-    back = pd.read_parquet(out)
+    back = pd.read_parquet(every.export(kind, "parquet"))
     pd.testing.assert_frame_equal(back, run.frame())
     assert {c: str(t) for c, t in back.dtypes.items()} == SNAPSHOT[kind]
     # --frame: another one (the last; a cluster noise run has only its main one), dtypes kept.
@@ -541,20 +535,15 @@ def test_parquet_export_round_trips(every, kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_export_snapshot(every, kind, tmp_path):
+def test_export_snapshot(every, kind):
     """Column names per format, stable: CSV header, JSON row keys, Parquet schema."""
-    run = every.run(kind)
     cols = list(SNAPSHOT[kind])
-    p = cli("export", str(run.id), "--format", "csv", db=every.db)
-    assert p.stdout.splitlines()[0].split(",") == cols
-    doc = json.loads(cli("export", str(run.id), "--format", "json", db=every.db).stdout)
-    main = doc["frames"][MAIN[kind]]
-    assert all(list(r) == cols for r in main)
+    assert every.export(kind, "csv").splitlines()[0].split(",") == cols
+    main = json.loads(every.export(kind, "json"))["frames"][MAIN[kind]]
+    assert main and all(list(r) == cols for r in main)
     import pyarrow.parquet as pq
 
-    out = tmp_path / "x.parquet"
-    cli("export", str(run.id), "--format", "parquet", "-o", str(out), db=every.db)
-    assert pq.read_schema(out).names == cols
+    assert pq.read_schema(every.export(kind, "parquet")).names == cols
 
 
 def test_export_refusals_are_one_line(runs, tmp_path):
