@@ -27,6 +27,7 @@ from conftest import (
     one_line_error,
     oslens,
     oslens_until,
+    run_engine,
     thp_enabled,
 )
 
@@ -385,6 +386,43 @@ def test_exit_status_and_output_pass_through(tmp_path, no_leaks):
     assert p.returncode == 7
     assert p.stdout == "to-stdout\n"  # the report is on stderr, like perf stat's
     assert "to-stderr" in p.stderr and "system calls" in p.stderr.lower()
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_the_command_starts_on_the_cpus_asked_and_its_stdout_leaves_the_records_alone(where, no_leaks):
+    """--cpus, for appscale where no cgroup reaches (a guest): the command is
+    on those CPUs from its first instruction, and so is what it forks;
+    --stdout-to-stderr, for records on stdout: the command's output is on
+    stderr and every stdout line is a record."""
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[0] if where == "first" else allowed[-1]
+    show = "grep Cpus_allowed_list /proc/self/status; sh -c 'grep Cpus_allowed_list /proc/self/status'"
+    r = run_engine("profile", "--no-bpf", "--no-counters", "--cpus", str(cpu), "--stdout-to-stderr", "--", "sh", "-c",
+                   show)  # fmt: skip
+    assert r.rc == 0, r.stderr
+    assert [line.split()[-1] for line in r.stderr.splitlines() if line.startswith("Cpus_allowed_list")] == [
+        str(cpu)
+    ] * 2
+    assert r.of("header")[0]["cpus"] == [cpu] and r.of("end_target")[0]["code"] == 0
+    # without --cpus the command keeps the engine's CPUs, and the header says none were asked
+    r = run_engine("profile", "--no-bpf", "--no-counters", "--stdout-to-stderr", "--", "true")
+    assert r.rc == 0 and r.of("header")[0]["cpus"] is None
+
+
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--cpus", "99999", "--", "true"], "not online"),
+        (["--cpus", "x", "--", "true"], "not a CPU list"),
+        (["--cpus", "{c},{c}", "--", "true"], "twice"),
+        (["--cpus", "{c}", "--pid", "1"], "not --pid"),
+        (["--stdout-to-stderr", "--out-fd", "2", "--", "true"], "keeps stdout"),
+    ],
+)
+def test_bad_cpus_or_output_for_the_command_are_refused_in_one_line(args, word, no_leaks):
+    c = str(min(os.sched_getaffinity(0)))
+    r = run_engine("profile", *[a.replace("{c}", c) for a in args])
+    assert r.rc == 2 and r.records == [] and word in one_line_error(r.stderr), r.stderr
 
 
 def test_cli_json_report_and_show(build, tmp_path, no_leaks):

@@ -1,7 +1,8 @@
 /* `oslens-engine profile`: where a workload's time goes in the kernel.
  *
  *   oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf]
- *                         [--no-syscalls] [--no-counters] (--pid PID | -- CMD ARGS...)
+ *                         [--no-syscalls] [--no-counters] [--cpus LIST] [--stdout-to-stderr]
+ *                         (--pid PID | -- CMD ARGS...)
  *
  * --no-syscalls leaves the system-call tracepoints out: tracing every call
  * at entry and exit is the one cost that grows with the workload's call
@@ -12,7 +13,10 @@
  * A command is forked and held before exec until everything is attached:
  * the BPF side follows it (and every child it forks), the counters start at
  * its exec. Its stdin, stdout and stderr are the engine's own, untouched;
- * the records go to fd N. With --pid the engine attaches to a running
+ * the records go to fd N (or, where no other descriptor reaches the caller,
+ * as through a guest's agent, to stdout, and --stdout-to-stderr sends the
+ * command's stdout to stderr). --cpus LIST sets the command's CPUs while
+ * it is held, so that it starts on them. With --pid the engine attaches to a running
  * process (and its existing descendants) for --duration, or until it exits
  * or the engine is signalled, and detaches without touching it.
  *
@@ -33,6 +37,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,7 +250,7 @@ static int process_tree(pid_t root, pid_t *out, int max)
 
 /* Forks the command, held on `go` until released; its exec failure comes
  * back through `err` (close-on-exec, so EOF means the exec happened). */
-static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
+static pid_t fork_command(char **argv, int saved_stdout, int stdout_to_stderr, int *go_w, int *err_r)
 {
 	int go[2], err[2];
 	if (pipe2(go, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
@@ -264,7 +269,9 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 		char c;
 		if (read(go[0], &c, 1) != 1)
 			_exit(127); /* the engine gave up before releasing us */
-		if (saved_stdout >= 0)
+		if (stdout_to_stderr)
+			dup2(STDERR_FILENO, STDOUT_FILENO);
+		else if (saved_stdout >= 0)
 			dup2(saved_stdout, STDOUT_FILENO);
 		execvp(argv[0], argv);
 		int e = errno;
@@ -277,6 +284,23 @@ static pid_t fork_command(char **argv, int saved_stdout, int *go_w, int *err_r)
 	*go_w = go[1];
 	*err_r = err[0];
 	return pid;
+}
+
+static int pin_command(pid_t pid, const struct profile_config *cfg)
+{
+	int most = 0;
+	for (int i = 0; i < cfg->ncpus; i++)
+		most = cfg->cpus[i] > most ? cfg->cpus[i] : most;
+	size_t size = CPU_ALLOC_SIZE(most + 1);
+	cpu_set_t *set = CPU_ALLOC(most + 1);
+	if (!set)
+		return -1;
+	CPU_ZERO_S(size, set);
+	for (int i = 0; i < cfg->ncpus; i++)
+		CPU_SET_S(cfg->cpus[i], size, set);
+	int rc = sched_setaffinity(pid, size, set);
+	CPU_FREE(set);
+	return rc;
 }
 
 /* With the command's rusage (itself and the descendants it waited for):
@@ -446,6 +470,7 @@ int cmd_profile(int argc, char **argv)
 	free(online);
 	json_int(j, "clk_tck", sysconf(_SC_CLK_TCK));
 	json_int(j, "page_size", sysconf(_SC_PAGESIZE));
+	profile_emit_cpus(j, &cfg);
 	json_emit(j);
 
 	struct sigaction sa = {.sa_sigaction = on_signal, .sa_flags = SA_SIGINFO};
@@ -465,13 +490,25 @@ int cmd_profile(int argc, char **argv)
 	}
 	int go_w = -1, err_r = -1;
 	if (ncmd) {
-		pid = fork_command(cmd, saved_stdout, &go_w, &err_r);
+		pid = fork_command(cmd, saved_stdout, cfg.stdout_to_stderr, &go_w, &err_r);
 		if (pid < 0) {
 			emit_error("cannot fork the command");
 			free(tree);
 			return EXIT_MEASURE_FAILED;
 		}
 		command_pid = pid;
+		/* Held before exec, it takes --cpus now: every thread and child it
+		 * makes inherits them (appscale's confinement where no cgroup
+		 * reaches, as in a guest). */
+		if (cfg.cpus && pin_command(pid, &cfg) != 0) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "--cpus: cannot set the command's CPUs: %s", strerror(errno));
+			emit_error(msg);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			free(tree);
+			return EXIT_MEASURE_FAILED;
+		}
 	}
 
 	char why[512] = "";

@@ -4,6 +4,7 @@
 #include "profile_args.h"
 #include "../args.h"
 #include "../json.h"
+#include "../topology.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,27 @@
 static void usage(void)
 {
 	die_usage("usage: oslens-engine profile [--out-fd N] [--duration S] [--time-limit S] [--no-bpf] "
-		  "[--no-syscalls] [--no-counters] (--pid PID | -- CMD ARGS...)");
+		  "[--no-syscalls] [--no-counters] [--cpus LIST] [--stdout-to-stderr] (--pid PID | -- CMD ARGS...)");
+}
+
+/* --cpus: every CPU online and in our own affinity mask (the command could
+ * not run on another), none twice. */
+static void parse_cpus(const char *arg, struct profile_config *cfg)
+{
+	struct topology topo;
+	if (topology_read(&topo) != 0)
+		die_usage("cannot read the CPU topology or affinity mask");
+	cfg->cpus = malloc(sizeof(int) * (topo.n + 1));
+	cfg->ncpus = cfg->cpus ? cpulist_parse(arg, cfg->cpus, topo.n + 1) : -1;
+	if (cfg->ncpus <= 0)
+		die_usage("--cpus: '%s' is not a CPU list of at most %d CPUs (e.g. 0-3,8)", arg, topo.n);
+	for (int i = 0; i < cfg->ncpus; i++) {
+		if (!topology_cpu(&topo, cfg->cpus[i]))
+			die_usage("--cpus: CPU %d is not online or not in this process's affinity mask", cfg->cpus[i]);
+		for (int k = 0; k < i; k++)
+			if (cfg->cpus[k] == cfg->cpus[i])
+				die_usage("--cpus: CPU %d is listed twice", cfg->cpus[i]);
+	}
 }
 
 void profile_parse_args(int argc, char **argv, struct profile_config *cfg)
@@ -27,6 +48,8 @@ void profile_parse_args(int argc, char **argv, struct profile_config *cfg)
 						 {"no-bpf", no_argument, 0, 'n'},
 						 {"no-syscalls", no_argument, 0, 's'},
 						 {"no-counters", no_argument, 0, 'c'},
+						 {"cpus", required_argument, 0, 'C'},
+						 {"stdout-to-stderr", no_argument, 0, 'S'},
 						 {"dry-run", no_argument, 0, 'D'},
 						 {0, 0, 0, 0}};
 	*cfg = (struct profile_config){.out_fd = -1, .bpf = 1, .syscalls = 1, .counters = 1};
@@ -55,6 +78,8 @@ void profile_parse_args(int argc, char **argv, struct profile_config *cfg)
 		case 'n': cfg->bpf = 0; break;
 		case 's': cfg->syscalls = 0; break;
 		case 'c': cfg->counters = 0; break;
+		case 'C': parse_cpus(optarg, cfg); break;
+		case 'S': cfg->stdout_to_stderr = 1; break;
 		case 'D': cfg->dry_run = 1; break;
 		default: usage();
 		}
@@ -65,6 +90,23 @@ void profile_parse_args(int argc, char **argv, struct profile_config *cfg)
 		die_usage("profile: give either --pid PID or -- CMD ARGS...");
 	if (cfg->ncmd > 0 && cfg->duration_s > 0)
 		die_usage("profile: --duration is for --pid; a command is profiled until it exits (see --time-limit)");
+	if (cfg->pid && (cfg->cpus || cfg->stdout_to_stderr))
+		die_usage("profile: --cpus and --stdout-to-stderr are for a command the engine starts, not --pid");
+	if (cfg->stdout_to_stderr && cfg->out_fd >= 0 && cfg->out_fd != STDOUT_FILENO)
+		die_usage(
+			"profile: --stdout-to-stderr is for records on stdout; with --out-fd the command keeps stdout");
+}
+
+void profile_emit_cpus(struct json *j, const struct profile_config *cfg)
+{
+	if (!cfg->cpus) {
+		json_null(j, "cpus");
+		return;
+	}
+	json_arr(j, "cpus");
+	for (int i = 0; i < cfg->ncpus; i++)
+		json_int(j, NULL, cfg->cpus[i]);
+	json_end(j);
 }
 
 void profile_emit_config(const struct profile_config *cfg)
@@ -86,5 +128,7 @@ void profile_emit_config(const struct profile_config *cfg)
 	json_bool(j, "bpf", cfg->bpf);
 	json_bool(j, "syscalls", cfg->syscalls);
 	json_bool(j, "counters", cfg->counters);
+	profile_emit_cpus(j, cfg);
+	json_bool(j, "stdout_to_stderr", cfg->stdout_to_stderr);
 	json_emit(j);
 }

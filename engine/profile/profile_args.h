@@ -15,11 +15,17 @@ struct profile_config {
 	int bpf;	     /* attribution (not --no-bpf) */
 	int syscalls;	     /* the system-call tracepoints (not --no-syscalls) */
 	int counters;	     /* perf counters (not --no-counters) */
+	int *cpus;	     /* --cpus: the command runs on these, or NULL */
+	int ncpus;
+	int stdout_to_stderr; /* the command's stdout goes to stderr: the records alone are on stdout */
 	int dry_run;
 };
 
 /* argv (argv[1] = "profile") into cfg, or one line on stderr and exit 2. */
 void profile_parse_args(int argc, char **argv, struct profile_config *cfg);
+struct json;
+/* "cpus": --cpus as a list, or null. */
+void profile_emit_cpus(struct json *j, const struct profile_config *cfg);
 /* --dry-run's one `config` record. */
 void profile_emit_config(const struct profile_config *cfg);
 
