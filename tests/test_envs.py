@@ -107,6 +107,38 @@ def test_bad_environments_are_refused_before_anything_runs(tmp_path, where):
     assert not (tmp_path / "db").exists() or "no runs" in oslens("runs", db=tmp_path / "db").stdout.lower()
 
 
+@needs_runtime
+def test_appscale_runs_a_built_in_workload_in_a_container_on_the_cpus_planned(tmp_path):
+    """Inside an environment no cgroup of the host's reaches the command and
+    only stdout and stderr come back: the engine starts it on the point's
+    CPUs (affinity) and its output leaves stdout to the records."""
+    before = leftovers.containers(RUNTIME)
+    db = tmp_path / "db"
+    top = len(os.sched_getaffinity(0))
+    p = oslens("appscale", "--in", "container", "--workload", "psearchy", "--size", "200", "--cpu-counts",
+               f"1,{top}", "--reps", "1", "--json", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["machine"]["environment"]["name"] == "container"
+    points = [r for r in json.loads(oslens("export", "last", "--format", "json", db=db).stdout)["records"]
+              if r["type"] == "point"]  # fmt: skip
+    assert sorted(pt["n"] for pt in points) == sorted({1, top})
+    for pt in points:
+        assert pt["status"] == "ok" and pt["wall_ns"] > 0 and len(pt["cpus"]) == pt["n"], pt
+        assert pt["confinement"] == "affinity (inside the container)"
+        assert pt["argv"][0] == "/oslens/oslens-engine"  # the engine inside, and its input made inside
+        assert pt["argv"][pt["argv"].index("--dir") + 1].startswith("/oslens/")
+    assert leftovers.containers(RUNTIME) == before
+
+
+@pytest.mark.parametrize("args", [["--", "true"], ["--workload", "kmeans", "--prepare", "true"]])
+def test_appscale_refuses_a_command_or_a_prepare_inside_an_environment_before_making_it(tmp_path, args):
+    p = oslens("appscale", "--in", "container", "--cpu-counts", "1", *args, db=tmp_path / "db")
+    assert p.returncode == 2, p.stderr
+    assert "--in container" in one_line_error(p.stderr)  # no "making the container environment" line before it
+    assert not (tmp_path / "db").exists()
+
+
 @pytest.mark.parametrize("kind", [k.name for k in kinds.KINDS.values() if not k.in_envs])
 def test_a_kind_that_takes_no_environment_refuses_one_before_anything_runs(tmp_path, kind):
     args = RECIPES[kind].args()

@@ -406,6 +406,63 @@ def _tally(guest) -> dict:
 
 
 @pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
+def test_appscale_runs_a_built_in_workload_in_the_guest_on_the_cpus_planned(big_guest, tmp_path):
+    """No cgroup of the host's and no descriptor but stdout and stderr reach
+    a command in the guest: the engine there starts it on the point's vCPUs
+    (affinity), its input made there, its output kept off the records."""
+    db = tmp_path / "a.db"
+    rc, out = inside(big_guest, db, "appscale", "--workload", "psearchy", "--size", "200", "--mode", "process",
+                     "--cpu-counts", f"1,{SPEC['cpus']}", "--placement", "spread", "--reps", "1", "-q")  # fmt: skip
+    assert rc == 0, out
+    with engine.inside(big_guest):
+        planned = {n: engine.placement(n, "spread") for n in (1, SPEC["cpus"])}
+    doc = json.loads(oslens("export", "last", "--format", "json", db=db).stdout)
+    points = [r for r in doc["records"] if r["type"] == "point"]
+    assert {p["n"]: p["cpus"] for p in points} == planned
+    for p in points:
+        assert p["status"] == "ok" and p["wall_ns"] > 0 and p["confinement"] == "affinity (inside the kvm)", p
+        assert p["argv"][p["argv"].index("--dir") + 1].startswith("/oslens/")
+    assert doc["run"]["machine"]["environment"]["name"] == "kvm"
+
+
+@needs_guest
+def test_study_kernels_runs_in_a_guest_of_each_kernel_and_compare_judges_two_runs_together(tmp_path):
+    """`--kernels`: one stored run per kernel, in a guest booting it; the
+    finding one run cannot tell ("kernel versions barely change
+    scalability") judged by `compare` of two runs, and never from an
+    emulated guest's timings."""
+    image = kvm.guest_kernel(None)[0]
+    release = image.name.removeprefix("vmlinuz-")
+    db = tmp_path / "k.db"
+    before = leftovers.guests()
+    p = oslens("study", "kernels", "--kernels", str(image), "--guest", f"accel={accel()},cpus=2", "--apps",
+               "strmatch", "--cpu-counts", "1,2", "--reps", "1", "--json", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    ((kernel, run_id),) = [(r["kernel"], r["run"]) for r in doc["runs"]]
+    assert kernel == release and doc["not_run"] == [] and doc["across"]["verdict"] == "cannot tell here"
+    assert "one run measures one kernel" in doc["across"]["reason"]
+    run = show(db, str(run_id))
+    assert run["params"]["kernel"] == release and run["params"]["apps"] == ["strmatch"]
+    env = run["machine"]["environment"]
+    assert env["name"] == "kvm" and env["accel"] == accel() and run["machine"]["kernel"]["release"] == release
+    rows = [r for r in json.loads(oslens("export", str(run_id), "--format", "json", db=db).stdout)["records"]
+            if r["type"] == "point"]  # fmt: skip
+    assert sorted(r["n"] for r in rows) == [1, 2] and all(r["status"] == "ok" for r in rows)
+    assert leftovers.guests() == before
+    # the same study on the host, then both compared: the finding is judged from the two together
+    counts = ",".join(map(str, sorted({1, min(2, len(os.sched_getaffinity(0)))})))
+    p = oslens("study", "kernels", "--apps", "strmatch", "--cpu-counts", counts, "--reps", "1", "-q", db=db)
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(oslens("compare", str(run_id), "last", "--json", db=db).stdout)
+    (row,) = [f for f in cmp["findings"] if f["id"] == "kernels_no_improvement"]
+    assert row["a_verdict"] == row["b_verdict"] and f"runs {run_id} and" in row["a_here"]
+    if accel() == "tcg":
+        assert row["a_verdict"] == "cannot tell here" and "emulated (TCG)" in row["a_here"], row
+    else:
+        assert "one run measures one kernel" not in row["a_here"], row
+
+
 def test_another_user_cannot_run_anything_in_the_guest(big_guest):
     as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
     argv = _frame(b"A", b"@facts\0")

@@ -224,6 +224,100 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
     assert not list(Path(tempfile.gettempdir()).glob("oslens.kbuild.*"))
 
 
+KVM, TCG = {"name": "kvm", "accel": "kvm"}, {"name": "kvm", "accel": "tcg"}
+
+
+def test_two_kernels_that_scale_alike_agree_with_the_paper_and_one_that_does_not_differs():
+    from oslens.analysis.kernels import across_kernels
+
+    same = across_kernels([("6.1", KVM, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", LINEAR))])
+    assert same["id"] == "kernels_no_improvement" and same["verdict"] == "agrees", same
+    assert "kmeans on 2 CPUs" in same["here"] and same["kernels"] == ["6.1", "6.12"]
+    worse = across_kernels([("6.1", KVM, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", HALF))])
+    assert worse["verdict"] == "differs" and "kmeans on 2 CPUs" in worse["reason"], worse
+    assert "0.50×" in worse["here"]  # half the speedup under the second kernel
+    # within the band at one end, the interval past it at the other: more repetitions could tell
+    edge = {1: [4.0, 4.02, 3.98], 2: [2.0, 2.3, 2.1]}
+    assert across_kernels([("a", None, reps("kmeans", LINEAR)), ("b", None, reps("kmeans", edge))])["verdict"] == (
+        "cannot tell here"
+    )
+
+
+def test_a_run_in_an_emulated_guest_tells_nothing_of_the_kernel():
+    records = reps("strmatch", LINEAR) + reps("psearchy-threads", HALF)
+    told = [r for r in verdicts(records).values() if r["verdict"] != "cannot tell here"]
+    assert told  # natively, some findings are told from these records
+    rows = {r["id"]: r for r in beside(None, SimpleNamespace(params={"study": "kernels"}, machine={"environment": TCG}),
+                                        records)}  # fmt: skip
+    for r in told:
+        assert rows[r["id"]]["verdict"] == "cannot tell here" and "emulated (TCG)" in rows[r["id"]]["reason"]
+        assert f"as measured: {r['verdict']}" in rows[r["id"]]["reason"]  # what it would have said, kept
+
+
+def test_across_kernels_cannot_tell_from_one_kernel_an_emulated_guest_or_no_common_application():
+    from oslens.analysis.kernels import across_kernels
+
+    one = across_kernels([("6.1", KVM, reps("kmeans", LINEAR))])
+    assert one["verdict"] == "cannot tell here" and "one run measures one kernel" in one["reason"]
+    emulated = across_kernels([("6.1", TCG, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", HALF))])
+    assert emulated["verdict"] == "cannot tell here" and "emulat" in emulated["reason"] and "6.1" in emulated["reason"]
+    apart = across_kernels([("a", KVM, reps("kmeans", LINEAR)), ("b", KVM, reps("pca", LINEAR))])
+    assert apart["verdict"] == "cannot tell here" and apart["here"] == "not measured"
+
+
+def _guest_image() -> str | None:
+    from oslens.envs import kvm
+    from oslens.errors import UsageError
+
+    try:
+        return str(kvm.guest_kernel(None)[0])
+    except UsageError:
+        return None
+
+
+IMAGE = _guest_image()
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--kernels", "/nonexistent"], "--kernels: kernel=/nonexistent is not a file"),
+        (["--kernels", "/etc/passwd"], "--kernels: no /lib/modules/passwd"),
+        (["--kernels", ","], "--kernels: ',' is not a list"),
+        (["--kernels", "{image}", "--apps", "gmake"], "--apps gmake with --kernels"),
+        (["--kernels", "{image}", "--build-target", "lib/"], "--build-target with --kernels"),
+        (["--kernels", "{image}", "--guest", "kernel=/x"], "--guest: kernel= is what --kernels gives"),
+        (["--kernels", "{image}", "--guest", "cpus=100000"], "--guest: cpus=100000"),
+        (["--guest", "cpus=1"], "--guest: the shape of the guests --kernels boots"),
+    ],
+)
+def test_kernels_that_cannot_be_given_are_refused_in_one_line_before_any_guest(tmp_path, args, words):
+    if any("{image}" in a for a in args) and IMAGE is None:
+        pytest.skip("no kernel image with its modules here (/boot/vmlinuz-*)")
+    from oslens import leftovers
+
+    before = leftovers.guests()
+    p = oslens("study", "kernels", *[a.replace("{image}", IMAGE or "") for a in args], db=tmp_path / "k.db")
+    assert p.returncode == 2 and words in one_line_error(p.stderr), p.stderr
+    assert not (tmp_path / "k.db").exists() and leftovers.guests() == before
+
+
+def test_a_kernel_this_hosts_kvm_cannot_boot_is_cannot_tell_and_nothing_runs(tmp_path):
+    from oslens.envs import kvm
+
+    if IMAGE is None:
+        pytest.skip("no kernel image with its modules here (/boot/vmlinuz-*)")
+    why = kvm.machine_refusal("kvm", Path(IMAGE))
+    if why is None:
+        pytest.skip("this host's KVM boots the image (the guests are tested emulated below)")
+    p = oslens("study", "kernels", "--kernels", IMAGE, "--json", db=tmp_path / "k.db")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["runs"] == [] and doc["across"]["verdict"] == "cannot tell here"
+    assert why in doc["across"]["reason"] and doc["not_run"] == [f"{Path(IMAGE).name.removeprefix('vmlinuz-')}: {why}"]
+    assert not (tmp_path / "k.db").exists()
+
+
 def test_every_timed_build_starts_from_the_same_tree(no_leaks):
     """What the first build makes and `make clean` keeps is made before any
     timed build: else the first repetition alone pays for it (lib/math/ on

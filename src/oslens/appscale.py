@@ -21,7 +21,8 @@ from typing import Iterator
 
 from . import cgroups, engine
 from .collectors import kernel as kernel_config
-from .errors import MeasurementError
+from .envs import INSIDE_DIR
+from .errors import Interrupted, MeasurementError
 from .invocation import Invocation
 from .plan import Plan
 from .plan.appscale import DIR_PLACEHOLDER, AppPoint
@@ -54,19 +55,32 @@ def runs(points: list[AppPoint], reps: int, time_limit: float | None) -> list[Ap
 
 
 @contextmanager
+def workload_input(workload: str, size: int | None) -> Iterator[str]:
+    """A directory of the workload's input files (psearchy's), made once,
+    untimed, where the engine runs: a private one here, removed at the end
+    whatever happens; inside an environment, one there, which goes with it."""
+    if engine.environment() is not None:
+        d = f"{INSIDE_DIR}/input.{workload}"
+        engine.prepare_app(workload, d, size)
+        yield d
+        return
+    d = tempfile.mkdtemp(prefix="oslens.appscale.")
+    try:
+        engine.prepare_app(workload, d, size)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@contextmanager
 def prepared(plan: Plan):
-    """A workload's input files (psearchy's), made once, untimed, and
-    removed at the end whatever happens."""
+    """The plan's points, with their workload's input made (workload_input)."""
     workload = plan.params["workload"]
     if not workload or not any(DIR_PLACEHOLDER in a for p in plan.points for a in p.argv):
         yield plan.points
         return
-    d = tempfile.mkdtemp(prefix="oslens.appscale.")
-    try:
-        engine.prepare_app(workload, d, plan.params["size"])
+    with workload_input(workload, plan.params["size"]) as d:
         yield [replace(pt, argv=tuple(a.replace(DIR_PLACEHOLDER, d) for a in pt.argv)) for pt in plan.points]
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _irq_ns(begin: str, end: str, cpus: tuple[int, ...], clk_tck: int) -> tuple[int | None, int | None]:
@@ -119,6 +133,23 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
     failed = _prepare(point, rep)
     if failed:
         return failed
+    measured = _inside(point, time_limit) if engine.environment() else _on_host(point, time_limit, label)
+    return _point_record(point, rep, measured)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    rc: int
+    records: list[dict]
+    output_tail: str
+    times: cgroups.CpuTimes | None  # the confining cgroup's, where one counted
+    method: str
+    accounting: str | None
+
+
+def _on_host(point: AppPoint, time_limit: float | None, label: str) -> _Measured:
+    """In a cgroup of the point's CPUs (affinity where none can be made),
+    the records on a descriptor of their own."""
     with (
         cgroups.Confinement(list(point.cpus), label) as box,
         tempfile.TemporaryFile("w+") as records,
@@ -146,8 +177,33 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
         records.seek(0)
         recs = [json.loads(line) for line in records if line.strip()]
         output.seek(0)
-        out_tail = output.read()[-OUTPUT_TAIL:]
-        method, accounting = box.method, box.accounting
+        return _Measured(rc, recs, output.read()[-OUTPUT_TAIL:], times, box.method, box.accounting)
+
+
+def _inside(point: AppPoint, time_limit: float | None) -> _Measured:
+    """In an environment (a guest, a container), where no cgroup of ours and
+    no descriptor but stdout and stderr reach: the engine starts the command
+    on the point's CPUs (affinity, which its threads and children inherit),
+    the records on stdout, the command's output on stderr. A signal to us
+    stops it in order, as any engine run (engine.stop_in_order)."""
+    args = engine.profile_argv(
+        command=list(point.argv),
+        time_limit=time_limit,
+        bpf=False,
+        counters=False,
+        cpus=list(point.cpus),
+        stdout_to_stderr=True,
+    )
+    with engine.EngineRun(args) as er:
+        recs = list(er.read_to_end())
+    if er.stopped_by:
+        raise Interrupted(er.stopped_by)
+    where = (engine.environment() or {}).get("name", "environment")
+    return _Measured(er.proc.returncode, recs, er.stderr[-OUTPUT_TAIL:], None, f"affinity (inside the {where})", None)
+
+
+def _point_record(point: AppPoint, rep: int, m: _Measured) -> dict:
+    rc, recs, out_tail, times, method, accounting = m.rc, m.records, m.output_tail, m.times, m.method, m.accounting
     by = {r["type"]: r for r in recs}
     end = by.get("end_target")
     if rc != 0 or end is None:
@@ -157,7 +213,7 @@ def run_point(point: AppPoint, rep: int, time_limit: float | None, label: str) -
     ok = end["code"] == 0 and end["how"] == "exited"
     procfs = [r for r in recs if r["type"] == "procfs"]
     irq = softirq = None
-    irq_why = kernel_config.irq_time_unavailable()
+    irq_why = kernel_config.irq_time_unavailable(engine.inside_kernel_config())
     if len(procfs) == 2 and not irq_why:
         irq, softirq = _irq_ns(
             procfs[0]["files"].get("/proc/stat", ""),

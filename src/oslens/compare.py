@@ -247,6 +247,11 @@ def _study_rows(store: Store, run: Run) -> dict[str, dict]:
     return out
 
 
+def _kernel_of(run: Run) -> tuple[str]:
+    """The kernel a run measured, as a one-tuple: the one its study named, else its machine's release."""
+    return ((run.params or {}).get("kernel") or (run.machine.get("kernel") or {}).get("release") or f"run {run.id}",)
+
+
 def _findings(store: Store, run_a: Run, run_b: Run) -> list[FindingChange]:
     """Finding by finding, when both runs re-ran the same study: what each
     kernel (machine, environment) gave, changed verdicts first."""
@@ -254,6 +259,14 @@ def _findings(store: Store, run_a: Run, run_b: Run) -> list[FindingChange]:
     if not study or study != (run_b.params or {}).get("study"):
         return []
     a, b = _study_rows(store, run_a), _study_rows(store, run_b)
+    entry = kinds.study(study)
+    if entry.across:
+        # the finding one run cannot tell, told by the two together: the same verdict on both sides
+        row = entry.load("across")([_kernel_of(r) + (r.machine.get("environment"), store.records(r.id))
+                                    for r in (run_a, run_b)])  # fmt: skip
+        both = {"measure": row["measure"], "paper": str(row["paper"]), "verdict": row["verdict"]}
+        a[row["id"]] = {**both, "here": f"{row['here']} (runs {run_a.id} and {run_b.id} together: {row['reason']})"}
+        b[row["id"]] = {**both, "here": a[row["id"]]["here"]}
     changes = [
         FindingChange(k, a[k]["measure"], a[k]["paper"], a[k]["here"], a[k]["verdict"], b[k]["here"], b[k]["verdict"])
         for k in a

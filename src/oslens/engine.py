@@ -93,6 +93,12 @@ def _exe() -> list[str]:
     return _inside.engine_argv() if _inside is not None else [str(engine_path())]
 
 
+def running_path() -> str:
+    """The engine's path where it runs: inside an environment, the inside's
+    (a command that runs the engine there names it so)."""
+    return _exe()[-1]
+
+
 @contextlib.contextmanager
 def inside(env) -> Iterator[None]:
     """Every query and invocation of the engine, while this holds, runs in
@@ -120,6 +126,12 @@ def kernel_symbols():
 
     text = _inside.kallsyms() if _inside is not None else None
     return Kallsyms() if text is None else Kallsyms(text=text)
+
+
+def inside_kernel_config() -> dict | None:
+    """The build configuration of the kernel the engine runs on inside an
+    environment (envs.Environment.kernel_config), None on the host."""
+    return _inside.kernel_config() if _inside is not None else None
 
 
 def environment() -> dict | None:
@@ -334,8 +346,12 @@ def profile_argv(
     syscalls: bool = True,
     counters: bool = True,
     out_fd: int | None = None,
+    cpus: list[int] | None = None,
+    stdout_to_stderr: bool = False,
 ) -> list[str]:
-    """`oslens-engine profile …` of a command (held before exec) or of a running pid."""
+    """`oslens-engine profile …` of a command (held before exec) or of a
+    running pid. cpus: the command starts on these; stdout_to_stderr: its
+    output leaves stdout to the records (where no --out-fd reaches us)."""
     args = ["profile"]
     if out_fd is not None:
         args += ["--out-fd", str(out_fd)]
@@ -344,6 +360,10 @@ def profile_argv(
         for flag, off in (("--no-syscalls", not syscalls), ("--no-bpf", not bpf), ("--no-counters", not counters))
         if off
     ]
+    if cpus:
+        args += ["--cpus", ",".join(map(str, cpus))]
+    if stdout_to_stderr:
+        args.append("--stdout-to-stderr")
     if duration:
         args += ["--duration", repr(duration)]
     if time_limit:
@@ -354,9 +374,9 @@ def profile_argv(
 def app_argv(
     workload: str, *, workers: int | str, mode: str, size: int | None = None, data_dir: str | None = None
 ) -> list[str]:
-    """`oslens-engine app NAME …`, with the engine's own path: a command that
-    appscale runs under `profile` like any other."""
-    args = [str(engine_path()), "app", workload, "--workers", str(workers), "--mode", mode]
+    """`oslens-engine app NAME …`, with the engine's own path where it runs:
+    a command that appscale runs under `profile` like any other."""
+    args = [running_path(), "app", workload, "--workers", str(workers), "--mode", mode]
     if size:
         args += ["--size", str(size)]
     if data_dir is not None:
@@ -373,9 +393,9 @@ def check_app(workload: str, *, workers: int, mode: str, size: int | None = None
 
 
 def prepare_app(workload: str, data_dir: str, size: int | None = None) -> None:
-    """Makes a workload's input files in data_dir, untimed."""
+    """Makes a workload's input files in data_dir (where the engine runs), untimed."""
     args = ["app", workload, "--prepare", data_dir] + (["--size", str(size)] if size else [])
-    proc = subprocess.run([str(engine_path()), *args], capture_output=True, text=True)
+    proc = subprocess.run([*_exe(), *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise MeasurementError(f"preparing {workload}'s input: {proc.stderr.strip()}")
 

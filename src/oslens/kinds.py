@@ -63,6 +63,9 @@ class Study:
     context: str = ""
     paper: str = ""  # who found what, where: what `oslens study` lists
     findings: str = ""  # its findings file in studies/ (the shared columns), if it has one
+    # ([(kernel, environment, records)] of runs) -> a verdict row: its finding that one run cannot
+    # tell (kernels compared), judged by `compare` of two of its runs
+    across: str = ""
 
     def load(self, part: str) -> Any:
         return _load(getattr(self, part))
@@ -240,6 +243,7 @@ KINDS: dict[str, Kind] = {
             "appscale",
             "Does an application speed up with cores, and is the time lost in the kernel?",
             lambda p: f"{_app(p)} on {','.join(map(str, p.get('cpus', [])))} CPUs",
+            in_envs=True,  # the engine's built-in workloads (commands/appscale.py refuses a command)
             studies=(
                 Study(
                     "kernels",
@@ -248,6 +252,7 @@ KINDS: dict[str, Kind] = {
                     paper="Luo et al., does the Linux kernel scale for real applications (MOSBENCH, PHOENIX and "
                     "PARSEC on 48 cores; Linux 2.6.32 against 4.10)",
                     findings="luo-kernels",
+                    across=".analysis.kernels:across_kernels",
                 ),
             ),
         ),

@@ -44,6 +44,7 @@ PARSEC = ("dedup", "streamcluster", "ferret", "blackscholes")
 PRESENCE = ("grows_with_cores", "decreases_with_cores", "does_not_scale")
 ABSENCE = ("flat_with_cores", "near_linear")
 
+EMULATED = "measured in a guest QEMU emulated (TCG): its timings are the emulator's, not the kernel's"
 ONE_KERNEL = (
     "one run measures one kernel: run the study under each kernel (boot it, or a guest that KVM accelerates) "
     "and set the runs side by side with `oslens compare A B`, finding by finding"
@@ -221,6 +222,7 @@ def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     params = run.params or {}
     by_app = _by_app(records)
+    emulated = _emulated((getattr(run, "machine", None) or {}).get("environment"))
     rows = []
     for f in load(STUDY):
         app = APP_OF.get(f.id)
@@ -245,5 +247,94 @@ def beside(summary, run, records) -> list[dict]:
             v = _trend(f, app, by_app[app], params)
         else:
             v = _speedup_figure(f, app, by_app[app])
+        if emulated and v.verdict != CANNOT_TELL:
+            v.reason = f"{EMULATED} (as measured: {v.verdict}, {v.reason})"
+            v.verdict = CANNOT_TELL
         rows.append({**v.to_dict(), "part": f.source, "measure": f"{f.measure} ({f.workload})"})
     return rows
+
+
+def _emulated(env: dict | None) -> bool:
+    """A guest QEMU emulated (TCG): what it times is the emulator."""
+    return bool(env) and env.get("name") == "kvm" and env.get("accel") != "kvm"
+
+
+# Two kernels' scalability differs negligibly when, at every CPU count of
+# every application both ran, the ratio of their speedups lies within this
+# share of 1 (the paper's "negligible", made a number: the band of a flat series).
+NEGLIGIBLE = 0.10
+
+
+def _speedup_at(reps: dict[int, list[dict]]) -> dict[int, tuple[float, float, float, float]]:
+    """CPU count -> (speedup, low, high, the intervals' lower coverage) against the smallest count."""
+    rates = {n: [x for r in rs if (x := _rate(r)) is not None] for n, rs in reps.items()}
+    rates = {n: xs for n, xs in rates.items() if len(xs) >= 2}
+    if len(rates) < 2:
+        return {}
+    ivs = {n: median_ci(xs, CONFIDENCE) for n, xs in rates.items()}
+    base = ivs[min(ivs)]
+    return {
+        n: (iv.median / base.median, iv.low / base.high, iv.high / base.low, min(iv.coverage, base.coverage))
+        for n, iv in ivs.items()
+        if n != min(ivs)
+    }
+
+
+def _largest(ratios: list[tuple]) -> str:
+    """The speedup ratio furthest from 1, in words."""
+    app, n, ratio, low, high, _, a, b = max(ratios, key=lambda r: abs(r[2] - 1))
+    here = f"{app} on {n} CPUs: speedup under {b} is {ratio:.2f}× that under {a} [{low:.2f}–{high:.2f}]"
+    return here + (f"; the largest of {len(ratios)} ratios" if len(ratios) > 1 else "")
+
+
+def across_kernels(runs: list[tuple[str, dict | None, list[dict]]], not_run: list[str] = ()) -> dict:
+    """The finding that needs several kernels ("kernel versions barely change
+    scalability") judged from study runs, one per kernel: (its kernel's
+    name, the environment it ran in or None, its records). At every count of
+    every application all of them ran, the ratio of two kernels' speedups,
+    with the interval its two intervals give; agrees when every ratio lies
+    within NEGLIGIBLE of 1, differs when one lies wholly outside. A guest
+    emulated by QEMU times QEMU, not the kernel: cannot tell. not_run: why
+    the kernels that were given and not run were not ("NAME: …")."""
+    (f,) = [x for x in load(STUDY) if x.id == "kernels_no_improvement"]
+    out = {"part": f.source, "measure": f"{f.measure} ({f.workload})", "kernels": [name for name, _, _ in runs]}
+
+    def verdict(here: str, v: str, reason: str, confidence: float | None = None) -> dict:
+        return {**Verdict(f.id, f.paper_text(), here, v, reason, confidence).to_dict(), **out}
+
+    if len(runs) < 2:
+        return verdict("not measured", CANNOT_TELL, "; ".join(not_run) if not_run else ONE_KERNEL)
+    names = [name for name, _, _ in runs]
+    # a kernel given twice (an A/A check) is told apart by its place
+    runs = [(f"{name} (#{i + 1})" if names.count(name) > 1 else name, env, recs) for i, (name, env, recs) in
+            enumerate(runs)]  # fmt: skip
+    emulated = [name for name, env, _ in runs if _emulated(env)]
+    per_run = [{app: _speedup_at(reps) for app, reps in _by_app(records).items()} for _, _, records in runs]
+    ratios = []  # (app, n, ratio, low, high, coverage, kernel a, kernel b)
+    (name0, _, _), first = runs[0], per_run[0]
+    for (name, _, _), other in zip(runs[1:], per_run[1:]):
+        for app in sorted(set(first) & set(other)):
+            for n in sorted(set(first[app]) & set(other[app])):
+                (s0, lo0, hi0, c0), (s1, lo1, hi1, c1) = first[app][n], other[app][n]
+                ratios.append((app, n, s1 / s0, lo1 / hi0, hi1 / lo0, min(c0, c1), name0, name))
+    if emulated:
+        return verdict(_largest(ratios) if ratios else "not measured", CANNOT_TELL, f"{', '.join(emulated)} "
+                       f"{EMULATED}; a host whose KVM boots these kernels can tell")  # fmt: skip
+    if not ratios:
+        return verdict("not measured", CANNOT_TELL, "no application ran at two CPU counts with two repetitions "
+                       "each under two kernels (run with --reps 3)")  # fmt: skip
+    here = _largest(ratios)
+    lo_band, hi_band = 1 - NEGLIGIBLE, 1 / (1 - NEGLIGIBLE)
+    outside = [r for r in ratios if r[4] < lo_band or r[3] > hi_band]
+    straddling = [r for r in ratios if not (lo_band <= r[3] and r[4] <= hi_band) and r not in outside]
+    least = min(r[5] for r in ratios)
+    if outside:
+        app, n, ratio, _, _, _, a, b = max(outside, key=lambda r: abs(r[2] - 1))
+        return verdict(here, DIFFERS, f"{len(outside)} of {len(ratios)} speedup ratios lie wholly outside "
+                       f"{lo_band:.2f}–{hi_band:.2f} (the band of a negligible difference), most {app} on {n} CPUs "
+                       f"({ratio:.2f}×, {b} against {a})", least)  # fmt: skip
+    if straddling:
+        return verdict(here, CANNOT_TELL, f"{len(straddling)} of {len(ratios)} speedup ratios straddle an edge of "
+                       f"{lo_band:.2f}–{hi_band:.2f}: more repetitions could tell", least)  # fmt: skip
+    return verdict(here, AGREES, f"every speedup ratio's interval lies within {lo_band:.2f}–{hi_band:.2f} (the band "
+                   "of a negligible difference)", least)  # fmt: skip

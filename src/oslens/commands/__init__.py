@@ -11,6 +11,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 from click.core import ParameterSource
@@ -198,10 +199,12 @@ def explain_option(what: str):
     return decorate
 
 
-def environment_option(kind: str):
+def environment_option(kind: str, refused_inside: Callable[[dict], str | None] | None = None):
     """--in ENV: the command's engine runs in that environment (envs/), made
     for the command and removed after it; a kind that takes no environment
-    (kinds.Kind.in_envs) keeps the option for its one-line refusal."""
+    (kinds.Kind.in_envs) keeps the option for its one-line refusal.
+    refused_inside(options) says why these options cannot run in an
+    environment, checked before any is made."""
     refusal = kinds.no_environments(kind)
 
     def decorate(fn):
@@ -224,6 +227,9 @@ def environment_option(kind: str):
 
             if refusal and where != "native":
                 raise UsageError(f"--in {where}: {refusal}")
+            why = refused_inside(kw) if refused_inside and where != "native" else None
+            if why:
+                raise UsageError(f"--in {where}: {why}")
             env = envs.parse(where)
             if env is None:
                 return fn(ctx, **kw)

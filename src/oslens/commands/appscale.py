@@ -9,6 +9,16 @@ import click
 from . import EXIT_FAILED, Context, environment_option, measuring_options, one_of, print_dry_run, print_run, renamed
 
 
+def _refused_inside(kw: dict) -> str | None:
+    """Inside an environment only the engine is there: its built-in
+    workloads run, a command of the host's and a shell for --prepare do not."""
+    if kw.get("command"):
+        return "inside an environment only the engine's built-in workloads run (--workload), not a command of this host"
+    if kw.get("prepare"):
+        return "--prepare runs a shell command, and an environment holds only the engine"
+    return None
+
+
 @click.command("appscale", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--workload", metavar="NAME", help="A built-in application instead of CMD (see 'oslens workloads').")
 @click.option(
@@ -57,7 +67,7 @@ from . import EXIT_FAILED, Context, environment_option, measuring_options, one_o
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS…]")
 @measuring_options
-@environment_option("appscale")
+@environment_option("appscale", lambda kw: _refused_inside(kw))
 def command(ctx: Context, command: tuple[str, ...], list_workloads: bool, old_cpus: str | None, dry_run: bool, **kw):
     """Does an application speed up with cores, and is the time lost in the kernel? ({n} in CMD = the CPU count.)"""
     from .. import appscale as app

@@ -3,13 +3,17 @@ printed next to their findings. One subcommand per study."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
 
 import click
 
 from .. import engine, kinds
 from ..errors import UsageError
-from . import EXIT_FAILED, Context, measure, measuring_options, print_run
+from ..plan import check_reps
+from . import EXIT_FAILED, Context, analyze, measure, measuring_options, print_run
 
 OSMARK = "fork,fork-static,mmap,dup,socket,sem"
 # --paper: the paper's mmapbench maps, touches and unmaps 125,000 pages of
@@ -216,8 +220,17 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
               help="The paper's sizes: a defconfig build, each workload at its full size, 5 repetitions.")  # fmt: skip
 @click.option("--build-target", metavar="DIR/",
               help="Build only this part of the kernel tree (kernel/, lib/): quicker, not the paper's.")  # fmt: skip
+@click.option("--kernels", "images", metavar="IMAGE[,IMAGE…]",
+              help="Run the study in a KVM guest booting each of these kernel images (with its /lib/modules), one "
+              "run per kernel, and judge whether they scale alike; the kernel build, which a guest cannot run, is "
+              "left out.")  # fmt: skip
+@click.option(
+    "--guest",
+    metavar="KEY=VALUE[,…]",
+    help="With --kernels: the guests' shape and accelerator, as --in kvm takes them (cpus=4,accel=tcg).",
+)
 @measuring_options
-def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
+def kernels(ctx: Context, cpus, reps, apps, paper, build_target, images, guest):
     """Scalability of today's kernel for real applications (Luo et al.,
     MOSBENCH and PHOENIX): a real kernel build (make -j of Debian's
     linux-source, tinyconfig), psearchy in threads and in processes (round
@@ -233,6 +246,11 @@ def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
 
     if paper:
         reps = max(reps, 5)
+    if guest is not None and images is None:
+        raise UsageError("--guest: the shape of the guests --kernels boots, and --kernels was not given")
+    if images is not None:
+        return _across_kernels(ctx, images, guest or "", cpus=cpus, reps=reps, apps=apps, paper=paper,
+                               build_target=build_target)  # fmt: skip
     plan = study_plan.plan(cpus=cpus, reps=reps, apps=apps, paper=paper, build_target=build_target)
     with ctx.store() as store, study_plan.prepared(plan) as points:
         ctx.say(f"oslens study kernels: {', '.join(plan.params['apps'])} on "
@@ -241,3 +259,84 @@ def kernels(ctx: Context, cpus, reps, apps, paper, build_target):
         run_id = execute(store, "appscale", sys.argv, ctx.tagged(plan.params), runs, len(runs), ctx.err, ctx.quiet)
         summary = print_run(ctx, store, run_id)
     return EXIT_FAILED if summary["failed_points"] else 0
+
+
+@contextlib.contextmanager
+def _worded(option: str):
+    """A refusal of the kvm environment's, worded for the option the user typed."""
+    try:
+        yield
+    except UsageError as e:
+        raise UsageError(option + str(e).removeprefix("--in kvm")) from None
+
+
+def _guests(images: str, guest: str, *, reps, apps, build_target, say) -> tuple[list, list[str]]:
+    """Every input of `--kernels` checked before any guest is made: the
+    guests to boot, (kernel name, guest made but not booted), and why the
+    kernels this host cannot boot so (a PVM host's KVM, no /dev/kvm) are not
+    run ("NAME: why"), which their study says it cannot tell."""
+    from ..envs import kvm, parse_options
+    from ..plan import kernels as study_plan
+
+    if build_target is not None:
+        raise UsageError(f"--build-target with --kernels: {study_plan.NO_BUILD_IN_GUEST}")
+    study_plan.check_apps_in_guests(apps)
+    check_reps(reps)
+    opts = parse_options(guest, kvm.KEYS, "kvm") if guest else {}
+    if "kernel" in opts:
+        raise UsageError("--guest: kernel= is what --kernels gives, one guest per image")
+    paths = [p.strip() for p in images.split(",")]
+    if not all(paths):
+        raise UsageError(f"--kernels: '{images}' is not a list of kernel images (IMAGE[,IMAGE…])")
+    guests, not_run = [], []
+    with _worded("--guest"):
+        kvm.shape(opts, len(os.sched_getaffinity(0)))  # whether any guest can be booted or not
+    for path in paths:
+        with _worded("--kernels"):
+            image, _ = kvm.guest_kernel(path)  # a file that is no guest kernel: one line, exit 2
+            name = image.name.removeprefix("vmlinuz-")
+            if why := kvm.machine_refusal(opts.get("accel", "kvm"), image):
+                not_run.append(f"{name}: {why}")
+                say(f"oslens study kernels: {name} is not run: {why}")
+            else:  # made, not booted
+                guests.append((name, kvm.make({**opts, "kernel": path})))
+    return guests, not_run
+
+
+def _across_kernels(ctx: Context, images: str, guest: str, *, cpus, reps, apps, paper, build_target) -> int:
+    """`study kernels --kernels A,B`: the study once in a guest of each
+    kernel (one stored run each, tagged with the kernel), then the finding
+    that needs several kernels judged from them (analysis.kernels.across_kernels)."""
+    from .. import appscale as app
+    from ..analysis.kernels import across_kernels
+    from ..plan import kernels as study_plan
+    from ..report.verdicts import show_across
+    from ..runner import execute
+
+    guests, not_run = _guests(images, guest, reps=reps, apps=apps, build_target=build_target, say=ctx.say)
+    runs = []
+    with ctx.store() if guests else contextlib.nullcontext() as store:
+        for name, env in guests:
+            ctx.say(f"oslens study kernels: a guest booting {name}")
+            with env, engine.inside(env):
+                plan = study_plan.plan(cpus=cpus, reps=reps, apps=apps, paper=paper, in_guest=True)
+                plan.params["kernel"] = name
+                with study_plan.prepared(plan) as points:
+                    ctx.say(f"oslens study kernels: {', '.join(plan.params['apps'])} under {name} on "
+                            f"{','.join(map(str, plan.params['cpus']))} CPUs × {reps}")  # fmt: skip
+                    run_id = execute(store, "appscale", sys.argv, ctx.tagged(plan.params),
+                                     app.runs(points, plan.reps, None), len(points) * plan.reps, ctx.err,
+                                     ctx.quiet)  # fmt: skip
+            runs.append((name, store.run(run_id)))
+            if ctx.as_json:
+                store.set_summary(run_id, analyze(store, run_id).to_dict())
+            else:
+                print_run(ctx, store, run_id)
+        row = across_kernels([(name, run.machine.get("environment"), store.records(run.id)) for name, run in runs],
+                             not_run=not_run)  # fmt: skip
+    if ctx.as_json:
+        runs_out = [{"kernel": name, "run": run.id} for name, run in runs]  # a kernel may be given twice (A/A)
+        click.echo(json.dumps({"runs": runs_out, "not_run": not_run, "across": row}, indent=1), file=ctx.out.file)
+    else:
+        show_across(ctx.out, row, not_run)
+    return 0

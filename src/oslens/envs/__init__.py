@@ -78,6 +78,12 @@ class Environment(Protocol):
         is not the host's (a guest's); None where it is (a container)."""
         ...
 
+    def kernel_config(self) -> dict:
+        """The build configuration of the kernel the engine runs on inside,
+        as collectors.kernel.build_config gives it ({source, options}, or why
+        it is unavailable)."""
+        ...
+
 
 def last_line(text: str) -> str:
     """A tool's last non-empty line of output: its reason, when it fails."""

@@ -196,6 +196,11 @@ class Container:
     def kallsyms(self) -> None:
         return None  # a container runs on the host's kernel
 
+    def kernel_config(self) -> dict:
+        from ..collectors.kernel import build_config
+
+        return build_config()  # the host's kernel
+
     def describe(self) -> dict:
         return {
             "name": "container",

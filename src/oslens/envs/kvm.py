@@ -160,7 +160,7 @@ def shape(opts: dict, host_cpus: int) -> Shape:
     return Shape(cpus, sockets, cores, threads, numa, mem)
 
 
-def _kernel(path: str | None) -> tuple[Path, Path]:
+def guest_kernel(path: str | None) -> tuple[Path, Path]:
     """The guest's kernel image and the modules directory of its release."""
     if path:
         image = Path(path)
@@ -302,6 +302,17 @@ def _kvm_refusal(kernel: Path) -> str | None:
         f"this host's KVM is PVM (kvm_pvm), which runs only kernels built as PVM guests, and {kernel.name} is "
         "not one; accel=tcg emulates the guest (its correctness, not its timings)"
     )
+
+
+def machine_refusal(accel: str, kernel: Path) -> str | None:
+    """Why this host cannot run a guest of this kernel so accelerated: a
+    limit of the machine (a study says "cannot tell here" for it), not of
+    the input; None when it can."""
+    if accel != "kvm":
+        return None
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "/dev/kvm is missing or not writable here; accel=tcg emulates the guest"
+    return _kvm_refusal(kernel)
 
 
 def _free_port() -> int:
@@ -516,6 +527,16 @@ class Guest:
             raise MeasurementError(f"kvm: the guest's agent gave no kallsyms: {last_line(p.stderr)}")
         return p.stdout
 
+    def kernel_config(self) -> dict:
+        """The guest kernel's configuration, as its package installs it beside the image."""
+        from ..collectors import unavailable
+        from ..collectors.kernel import parse_config
+
+        lines = _config(self.kernel)
+        if not lines:
+            return unavailable(f"no configuration beside {self.kernel} (config-… where its package puts it)")
+        return {"source": str(self.kernel).replace("vmlinuz-", "config-"), "options": parse_config("\n".join(lines))}
+
     def describe(self) -> dict:
         out = {
             "name": "kvm",
@@ -551,8 +572,6 @@ def make(opts: dict[str, str]) -> Guest:
     accel = opts.get("accel", "kvm")
     if accel not in ("kvm", "tcg"):
         raise UsageError(f"--in kvm: accel={accel} is not kvm or tcg")
-    if accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        raise UsageError("--in kvm: /dev/kvm is missing or not writable here; accel=tcg emulates the guest")
     qemu = shutil.which(f"qemu-system-{platform.machine()}")
     if qemu is None:
         raise UsageError(
@@ -561,8 +580,8 @@ def make(opts: dict[str, str]) -> Guest:
     guest = engine.engine_path().with_name(GUEST)
     if not guest.is_file():
         raise UsageError(f"--in kvm needs {GUEST} beside the engine; run 'make install'")
-    kernel, modules = _kernel(opts.get("kernel"))
-    if accel == "kvm" and (why := _kvm_refusal(kernel)):
+    kernel, modules = guest_kernel(opts.get("kernel"))
+    if why := machine_refusal(accel, kernel):
         raise UsageError(f"--in kvm: {why}")
     return Guest(spec, kernel, modules, host_cpus, qemu, guest, accel)
 

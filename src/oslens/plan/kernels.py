@@ -54,7 +54,19 @@ APPLICATIONS = {
 }  # fmt: skip
 
 
-def _chosen(apps: str | None, sockets: int) -> tuple[list[Application], dict[str, str]]:
+# Why the kernel build cannot run in a guest (study kernels --kernels)
+NO_BUILD_IN_GUEST = "a guest holds only the engine: no compiler and no kernel source to build"
+
+
+def check_apps_in_guests(apps: str | None) -> None:
+    """Refuses, before any guest is made, an application named in --apps that
+    cannot run in one."""
+    names = [a.strip() for a in (apps or "").split(",")]
+    if any(APPLICATIONS.get(n) and APPLICATIONS[n].workload is None for n in names):
+        raise UsageError(f"--apps gmake with --kernels: {NO_BUILD_IN_GUEST}")
+
+
+def _chosen(apps: str | None, sockets: int, in_guest: bool = False) -> tuple[list[Application], dict[str, str]]:
     """The applications to run, and those of the default set left out, with why."""
     skipped: dict[str, str] = {}
     if apps:
@@ -67,7 +79,7 @@ def _chosen(apps: str | None, sockets: int) -> tuple[list[Application], dict[str
     else:
         chosen = list(APPLICATIONS.values())
     one_socket = "one socket here: round robin over sockets takes the same CPUs as socket by socket"
-    no_build = kbuild.unavailable()
+    no_build = NO_BUILD_IN_GUEST if in_guest else kbuild.unavailable()
     for a in list(chosen):
         why = one_socket if a.placement == "spread" and sockets < 2 else no_build if a.workload is None else None
         if not why:
@@ -79,12 +91,21 @@ def _chosen(apps: str | None, sockets: int) -> tuple[list[Application], dict[str
     return chosen, skipped
 
 
-def plan(*, cpus: str | None, reps: int, apps: str | None, paper: bool, build_target: str | None = None) -> Plan:
+def plan(
+    *,
+    cpus: str | None,
+    reps: int,
+    apps: str | None,
+    paper: bool,
+    build_target: str | None = None,
+    in_guest: bool = False,
+) -> Plan:
+    """in_guest: the study runs in a guest of one of --kernels, made already (engine.inside)."""
     check_reps(reps)
     topo = engine.topology()
     available, sockets = topo["available"], topo.get("packages", 1)
     counts = parse_worker_counts(cpus, available, option="--cpu-counts")
-    chosen, skipped = _chosen(apps, sockets)
+    chosen, skipped = _chosen(apps, sockets, in_guest)
     if build_target is not None:
         if not all(c.isalnum() or c in "/_-." for c in build_target) or build_target.startswith(("-", "/")):
             raise UsageError(f"--build-target: '{build_target}' is not a make target of the tree (kernel/, lib/, …)")
@@ -131,18 +152,14 @@ def plan(*, cpus: str | None, reps: int, apps: str | None, paper: bool, build_ta
 def prepared(p: Plan) -> Iterator[list[AppPoint]]:
     """The inputs made once, untimed: psearchy's files, the kernel tree
     unpacked and configured; removed at the end whatever happens."""
-    import shutil
-    import tempfile
+    from ..appscale import workload_input
 
     with ExitStack() as stack:
         swap: dict[str, str] = {}
         workloads = {APPLICATIONS[a].workload for a in p.params["apps"]}
         if "psearchy" in workloads:
-            d = tempfile.mkdtemp(prefix="oslens.kernels.")
-            stack.callback(shutil.rmtree, d, True)
             size = min(s for a, s in p.params["sizes"].items() if APPLICATIONS[a].workload == "psearchy")
-            engine.prepare_app("psearchy", d, size)
-            swap[DIR_PLACEHOLDER] = d
+            swap[DIR_PLACEHOLDER] = stack.enter_context(workload_input("psearchy", size))
         if p.params["kbuild"]:
             tree = stack.enter_context(kbuild.configured(p.params["kbuild"]["config"]))
             p.params["kbuild"].update(tree.describe())

@@ -34,3 +34,17 @@ def show(console: Console, run, rows: list[dict]) -> None:
         console.print(Text(f"  {plural(n, 'more finding')}: cannot tell here — {why}", style="yellow"))
     for line in study.load("context")(run) if study.context else []:
         console.print(Text(f"  {line}", style="dim"))
+
+
+def show_across(console: Console, row: dict, not_run: list[str]) -> None:
+    """The finding that needs several kernels, judged across the study's
+    runs (study kernels --kernels), and the kernels that could not be run."""
+    kernels = ", ".join(row.get("kernels") or []) or "none run"
+    t = Table(title=f"[bold]kernels[/]: the paper and these kernels ({kernels})", title_justify="left")
+    for col in ("finding", "the paper", "these kernels", "verdict", "why"):
+        t.add_column(col)
+    t.add_row(Text(row["measure"]), Text(row["paper"]), Text(row["here"]),
+              Text(row["verdict"], style=VERDICT_STYLE.get(row["verdict"], "")), Text(row["reason"]))  # fmt: skip
+    console.print(t)
+    for line in not_run:
+        console.print(Text(f"  not run: {line}", style="yellow"))
