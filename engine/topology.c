@@ -297,6 +297,11 @@ int topology_unused(const struct topology *t, const int *used, int nused, int *o
 
 int cpus_pin(const int *cpus, int n)
 {
+	return cpus_pin_pid(0, cpus, n);
+}
+
+int cpus_pin_pid(pid_t pid, const int *cpus, int n)
+{
 	int max = 0;
 	for (int i = 0; i < n; i++)
 		max = cpus[i] > max ? cpus[i] : max;
@@ -307,7 +312,7 @@ int cpus_pin(const int *cpus, int n)
 	CPU_ZERO_S(size, set);
 	for (int i = 0; i < n; i++)
 		CPU_SET_S(cpus[i], size, set);
-	int rc = sched_setaffinity(0, size, set);
+	int rc = sched_setaffinity(pid, size, set);
 	CPU_FREE(set);
 	return rc;
 }

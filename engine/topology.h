@@ -2,6 +2,8 @@
 #ifndef OSLENS_TOPOLOGY_H
 #define OSLENS_TOPOLOGY_H
 
+#include <sys/types.h>
+
 struct cpu_topo {
 	int cpu;
 	int package;
@@ -28,6 +30,8 @@ int placement_plan(const struct topology *t, const char *policy, int n, struct c
 int topology_unused(const struct topology *t, const int *used, int nused, int *out);
 /* Restricts the calling thread to cpus[0..n) (n > 0); 0, or -1 and errno. */
 int cpus_pin(const int *cpus, int n);
+/* The same for another process (0: the caller), as a command held before exec. */
+int cpus_pin_pid(pid_t pid, const int *cpus, int n);
 struct json;
 /* One CPU's place in the topology, as an element of a JSON array. */
 void topology_emit_cpu(struct json *j, const struct cpu_topo *c);

@@ -131,11 +131,21 @@ def test_appscale_runs_a_built_in_workload_in_a_container_on_the_cpus_planned(tm
     assert leftovers.containers(RUNTIME) == before
 
 
-@pytest.mark.parametrize("args", [["--", "true"], ["--workload", "kmeans", "--prepare", "true"]])
-def test_appscale_refuses_a_command_or_a_prepare_inside_an_environment_before_making_it(tmp_path, args):
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--", "true"], "--in container: inside an environment only the engine's built-in workloads"),
+        (["--workload", "kmeans", "--prepare", "true"], "--in container: --prepare runs a shell command"),
+        (["--workload", "kmeans", "--reps", "0"], "--reps: 0"),
+        (["--workload", "kmeans", "--size", "0"], "--size: 0"),
+        (["--workload", "nosuch"], "--workload: no workload 'nosuch'"),
+        ([], "give either --workload NAME or -- CMD ARGS"),
+    ],
+)
+def test_appscale_refuses_inside_an_environment_before_making_it(tmp_path, args, words):
     p = oslens("appscale", "--in", "container", "--cpu-counts", "1", *args, db=tmp_path / "db")
     assert p.returncode == 2, p.stderr
-    assert "--in container" in one_line_error(p.stderr)  # no "making the container environment" line before it
+    assert words in one_line_error(p.stderr)  # the only line: no "making the container environment" before it
     assert not (tmp_path / "db").exists()
 
 

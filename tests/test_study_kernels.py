@@ -227,20 +227,78 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
 KVM, TCG = {"name": "kvm", "accel": "kvm"}, {"name": "kvm", "accel": "tcg"}
 
 
+def steady(walls: dict[int, float], reps: int = 8, jitter: float = 0.005) -> dict[int, list[float]]:
+    """Wall seconds per count, `reps` repetitions spread ± jitter around each."""
+    return {n: [w * (1 + jitter * (2 * k / (reps - 1) - 1)) for k in range(reps)] for n, w in walls.items()}
+
+
 def test_two_kernels_that_scale_alike_agree_with_the_paper_and_one_that_does_not_differs():
     from oslens.analysis.kernels import across_kernels
 
-    same = across_kernels([("6.1", KVM, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", LINEAR))])
+    linear, half = steady({1: 4.0, 2: 2.0}), steady({1: 4.0, 2: 4.0})
+    same = across_kernels([("6.1", KVM, reps("kmeans", linear)), ("6.12", KVM, reps("kmeans", linear))])
     assert same["id"] == "kernels_no_improvement" and same["verdict"] == "agrees", same
-    assert "kmeans on 2 CPUs" in same["here"] and same["kernels"] == ["6.1", "6.12"]
-    worse = across_kernels([("6.1", KVM, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", HALF))])
-    assert worse["verdict"] == "differs" and "kmeans on 2 CPUs" in worse["reason"], worse
-    assert "0.50×" in worse["here"]  # half the speedup under the second kernel
-    # within the band at one end, the interval past it at the other: more repetitions could tell
-    edge = {1: [4.0, 4.02, 3.98], 2: [2.0, 2.3, 2.1]}
-    assert across_kernels([("a", None, reps("kmeans", LINEAR)), ("b", None, reps("kmeans", edge))])["verdict"] == (
+    assert "kmeans, 1 to 2 CPUs" in same["here"] and same["kernels"] == ["6.1", "6.12"]
+    assert same["confidence"] >= 0.95  # 8 repetitions: each median at 98.75 %, the four together past 95 %
+    worse = across_kernels([("6.1", KVM, reps("kmeans", linear)), ("6.12", KVM, reps("kmeans", half))])
+    assert worse["verdict"] == "differs" and "kmeans (0.50×" in worse["reason"], worse
+    # within the band at one end, past it at the other: more repetitions could tell
+    edge = steady({1: 4.0, 2: 2.0}, jitter=0.08)
+    assert across_kernels([("a", None, reps("kmeans", linear)), ("b", None, reps("kmeans", edge))])["verdict"] == (
         "cannot tell here"
     )
+
+
+def test_too_few_repetitions_for_the_ratios_together_cannot_tell_and_say_how_many_would():
+    from oslens.analysis.kernels import across_kernels
+
+    three = across_kernels([("6.1", KVM, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", HALF))])
+    assert three["verdict"] == "cannot tell here" and "8 repetitions would tell" in three["reason"], three
+    # two applications: each median at 1 - 0.05/8, which the (min, max) of 9 reaches
+    two = reps("kmeans", LINEAR) + reps("pca", LINEAR)
+    assert "9 repetitions would tell" in across_kernels([("a", KVM, two), ("b", KVM, two)])["reason"]
+
+
+def test_each_kernels_speedup_is_from_the_smallest_count_both_ran():
+    """A run without a 1-CPU point is not set against another's speedup from 1 CPU."""
+    from oslens.analysis.kernels import across_kernels
+
+    a = steady({1: 8.0, 2: 4.0, 4: 2.0})  # linear from 1
+    b = steady({2: 4.0, 4: 2.0})  # the same machine's figures, without its 1-CPU point
+    row = across_kernels([("a", KVM, reps("kmeans", a)), ("b", KVM, reps("kmeans", b))])
+    assert row["verdict"] == "agrees" and "2 to 4 CPUs" in row["here"], row
+
+
+def test_across_kernels_cannot_tell_from_one_kernel_the_same_kernel_twice_other_differences_or_emulation():
+    from oslens.analysis.kernels import across_kernels
+
+    linear, half = steady({1: 4.0, 2: 2.0}), steady({1: 4.0, 2: 4.0})
+    one = across_kernels([("6.1", KVM, reps("kmeans", linear))])
+    assert one["verdict"] == "cannot tell here" and "--kernels" in one["reason"]
+    twice = across_kernels([("6.1", KVM, reps("kmeans", linear)), ("6.1", KVM, reps("kmeans", half))])
+    assert twice["verdict"] == "cannot tell here" and "A/A" in twice["reason"] and "6.1 (#2)" in twice["here"]
+    apart = across_kernels([("a", None, reps("kmeans", linear)), ("b", None, reps("kmeans", half))],
+                           apart=["hosts x and y"])  # fmt: skip
+    assert apart["verdict"] == "cannot tell here" and "hosts x and y" in apart["reason"]
+    emulated = across_kernels([("6.1", TCG, reps("kmeans", linear)), ("6.12", KVM, reps("kmeans", half))])
+    assert emulated["verdict"] == "cannot tell here" and "emulated (TCG)" in emulated["reason"]
+    assert "6.1" in emulated["reason"]
+    nothing = across_kernels([("a", KVM, reps("kmeans", linear)), ("b", KVM, reps("pca", linear))])
+    assert nothing["verdict"] == "cannot tell here" and nothing["here"] == "not measured"
+
+
+def test_what_two_runs_differ_in_besides_their_kernel_is_named():
+    from oslens.compare import _apart
+
+    def run(**facts) -> SimpleNamespace:
+        machine = {"cpu": {"model_name": "Xeon"}, "topology": {"available": 2}, **facts.pop("machine", {})}
+        return SimpleNamespace(host=facts.pop("host", "h"), machine=machine, params={"sizes": {"kmeans": 500000}})
+
+    host = run()
+    assert _apart(host, run()) == []
+    guest = run(machine={"environment": {"name": "kvm", "accel": "tcg", "shape": {"cpus": 2}}})
+    assert _apart(host, guest) == ["environment the host itself and a kvm (tcg, 2 vCPUs)"]
+    assert _apart(host, run(host="other")) == ["host h and other"]
 
 
 def test_a_run_in_an_emulated_guest_tells_nothing_of_the_kernel():
@@ -252,17 +310,6 @@ def test_a_run_in_an_emulated_guest_tells_nothing_of_the_kernel():
     for r in told:
         assert rows[r["id"]]["verdict"] == "cannot tell here" and "emulated (TCG)" in rows[r["id"]]["reason"]
         assert f"as measured: {r['verdict']}" in rows[r["id"]]["reason"]  # what it would have said, kept
-
-
-def test_across_kernels_cannot_tell_from_one_kernel_an_emulated_guest_or_no_common_application():
-    from oslens.analysis.kernels import across_kernels
-
-    one = across_kernels([("6.1", KVM, reps("kmeans", LINEAR))])
-    assert one["verdict"] == "cannot tell here" and "one run measures one kernel" in one["reason"]
-    emulated = across_kernels([("6.1", TCG, reps("kmeans", LINEAR)), ("6.12", KVM, reps("kmeans", HALF))])
-    assert emulated["verdict"] == "cannot tell here" and "emulat" in emulated["reason"] and "6.1" in emulated["reason"]
-    apart = across_kernels([("a", KVM, reps("kmeans", LINEAR)), ("b", KVM, reps("pca", LINEAR))])
-    assert apart["verdict"] == "cannot tell here" and apart["here"] == "not measured"
 
 
 def _guest_image() -> str | None:
@@ -284,7 +331,12 @@ IMAGE = _guest_image()
         (["--kernels", "/nonexistent"], "--kernels: kernel=/nonexistent is not a file"),
         (["--kernels", "/etc/passwd"], "--kernels: no /lib/modules/passwd"),
         (["--kernels", ","], "--kernels: ',' is not a list"),
-        (["--kernels", "{image}", "--apps", "gmake"], "--apps gmake with --kernels"),
+        (["--kernels", "{image}", "--apps", "gmake"], "--apps gmake: a guest holds only the engine"),
+        (["--kernels", "{image}", "--apps", "nosuch"], "--apps: no application 'nosuch'"),
+        (["--kernels", "{image}", "--cpu-counts", "3", "--guest", "cpus=2"], "--cpu-counts"),
+        (["--kernels", "{image}", "--guest", "foo=1"], "--guest: "),
+        (["--kernels", "{image}", "--guest", "accel=foo"], "--guest: accel=foo is not kvm or tcg"),
+        (["--kernels", "{image}", "--paper", "--guest", "mem=512M"], "--guest: psearchy's input"),
         (["--kernels", "{image}", "--build-target", "lib/"], "--build-target with --kernels"),
         (["--kernels", "{image}", "--guest", "kernel=/x"], "--guest: kernel= is what --kernels gives"),
         (["--kernels", "{image}", "--guest", "cpus=100000"], "--guest: cpus=100000"),

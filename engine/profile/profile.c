@@ -286,23 +286,6 @@ static pid_t fork_command(char **argv, int saved_stdout, int stdout_to_stderr, i
 	return pid;
 }
 
-static int pin_command(pid_t pid, const struct profile_config *cfg)
-{
-	int most = 0;
-	for (int i = 0; i < cfg->ncpus; i++)
-		most = cfg->cpus[i] > most ? cfg->cpus[i] : most;
-	size_t size = CPU_ALLOC_SIZE(most + 1);
-	cpu_set_t *set = CPU_ALLOC(most + 1);
-	if (!set)
-		return -1;
-	CPU_ZERO_S(size, set);
-	for (int i = 0; i < cfg->ncpus; i++)
-		CPU_SET_S(cfg->cpus[i], size, set);
-	int rc = sched_setaffinity(pid, size, set);
-	CPU_FREE(set);
-	return rc;
-}
-
 /* With the command's rusage (itself and the descendants it waited for):
  * the CPU time of the tree without BPF; and the time limit asked for, which
  * a report names when it is what ended the command. */
@@ -500,7 +483,7 @@ int cmd_profile(int argc, char **argv)
 		/* Held before exec, it takes --cpus now: every thread and child it
 		 * makes inherits them (appscale's confinement where no cgroup
 		 * reaches, as in a guest). */
-		if (cfg.cpus && pin_command(pid, &cfg) != 0) {
+		if (cfg.cpus && cpus_pin_pid(pid, cfg.cpus, cfg.ncpus) != 0) {
 			char msg[160];
 			snprintf(msg, sizeof msg, "--cpus: cannot set the command's CPUs: %s", strerror(errno));
 			emit_error(msg);

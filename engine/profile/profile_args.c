@@ -37,6 +37,7 @@ static void parse_cpus(const char *arg, struct profile_config *cfg)
 			if (cfg->cpus[k] == cfg->cpus[i])
 				die_usage("--cpus: CPU %d is listed twice", cfg->cpus[i]);
 	}
+	free(topo.cpus);
 }
 
 void profile_parse_args(int argc, char **argv, struct profile_config *cfg)

@@ -247,6 +247,30 @@ def _study_rows(store: Store, run: Run) -> dict[str, dict]:
     return out
 
 
+def _apart(a: Run, b: Run) -> list[str]:
+    """What besides their kernel two runs differ in that moves a scaling
+    figure: the machine, the environment, the workloads' sizes."""
+
+    def env(run: Run) -> str:
+        e = run.machine.get("environment")
+        if not e:
+            return "the host itself"
+        how = [x for x in (e.get("accel"), f"{(e.get('shape') or {}).get('cpus')} vCPUs" if e.get("shape") else None)
+               if x]  # fmt: skip
+        return f"a {e['name']}" + (f" ({', '.join(how)})" if how else "")
+
+    facts = {
+        "host": lambda r: r.host,
+        "CPU": lambda r: (r.machine.get("cpu") or {}).get("model_name"),
+        "CPUs available": lambda r: (r.machine.get("topology") or {}).get("available"),
+        "environment": env,
+        "workload sizes": lambda r: ", ".join(
+            f"{k} {v:,}" for k, v in sorted(((r.params or {}).get("sizes") or {}).items())
+        ),
+    }
+    return [f"{what} {fact(a)} and {fact(b)}" for what, fact in facts.items() if fact(a) != fact(b)]
+
+
 def _kernel_of(run: Run) -> tuple[str]:
     """The kernel a run measured, as a one-tuple: the one its study named, else its machine's release."""
     return ((run.params or {}).get("kernel") or (run.machine.get("kernel") or {}).get("release") or f"run {run.id}",)
@@ -263,7 +287,7 @@ def _findings(store: Store, run_a: Run, run_b: Run) -> list[FindingChange]:
     if entry.across:
         # the finding one run cannot tell, told by the two together: the same verdict on both sides
         row = entry.load("across")([_kernel_of(r) + (r.machine.get("environment"), store.records(r.id))
-                                    for r in (run_a, run_b)])  # fmt: skip
+                                    for r in (run_a, run_b)], apart=_apart(run_a, run_b))  # fmt: skip
         both = {"measure": row["measure"], "paper": str(row["paper"]), "verdict": row["verdict"]}
         a[row["id"]] = {**both, "here": f"{row['here']} (runs {run_a.id} and {run_b.id} together: {row['reason']})"}
         b[row["id"]] = {**both, "here": a[row["id"]]["here"]}

@@ -14,8 +14,9 @@ runs per second, so its interval is the rate's."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..studies import load
 from ..studies.verdict import AGREES, CANNOT_TELL, DIFFERS, NEAR_LINEAR, NUMBER_BAND, Measured, Verdict, judge
@@ -46,8 +47,8 @@ ABSENCE = ("flat_with_cores", "near_linear")
 
 EMULATED = "measured in a guest QEMU emulated (TCG): its timings are the emulator's, not the kernel's"
 ONE_KERNEL = (
-    "one run measures one kernel: run the study under each kernel (boot it, or a guest that KVM accelerates) "
-    "and set the runs side by side with `oslens compare A B`, finding by finding"
+    "one run measures one kernel: `study kernels --kernels IMAGE,IMAGE` runs the study in a guest of each (where "
+    "this host's KVM boots them), or run it under each kernel and `oslens compare A B` the runs"
 )
 
 
@@ -259,43 +260,80 @@ def _emulated(env: dict | None) -> bool:
     return bool(env) and env.get("name") == "kvm" and env.get("accel") != "kvm"
 
 
-# Two kernels' scalability differs negligibly when, at every CPU count of
-# every application both ran, the ratio of their speedups lies within this
-# share of 1 (the paper's "negligible", made a number: the band of a flat series).
+# Two kernels' scalability differs negligibly when, for every application
+# both ran, the ratio of their speedups at the most CPUs both ran lies within
+# this share of 1 (the paper's "negligible", made a number: the band of a flat series).
 NEGLIGIBLE = 0.10
 
 
-def _speedup_at(reps: dict[int, list[dict]]) -> dict[int, tuple[float, float, float, float]]:
-    """CPU count -> (speedup, low, high, the intervals' lower coverage) against the smallest count."""
-    rates = {n: [x for r in rs if (x := _rate(r)) is not None] for n, rs in reps.items()}
-    rates = {n: xs for n, xs in rates.items() if len(xs) >= 2}
-    if len(rates) < 2:
-        return {}
-    ivs = {n: median_ci(xs, CONFIDENCE) for n, xs in rates.items()}
-    base = ivs[min(ivs)]
-    return {
-        n: (iv.median / base.median, iv.low / base.high, iv.high / base.low, min(iv.coverage, base.coverage))
-        for n, iv in ivs.items()
-        if n != min(ivs)
-    }
+@dataclass(frozen=True)
+class _Ratio:
+    """One application's speedup under kernel b over its speedup under kernel a,
+    from `base` to `top` CPUs (the smallest and largest counts both ran)."""
+
+    app: str
+    base: int
+    top: int
+    a: str
+    b: str
+    rates: tuple[list[float], list[float], list[float], list[float]]  # a at base, a at top, b at base, b at top
+
+    def interval(self, confidence: float) -> tuple[float, float, float, float]:
+        """(ratio, low, high, coverage): each of the four medians at
+        `confidence`, the ends set against the opposite ends; the coverage is
+        the product of the four (independent samples)."""
+        ab, at, bb, bt = (median_ci(x, confidence) for x in self.rates)
+        ratio = (bt.median / bb.median) / (at.median / ab.median)
+        low = (bt.low / bb.high) / (at.high / ab.low)
+        high = (bt.high / bb.low) / (at.low / ab.high)
+        return ratio, low, high, ab.coverage * at.coverage * bb.coverage * bt.coverage
 
 
-def _largest(ratios: list[tuple]) -> str:
+def _rates(records: list[dict]) -> dict[str, dict[int, list[float]]]:
+    """app -> CPU count -> runs per second of the repetitions that ended ok."""
+    return {app: {n: [x for r in rs if (x := _rate(r)) is not None] for n, rs in reps.items()}
+            for app, reps in _by_app(records).items()}  # fmt: skip
+
+
+def _ratios(runs: list[tuple[str, dict | None, list[dict]]]) -> list[_Ratio]:
+    """Each kernel against the first, for every application both ran at two
+    counts or more with two repetitions each."""
+    (a, _, first), out = runs[0], []
+    rates_a = _rates(first)
+    for b, _, records in runs[1:]:
+        rates_b = _rates(records)
+        for app in sorted(set(rates_a) & set(rates_b)):
+            ra, rb = rates_a[app], rates_b[app]
+            counts = sorted(n for n in set(ra) & set(rb) if len(ra[n]) >= 2 and len(rb[n]) >= 2)
+            if len(counts) >= 2:
+                lo, hi = counts[0], counts[-1]
+                out.append(_Ratio(app, lo, hi, a, b, (ra[lo], ra[hi], rb[lo], rb[hi])))
+    return out
+
+
+def _largest(told: list[tuple[_Ratio, tuple[float, float, float, float]]]) -> str:
     """The speedup ratio furthest from 1, in words."""
-    app, n, ratio, low, high, _, a, b = max(ratios, key=lambda r: abs(r[2] - 1))
-    here = f"{app} on {n} CPUs: speedup under {b} is {ratio:.2f}× that under {a} [{low:.2f}–{high:.2f}]"
-    return here + (f"; the largest of {len(ratios)} ratios" if len(ratios) > 1 else "")
+    r, (ratio, low, high, _) = max(told, key=lambda t: abs(t[1][0] - 1))
+    here = (f"{r.app}, {r.base} to {r.top} CPUs: speedup under {r.b} is {ratio:.2f}× that under {r.a} "
+            f"[{low:.2f}–{high:.2f}]")  # fmt: skip
+    return here + (f"; the largest of {len(told)} ratios" if len(told) > 1 else "")
 
 
-def across_kernels(runs: list[tuple[str, dict | None, list[dict]]], not_run: list[str] = ()) -> dict:
+def across_kernels(
+    runs: list[tuple[str, dict | None, list[dict]]], not_run: list[str] = (), apart: list[str] = ()
+) -> dict:
     """The finding that needs several kernels ("kernel versions barely change
     scalability") judged from study runs, one per kernel: (its kernel's
-    name, the environment it ran in or None, its records). At every count of
-    every application all of them ran, the ratio of two kernels' speedups,
-    with the interval its two intervals give; agrees when every ratio lies
-    within NEGLIGIBLE of 1, differs when one lies wholly outside. A guest
-    emulated by QEMU times QEMU, not the kernel: cannot tell. not_run: why
-    the kernels that were given and not run were not ("NAME: …")."""
+    name, the environment it ran in or None, its records). For every
+    application, each kernel's speedup from the smallest to the largest
+    count it shares with the first kernel's run, as a ratio with its
+    interval; agrees when every ratio lies within NEGLIGIBLE of 1, differs
+    when one lies wholly outside. The intervals are Bonferroni's: all of
+    them together cover with CONFIDENCE, or the verdict cannot tell and
+    says how many repetitions would. Cannot tell either from runs of one
+    kernel, runs that differ in more than their kernel (`apart`: what else,
+    as `compare` finds it), or a guest emulated by QEMU, which times QEMU.
+    not_run: why the kernels given and not run were not ("NAME: …")."""
     (f,) = [x for x in load(STUDY) if x.id == "kernels_no_improvement"]
     out = {"part": f.source, "measure": f"{f.measure} ({f.workload})", "kernels": [name for name, _, _ in runs]}
 
@@ -308,33 +346,39 @@ def across_kernels(runs: list[tuple[str, dict | None, list[dict]]], not_run: lis
     # a kernel given twice (an A/A check) is told apart by its place
     runs = [(f"{name} (#{i + 1})" if names.count(name) > 1 else name, env, recs) for i, (name, env, recs) in
             enumerate(runs)]  # fmt: skip
+    ratios = _ratios(runs)
+    m = len(ratios)
+    each = 1 - (1 - CONFIDENCE) / (4 * m) if m else CONFIDENCE  # Bonferroni: four medians per ratio
+    told = [(r, r.interval(each)) for r in ratios]
+    here = _largest(told) if told else "not measured"
     emulated = [name for name, env, _ in runs if _emulated(env)]
-    per_run = [{app: _speedup_at(reps) for app, reps in _by_app(records).items()} for _, _, records in runs]
-    ratios = []  # (app, n, ratio, low, high, coverage, kernel a, kernel b)
-    (name0, _, _), first = runs[0], per_run[0]
-    for (name, _, _), other in zip(runs[1:], per_run[1:]):
-        for app in sorted(set(first) & set(other)):
-            for n in sorted(set(first[app]) & set(other[app])):
-                (s0, lo0, hi0, c0), (s1, lo1, hi1, c1) = first[app][n], other[app][n]
-                ratios.append((app, n, s1 / s0, lo1 / hi0, hi1 / lo0, min(c0, c1), name0, name))
+    if len(set(names)) < len(names):
+        return verdict(here, CANNOT_TELL, f"the same kernel ran more than once ({', '.join(sorted(set(names)))}): "
+                       "an A/A check of the method, not a comparison of kernels")  # fmt: skip
+    if apart:
+        return verdict(here, CANNOT_TELL, f"the runs differ in more than their kernel: {'; '.join(apart)}")
     if emulated:
-        return verdict(_largest(ratios) if ratios else "not measured", CANNOT_TELL, f"{', '.join(emulated)} "
-                       f"{EMULATED}; a host whose KVM boots these kernels can tell")  # fmt: skip
-    if not ratios:
-        return verdict("not measured", CANNOT_TELL, "no application ran at two CPU counts with two repetitions "
-                       "each under two kernels (run with --reps 3)")  # fmt: skip
-    here = _largest(ratios)
+        return verdict(here, CANNOT_TELL, f"{', '.join(emulated)} {EMULATED}; a host whose KVM boots these "
+                       "kernels can tell")  # fmt: skip
+    if not told:
+        return verdict(here, CANNOT_TELL, "no application ran at two CPU counts with two repetitions each under "
+                       "two kernels (run with --reps 3)")  # fmt: skip
+    together = 1 - sum(1 - c for _, (_, _, _, c) in told)
+    if together < CONFIDENCE:
+        # the (min, max) of n values covers a median with 1 - 2^(1-n)
+        reps = math.ceil(1 + math.log2(4 * m / (1 - CONFIDENCE)))
+        return verdict(here, CANNOT_TELL, f"{m} speedup ratio{'s' if m > 1 else ''} of four medians each cover "
+                       f"together with {max(together, 0):.0%} confidence, not {CONFIDENCE:.0%}: {reps} repetitions "
+                       "would tell")  # fmt: skip
     lo_band, hi_band = 1 - NEGLIGIBLE, 1 / (1 - NEGLIGIBLE)
-    outside = [r for r in ratios if r[4] < lo_band or r[3] > hi_band]
-    straddling = [r for r in ratios if not (lo_band <= r[3] and r[4] <= hi_band) and r not in outside]
-    least = min(r[5] for r in ratios)
+    band = f"{lo_band:.2f}–{hi_band:.2f} (the band of a negligible difference)"
+    outside = [(r, iv) for r, iv in told if iv[2] < lo_band or iv[1] > hi_band]
+    inside = [(r, iv) for r, iv in told if lo_band <= iv[1] and iv[2] <= hi_band]
     if outside:
-        app, n, ratio, _, _, _, a, b = max(outside, key=lambda r: abs(r[2] - 1))
-        return verdict(here, DIFFERS, f"{len(outside)} of {len(ratios)} speedup ratios lie wholly outside "
-                       f"{lo_band:.2f}–{hi_band:.2f} (the band of a negligible difference), most {app} on {n} CPUs "
-                       f"({ratio:.2f}×, {b} against {a})", least)  # fmt: skip
-    if straddling:
-        return verdict(here, CANNOT_TELL, f"{len(straddling)} of {len(ratios)} speedup ratios straddle an edge of "
-                       f"{lo_band:.2f}–{hi_band:.2f}: more repetitions could tell", least)  # fmt: skip
-    return verdict(here, AGREES, f"every speedup ratio's interval lies within {lo_band:.2f}–{hi_band:.2f} (the band "
-                   "of a negligible difference)", least)  # fmt: skip
+        r, iv = max(outside, key=lambda t: abs(t[1][0] - 1))
+        return verdict(here, DIFFERS, f"{len(outside)} of {m} speedup ratios lie wholly outside {band}, most "
+                       f"{r.app} ({iv[0]:.2f}×, {r.b} against {r.a})", together)  # fmt: skip
+    if len(inside) < m:
+        return verdict(here, CANNOT_TELL, f"{m - len(inside)} of {m} speedup ratios straddle an edge of {band}: "
+                       "more repetitions could tell", together)  # fmt: skip
+    return verdict(here, AGREES, f"every speedup ratio's interval lies within {band}", together)

@@ -11,11 +11,16 @@ from . import EXIT_FAILED, Context, environment_option, measuring_options, one_o
 
 def _refused_inside(kw: dict) -> str | None:
     """Inside an environment only the engine is there: its built-in
-    workloads run, a command of the host's and a shell for --prepare do not."""
+    workloads run, a command of the host's and a shell for --prepare do not.
+    What any machine would refuse is refused too, before one is made."""
+    from ..plan.appscale import check
+
     if kw.get("command"):
         return "inside an environment only the engine's built-in workloads run (--workload), not a command of this host"
     if kw.get("prepare"):
         return "--prepare runs a shell command, and an environment holds only the engine"
+    check(command=list(kw["command"]), workload=kw["workload"], reps=kw["reps"], size=kw["size"],
+          time_limit=kw["time_limit"])  # fmt: skip
     return None
 
 

@@ -267,10 +267,13 @@ def _worded(option: str):
     try:
         yield
     except UsageError as e:
-        raise UsageError(option + str(e).removeprefix("--in kvm")) from None
+        said = str(e)
+        raise UsageError(
+            option + (said.removeprefix("--in kvm") if said.startswith("--in kvm") else f": {said}")
+        ) from None
 
 
-def _guests(images: str, guest: str, *, reps, apps, build_target, say) -> tuple[list, list[str]]:
+def _guests(images: str, guest: str, *, cpus, reps, apps, paper, build_target, say) -> tuple[list, list[str]]:
     """Every input of `--kernels` checked before any guest is made: the
     guests to boot, (kernel name, guest made but not booted), and why the
     kernels this host cannot boot so (a PVM host's KVM, no /dev/kvm) are not
@@ -280,17 +283,19 @@ def _guests(images: str, guest: str, *, reps, apps, build_target, say) -> tuple[
 
     if build_target is not None:
         raise UsageError(f"--build-target with --kernels: {study_plan.NO_BUILD_IN_GUEST}")
-    study_plan.check_apps_in_guests(apps)
     check_reps(reps)
-    opts = parse_options(guest, kvm.KEYS, "kvm") if guest else {}
+    with _worded("--guest"):
+        opts = parse_options(guest, kvm.KEYS, "kvm") if guest else {}
+        shape = kvm.shape(opts, len(os.sched_getaffinity(0)))  # whether any guest can be booted or not
     if "kernel" in opts:
         raise UsageError("--guest: kernel= is what --kernels gives, one guest per image")
+    if opts.get("accel", "kvm") not in ("kvm", "tcg"):
+        raise UsageError(f"--guest: accel={opts['accel']} is not kvm or tcg")
+    study_plan.check_in_guests(apps, cpus, shape.cpus, shape.mem_mib, paper)
     paths = [p.strip() for p in images.split(",")]
     if not all(paths):
         raise UsageError(f"--kernels: '{images}' is not a list of kernel images (IMAGE[,IMAGE…])")
     guests, not_run = [], []
-    with _worded("--guest"):
-        kvm.shape(opts, len(os.sched_getaffinity(0)))  # whether any guest can be booted or not
     for path in paths:
         with _worded("--kernels"):
             image, _ = kvm.guest_kernel(path)  # a file that is no guest kernel: one line, exit 2
@@ -313,8 +318,9 @@ def _across_kernels(ctx: Context, images: str, guest: str, *, cpus, reps, apps, 
     from ..report.verdicts import show_across
     from ..runner import execute
 
-    guests, not_run = _guests(images, guest, reps=reps, apps=apps, build_target=build_target, say=ctx.say)
-    runs = []
+    guests, not_run = _guests(images, guest, cpus=cpus, reps=reps, apps=apps, paper=paper, build_target=build_target,
+                              say=ctx.say)  # fmt: skip
+    runs, failed = [], False
     with ctx.store() if guests else contextlib.nullcontext() as store:
         for name, env in guests:
             ctx.say(f"oslens study kernels: a guest booting {name}")
@@ -328,10 +334,12 @@ def _across_kernels(ctx: Context, images: str, guest: str, *, cpus, reps, apps, 
                                      app.runs(points, plan.reps, None), len(points) * plan.reps, ctx.err,
                                      ctx.quiet)  # fmt: skip
             runs.append((name, store.run(run_id)))
+            summary = analyze(store, run_id)
             if ctx.as_json:
-                store.set_summary(run_id, analyze(store, run_id).to_dict())
+                store.set_summary(run_id, summary.to_dict())
             else:
-                print_run(ctx, store, run_id)
+                print_run(ctx, store, run_id, summary)
+            failed = failed or bool(summary["failed_points"])
         row = across_kernels([(name, run.machine.get("environment"), store.records(run.id)) for name, run in runs],
                              not_run=not_run)  # fmt: skip
     if ctx.as_json:
@@ -339,4 +347,4 @@ def _across_kernels(ctx: Context, images: str, guest: str, *, cpus, reps, apps, 
         click.echo(json.dumps({"runs": runs_out, "not_run": not_run, "across": row}, indent=1), file=ctx.out.file)
     else:
         show_across(ctx.out, row, not_run)
-    return 0
+    return EXIT_FAILED if failed else 0

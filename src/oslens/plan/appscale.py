@@ -37,6 +37,22 @@ def substitute(argv: list[str], n: int) -> tuple[str, ...]:
     return tuple(N_PLACEHOLDER.sub(str(n), a) for a in argv)
 
 
+def check(*, command: list[str], workload: str | None, reps: int, size: int | None, time_limit: float | None) -> None:
+    """What can be refused whatever machine the application runs on: before
+    an environment is made (`--in`), with the host's engine, which is the
+    one copied inside."""
+    if bool(command) == bool(workload):
+        raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
+    check_reps(reps)
+    most = engine.limit("profile", "--time-limit")["max"]
+    if time_limit is not None and not 0 < time_limit <= most:
+        raise UsageError(f"--time-limit: {sig(time_limit, 6)} is not a number of seconds in (0, {sig(most, 9)}]")
+    if size is not None and size <= 0:
+        raise UsageError(f"--size: {size} is not a positive size")
+    if workload and workload not in (known := engine.workloads()):
+        raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
+
+
 def plan(
     *,
     command: list[str],
@@ -49,20 +65,11 @@ def plan(
     time_limit: float | None,
     prepare: str | None = None,
 ) -> Plan:
-    if bool(command) == bool(workload):
-        raise UsageError("give either --workload NAME or -- CMD ARGS… (one application)")
-    check_reps(reps)
-    most = engine.limit("profile", "--time-limit")["max"]
-    if time_limit is not None and not 0 < time_limit <= most:
-        raise UsageError(f"--time-limit: {sig(time_limit, 6)} is not a number of seconds in (0, {sig(most, 9)}]")
-    if size is not None and size <= 0:
-        raise UsageError(f"--size: {size} is not a positive size")
+    check(command=command, workload=workload, reps=reps, size=size, time_limit=time_limit)
     available = engine.topology()["available"]
     counts = parse_worker_counts(cpus, available, option="--cpu-counts", placement=placement)
     if workload:
         known = engine.workloads()
-        if workload not in known:
-            raise UsageError(f"--workload: no workload '{workload}' (there are: {', '.join(sorted(known))})")
         data_dir = DIR_PLACEHOLDER if known[workload].get("uses_dir") else None
         engine.check_app(workload, workers=max(counts), mode=mode, size=size, data_dir=data_dir)
         argv = engine.app_argv(workload, workers="{n}", mode=mode, size=size, data_dir=data_dir)

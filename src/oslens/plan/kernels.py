@@ -58,12 +58,25 @@ APPLICATIONS = {
 NO_BUILD_IN_GUEST = "a guest holds only the engine: no compiler and no kernel source to build"
 
 
-def check_apps_in_guests(apps: str | None) -> None:
-    """Refuses, before any guest is made, an application named in --apps that
-    cannot run in one."""
-    names = [a.strip() for a in (apps or "").split(",")]
-    if any(APPLICATIONS.get(n) and APPLICATIONS[n].workload is None for n in names):
-        raise UsageError(f"--apps gmake with --kernels: {NO_BUILD_IN_GUEST}")
+# psearchy's input files are 1-8 KiB each (engine/apps/psearchy.c), held in a guest's memory
+PSEARCHY_FILE_MAX = 8 << 10
+
+
+def check_in_guests(apps: str | None, cpus: str | None, guest_cpus: int, guest_mib: int, paper: bool) -> None:
+    """Refuses, before any guest is made, what cannot run in the guests:
+    an application unknown or needing what a guest lacks, CPU counts the
+    guest has not, an input larger than half the guest's memory."""
+    # 2 sockets: whether round robin over sockets differs is the guest's to say
+    chosen, _ = _chosen(apps, sockets=2, in_guest=True)
+    try:
+        parse_worker_counts(cpus, guest_cpus, option="--cpu-counts")
+    except UsageError as e:
+        raise UsageError(f"{e}: the machine here is each guest, of {guest_cpus} vCPUs (--guest cpus=N)") from None
+    sizes = [a.paper_size if paper else a.size for a in chosen if a.workload == "psearchy"]
+    need_mib = max(sizes, default=0) * PSEARCHY_FILE_MAX >> 20
+    if 2 * need_mib > guest_mib:
+        raise UsageError(f"--guest: psearchy's input (up to {need_mib:,} MiB) needs a guest of mem={2 * need_mib}M "
+                         f"or more, not {guest_mib:,} MiB")  # fmt: skip
 
 
 def _chosen(apps: str | None, sockets: int, in_guest: bool = False) -> tuple[list[Application], dict[str, str]]:
