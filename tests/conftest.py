@@ -256,6 +256,13 @@ def browser():
 def no_leaks():
     """Fails the test if it leaves an engine process, a SysV semaphore set
     or a temporary directory behind."""
+    with leaving_nothing():
+        yield
+
+
+@contextmanager
+def leaving_nothing():
+    """no_leaks around a block (a module's fixture that runs once for its tests)."""
     before = Snapshot(sem_ids(), oslens_tmp())
     yield
     deadline = time.monotonic() + 10

@@ -22,7 +22,7 @@ import oslens as api
 from oslens import servers
 from oslens.servers import netns
 
-from conftest import can_run_as_nobody, one_line_error, oslens
+from conftest import can_run_as_nobody, leaving_nothing, one_line_error, oslens
 
 # The programs `serve` starts, by their command names.
 COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian-tcpsrv", "python3", "mpirun", "hpcc",
@@ -71,69 +71,107 @@ def served(tmp_path, *args: str) -> dict:
     return json.loads(p.stdout)
 
 
+# What `study scaleout` runs: where all of it is installed, its one run (study_run) is what the
+# tests of each server and job read, rather than a run of each of their own.
+EVERY = ("nginx", "streaming", "redis", "search", "analysis", "hpcc")
+
+
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory) -> tuple:
+    """`study scaleout` at its smallest settings, run once for the module:
+    (its store, its JSON document). Nothing of its servers, clients and MPI
+    is left after it."""
+    if not all(installed(n) for n in EVERY):
+        pytest.skip("nginx, wrk, redis, Xapian and hpcc: scripts/install-deps.sh servers")
+    before = mpi_files()
+    db = tmp_path_factory.mktemp("scaleout") / "z.db"
+    with leaving_nothing():
+        p = oslens("study", "scaleout", "--reps", "2", "--warmup", "0.5", "--duration", "1", "--json", db=db,
+                   timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert ours_running() == [] and mpi_files() - before == set()
+    return db, json.loads(p.stdout)
+
+
+def one_server(request, tmp_path, name: str) -> tuple:
+    """(the store, the server's or job's entry of its run, its serve records):
+    from the study's run where every server is installed, else from a run
+    of this one alone. A job's entry is the one on every CPU."""
+    if all(installed(n) for n in EVERY):
+        db, doc = request.getfixturevalue("study_run")
+        run = doc["run"]
+    else:
+        doc, db = served(tmp_path, "--server", name), tmp_path / "s.db"
+        run = doc["run"]
+    (s,) = [s for s in doc["servers"] if s["server"] == name and not s["scaling"]]
+    records = [r for r in api.Store(db).run(run).records() if r["type"] == "serve" and r["server"] == name
+               and not r.get("scaling")]  # fmt: skip
+    return db, s, records
+
+
 @pytest.mark.parametrize("name", ["nginx", "streaming", "redis", "search"])
-def test_each_server_answers_its_generator_and_is_profiled_under_load(tmp_path, name, no_leaks):
+def test_each_server_answers_its_generator_and_is_profiled_under_load(request, tmp_path, name):
     if not installed(name):
         pytest.skip(f"{name} or its load generator is not installed (scripts/install-deps.sh servers)")
-    doc = served(tmp_path, "--server", name)
-    (s,) = doc["servers"]
-    (rep,) = s["reps"]
-    assert rep["requests"] > 0 and rep["errors"] == 0, rep
-    assert rep["server_alive"] and s["answered"]
-    assert 0 < rep["per_s"] < rep["requests"]  # a rate over more than a second, not a count
+    db, s, records = one_server(request, tmp_path, name)
+    assert s["reps"] and s["answered"]
+    for rep in s["reps"]:
+        assert rep["requests"] > 0 and rep["errors"] == 0, rep
+        assert rep["server_alive"]
+        assert 0 < rep["per_s"] < rep["requests"]  # a rate over more than a second, not a count
+        # streaming's nginx hands each segment to sendfile at a held rate: its user time can fall under
+        # one tick of the tick-sampled split, and then every tick it was caught in is kernel time (1.0)
+        assert 0 < rep["kernel_share"] <= 1 and rep["syscalls_per_s"] > 0
     # the profile was of the server (its master and workers) while it served: kernel time, calls, switches
     target = s["profile"]["target"]
     assert target["how"] == "duration" and target["pid"] > 0
-    # streaming's nginx hands each segment to sendfile at a held rate: its user time can fall under
-    # one tick of the tick-sampled split, and then every tick it was caught in is kernel time (1.0)
-    assert 0 < rep["kernel_share"] <= 1 and rep["syscalls_per_s"] > 0
     assert s["versions"]["server"] and s["versions"]["client"]
-    record = next(r for r in api.Store(tmp_path / "s.db").last(kind="serve").records() if r["type"] == "serve")
-    assert record["server_cpus"] and record["client_cpus"] and record["config"] is not None
+    assert len(records) == len(s["reps"])
+    for record in records:
+        assert record["server_cpus"] and record["client_cpus"] and record["config"] is not None
     assert ours_running() == []
-    shown = oslens("show", "last", db=tmp_path / "s.db")
+    shown = oslens("show", "last", db=db)
     assert shown.returncode == 0 and name in shown.stdout and "Servers under load" in shown.stdout
 
 
 @needs("hpcc")
-def test_hpcc_is_a_job_run_whole_on_every_cpu_with_its_ranks_profiled(tmp_path, no_leaks):
+def test_hpcc_is_a_job_run_whole_on_every_cpu_with_its_ranks_profiled(request, tmp_path):
     """hpcc runs to its end, a rank per CPU, profiled from the moment all
     its ranks ran until it exited: every rank's threads are in the profile,
     hpcc's own check of its results passed, its results are kept, and
-    nothing of Open MPI is left in /dev/shm."""
+    nothing of Open MPI is left in /dev/shm (study_run checks that too)."""
     before = mpi_files()
-    doc = served(tmp_path, "--server", "hpcc")
-    (s,) = doc["servers"]
-    (rep,) = s["reps"]
+    db, s, records = one_server(request, tmp_path, "hpcc")
     cpus = len(os.sched_getaffinity(0))
-    assert s["job"] and s["server_cpus"] == sorted(os.sched_getaffinity(0)) and rep["errors"] == 0, rep
-    assert rep["results"]["Success"] == 1 and rep["results"]["HPL_Tflops"] > 0 and rep["seconds"] > 0
+    assert s["job"] and s["server_cpus"] == sorted(os.sched_getaffinity(0)), s
+    for rep in s["reps"]:
+        assert rep["errors"] == 0 and rep["results"]["Success"] == 1 and rep["results"]["HPL_Tflops"] > 0, rep
+        assert rep["seconds"] > 0 and 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
     assert s["versions"]["server"] and s["versions"]["client"]
     target = s["profile"]["target"]
     assert target["how"] == "exited", target
     ranks = {t["tgid"] for t in s["profile"]["sections"]["time"]["threads"] if t["comm"] == "hpcc"}
     assert len(ranks) == cpus, s["profile"]["sections"]["time"]["threads"]
-    assert 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
-    record = next(r for r in api.Store(tmp_path / "s.db").last(kind="serve").records() if r["type"] == "serve")
-    assert "hpccinf.txt" in record["config"]
+    assert records and all("hpccinf.txt" in r["config"] for r in records)
     assert ours_running() == [] and mpi_files() - before == set()
-    shown = oslens("show", "last", db=tmp_path / "s.db")
+    shown = oslens("show", "last", db=db)
     assert shown.returncode == 0 and "hpcc's results: HPL, Tflop/s" in shown.stdout
 
 
 @needs("analysis")
-def test_the_data_analysis_job_counts_every_word_it_was_given(tmp_path, no_leaks):
+def test_the_data_analysis_job_counts_every_word_it_was_given(request, tmp_path):
     """tr, sort and uniq run to their end, profiled whole: the counts add up
     to the words written, and each of the three is in the profile."""
-    doc = served(tmp_path, "--server", "analysis")
-    (s,) = doc["servers"]
-    (rep,) = s["reps"]
-    assert s["job"] and rep["errors"] == 0, rep
-    assert rep["results"]["words"] == rep["results"]["words_written"] > 0 and rep["results"]["distinct_words"] > 1000
+    _, s, _ = one_server(request, tmp_path, "analysis")
+    assert s["job"] and s["reps"]
+    for rep in s["reps"]:
+        assert rep["errors"] == 0, rep
+        assert rep["results"]["words"] == rep["results"]["words_written"] > 0
+        assert rep["results"]["distinct_words"] > 1000
+        assert 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
     profile = s["profile"]
     assert profile["target"]["how"] == "exited", profile["target"]
     assert {"tr", "sort", "uniq"} <= {t["comm"] for t in profile["sections"]["time"]["threads"]}
-    assert 0 < rep["kernel_share"] < 1 and rep["faults_per_s"] > 0
     assert ours_running() == []
 
 
@@ -306,17 +344,11 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, word):
     assert ours_running() == []
 
 
-@pytest.mark.skipif(not all(installed(n) for n in ("nginx", "streaming", "redis", "search", "hpcc", "analysis")),
-                    reason="nginx, wrk, redis, Xapian and hpcc: scripts/install-deps.sh servers")  # fmt: skip
-def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(tmp_path, no_leaks, browser):
+def test_study_scaleout_gives_every_finding_a_verdict_or_a_reason(study_run, tmp_path, browser):
     from chromium import load
     from oslens.studies import findings
 
-    db = tmp_path / "z.db"
-    p = oslens("study", "scaleout", "--reps", "2", "--warmup", "0.5", "--duration", "1", "--json", db=db,
-               timeout=300)  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
+    db, doc = study_run
     rows = {r["id"]: r for r in doc["study"]}
     assert set(rows) == {f["id"] for f in findings("zheng-scaleout")}
     for r in rows.values():
