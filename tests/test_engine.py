@@ -29,7 +29,8 @@ from conftest import (
     sem_ids,
 )
 
-SHORT = ("--duration", "0.2", "--warmup", "0.05", "--interval", "0.05")
+# Long enough for several sampling intervals of every probe, the slowest (a 2 MiB fault, a fork) included.
+SHORT = ("--duration", "0.1", "--warmup", "0.02", "--interval", "0.025")
 PROBE_VARIANTS = [f"{p.name}:{v}" for p in engine.probes().values() for v in p.variants]
 
 
