@@ -250,7 +250,11 @@ def test_a_higher_priority_task_holding_the_cpu_is_what_held_its_wake_ups_back(n
     hog = "oslens-inject (task)"
     assert all(w.causes.get(hog, 0) > 0 for w in in_spin), [(w.thread_ns, w.causes) for w in in_spin]
     assert len(in_spin) >= len(s.worst) / 2, [(w.thread_ns, w.causes) for w in s.worst]
-    assert next(iter(s.causes)) == "oslens-inject (task)", s.causes
+    # of the tasks and kernel threads, the hog held the thread back longest; not always of every cause: a vCPU the host
+    # does not run for a while outweighs it on a VM (fresh-clone run 69: 9 wake-ups from idle took
+    # 49 ms, one of them 29.4 ms, "idle: the CPU waking for the interrupt", more than the hog's total)
+    tasks = [what for what in s.causes if what.endswith(("(task)", "(kernel thread)"))]
+    assert tasks and tasks[0] == hog, s.causes
 
 
 @pytest.mark.skipif(not can_run_as_nobody(), reason="needs root, setpriv and a 'nobody' user")
