@@ -251,10 +251,15 @@ def _write_private(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def _config_path(image: Path) -> Path:
+    """Where a kernel's package installs its build configuration: beside the image."""
+    return image.parent / image.name.replace("vmlinuz-", "config-")
+
+
 def _config(image: Path) -> list[str]:
-    """The kernel's build configuration, as its package installs it beside the image."""
+    """The kernel's build configuration, or [] where there is none."""
     try:
-        return (image.parent / image.name.replace("vmlinuz-", "config-")).read_text().splitlines()
+        return _config_path(image).read_text().splitlines()
     except OSError:
         return []
 
@@ -535,7 +540,7 @@ class Guest:
         lines = _config(self.kernel)
         if not lines:
             return unavailable(f"no configuration beside {self.kernel} (config-… where its package puts it)")
-        return {"source": str(self.kernel).replace("vmlinuz-", "config-"), "options": parse_config("\n".join(lines))}
+        return {"source": str(_config_path(self.kernel)), "options": parse_config("\n".join(lines))}
 
     def describe(self) -> dict:
         out = {
