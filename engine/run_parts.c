@@ -121,6 +121,12 @@ static const struct run_part explain_part = {
 /* ---- --explain-light: the same, with nothing run per system call or
  * fault; the samples split the time on a CPU (bpf/explain.h). */
 
+/* The warm-up's lock events weighed as the window opens (bpf/explain.h). */
+static void explain_sampled(int first)
+{
+	explain_bpf_sampled(first);
+}
+
 static const struct run_part explain_light_part = {
 	.name = "explain-light",
 	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
@@ -130,6 +136,7 @@ static const struct run_part explain_light_part = {
 	.check = explain_check,
 	.attach = explain_light_attach,
 	.window = explain_window,
+	.sampled = explain_sampled,
 	.emit = explain_emit,
 	.detach = explain_bpf_stop,
 };
@@ -222,6 +229,13 @@ void run_parts_window(const struct run_view *v, uint64_t start_ns, uint64_t end_
 	for (int k = 0; k < NPARTS; k++)
 		if (attached[k] && run_part_table[k]->window)
 			run_part_table[k]->window(v, start_ns, end_ns);
+}
+
+void run_parts_sampled(int first)
+{
+	for (int k = 0; k < NPARTS; k++)
+		if (attached[k] && run_part_table[k]->sampled)
+			run_part_table[k]->sampled(first);
 }
 
 /* The first streaming part waits; any other only drains what it has, so

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -832,6 +834,50 @@ def test_light_mode_still_times_a_lock_wait_that_sleeps_to_its_end():
                   light=True)  # fmt: skip
     timed = [c for c in stats(r.records).causes if c.key.startswith("lock:mmap_lock:rwsem") and c.error_ns is None]
     assert timed and all(c.ns_per_op > 0 and c.count_per_op > 0 for c in timed), timed
+
+
+def _raw_tracepoints(pid: int) -> set[str]:
+    """The tracepoints process pid holds BPF links on now (its fdinfo)."""
+    names = set()
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            fields = dict(line.split(":\t", 1) for line in info.read_text().splitlines() if ":\t" in line)
+        except OSError:  # closed meanwhile
+            continue
+        if fields.get("link_type") == "raw_tracepoint":
+            names.add(fields.get("tp_name", "?"))
+    return names
+
+
+@pytest.mark.skipif(not TWO, reason="contention needs two CPUs")
+@pytest.mark.parametrize("probe", ["dup", "mmap"])
+def test_light_mode_leaves_the_lock_programs_out_only_where_they_would_time_next_to_nothing(probe, no_leaks):
+    """Light mode times only the lock waits that sleep, yet its programs run
+    on every contended acquisition: as the window opens, the warm-up's
+    events are weighed (engine/bpf/explain.h), and the window runs without
+    the programs exactly when the rule says so — the links gone, which the
+    engine's descriptors show in the middle of the window, and the report
+    says what was not timed."""
+    e = StreamingEngine("run", "--explain-light", "--probe", probe, "--mode", "thread", "--workers", "2",
+                        "--warmup", "0.2", "--duration", "1.2")  # fmt: skip
+    e.wait_for("started")
+    time.sleep(0.8)  # the warm-up, and some of the window
+    during = _raw_tracepoints(e.proc.pid)
+    assert e.finish() == 0, e.stderr
+    (rec,) = [r for r in e.records if r["type"] == "explain"]
+    if not rec["available"]:
+        pytest.skip(f"attribution unavailable here: {rec['reason']}")
+    resolve_charges(rec, Kallsyms())  # as the runner does before storing
+    w = rec["lock_waits"]
+    events = w["spinning"] + w["sleeping"]
+    too_costly = w["per_cpu_s"] > w["bound_per_cpu_s"] and w["sleeping"] * 100 < events
+    assert w["sleeping_timed"] == (not too_costly), w
+    assert ("contention_begin" in during) == w["sleeping_timed"], (during, w)
+    assert "softirq_entry" in during  # the interrupts are timed either way
+    if w["sleeping"] == 0 and not w["sleeping_timed"]:
+        assert "contention_end" not in during and not w["end_attached"], (during, w)
+    notes = stats(e.records).notes
+    assert any("lock waits that sleep were not timed" in n for n in notes) == (not w["sleeping_timed"]), notes
 
 
 @pytest.mark.skipif(not TWO, reason="contention needs two CPUs")

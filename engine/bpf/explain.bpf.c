@@ -480,6 +480,15 @@ int oslens_ex_fault_maj(struct bpf_perf_event_data *ctx)
  * the lookups come back, the figures stay right. */
 __u64 sleeping_lock_waits = 0;
 
+/* Light mode: the contention events each CPU sees, by kind (explain.h:
+ * the loader weighs them when the window opens). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EL_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lock_events SEC(".maps");
+
 SEC("raw_tp/contention_begin")
 int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 {
@@ -488,8 +497,14 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 	 * that sleeps is timed here, at a rate its switches bound. Timing
 	 * every spin cost 42 % of dup's throughput at 2 threads: its end runs
 	 * inside the critical section every other waiter queues on. */
-	if (light_mode && (flags & LCB_F_SPIN))
-		return 0;
+	if (light_mode) {
+		__u32 kind = flags & LCB_F_SPIN ? EL_SPIN : EL_SLEEP;
+		__u64 *seen = bpf_map_lookup_elem(&lock_events, &kind);
+		if (seen)
+			*seen += 1;
+		if (kind == EL_SPIN)
+			return 0;
+	}
 	__u32 tid;
 	struct explain_task *t = current_task(&tid);
 	if (!t)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -28,6 +29,18 @@ static struct bpf_link **sample_links; /* the threads' clocks */
 static int n_sample_links;
 static uint64_t sample_period_ns; /* 0: not sampled */
 static int light;		  /* light mode (explain.h) */
+
+/* Light mode: the lock programs weighed when the window opens (explain.h). */
+static struct {
+	int worker_cpus;       /* the CPUs the workers are pinned to, each once */
+	uint64_t set_ns;       /* CLOCK_MONOTONIC when the window was given: the start, about */
+	uint64_t start_ns;     /* the window's start: the warm-up lies between */
+	int weighed;	       /* 1 once the window opened */
+	uint64_t seen[EL_MAX]; /* the warm-up's events, over every CPU */
+	double per_cpu_s;      /* their rate per second of a worker's CPU */
+	int untimed;	       /* the window ran without the begin program */
+	int end_attached;      /* its end program still runs: a sleeping wait was open */
+} lock_waits;
 
 /* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
@@ -72,6 +85,13 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 	explain_bpf_stop();
 	missing.list[0] = 0;
 	light = light_mode;
+	memset(&lock_waits, 0, sizeof lock_waits);
+	for (int i = 0; i < ntids; i++) {
+		int seen = cpus[i] < 0;
+		for (int k = 0; k < i && !seen; k++)
+			seen = cpus[k] == cpus[i];
+		lock_waits.worker_cpus += !seen;
+	}
 	loader_init();
 	if (loader_check_usable(why, whylen) != 0)
 		return -1;
@@ -216,14 +236,78 @@ int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cp
 	return 0;
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 {
 	if (!skel)
 		return;
+	lock_waits.set_ns = monotonic_ns();
+	lock_waits.start_ns = start_ns;
 	/* the end first: a start already in the past must never meet the
 	 * "no window yet" end */
 	__atomic_store_n(&skel->data->window_end_ns, end_ns, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&skel->data->window_start_ns, start_ns, __ATOMIC_SEQ_CST);
+}
+
+/* Light mode: the end program goes once no sleeping wait is open, so
+ * that none is left without its end. A begin program still under way
+ * when its link went could open one after this read: it waits in the
+ * kernel for no longer than it takes to run, and the read comes a
+ * sample after the link went (or a millisecond, at the window's start). */
+static void drop_lock_end(void)
+{
+	if (lock_waits.end_attached && !__atomic_load_n(&skel->bss->sleeping_lock_waits, __ATOMIC_ACQUIRE)) {
+		bpf_link__destroy(skel->links.oslens_ex_lock_end);
+		skel->links.oslens_ex_lock_end = NULL;
+		lock_waits.end_attached = 0;
+	}
+}
+
+/* Light mode, as the window opens: the warm-up's lock events, weighed
+ * against the bound of explain.h. */
+static void weigh_lock_waits(void)
+{
+	lock_waits.weighed = 1;
+	int ncpus = libbpf_num_possible_cpus();
+	__u64 *per_cpu = ncpus > 0 ? calloc((size_t)ncpus, sizeof *per_cpu) : NULL;
+	for (__u32 kind = 0; per_cpu && kind < EL_MAX; kind++)
+		if (bpf_map__lookup_elem(skel->maps.lock_events, &kind, sizeof kind, per_cpu,
+					 (size_t)ncpus * sizeof *per_cpu, 0) == 0)
+			for (int c = 0; c < ncpus; c++)
+				lock_waits.seen[kind] += per_cpu[c];
+	int counted = per_cpu != NULL;
+	free(per_cpu);
+	double warmup_s = lock_waits.start_ns > lock_waits.set_ns ? (lock_waits.start_ns - lock_waits.set_ns) / 1e9 : 0;
+	if (!counted || warmup_s <= 0 || lock_waits.worker_cpus <= 0 || !skel->links.oslens_ex_lock_begin)
+		return; /* nothing to weigh: the lock programs stay */
+	uint64_t events = lock_waits.seen[EL_SPIN] + lock_waits.seen[EL_SLEEP];
+	lock_waits.per_cpu_s = (double)events / (warmup_s * lock_waits.worker_cpus);
+	if (lock_waits.per_cpu_s <= EXPLAIN_LIGHT_LOCK_EVENTS_PER_S ||
+	    lock_waits.seen[EL_SLEEP] * EXPLAIN_LIGHT_SLEEP_SHARE >= events)
+		return;
+	bpf_link__destroy(skel->links.oslens_ex_lock_begin);
+	skel->links.oslens_ex_lock_begin = NULL;
+	lock_waits.untimed = 1;
+	lock_waits.end_attached = skel->links.oslens_ex_lock_end != NULL;
+	struct timespec ms = {0, 1000000};
+	nanosleep(&ms, NULL);
+	drop_lock_end();
+}
+
+void explain_bpf_sampled(int first)
+{
+	if (!skel || !light)
+		return;
+	if (first && !lock_waits.weighed)
+		weigh_lock_waits();
+	else
+		drop_lock_end();
 }
 
 /* A charge's tid, kind, id and name, as `charges` and `samples` write
@@ -341,6 +425,17 @@ void explain_bpf_emit(int rep)
 			json_str(j, NULL, bpf_program__name(p));
 	}
 	json_end(j);
+	if (light && lock_waits.weighed) {
+		/* the warm-up's lock events, and whether the window timed the waits that sleep */
+		json_obj(j, "lock_waits");
+		json_uint(j, "spinning", lock_waits.seen[EL_SPIN]);
+		json_uint(j, "sleeping", lock_waits.seen[EL_SLEEP]);
+		json_num(j, "per_cpu_s", lock_waits.per_cpu_s);
+		json_uint(j, "bound_per_cpu_s", EXPLAIN_LIGHT_LOCK_EVENTS_PER_S);
+		json_bool(j, "sleeping_timed", !lock_waits.untimed);
+		json_bool(j, "end_attached", !lock_waits.untimed || lock_waits.end_attached);
+		json_end(j);
+	}
 	json_uint(j, "window_start_ns", skel->data->window_start_ns);
 	json_uint(j, "window_end_ns", skel->data->window_end_ns);
 	json_uint(j, "lost", skel->bss->lost);

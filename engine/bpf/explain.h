@@ -136,6 +136,22 @@ struct explain_cpu_workers {
 	__u32 tid[EXPLAIN_WORKERS_PER_CPU]; /* 0: no more */
 };
 
+/* Light mode: the lock-contention events a CPU saw until the window
+ * opened, by kind (the map lock_events). The lock programs run on every
+ * contended acquisition, spinning or not, but in light mode they time only
+ * the waits that sleep (a spinning waiter is on its CPU, where the clock
+ * samples it). When, over the warm-up, the tracepoints fired more than
+ * EXPLAIN_LIGHT_LOCK_EVENTS_PER_S times per second of each worker's CPU
+ * and fewer than 1 in EXPLAIN_LIGHT_SLEEP_SHARE of the waits slept, the
+ * window runs without them: dup's file_lock at two threads fired 1.05 M
+ * times a second per CPU, and the two programs' 47 ns a run each took
+ * 9.9 % of the workers' CPU (bench/light_cost.py) to time nothing. At the
+ * bound they would take about 1 %. Its sleeping waits then count as asleep
+ * in their system call. */
+enum explain_lock_event { EL_SPIN, EL_SLEEP, EL_MAX };
+#define EXPLAIN_LIGHT_LOCK_EVENTS_PER_S 100000
+#define EXPLAIN_LIGHT_SLEEP_SHARE 100
+
 /* OS entry run lengths (runlen.h): a system call or a page fault from user
  * space with everything nested in it (faults, lock spinning, interrupts;
  * not the time asleep), an interrupt taken in user space — counted where
@@ -209,6 +225,11 @@ int explain_bpf_helpers(const int *pids, const int *served, int n, const int *cp
 			size_t whylen);
 /* Charges from now on what falls in [start_ns, end_ns] of CLOCK_MONOTONIC. */
 void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
+/* The master took one of the window's samples, the first as the window
+ * opens: in light mode, the warm-up's lock events are weighed then
+ * (EXPLAIN_LIGHT_LOCK_EVENTS_PER_S), and the lock programs left out of
+ * the window if they cost more than they time. */
+void explain_bpf_sampled(int first);
 /* The `explain` record of repetition rep (engine/README.md). */
 void explain_bpf_emit(int rep);
 /* Detaches and unloads. Idempotent. */

@@ -22,6 +22,11 @@ void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 	(void)start_ns, (void)end_ns;
 }
 
+void explain_bpf_sampled(int first)
+{
+	(void)first;
+}
+
 void explain_bpf_emit(int rep)
 {
 	(void)rep;

@@ -331,6 +331,33 @@ LIGHT_NOTE = (
     "was split by {n} samples{rate}{where}, so each of its shares is an estimate (± one standard error in --json), "
     "and calls per op are not counted"
 )
+# Light mode leaves the lock programs out of a window when the warm-up's
+# contention events were too many and too few of them slept (the engine's
+# rule, engine/bpf/explain.h; the record's lock_waits).
+LOCK_WAITS_UNTIMED_NOTE = (
+    "light mode, {n} of {of}: lock waits that sleep were not timed — in the warm-up, contended locks were met "
+    "at least {rate:,.0f} times a second per worker CPU (over {bound:,}), {sleeping} of them waits that sleep, and "
+    "the two programs on every contended acquisition would have cost more than they explain; a wait that sleeps "
+    "counts as asleep in its system call, and a spinning one is sampled as always"
+)
+
+
+def lock_waits_note(reps: list) -> str | None:
+    """What the repetitions whose window ran without the lock programs say, or None."""
+    untimed = [r.explain["lock_waits"] for r in reps if not r.explain.get("lock_waits", {}).get("sleeping_timed", True)]
+    if not untimed:
+        return None
+    rate = min(w["per_cpu_s"] for w in untimed)
+    sleeping = sum(w["sleeping"] for w in untimed)
+    return LOCK_WAITS_UNTIMED_NOTE.format(
+        n=plural(len(untimed), "repetition"),
+        of=len(reps),
+        rate=rate,
+        bound=untimed[0]["bound_per_cpu_s"],
+        sleeping="none" if not sleeping else f"{sleeping:,}",
+    )
+
+
 # Where light mode's samples were taken: the workers' CPUs, on and off them
 # (the record's off_cpu_sampled), or only while they ran.
 LIGHT_WHERE = " of the workers' CPUs, running or not (IPIs sent and TLB flushes not counted)"
@@ -501,6 +528,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         notes.append(SOFTWARE_CLOCK_NOTE)
     if ep.late:
         notes.append(LATE_NOTE.format(n=plural(ep.late, "repetition"), of=len(ep.reps)))
+    if untimed := lock_waits_note(ep.reps):
+        notes.append(untimed)
     mode = "light" if any(r.explain.get("mode") == "light" for r in ep.reps) else "full"
     counted = mode == "full"  # IPIs sent and TLB flushes
     if mode == "light" and all(r.explain.get("off_cpu_sampled") for r in ep.reps):
