@@ -97,21 +97,26 @@ def outranking_the_run():
         os.sched_setscheduler(0, policy, param)
 
 
-def outranking_the_run_too(pid: int) -> None:
-    """Gives the threads of pid, about to be SIGKILLed, this test's
-    real-time priority: a killed task still has to run to exit, and the
-    run's two-task pairs can keep a SCHED_OTHER one off every CPU until
-    they end (outranking_the_run; run 71 of the fresh-clone series: a
-    killed oslens not gone 30 s later, its engine's pipe ping-pong on both
-    CPUs). What is tested is what the kill leaves, not how long a starved
-    task takes to die."""
+def outranking_the_run_too(sid: int) -> None:
+    """Gives the oslens of session sid, about to be SIGKILLed, and the
+    engines it started this test's real-time priority: a killed task still
+    has to run to exit, and an orphaned engine to end its repetition in
+    order, and the run's two-task pairs can keep a SCHED_OTHER task off
+    every CPU until they end (outranking_the_run). Seen in fresh-clone run
+    71: the killed oslens not gone 30 s later, and the kernel's log said
+    "rcu_preempt kthread starved for 14752 jiffies" while two engine
+    processes held the two CPUs. What is tested is what the kill leaves,
+    not how long a starved task takes to die or to clean up."""
+    procs = leftovers.session_processes(sid)
+    # an engine's master is its main thread: in thread mode its workers are its other threads
+    masters = [pid for pid, st in procs.items() if int(st[2]) == sid and leftovers.exe_of(pid).startswith(engine_bin())]
     try:
-        tids = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+        tids = [int(task.name) for task in Path(f"/proc/{sid}/task").iterdir()]
     except FileNotFoundError:  # gone already
-        return
-    for tid in tids:
+        tids = []
+    for tid in [*tids, *masters]:
         try:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(1))
+            os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
         except ProcessLookupError:  # the thread ended meanwhile
             pass
 
