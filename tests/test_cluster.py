@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -486,6 +487,27 @@ def test_a_launcher_killed_while_checked_is_no_usage_error(tmp_path, sig):
     line = one_line_error(err)
     assert line.startswith("oslens: measurement failed:") and "{" not in line
     assert mpi_processes(db) == []
+
+
+def test_what_outlives_a_jobs_launcher_on_this_host_is_ended_when_it_exits():
+    """Fresh-clone run 73: a rank of a job one rank had aborted was still
+    running after the launcher and oslens had returned, spinning in its
+    collective until its time limit. Here a launcher leaves a process of
+    its job behind on purpose (a shell that starts one in the background
+    and exits): once the launcher has exited, nothing carrying the job's
+    mark is left, and the launcher's status is still the job's."""
+    launch = ["sh", "-c", "sleep 120 >/dev/null 2>&1 & echo $! ; exit 0", "launcher"]
+    engine.job_on_this_host(launch)
+    done = engine.run_job(["topology"], launch, timeout=30)
+    left = int(done.stdout.split()[0])
+    try:
+        assert done.returncode == 0
+        stat = Path(f"/proc/{left}/stat")
+        state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
+        assert state in ("gone", "Z"), f"the process the launcher left is {state}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(left, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("to", ["oslens", "its group"])

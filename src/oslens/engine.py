@@ -14,9 +14,11 @@ import contextlib
 import functools
 import json
 import os
+import secrets
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -423,13 +425,65 @@ def spawn(args: list[str], launch: list[str] | None = None, **popen: object) -> 
         # reads no terminal: mpirun would relay stdin to a rank.
         popen.setdefault("stdin", subprocess.DEVNULL)
         then = _own_group(then)
-        shm = runtime.shm_dir() if tuple(launch) in _jobs_here else None
-        if shm:
-            popen["env"] = {**(popen.get("env") or os.environ), **dict.fromkeys(MPI_FILES, shm)}
+        mark = None
+        if tuple(launch) in _jobs_here:
+            mark = secrets.token_hex(8)
+            env = {**(popen.get("env") or os.environ), JOB_MARK: mark}
+            if shm := runtime.shm_dir():
+                env.update(dict.fromkeys(MPI_FILES, shm))
+            popen["env"] = env
     popen["preexec_fn"] = runtime.dies_with_parent(signal.SIGTERM, then)
     if _echo is not None:
         _echo([*exe, *args])
-    return subprocess.Popen([*exe, *args], **popen)
+    proc = subprocess.Popen([*exe, *args], **popen)
+    if launch:
+        proc.job_mark = mark  # type: ignore[attr-defined]
+    return proc
+
+
+# In the environment of every process of a job whose ranks all run on this
+# host, a secret of its own: a rank can outlive the launcher that aborted
+# the job, spinning in a collective until its time limit (fresh-clone run
+# 73: a rank of a job one rank had aborted, still running after oslens
+# returned, 98 % of the CPUs busy for the tests after it). oslens
+# launched the job, so once the launcher has exited, oslens ends what is
+# left of it (end_job_leftovers).
+JOB_MARK = "OSLENS_JOB"
+JOB_LEFTOVER_GRACE_S = 2.0
+
+
+def _marked(mark: str) -> list[int]:
+    """The live processes whose environment holds this job's mark."""
+    needle = f"\0{JOB_MARK}={mark}\0".encode()
+    found = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if (
+                needle in b"\0" + (d / "environ").read_bytes()
+                and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            ):
+                found.append(int(d.name))
+        except (OSError, IndexError):  # gone, or not ours to read
+            continue
+    return found
+
+
+def end_job_leftovers(proc: subprocess.Popen) -> None:
+    """After a launcher has exited: what is left of its job on this host
+    (ranks, daemons) gets SIGTERM, then SIGKILL past a grace."""
+    mark = getattr(proc, "job_mark", None)
+    if not mark:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = _marked(mark)
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + JOB_LEFTOVER_GRACE_S
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 # Open MPI's shared-memory segments (4 MiB a rank, in /dev/shm) and session
@@ -461,6 +515,8 @@ def run_job(args: list[str], launch: list[str], timeout: float) -> subprocess.Co
             proc.kill()
             proc.communicate()
         raise
+    finally:
+        end_job_leftovers(proc)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -596,6 +652,7 @@ class EngineRun:
             # asked in order already and still running: past its grace, or told twice
             self._stop(grace=1.0 if self.stopped_by else STOP_GRACE_S)
         rc = self.proc.wait()
+        end_job_leftovers(self.proc)
         if self.proc.stderr is not None:
             self.stderr = self.proc.stderr.read().strip()
             self.proc.stderr.close()
