@@ -121,12 +121,6 @@ static const struct run_part explain_part = {
 /* ---- --explain-light: the same, with nothing run per system call or
  * fault; the samples split the time on a CPU (bpf/explain.h). */
 
-/* The warm-up's lock events weighed as the window opens (bpf/explain.h). */
-static void explain_sampled(int first)
-{
-	explain_bpf_sampled(first);
-}
-
 static const struct run_part explain_light_part = {
 	.name = "explain-light",
 	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
@@ -136,7 +130,7 @@ static const struct run_part explain_light_part = {
 	.check = explain_check,
 	.attach = explain_light_attach,
 	.window = explain_window,
-	.sampled = explain_sampled,
+	.sampled = explain_bpf_sampled, /* the warm-up's lock events weighed as the window opens */
 	.emit = explain_emit,
 	.detach = explain_bpf_stop,
 };

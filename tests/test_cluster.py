@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from oslens import engine
+from oslens import engine, leftovers
 
 from conftest import engine_bin, one_line_error, oslens
 
@@ -502,8 +501,8 @@ def test_what_outlives_a_jobs_launcher_on_this_host_is_ended_when_it_exits():
     left = int(done.stdout.split()[0])
     try:
         assert done.returncode == 0
-        stat = Path(f"/proc/{left}/stat")
-        state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
+        st = leftovers.proc_stat(left)
+        state = st[1] if st else "gone"
         assert state in ("gone", "Z"), f"the process the launcher left is {state}"
     finally:
         with contextlib.suppress(ProcessLookupError):

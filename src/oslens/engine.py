@@ -454,17 +454,17 @@ JOB_LEFTOVER_GRACE_S = 2.0
 
 def _marked(mark: str) -> list[int]:
     """The live processes whose environment holds this job's mark."""
+    from .leftovers import proc_stat
+
     needle = f"\0{JOB_MARK}={mark}\0".encode()
     found = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
-            if (
-                needle in b"\0" + (d / "environ").read_bytes()
-                and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            ):
-                found.append(int(d.name))
-        except (OSError, IndexError):  # gone, or not ours to read
+            marked = needle in b"\0" + (d / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
             continue
+        if marked and (st := proc_stat(int(d.name))) and st[1] != "Z":
+            found.append(int(d.name))
     return found
 
 
