@@ -21,6 +21,9 @@ rounds give, per mode,
   moved by the host's steal, which dominates the throughput's round-to-round
   spread. It does not see what an explained mode costs other tasks: a
   probe's partner process (sem, socket, pingpong) or a fork's child;
+- light mode: its programs' own run time as a share of the workers' time,
+  as the engine states it per point (the kernel's BPF statistics over the
+  window): the part of the cost that no throughput noise hides;
 - how much of the explained time per operation the causes cover (the share
   left unexplained);
 - the lock wait per operation it measured: a mode that slows the workers
@@ -93,7 +96,8 @@ def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) 
     recs = run(probe, mode, workers, seconds, explain)
     if not flags(explain):  # the control explains nothing
         nan = float("nan")
-        return {"rate": ops_per_s(recs), "cpu": cpu_ns_per_op(recs), "unexpl": nan, "calls": nan, "lock": nan}
+        return {"rate": ops_per_s(recs), "cpu": cpu_ns_per_op(recs), "unexpl": nan, "calls": nan, "lock": nan,
+                "programs": nan}  # fmt: skip
     ep = next(iter(explained_points(recs).values()))
     s = explain_point(ep)
     if s is None:
@@ -105,6 +109,7 @@ def measured(probe: str, mode: str, workers: int, seconds: float, explain: str) 
         "unexpl": s.unexplained_ns / s.ns_per_op,
         "calls": sum(counted) if None not in counted else float("nan"),
         "lock": sum(c.ns_per_op for c in s.causes if c.group == "lock"),
+        "programs": float("nan") if s.program_share is None else s.program_share,
     }
 
 
@@ -123,7 +128,7 @@ def main() -> None:
     print(
         f"{'probe':10} {'mode':8} {'workers':>7} {'explain':>10} {'plain ops/s':>12} {'explained':>12} {'cost':>7} "
         f"{'paired cost [interval]':>24} {'CPU-time cost [interval]':>26} "
-        f"{'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11}"
+        f"{'ns/op':>8} {'calls/op':>8} {'lock ns/op':>10} {'unexplained':>11} {'programs':>8}"
     )
     for probe in args.probes.split(","):
         for mode in args.modes.split(","):
@@ -131,7 +136,7 @@ def main() -> None:
                 plain: list[float] = []
                 plain_cpu: list[float] = []
                 got: dict[str, dict[str, list[float]]] = {
-                    k: {"rate": [], "cpu": [], "unexpl": [], "calls": [], "lock": []} for k in kinds
+                    k: {"rate": [], "cpu": [], "unexpl": [], "calls": [], "lock": [], "programs": []} for k in kinds
                 }
                 # a drift within a round (the machine warming, memory
                 # filling) falls on every side of the pairs alike
@@ -162,7 +167,7 @@ def main() -> None:
                         f"{cpu_interval:>26} "
                         f"{cost_ns:8.0f} "
                         f"{statistics.median(g['calls']):8.2f} {statistics.median(g['lock']):10.1f} "
-                        f"{statistics.median(g['unexpl']):11.2%}"
+                        f"{statistics.median(g['unexpl']):11.2%} {statistics.median(g['programs']):8.2%}"
                     )
 
 

@@ -283,7 +283,7 @@ static const char *measure_fixed_time(struct master *m, int rep, struct cpustat_
 			samples[(size_t)s * nw + i] = m->shm->slot[i].ops;
 		if (s == 0 || s == k)
 			cpustat_take(stat, cfg, s == k);
-		run_parts_sampled(s == 0);
+		run_parts_sampled(s == 0, s == k);
 		m->late_samples += ts[s] - at > step / 2;
 	}
 	m->window_s = why ? 0 : (double)(ts[k] - ts[0]) / 1e9;

@@ -130,7 +130,9 @@ static const struct run_part explain_light_part = {
 	.check = explain_check,
 	.attach = explain_light_attach,
 	.window = explain_window,
-	.sampled = explain_bpf_sampled, /* the warm-up's lock events weighed as the window opens */
+	/* the warm-up's lock events weighed as the window opens; the
+	 * programs' run time taken at its first and last sample */
+	.sampled = explain_bpf_sampled,
 	.emit = explain_emit,
 	.detach = explain_bpf_stop,
 };
@@ -225,11 +227,11 @@ void run_parts_window(const struct run_view *v, uint64_t start_ns, uint64_t end_
 			run_part_table[k]->window(v, start_ns, end_ns);
 }
 
-void run_parts_sampled(int first)
+void run_parts_sampled(int first, int last)
 {
 	for (int k = 0; k < NPARTS; k++)
 		if (attached[k] && run_part_table[k]->sampled)
-			run_part_table[k]->sampled(first);
+			run_part_table[k]->sampled(first, last);
 }
 
 /* The first streaming part waits; any other only drains what it has, so

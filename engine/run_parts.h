@@ -57,8 +57,8 @@ struct run_part {
 	 * side's clock), given before the workers are released. */
 	void (*window)(const struct run_view *v, uint64_t start_ns, uint64_t end_ns);
 	/* The master took one of the window's samples (every --interval),
-	 * the first as the window opens. */
-	void (*sampled)(int first);
+	 * the first as the window opens, the last as it closes. */
+	void (*sampled)(int first, int last);
 	/* Drains what it recorded so far, waiting up to timeout_ms for more:
 	 * the master's sleep between samples, for parts that stream. */
 	void (*collect)(int timeout_ms);
@@ -83,8 +83,8 @@ int run_part_wanted(const struct run_config *cfg, const char *name);
 void run_parts_attach(const struct run_view *v);
 /* Gives the measured window to every part attached. */
 void run_parts_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns);
-/* After each of the master's samples of the window; first: the first. */
-void run_parts_sampled(int first);
+/* After each of the master's samples of the window; first, last: which. */
+void run_parts_sampled(int first, int last);
 /* The master's sleep of up to timeout_ms, taken by a streaming part if one
  * is attached (1), else left to the caller (0). */
 int run_parts_collect(int timeout_ms);

@@ -408,6 +408,14 @@ def sampled(*args: str) -> dict:
     return rec
 
 
+def stolen_ns(cpustats: list[dict], cpu: int) -> int:
+    """The time the host took CPU `cpu` from this VM over the windows of
+    `cpustat` records (/proc/stat's steal, ± a tick). A clock that samples
+    every period of a CPU's or a thread's time misses the periods it was
+    stolen for: its timer, late, fires once and skips to the next period."""
+    return sum(c["steal"] for r in cpustats for c in r["cpus"] if c["cpu"] == cpu)
+
+
 def test_samples_cover_the_workers_time_on_a_cpu_under_its_causes():
     rec = sampled("--probe", "getppid", "--duration", "0.5")
     tid, period = rec["worker_tid"], rec["sample_period_ns"]
@@ -660,6 +668,20 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     per_switch = {"oslens_ex_switch", "oslens_ex_wakeup", "oslens_ex_wakeup_new", "oslens_ex_migrate"}
     assert not loaded & (per_event | per_switch | {"oslens_ex_sample", "oslens_ex_tlb_flush"}), loaded
     assert e["mode"] == "light" and e["cost"] is not None
+    # what its programs took, as the kernel counted their runs over the window
+    for r in records:
+        t = r["program_time"]
+        if not t["available"]:
+            assert t["reason"] and any(t["reason"] in n for n in e["notes"]), (t, e["notes"])
+            continue
+        ran = {p["name"]: p for p in t["by_program"]}
+        assert set(ran) <= loaded and all(p["runs"] > 0 and p["ns"] > 0 for p in ran.values()), ran
+        if "samples" not in e["missing"]:  # the worker's CPU's clock ticked through the window, but when stolen
+            (cpu,) = {w["cpu"] for w in run.records() if w["type"] == "worker" and w["rep"] == r["rep"]}
+            stolen = stolen_ns([c for c in run.records() if c["type"] == "cpustat" and c["rep"] == r["rep"]], cpu)
+            assert ran["oslens_ex_sample_cpu"]["runs"] >= 0.75 * (t["window_ns"] - stolen) / r["sample_period_ns"], t
+    if all(r["program_time"]["available"] for r in records):
+        assert 0 < e["program_share"] < 1 and 0 < e["program_ns_per_op"] < e["ns_per_op"]
     by = {c["key"]: c for c in e["causes"]}
     if "samples" in e["missing"]:
         assert "user" in by  # the time on a CPU, not split
@@ -669,6 +691,7 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     assert sum(c["ns_per_op"] for c in e["causes"]) + e["unexplained_ns"] == pytest.approx(e["ns_per_op"])
     shown = oslens("show", "last", db=db).stdout
     assert "light mode" in shown
+    assert ("its programs ran" in " ".join(shown.split())) == (e["program_share"] is not None), shown
 
 
 def test_light_mode_splits_the_window_as_the_workers_cpu_samples_fell():

@@ -42,6 +42,24 @@ static struct {
 	int end_attached;      /* its end program still runs: a sleeping wait was open */
 } lock_waits;
 
+/* Light mode: what its programs took, each program's runs and time from the
+ * kernel's statistics at the window's first and last sample. The statistics
+ * are on while stats_fd is open, for every BPF program of the system: two
+ * clock reads per run, a few thousand runs a second in light mode. In full
+ * mode they would add those reads to every system call the workers make,
+ * and its cost shows in the throughput anyway. */
+struct prog_time {
+	uint64_t runs, ns;
+};
+static struct {
+	int stats_fd; /* BPF_ENABLE_STATS; -1: off, why says why */
+	char why[160];
+	int n;			 /* programs of the object */
+	struct prog_time *at[2]; /* at the first and the last sample */
+	uint64_t taken_ns[2];	 /* CLOCK_MONOTONIC of each */
+	int taken;		 /* 1: the first taken; 2: both */
+} prog_times = {.stats_fd = -1};
+
 /* What each optional program gives; NULL for the core. */
 static const char *part_of(const struct bpf_program *p)
 {
@@ -77,6 +95,58 @@ static void pin_workers(const int *tids, const int *cpus, int ntids)
 		if (bpf_map__update_elem(skel->maps.cpu_workers, &cpu, sizeof cpu, &cw, sizeof cw, BPF_ANY) != 0)
 			loader_missing_add(&missing, "off_cpu_samples");
 	}
+}
+
+static uint64_t monotonic_ns(void);
+
+/* Light mode: the statistics on, for the window's two snapshots. */
+static void prog_times_begin(void)
+{
+	memset(&prog_times, 0, sizeof prog_times);
+	prog_times.stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (prog_times.stats_fd < 0) {
+		snprintf(prog_times.why, sizeof prog_times.why, "the kernel's BPF statistics cannot be enabled: %s",
+			 strerror(errno));
+		return;
+	}
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj) prog_times.n++;
+	for (int i = 0; i < 2; i++)
+		prog_times.at[i] = calloc((size_t)prog_times.n, sizeof(struct prog_time));
+	if (!prog_times.at[0] || !prog_times.at[1])
+		snprintf(prog_times.why, sizeof prog_times.why, "out of memory");
+}
+
+/* Snapshot i (0: the first sample, 1: the last) of every program's runs
+ * and time; a program not loaded stays at zero. */
+static void prog_times_take(int i)
+{
+	if (prog_times.stats_fd < 0 || prog_times.why[0] || prog_times.taken != i)
+		return;
+	int k = 0;
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj)
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof info;
+		memset(&info, 0, sizeof info);
+		int fd = bpf_program__fd(p);
+		if (k < prog_times.n && fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			prog_times.at[i][k] = (struct prog_time){info.run_cnt, info.run_time_ns};
+		k++;
+	}
+	prog_times.taken_ns[i] = monotonic_ns();
+	prog_times.taken = i + 1;
+}
+
+static void prog_times_end(void)
+{
+	if (prog_times.stats_fd >= 0)
+		close(prog_times.stats_fd);
+	free(prog_times.at[0]);
+	free(prog_times.at[1]);
+	memset(&prog_times, 0, sizeof prog_times);
+	prog_times.stats_fd = -1;
 }
 
 int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *cpus, int ntids, int light_mode,
@@ -136,6 +206,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 		 * attaches sample every probed thread: the workers on their
 		 * CPUs and off them, the helpers on theirs */
 		pin_workers(tids, cpus, ntids);
+		prog_times_begin();
 		sample_period_ns = period_ns;
 		if (!sample_period_ns)
 			loader_missing_add(&missing, "samples");
@@ -300,7 +371,7 @@ static void weigh_lock_waits(void)
 	drop_lock_end();
 }
 
-void explain_bpf_sampled(int first)
+void explain_bpf_sampled(int first, int last)
 {
 	if (!skel || !light)
 		return;
@@ -308,6 +379,43 @@ void explain_bpf_sampled(int first)
 		weigh_lock_waits();
 	else
 		drop_lock_end();
+	/* after the weighing: a program dropped then takes nothing in the window */
+	if (first || last)
+		prog_times_take(last);
+}
+
+/* Light mode: each program's runs and time between the window's first and
+ * last sample, or why they are not known. */
+static void emit_program_time(struct json *j)
+{
+	json_obj(j, "program_time");
+	if (!prog_times.why[0] && prog_times.stats_fd >= 0 && prog_times.taken != 2)
+		snprintf(prog_times.why, sizeof prog_times.why,
+			 "the window's first and last samples were not both taken");
+	json_bool(j, "available", !prog_times.why[0] && prog_times.stats_fd >= 0);
+	if (prog_times.why[0] || prog_times.stats_fd < 0) {
+		json_str(j, "reason", prog_times.why);
+		json_end(j);
+		return;
+	}
+	json_uint(j, "window_ns", prog_times.taken_ns[1] - prog_times.taken_ns[0]);
+	json_arr(j, "by_program");
+	int k = 0;
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, skel->obj)
+	{
+		const struct prog_time *a = &prog_times.at[0][k], *b = &prog_times.at[1][k];
+		k++;
+		if (b->runs <= a->runs)
+			continue;
+		json_obj(j, NULL);
+		json_str(j, "name", bpf_program__name(p));
+		json_uint(j, "runs", b->runs - a->runs);
+		json_uint(j, "ns", b->ns - a->ns);
+		json_end(j);
+	}
+	json_end(j);
+	json_end(j);
 }
 
 /* A charge's tid, kind, id and name, as `charges` and `samples` write
@@ -436,6 +544,8 @@ void explain_bpf_emit(int rep)
 		json_bool(j, "end_attached", !lock_waits.untimed || lock_waits.end_attached);
 		json_end(j);
 	}
+	if (light)
+		emit_program_time(j);
 	json_uint(j, "window_start_ns", skel->data->window_start_ns);
 	json_uint(j, "window_end_ns", skel->data->window_end_ns);
 	json_uint(j, "lost", skel->bss->lost);
@@ -483,6 +593,7 @@ void explain_bpf_stop(void)
 {
 	loader_destroy_links(&sample_links, &n_sample_links);
 	loader_destroy_links(&fault_links, &n_fault_links);
+	prog_times_end();
 	if (skel) {
 		explain_bpf__destroy(skel);
 		skel = NULL;

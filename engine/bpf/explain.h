@@ -228,8 +228,9 @@ void explain_bpf_window(uint64_t start_ns, uint64_t end_ns);
 /* The master took one of the window's samples, the first as the window
  * opens: in light mode, the warm-up's lock events are weighed then
  * (EXPLAIN_LIGHT_LOCK_EVENTS_PER_S), and the lock programs left out of
- * the window if they cost more than they time. */
-void explain_bpf_sampled(int first);
+ * the window if they cost more than they time; at the first and the last,
+ * its programs' run time is taken (the record's program_time). */
+void explain_bpf_sampled(int first, int last);
 /* The `explain` record of repetition rep (engine/README.md). */
 void explain_bpf_emit(int rep);
 /* Detaches and unloads. Idempotent. */

@@ -22,9 +22,9 @@ void explain_bpf_window(uint64_t start_ns, uint64_t end_ns)
 	(void)start_ns, (void)end_ns;
 }
 
-void explain_bpf_sampled(int first)
+void explain_bpf_sampled(int first, int last)
 {
-	(void)first;
+	(void)first, (void)last;
 }
 
 void explain_bpf_emit(int rep)

@@ -154,6 +154,9 @@ class ExplainedStats:
     kernel_self_ns: dict[str, float] = field(default_factory=dict, repr=False)
     kernel_callers: dict[str, list[str]] = field(default_factory=dict, repr=False)
     folded: dict[str, float] = field(default_factory=dict, repr=False)
+    # light mode: its BPF programs' run time (on any CPU) over the workers' time in the window; None: not measured
+    program_share: float | None = None
+    program_ns_per_op: float | None = None
 
     PRIVATE = ("kernel_self_ns", "kernel_callers", "folded")
 
@@ -358,6 +361,30 @@ def lock_waits_note(reps: list) -> str | None:
     )
 
 
+PROGRAM_TIME_NOTE = "light mode's programs' run time not measured in {n}: {why}"
+
+
+def program_time(reps: list) -> tuple[float | None, str | None]:
+    """Light mode: its programs' run time over the workers' time, from the
+    kernel's BPF statistics over each repetition's window (the record's
+    program_time), or None and a note saying why not. On any CPU, set
+    against the workers' time: the programs that run elsewhere (the master's
+    and helpers' CPUs) count too. It leaves out what runs around them: the
+    clock's interrupt and the tracepoints' dispatch."""
+    light = [r for r in reps if r.explain.get("mode") == "light"]
+    if not light:
+        return None, None
+    times = [r.explain.get("program_time", {}) for r in light]
+    unknown = [t for t in times if not t.get("available")]
+    if unknown:
+        why = unknown[0].get("reason") or "the engine that ran them did not record it"
+        return None, PROGRAM_TIME_NOTE.format(n=plural(len(unknown), "repetition"), why=why)
+    worker_ns = sum(t["window_ns"] * len(r.workers) for r, t in zip(light, times))
+    if worker_ns <= 0:
+        return None, None
+    return sum(p["ns"] for t in times for p in t["by_program"]) / worker_ns, None
+
+
 # Where light mode's samples were taken: the workers' CPUs, on and off them
 # (the record's off_cpu_sampled), or only while they ran.
 LIGHT_WHERE = " of the workers' CPUs, running or not (IPIs sent and TLB flushes not counted)"
@@ -545,6 +572,9 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
             helpers.split_untimed(sampled.helper_on_cpu)
     causes = charges.causes(ops)
     per_op = window / ops
+    share, why = program_time(ep.reps)
+    if why:
+        notes.append(why)
     cost = None
     if plain_ops_per_s_per_worker:
         explained_rate = ops / (window / 1e9)  # per worker: window sums every worker's time
@@ -563,6 +593,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         tlb_flushes_per_op={k: v / ops for k, v in sorted(charges.tlb.items())} if counted else None,
         latency_ns=_latency(ep),
         cost=cost,
+        program_share=share,
+        program_ns_per_op=None if share is None else share * per_op,
         missing=sorted(missing),
         notes=notes,
         run_lengths=_run_lengths(ep),

@@ -85,6 +85,11 @@ COLUMNS = {
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
         "takers": ("str", "runq: who had the CPU meanwhile, 'name share', '; '-separated, largest first"),
         "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
+        "program_share": (
+            "float64",
+            "light mode: its BPF programs' run time over the workers' time, from the kernel's statistics (NaN: not "
+            "measured)",
+        ),
         "explain_mode": ("str", "full (every system call and fault timed) or light (time on a CPU split by samples)"),
         "error_ns_per_op": ("float64", "light mode: a sampled share's standard error, ns (NaN: timed exactly)"),
     },
@@ -155,7 +160,8 @@ def frames(run, records: list[dict]) -> dict:
             at = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
                   "workers": p.workers}  # fmt: skip
             stacks += [{**at, "stack": k, "samples": n, "ns_per_op": v} for k, (n, v) in sorted(e.folded.items())]
-            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost, "explain_mode": e.mode}
+            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost,
+                     "program_share": e.program_share, "explain_mode": e.mode}  # fmt: skip
             for c in e.causes:
                 causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,
                                "cause_ns_per_op": c.ns_per_op, "count_per_op": c.count_per_op,

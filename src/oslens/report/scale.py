@@ -145,6 +145,29 @@ def _percent_range(xs: list[float]) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def cost_line(explained: list) -> str | None:
+    """What attribution cost over a series' explained points (None where a
+    point was not explained): the throughput it took, and in light mode its
+    programs' share of the workers' time (a floor the throughput's noise
+    cannot hide)."""
+    got = [e for e in explained if e]
+    costs = [e.cost for e in got if e.cost is not None]
+    shares = [e.program_share for e in got if e.program_share is not None]
+    if not costs and not shares:
+        return None
+    modes = " and ".join(sorted({e.mode for e in got}))
+    line = f"attribution ({modes} mode) ran in separate repetitions right after each point"
+    if costs:
+        line += f"; it cost {_percent_range(costs)} of the throughput there (the figures above are the plain ones)"
+    if shares:
+        lo, hi = f"{min(shares):.1%}", f"{max(shares):.1%}"
+        line += (
+            f"; its programs ran {lo if lo == hi else f'{lo}–{hi}'} of the workers' time (the kernel's BPF "
+            "statistics; the clock's interrupts and the tracepoints' dispatch are not in it)"
+        )
+    return line
+
+
 def explanation_lines(s: Series) -> list[str]:
     """Under a series: the knee named, what attribution cost, what it lacked."""
     if s.explanation is None and not any(s.explained or []):
@@ -179,13 +202,8 @@ def explanation_lines(s: Series) -> list[str]:
             extras.append(f"kernel {ns(e.stacks.kernel_ns)}/op sampled, most in {top}")
         if extras:
             lines.append(f"  {e.workers} worker{'s' if e.workers > 1 else ''}: " + "; ".join(extras))
-    costs = [e.cost for e in got if e.cost is not None]
-    if costs:
-        modes = " and ".join(sorted({e.mode for e in got}))
-        lines.append(
-            f"  attribution ({modes} mode) ran in separate repetitions right after each point; it cost "
-            f"{_percent_range(costs)} of the throughput there (the figures above are the plain ones)"
-        )
+    if cost := cost_line(got):
+        lines.append(f"  {cost}")
     missing = sorted({m for e in got for m in e.missing})
     if missing:
         lines.append("  not attributed on this kernel: " + ", ".join(missing))

@@ -14,7 +14,7 @@ import pandas as pd
 from ...analysis.scale import summarize
 from ...format import plural, share
 from ...frames.scale import frames as scale_frames
-from ..scale import LEGEND, footer_lines, table_cells
+from ..scale import LEGEND, cost_line, footer_lines, table_cells
 from . import flames
 from .page import Figure, Note, Section, Table
 
@@ -76,8 +76,7 @@ def _explained_blocks(runs) -> list:
             if s.explained is None:
                 continue
             probe = f"{s.probe}:{s.variant} ({s.mode})"
-            if s.explanation:
-                notes.append(Note(f"{rd.short} · {probe}: {s.explanation}"))
+            notes += [Note(f"{rd.short} · {probe}: {t}") for t in (s.explanation, cost_line(s.explained)) if t]
             for e in s.explained:
                 if e is None:
                     continue
