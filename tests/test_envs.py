@@ -4,6 +4,7 @@ behind — also when oslens is killed."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import io
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -180,6 +182,15 @@ def test_a_container_that_cannot_start_is_named_in_one_line(tmp_path):
     assert leftovers.containers(RUNTIME) == before
 
 
+def measuring(db) -> bool:
+    """A run is begun in store db, and running."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return bool(con.execute("SELECT 1 FROM run WHERE status = 'running'").fetchall())
+    except sqlite3.OperationalError:  # no store yet, or no table in it
+        return False
+
+
 @needs_runtime
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_leaves_no_container(tmp_path, sig):
@@ -193,10 +204,13 @@ def test_a_killed_run_leaves_no_container(tmp_path, sig):
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own group: the whole of it is what a scheduler kills
     )
+    # the container is made, and the engine checked in it, before the run is begun in the store: a
+    # signal then stops a run that never was; wait for the one that measures
     deadline = time.monotonic() + 60
-    while not [n for n in leftovers.containers(RUNTIME) if n not in before] and time.monotonic() < deadline:
+    while not measuring(db) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [n for n in leftovers.containers(RUNTIME) if n not in before], "the container never started"
+    assert measuring(db), "the run was never begun"
     time.sleep(1.0)  # the engine is measuring inside
     if sig == signal.SIGKILL:
         os.killpg(proc.pid, sig)
