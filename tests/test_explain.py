@@ -918,3 +918,65 @@ def test_light_mode_names_a_spinlock_two_threads_contend_on_from_its_samples(tmp
     # the files table's lock, taken by dup (alloc_fd) and close (file_close_fd), each with its sampling error
     assert {c["key"].split(":")[1] for c in spins} & {"alloc_fd", "file_close_fd"}, e["causes"]
     assert all(c["ns_per_op"] > 0 and c["error_ns"] is not None for c in spins)
+
+
+def test_unstacked_lock_waits_are_shared_out_as_the_stacked_waits_of_their_lock_fell():
+    from oslens.analysis.explain import shared_callers
+
+    def wait(lock, ns, count, callers=None):
+        c = {"tid": 7, "kind": "lock", "id": lock, "name": None, "lock_kind": "rwsem:W", "ns": ns, "count": count}
+        return {**c, "stack": ["0x1"], "callers": callers} if callers else {**c, "stack": [], "stack_taken": False}
+
+    charges = [
+        wait("0xa", 300, 3, ["vm_mmap_pgoff"]),
+        wait("0xa", 100, 2, ["__vm_munmap"]),
+        wait("0xa", 400, 5),  # unstacked: shared 3:1 in time, 3:2 in count
+        wait("0xb", 50, 1),  # no stacked wait of its lock: kept, callers unknown
+        {"tid": 7, "kind": "user", "id": 0, "name": None, "ns": 10, "count": 1},
+    ]
+    out, stacked, unstacked = shared_callers(charges)
+    assert (stacked, unstacked) == (5, 6)
+    by = {}
+    for c in out:
+        if c["kind"] == "lock":
+            key = (c["id"], tuple(c.get("callers") or ()))
+            by[key] = (by.get(key, (0, 0))[0] + c["ns"], by.get(key, (0, 0))[1] + c["count"])
+    assert by == {
+        ("0xa", ("vm_mmap_pgoff",)): pytest.approx((600, 6)),
+        ("0xa", ("__vm_munmap",)): pytest.approx((200, 4)),
+        ("0xb", ()): (50, 1),
+    }
+    # nothing timed is lost or made
+    assert sum(c["ns"] for c in out) == pytest.approx(sum(c["ns"] for c in charges))
+
+
+@pytest.mark.skipif(not TWO, reason="contention needs two CPUs")
+def test_light_mode_takes_the_stacks_of_frequent_sleeping_waits_by_chance_and_times_them_all(no_leaks):
+    """Where the warm-up's waits that sleep came more often than the bound a
+    second per worker CPU, each wait of the window takes its stack with the
+    chance the record states (so many stacked as a binomial draw allows),
+    and every wait is timed all the same; below the bound each takes one."""
+    r = run_engine("run", "--explain-light", "--probe", "mmap", "--mode", "thread", "--workers", "2",
+                   "--warmup", "0.3", "--duration", "1")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    (rec,) = r.of("explain")
+    if not rec["available"]:
+        pytest.skip(f"attribution unavailable here: {rec['reason']}")
+    w = rec["lock_waits"]
+    if not w["sleeping_timed"]:
+        pytest.skip(f"the window ran without the lock programs: {w}")
+    sleeping = [c for c in rec["charges"] if c["kind"] == "lock"]  # light mode times no spinning wait
+    n = sum(c["count"] for c in sleeping)
+    stacked = sum(c["count"] for c in sleeping if c.get("stack_taken", True))
+    share = w["stack_share"]
+    assert 0 < share <= 1
+    if share == 1:
+        assert stacked == n, sleeping
+        return
+    # the waits begun between the window's start and the weighing at its first sample took theirs all
+    sigma = (n * share * (1 - share)) ** 0.5
+    assert abs(stacked - n * share) <= 5 * sigma + 5, (stacked, n, share)
+    assert all(c["ns"] > 0 for c in sleeping if not c.get("stack_taken", True))
+    resolve_charges(rec, Kallsyms())
+    notes = stats(r.records).notes
+    assert any("timed without their stack" in x for x in notes) == (stacked < n), notes

@@ -480,6 +480,11 @@ int oslens_ex_fault_maj(struct bpf_perf_event_data *ctx)
  * the lookups come back, the figures stay right. */
 __u64 sleeping_lock_waits = 0;
 
+/* Light mode: a sleeping wait takes its stack when a random u32 is at most
+ * this; the loader lowers it as the window opens (explain.h,
+ * EXPLAIN_LIGHT_LOCK_STACKS_PER_S). */
+__u32 lock_stacks_below = ~0u;
+
 /* Light mode: the contention events each CPU sees, by kind (explain.h:
  * the loader weighs them when the window opens). */
 struct {
@@ -524,7 +529,11 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 	f->kind = EX_LOCK;
 	f->id = (__s64)lock;
 	f->flags = (__u16)flags;
-	f->stack = bpf_get_stackid(ctx, &stacks, 0);
+	if (light_mode && bpf_get_prandom_u32() > *(volatile __u32 *)&lock_stacks_below) {
+		f->flags |= EXF_UNSTACKED;
+		f->stack = -1;
+	} else
+		f->stack = bpf_get_stackid(ctx, &stacks, 0);
 	f->named = lock_named((__u64)lock);
 	t->depth = d + 1;
 	if (light_mode)
@@ -1038,7 +1047,7 @@ static __always_inline void sample_off_cpu(__u32 wtid, __u32 cpu)
 	struct explain_frame *top = t ? top_frame(t) : NULL;
 	if (top && top->kind == EX_LOCK) {
 		k.kind = EX_LOCK;
-		k.flags |= top->flags;
+		k.flags |= top->flags & ~EXF_UNSTACKED; /* a sample has no lock stack either way */
 		k.named = top->named;
 		k.id = top->id;
 	}

@@ -40,6 +40,7 @@ static struct {
 	double per_cpu_s;      /* their rate per second of a worker's CPU */
 	int untimed;	       /* the window ran without the begin program */
 	int end_attached;      /* its end program still runs: a sleeping wait was open */
+	double stack_share;    /* the chance a sleeping wait takes its stack */
 } lock_waits;
 
 /* Light mode: what its programs took, each program's runs and time from the
@@ -156,6 +157,7 @@ int explain_bpf_start(const int *tgids, int ntgids, const int *tids, const int *
 	missing.list[0] = 0;
 	light = light_mode;
 	memset(&lock_waits, 0, sizeof lock_waits);
+	lock_waits.stack_share = 1;
 	for (int i = 0; i < ntids; i++) {
 		int seen = cpus[i] < 0;
 		for (int k = 0; k < i && !seen; k++)
@@ -359,6 +361,12 @@ static void weigh_lock_waits(void)
 		return; /* nothing to weigh: the lock programs stay */
 	uint64_t events = lock_waits.seen[EL_SPIN] + lock_waits.seen[EL_SLEEP];
 	lock_waits.per_cpu_s = (double)events / (warmup_s * lock_waits.worker_cpus);
+	double sleeping_per_cpu_s = (double)lock_waits.seen[EL_SLEEP] / (warmup_s * lock_waits.worker_cpus);
+	if (sleeping_per_cpu_s > EXPLAIN_LIGHT_LOCK_STACKS_PER_S) {
+		lock_waits.stack_share = EXPLAIN_LIGHT_LOCK_STACKS_PER_S / sleeping_per_cpu_s;
+		__atomic_store_n(&skel->data->lock_stacks_below, (__u32)(lock_waits.stack_share * UINT32_MAX),
+				 __ATOMIC_RELAXED);
+	}
 	if (lock_waits.per_cpu_s <= EXPLAIN_LIGHT_LOCK_EVENTS_PER_S ||
 	    lock_waits.seen[EL_SLEEP] * EXPLAIN_LIGHT_SLEEP_SHARE >= events)
 		return;
@@ -542,6 +550,8 @@ void explain_bpf_emit(int rep)
 		json_uint(j, "bound_per_cpu_s", EXPLAIN_LIGHT_LOCK_EVENTS_PER_S);
 		json_bool(j, "sleeping_timed", !lock_waits.untimed);
 		json_bool(j, "end_attached", !lock_waits.untimed || lock_waits.end_attached);
+		json_num(j, "stack_share", lock_waits.stack_share);
+		json_uint(j, "stacks_bound_per_cpu_s", EXPLAIN_LIGHT_LOCK_STACKS_PER_S);
 		json_end(j);
 	}
 	if (light)
@@ -574,6 +584,8 @@ void explain_bpf_emit(int rep)
 			if (k.kind == EX_LOCK) {
 				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_MARKS));
 				loader_emit_stack(j, skel->maps.stacks, k.stack, EXPLAIN_STACK_DEPTH);
+				if (k.flags & EXF_UNSTACKED)
+					json_bool(j, "stack_taken", 0);
 			}
 			json_end(j);
 		}

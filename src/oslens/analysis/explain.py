@@ -361,6 +361,59 @@ def lock_waits_note(reps: list) -> str | None:
     )
 
 
+# Light mode takes the stack of a lock wait that sleeps with a chance that
+# keeps the stacks to a bound per second (engine/bpf/explain.h; the
+# record's lock_waits.stack_share); the others' callers are shared out.
+UNSTACKED_NOTE = (
+    "light mode: {n:,} of {of:,} lock waits that sleep were timed without their stack (each took one with a chance "
+    "of {share}, the stacks held to {bound:,} a second per worker CPU); their time is shared out among the callers "
+    "of the same lock as its stacked waits fell"
+)
+
+
+def shared_callers(charges: list[dict]) -> tuple[list[dict], int, int]:
+    """A repetition's charges with each lock wait timed without its stack
+    (`stack_taken` false) shared out among the stacked waits of the same
+    lock (address and kind) as they fell: each stacked chain gets that
+    share of the unstacked time (by its time) and of their count (by its
+    count). A lock none of whose waits took a stack keeps them, callers
+    unknown. Also the waits stacked and unstacked, counted."""
+    stacked: dict[tuple, list[dict]] = defaultdict(list)
+    for c in charges:
+        if c["kind"] == "lock" and c.get("stack_taken", True):
+            stacked[(c["id"], c["lock_kind"])].append(c)
+    out, n_stacked, n_unstacked = [], 0, 0
+    for c in charges:
+        if c["kind"] != "lock":
+            out.append(c)
+            continue
+        if c.get("stack_taken", True):
+            n_stacked += c["count"]
+            out.append(c)
+            continue
+        n_unstacked += c["count"]
+        like = stacked.get((c["id"], c["lock_kind"]), [])
+        ns, count = sum(s["ns"] for s in like), sum(s["count"] for s in like)
+        if not ns or not count:
+            out.append(c)
+            continue
+        rest = {k: v for k, v in c.items() if k != "stack_taken"}
+        for s in like:
+            caller = {k: s[k] for k in ("stack", "callers") if k in s}
+            out.append({**rest, **caller, "ns": c["ns"] * s["ns"] / ns, "count": c["count"] * s["count"] / count})
+    return out, n_stacked, n_unstacked
+
+
+def unstacked_note(reps: list, stacked: float, unstacked: float) -> str | None:
+    """What light mode's waits timed without their stack say, or None."""
+    weighed = sorted(w["stack_share"] for r in reps if (w := r.explain.get("lock_waits", {})).get("stack_share", 1) < 1)
+    if not unstacked or not weighed:
+        return None
+    bound = next(r.explain["lock_waits"]["stacks_bound_per_cpu_s"] for r in reps if "lock_waits" in r.explain)
+    share = f"{weighed[0]:.2g}" + (f" to {weighed[-1]:.2g}" if f"{weighed[-1]:.2g}" != f"{weighed[0]:.2g}" else "")
+    return UNSTACKED_NOTE.format(n=round(unstacked), of=round(stacked + unstacked), share=share, bound=bound)
+
+
 PROGRAM_TIME_NOTE = "light mode's programs' run time not measured in {n}: {why}"
 
 
@@ -515,6 +568,7 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
     missing: set[str] = set()
     notes: list[str] = [cache_line_note()]
     partner = bool(ep.header.get("probe", {}).get("partner"))
+    waits = [0, 0]  # lock waits that sleep, stacked and not (light mode)
     for r in ep.reps:
         sampled.add(r, ep)
         missing.update(r.explain.get("missing", []))
@@ -527,7 +581,10 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
                 f"repetition {r.rep}: {plural(r.explain['off_cpu_unseen'], 'tick')} found a worker off its CPU "
                 "before it had run there, when where it waited is not yet known: not sampled"
             )
-        for c in r.explain["charges"]:
+        rep_charges, stacked, unstacked = shared_callers(r.explain["charges"])
+        waits[0] += stacked
+        waits[1] += unstacked
+        for c in rep_charges:
             if is_helper(c, r, ep):
                 helpers.add(c)
             elif c["tid"] in r.tids:  # not the thread-mode host, waiting for its workers
@@ -538,6 +595,8 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
         for why in (r.explain.get("unresolved_because"), r.explain.get("lock_symbols_unavailable")):
             if why and why not in notes:
                 notes.append(why)
+    if untimed := unstacked_note(ep.reps, *waits):
+        notes.append(untimed)
     return charges, helpers, sampled, missing, notes
 
 
