@@ -140,8 +140,8 @@ def _why(e) -> str:
     return ", ".join(top)
 
 
-def _percent_range(xs: list[float]) -> str:
-    lo, hi = f"{min(xs):.0%}", f"{max(xs):.0%}"
+def _percent_range(xs: list[float], digits: int = 0) -> str:
+    lo, hi = f"{min(xs):.{digits}%}", f"{max(xs):.{digits}%}"
     return lo if lo == hi else f"{lo}–{hi}"
 
 
@@ -160,10 +160,9 @@ def cost_line(explained: list) -> str | None:
     if costs:
         line += f"; it cost {_percent_range(costs)} of the throughput there (the figures above are the plain ones)"
     if shares:
-        lo, hi = f"{min(shares):.1%}", f"{max(shares):.1%}"
         line += (
-            f"; its programs ran {lo if lo == hi else f'{lo}–{hi}'} of the workers' time (the kernel's BPF "
-            "statistics; the clock's interrupts and the tracepoints' dispatch are not in it)"
+            f"; its programs ran {_percent_range(shares, 1)} of the workers' time (the kernel's BPF statistics; the "
+            "clock's interrupts and the tracepoints' dispatch are not in it)"
         )
     return line
 
