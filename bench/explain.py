@@ -57,7 +57,7 @@ def flags(kind: str) -> list[str]:
     if kind == "control":
         return []
     mode, _, hz = kind.partition("@")
-    return engine.Explain(mode, int(hz) if hz else engine.DEFAULT_SAMPLE_HZ).argv()
+    return engine.Explain(mode, int(hz) if hz else None).argv()
 
 
 SYMBOLS = Kallsyms()

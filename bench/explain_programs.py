@@ -118,10 +118,11 @@ def main() -> None:
     ap.add_argument("--mode", default="thread")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--explain", choices=engine.EXPLAIN_MODES, default="light")
-    ap.add_argument("--sample-rate", type=int, default=engine.DEFAULT_SAMPLE_HZ, metavar="HZ")
+    ap.add_argument("--sample-rate", type=int, metavar="HZ", help="default: the mode's")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    args.sample_rate = args.sample_rate or engine.DEFAULT_SAMPLE_HZ[args.explain]
     if args.seconds < 2:
         ap.error("--seconds: at least 2 (two snapshots 1 s inside the window)")
     if not 1 <= args.sample_rate <= engine.Explain.most_hz():

@@ -176,7 +176,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--sample-rate", type=int, default=engine.DEFAULT_SAMPLE_HZ, metavar="HZ")
+    ap.add_argument("--sample-rate", type=int, default=engine.DEFAULT_SAMPLE_HZ["light"], metavar="HZ")
     ap.add_argument("--threshold-ns", type=float, default=1000.0)
     ap.add_argument("--probes", default=OSMARK_PROBES, help="probes whose programs' time is measured ('' for none)")
     ap.add_argument("--probe-rounds", type=int, default=3)

@@ -69,7 +69,9 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
  * in its semop or futex is their doing. */
 static int explain_attach_mode(const struct run_view *v, int light, char *why, size_t whylen)
 {
-	uint64_t period = v->cfg->sample_period_ns < 0 ? EXPLAIN_SAMPLE_PERIOD_NS : (uint64_t)v->cfg->sample_period_ns;
+	uint64_t period = v->cfg->sample_period_ns >= 0 ? (uint64_t)v->cfg->sample_period_ns
+			  : light			? EXPLAIN_LIGHT_SAMPLE_PERIOD_NS
+							: EXPLAIN_SAMPLE_PERIOD_NS;
 	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->cpus, v->nworkers, light, period, why, whylen) != 0)
 		return -1;
 	int cpus[2 * v->nworkers], ncpus = 0; /* the workers' and their partners' CPUs, each once */
@@ -124,7 +126,7 @@ static const struct run_part explain_part = {
 static const struct run_part explain_light_part = {
 	.name = "explain-light",
 	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
-		"split by samples of the workers' CPUs, every --sample-period NS (1 ms)",
+		"split by samples of the workers' CPUs, every --sample-period NS (2 ms)",
 	.bpf = 1,
 	.samples = 1,
 	.check = explain_check,

@@ -206,6 +206,15 @@ struct explain_cpu {
  * their cost against. */
 #define EXPLAIN_SAMPLE_PERIOD_NS 1000000
 
+/* Light mode's default period: 500 Hz. Light mode splits the time on a CPU
+ * by these samples instead of timing each call, so its clock is most of
+ * what it costs: on mmap (thread mode, 2 workers) the sample's program took
+ * 14 µs on mmap's deep stacks, beside the interrupt's own 13 µs, and light
+ * mode cost +4.5 % [+1.3, +6.9] of the throughput at 1 kHz against
+ * +3.8 % [+1.7, +5.0] at 500 Hz (bench/explain.py, 60 rounds). Half the
+ * samples widen each sampled share's error by √2; the analysis states it. */
+#define EXPLAIN_LIGHT_SAMPLE_PERIOD_NS 2000000
+
 /* Loads and attaches for the threads of the processes `tgids` (and
  * nothing else); their page faults are timed through perf events on
  * `tids` (worker i pinned to cpus[i]), whose kernel stacks are sampled on

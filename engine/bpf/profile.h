@@ -156,7 +156,7 @@ struct prof_lock {
  * thread was in: user space (no stack) or the kernel, with the thread's
  * saved orig_ax — its system call's number, or a user page fault's error
  * code, which the stack tells apart. */
-#define PROF_SAMPLE_PERIOD_NS 1000000 /* 1 kHz per CPU, as explain's clocks */
+#define PROF_SAMPLE_PERIOD_NS 1000000 /* 1 kHz per CPU, as full explain's clocks */
 
 struct prof_sample_key {
 	__u32 kernel; /* 1: in the kernel (id is orig_ax) */

@@ -245,8 +245,10 @@ DEFAULT_EXPLAIN = "light"
 # (light), per second: a sample is a timer interrupt and a stack walk, some
 # 15-20 µs in a VM, so the rate sets its cost (engine/bpf/explain.h), and
 # a sampled share's error shrinks with the square root of the samples. The
-# engine bounds the period (limit("run", "--sample-period")).
-DEFAULT_SAMPLE_HZ = 1000
+# engine bounds the period (limit("run", "--sample-period")). Light mode's
+# clock is most of its cost, and its rate the engine's own default
+# (EXPLAIN_LIGHT_SAMPLE_PERIOD_NS, where the measurement that chose it is).
+DEFAULT_SAMPLE_HZ = {"full": 1000, "light": 500}
 
 
 @dataclass(frozen=True)
@@ -256,11 +258,13 @@ class Explain:
     their time."""
 
     mode: str = DEFAULT_EXPLAIN
-    sample_hz: int = DEFAULT_SAMPLE_HZ
+    sample_hz: int | None = None  # None: the mode's (DEFAULT_SAMPLE_HZ)
 
     def __post_init__(self):
         if self.mode not in EXPLAIN_MODES:
             raise ValueError(f"explain mode {self.mode!r}")
+        if self.sample_hz is None:
+            object.__setattr__(self, "sample_hz", DEFAULT_SAMPLE_HZ[self.mode])  # frozen: set once, here
         if not isinstance(self.sample_hz, int) or self.sample_hz < 1:
             raise ValueError(f"sample rate {self.sample_hz!r} Hz")
 

@@ -181,9 +181,10 @@ def explain_option(what: str):
             type=click.IntRange(min=1),
             default=None,
             metavar="HZ",
-            help=f"With --explain: samples per second of each worker thread's time (full) or of each worker's CPU "
-            f"(light). Fewer cost less and err more; each share's error is stated. [default: "
-            f"{engine.DEFAULT_SAMPLE_HZ}]",
+            help="With --explain: samples per second of each worker thread's time (full) or of each worker's CPU "
+            "(light). Fewer cost less and err more; each share's error is stated. [default: "
+            + ", ".join(f"{hz} {mode}" for mode, hz in engine.DEFAULT_SAMPLE_HZ.items())
+            + "]",
         )
         @functools.wraps(fn)
         def wrapper(*args, explain: str | None, sample_hz: int | None, **kw):
@@ -191,7 +192,7 @@ def explain_option(what: str):
                 raise UsageError("--sample-rate: the rate of --explain's samples, and --explain was not given")
             if sample_hz is not None and sample_hz > (most := engine.Explain.most_hz()):
                 raise UsageError(f"--sample-rate: {sample_hz:,} Hz is above the {most:,} Hz the engine samples at most")
-            how = engine.Explain(explain, sample_hz or engine.DEFAULT_SAMPLE_HZ) if explain else None
+            how = engine.Explain(explain, sample_hz) if explain else None
             return fn(*args, explain=how, **kw)
 
         return wrapper
