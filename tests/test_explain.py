@@ -641,6 +641,32 @@ def test_a_fault_taken_inside_a_system_call_is_the_faults_as_in_full_mode():
     assert on_cpu_cause({"kind": "kernel", "name": None, "frames": [], "stack": ["0xffff"]})[0] == "kernel:unresolved"
 
 
+def test_the_attribution_cost_is_bounded_by_both_sides_repetitions():
+    """The cost is one minus the explained repetitions' median throughput
+    over the plain ones', and its bounds come from both sides' intervals,
+    at the confidence they have together, which the cost line states."""
+    from dataclasses import replace
+
+    from oslens.analysis.explain import explain_point
+    from oslens.analysis.stats import median_ci
+    from oslens.report.scale import cost_line
+
+    base = light_point(900_000, [])
+    (rep,) = base.reps
+    seconds = rep.window_ns / 1e9
+    explained_ops, plain_ops = (900, 950, 1000, 1050, 1100), (1000, 1050, 1100, 1150, 1200)
+    reps = [replace(rep, rep=i, workers=[{**rep.workers[0], "ops": n}]) for i, n in enumerate(explained_ops)]
+    plain = median_ci([n / seconds for n in plain_ops])
+    e = explain_point(replace(base, reps=reps), plain)
+    assert e.cost == pytest.approx(1 - 1000 / 1100)
+    assert (e.cost_low, e.cost_high) == pytest.approx((1 - 1100 / 1000, 1 - 900 / 1200))
+    assert e.cost_confidence == pytest.approx(2 * plain.coverage - 1) and 0 < e.cost_confidence < plain.coverage
+    assert f"between {e.cost_low:.0%} and {e.cost_high:.0%} at {e.cost_confidence:.0%} confidence" in cost_line([e])
+    # two repetitions a side: each median's (min, max) covers it with 50 %, together with nothing
+    two = explain_point(replace(base, reps=reps[:2]), median_ci([n / seconds for n in plain_ops[:2]]))
+    assert two.cost_confidence == 0 and "too few repetitions to bound it" in cost_line([two, e])
+
+
 def test_light_mode_with_no_sample_on_a_cpu_says_it_did_not_split():
     from oslens.analysis.explain import explain_point
 
@@ -670,6 +696,7 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     per_switch = {"oslens_ex_switch", "oslens_ex_wakeup", "oslens_ex_wakeup_new", "oslens_ex_migrate"}
     assert not loaded & (per_event | per_switch | {"oslens_ex_sample", "oslens_ex_tlb_flush"}), loaded
     assert e["mode"] == "light" and e["cost"] is not None
+    assert e["cost_low"] <= e["cost"] <= e["cost_high"] and e["cost_confidence"] == 0  # 2 repetitions a side
     # what its programs took, as the kernel counted their runs over the window
     for r in records:
         t = r["program_time"]
@@ -694,6 +721,7 @@ def test_light_mode_runs_nothing_per_call_and_states_its_cost(tmp_path, no_leaks
     shown = oslens("show", "last", db=db).stdout
     assert "light mode" in shown
     assert ("its programs ran" in " ".join(shown.split())) == (e["program_share"] is not None), shown
+    assert "too few repetitions to bound it" in " ".join(shown.split()), shown
 
 
 def test_light_mode_splits_the_window_as_the_workers_cpu_samples_fell():

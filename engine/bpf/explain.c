@@ -53,8 +53,8 @@ struct prog_time {
 	uint64_t runs, ns;
 };
 static struct {
-	int stats_fd; /* BPF_ENABLE_STATS; -1: off, why says why */
-	char why[160];
+	int stats_fd;		 /* BPF_ENABLE_STATS; -1: off */
+	char why[160];		 /* why they are not known: set whenever stats_fd is -1 in a light run */
 	int n;			 /* programs of the object */
 	struct prog_time *at[2]; /* at the first and the last sample */
 	uint64_t taken_ns[2];	 /* CLOCK_MONOTONIC of each */
@@ -122,7 +122,7 @@ static void prog_times_begin(void)
  * and time; a program not loaded stays at zero. */
 static void prog_times_take(int i)
 {
-	if (prog_times.stats_fd < 0 || prog_times.why[0] || prog_times.taken != i)
+	if (prog_times.why[0] || prog_times.taken != i)
 		return;
 	int k = 0;
 	struct bpf_program *p;
@@ -396,13 +396,13 @@ void explain_bpf_sampled(int first, int last)
  * last sample, or why they are not known. */
 static void emit_program_time(struct json *j)
 {
+	const char *why = prog_times.why[0]	  ? prog_times.why
+			  : prog_times.taken != 2 ? "the window's first and last samples were not both taken"
+						  : NULL;
 	json_obj(j, "program_time");
-	if (!prog_times.why[0] && prog_times.stats_fd >= 0 && prog_times.taken != 2)
-		snprintf(prog_times.why, sizeof prog_times.why,
-			 "the window's first and last samples were not both taken");
-	json_bool(j, "available", !prog_times.why[0] && prog_times.stats_fd >= 0);
-	if (prog_times.why[0] || prog_times.stats_fd < 0) {
-		json_str(j, "reason", prog_times.why);
+	json_bool(j, "available", !why);
+	if (why) {
+		json_str(j, "reason", why);
 		json_end(j);
 		return;
 	}

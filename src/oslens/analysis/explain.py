@@ -21,11 +21,12 @@ from pathlib import Path
 from ..format import ns as fmt_ns
 from ..format import plural
 from ..locknames import lock_label
-from ..records import ExplainedPoint
+from ..records import ExplainedPoint, ExplainedRep
 from . import kstacks
 from .histogram import Histogram, merge_all
 from .kstacks import ON_CPU_KINDS, on_cpu_cause
 from .runlengths import RunLengths
+from .stats import Interval, median_ci, ratio_interval
 
 # A knee: where the per-worker rate falls below this share of the smallest
 # worker count's (or, failing that, the steepest single step that loses
@@ -138,7 +139,7 @@ class ExplainedStats:
     ipis_received_per_op: float
     tlb_flushes_per_op: dict[str, float] | None  # None: not counted (light mode)
     latency_ns: dict[str, float] | None  # p50, p99, p99.9 of one operation, where the probe times them
-    cost: float | None  # 1 - the explained repetitions' throughput / the plain ones'
+    cost: float | None  # 1 - the explained repetitions' median throughput / the plain ones'
     missing: list[str]  # what this kernel could not attribute
     notes: list[str] = field(default_factory=list)
     # OS entry run lengths: per kind of entry (syscall, fault, interrupt) and "all"
@@ -157,6 +158,10 @@ class ExplainedStats:
     # light mode: its BPF programs' run time (on any CPU) over the workers' time in the window; None: not measured
     program_share: float | None = None
     program_ns_per_op: float | None = None
+    # the cost's bounds from both sides' repetitions, and the confidence they have together (0: none)
+    cost_low: float | None = None
+    cost_high: float | None = None
+    cost_confidence: float | None = None
 
     PRIVATE = ("kernel_self_ns", "kernel_callers", "folded")
 
@@ -522,7 +527,22 @@ def _charged_ops(ep: ExplainedPoint) -> float:
     worker's operations are therefore taken at its measured rate over the
     charged window: time per operation is charged time per second over
     operations per second."""
-    return sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for r in ep.reps for w in r.workers)
+    return sum(_rep_ops(r) for r in ep.reps)
+
+
+def _rep_ops(r: ExplainedRep) -> float:
+    """One repetition's operations over its charged window (_charged_ops)."""
+    return sum(w["ops"] * r.window_ns / (w["seconds"] * 1e9) for w in r.workers)
+
+
+def attribution_cost(ep: ExplainedPoint, plain: Interval) -> Interval | None:
+    """What the explained repetitions' throughput per worker is of the plain
+    ones' (1 - it: the attribution's cost), each side's median with its
+    order-statistic interval; None where the plain point ran nothing."""
+    if not plain.median or not ep.reps:
+        return None
+    rates = [_rep_ops(r) / (r.window_ns * len(r.workers) / 1e9) for r in ep.reps]
+    return ratio_interval(median_ci(rates), plain)
 
 
 # The tasks a worker waits on, which the engine follows as its helpers: the
@@ -600,9 +620,11 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
     return charges, helpers, sampled, missing, notes
 
 
-def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None = None) -> ExplainedStats | None:
+def explain_point(ep: ExplainedPoint, plain: Interval | None = None) -> ExplainedStats | None:
     """The per-operation causes of one explained point, over its
-    repetitions; None when it has none with the attribution loaded."""
+    repetitions; None when it has none with the attribution loaded.
+    `plain`: the plain point's operations per second of a worker, against
+    which the attribution's cost is stated."""
     if not ep.reps:
         return None
     ops = _charged_ops(ep)
@@ -634,10 +656,8 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
     share, why = program_time(ep.reps)
     if why:
         notes.append(why)
-    cost = None
-    if plain_ops_per_s_per_worker:
-        explained_rate = ops / (window / 1e9)  # per worker: window sums every worker's time
-        cost = 1 - explained_rate / plain_ops_per_s_per_worker
+    ratio = attribution_cost(ep, plain) if plain else None
+    bounded = ratio is not None and math.isfinite(ratio.high)  # not where a plain repetition ran nothing
     return ExplainedStats(
         workers=ep.workers,
         reps=len(ep.reps),
@@ -651,7 +671,10 @@ def explain_point(ep: ExplainedPoint, plain_ops_per_s_per_worker: float | None =
         ipis_received_per_op=charges.received / ops,
         tlb_flushes_per_op={k: v / ops for k, v in sorted(charges.tlb.items())} if counted else None,
         latency_ns=_latency(ep),
-        cost=cost,
+        cost=None if ratio is None else 1 - ratio.median,
+        cost_low=1 - ratio.high if bounded else None,
+        cost_high=1 - ratio.low if bounded else None,
+        cost_confidence=ratio.coverage if bounded else None,
         program_share=share,
         program_ns_per_op=None if share is None else share * per_op,
         missing=sorted(missing),

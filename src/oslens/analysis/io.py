@@ -18,8 +18,8 @@ from ..records import Invocation, complete_reps, explained_point, invocations
 from .explain import ExplainedStats, explain_point
 from .histogram import Histogram, merge_all
 from .metrics import HIGHER, LOWER, Metrics
-from .scale import SUPERLINEAR_NOTE, efficiency_interval, is_superlinear
-from .stats import SPREAD_LIMIT, Interval, median_ci, relative_spread
+from .scale import SUPERLINEAR_NOTE, is_superlinear
+from .stats import SPREAD_LIMIT, Interval, median_ci, ratio_interval, relative_spread
 
 QUANTILES = {"p50": 50, "p99": 99, "p99.9": 99.9}
 CPU_KINDS = ("user", "system", "irq", "softirq")  # user includes nice
@@ -84,6 +84,11 @@ class IoPoint:
         return m / self.workers if m is not None else None
 
     @property
+    def per_cpu_interval(self) -> Interval | None:
+        """IOPS per CPU over the repetitions (None where none timed I/O)."""
+        return median_ci([x / self.workers for x in self.iops]) if self.timed else None
+
+    @property
     def bandwidth(self) -> float | None:
         m = self.median_iops
         return m * self.bs if m is not None else None
@@ -117,14 +122,14 @@ class IoSeries:
         base = self.points[0]
         if not base.per_cpu:
             return
-        b = median_ci([x / base.workers for x in base.iops])
+        b = base.per_cpu_interval
         for p in self.points:
             if p.per_cpu is None:
                 continue
             p.efficiency = p.per_cpu / base.per_cpu
             if p is base or min(p.iops) <= 0 or b.low <= 0:
                 continue
-            p.efficiency_ci = efficiency_interval(median_ci([x / p.workers for x in p.iops]), b)
+            p.efficiency_ci = ratio_interval(p.per_cpu_interval, b)
             if is_superlinear(p.efficiency_ci):
                 p.superlinear = True
                 p.warnings.append(SUPERLINEAR_NOTE)
@@ -374,8 +379,7 @@ def summarize(params: dict, records, machine: dict | None = None) -> IoSummary:
         twin = plain.get((label, n))
         ep = explained_point(inv)
         if twin and ep:
-            rate = twin.per_cpu
-            twin.explained = explain_point(ep, rate)
+            twin.explained = explain_point(ep, twin.per_cpu_interval)
             if twin.explained is None and ep.unavailable:
                 twin.warnings.append(f"not explained: {ep.unavailable}")
     by: dict[str, list[IoPoint]] = defaultdict(list)

@@ -15,7 +15,7 @@ from . import kstacks
 from .explain import RUNQ_LABEL, ExplainedStats, Knee, explain_point, find_knee, point_samples, scales_sentence
 from .metrics import HIGHER, LOWER, Metrics
 from .scaling import UslFit, fit_usl, usl_unfit_reason
-from .stats import SKEW_LIMIT, SPREAD_LIMIT, Interval, median_ci, relative_spread, repetitions_needed
+from .stats import SKEW_LIMIT, SPREAD_LIMIT, Interval, median_ci, ratio_interval, relative_spread, repetitions_needed
 
 CONFIDENCE = 0.95
 
@@ -103,17 +103,6 @@ SUPERLINEAR_NOTE = (
 )
 
 
-def efficiency_interval(iv: Interval, b: Interval) -> Interval:
-    """A per-worker (or per-CPU) rate's interval over the baseline's (b.median > 0)."""
-    return Interval(
-        median=iv.median / b.median,
-        low=iv.low / b.high if b.high else float("inf"),
-        high=iv.high / b.low if b.low else float("inf"),
-        n=min(iv.n, b.n),
-        coverage=max(iv.coverage + b.coverage - 1.0, 0.0),
-    )
-
-
 def is_superlinear(ci: Interval) -> bool:
     # Only a real interval (two repetitions or more on both sides) can say
     # the excess is more than noise.
@@ -127,7 +116,7 @@ def _efficiency(p: PointStats, base: PointStats) -> None:
     p.efficiency = p.per_worker.median / b.median
     if p is base:
         return
-    p.efficiency_ci = efficiency_interval(p.per_worker, b)
+    p.efficiency_ci = ratio_interval(p.per_worker, b)
     if is_superlinear(p.efficiency_ci):
         p.superlinear = True
         p.warnings.append(SUPERLINEAR_NOTE)
@@ -218,7 +207,7 @@ def _explain(s: Series, explained: dict) -> None:
     eps = [explained.get((s.probe, s.variant, s.mode, s.placement, p.workers)) for p in s.points]
     if not any(eps):
         return
-    s.explained = [explain_point(ep, p.per_worker.median) if ep else None for ep, p in zip(eps, s.points)]
+    s.explained = [explain_point(ep, p.per_worker) if ep else None for ep, p in zip(eps, s.points)]
     got = [e for e in s.explained if e]
     if not got:
         why = next((ep.unavailable for ep in eps if ep and ep.unavailable), "no explained repetition completed")

@@ -93,6 +93,19 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> Interval:
     )
 
 
+def ratio_interval(a: Interval, b: Interval) -> Interval:
+    """a's median over b's (b.low > 0), each end from the ends of both
+    intervals: a conservative (Bonferroni) bound whose coverage is what the
+    two together guarantee — none, from two repetitions a side."""
+    return Interval(
+        median=a.median / b.median,
+        low=a.low / b.high if b.high else float("inf"),
+        high=a.high / b.low if b.low else float("inf"),
+        n=min(a.n, b.n),
+        coverage=max(a.coverage + b.coverage - 1.0, 0.0),
+    )
+
+
 def repetitions_needed(confidence: float = 0.95) -> int:
     """The fewest values whose (min, max) covers the median with `confidence`."""
     _check_confidence(confidence)

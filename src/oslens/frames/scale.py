@@ -84,7 +84,10 @@ COLUMNS = {
         "count_per_op": ("float64", "times per operation the cause was entered (NaN for unexplained)"),
         "callers": ("str", "a lock: who waited, the costliest chain, '; '-separated"),
         "takers": ("str", "runq: who had the CPU meanwhile, 'name share', '; '-separated, largest first"),
-        "cost": ("float64", "1 - the explained repetitions' throughput / the plain ones' (the observer's cost)"),
+        "cost": ("float64", "1 - the explained repetitions' median throughput / the plain ones' (the observer's cost)"),
+        "cost_low": ("float64", "the cost's lower bound, from both sides' repetitions (NaN: a plain one ran nothing)"),
+        "cost_high": ("float64", "the cost's upper bound"),
+        "cost_confidence": ("float64", "the confidence the bounds have together (0 from two repetitions a side)"),
         "program_share": (
             "float64",
             "light mode: its BPF programs' run time over the workers' time, from the kernel's statistics (NaN: not "
@@ -160,7 +163,8 @@ def frames(run, records: list[dict]) -> dict:
             at = {"probe": s.probe, "variant": s.variant, "mode": s.mode, "placement": s.placement, "fixed": s.fixed,
                   "workers": p.workers}  # fmt: skip
             stacks += [{**at, "stack": k, "samples": n, "ns_per_op": v} for k, (n, v) in sorted(e.folded.items())]
-            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost,
+            point = {**at, "reps": e.reps, "ns_per_op": e.ns_per_op, "cost": e.cost, "cost_low": e.cost_low,
+                     "cost_high": e.cost_high, "cost_confidence": e.cost_confidence,
                      "program_share": e.program_share, "explain_mode": e.mode}  # fmt: skip
             for c in e.causes:
                 causes.append({**point, "cause": c.label, "key": c.key, "group": c.group,

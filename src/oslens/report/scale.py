@@ -145,6 +145,17 @@ def _percent_range(xs: list[float], digits: int = 0) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def _cost_bounds(got: list) -> str:
+    """How far both sides' repetitions bound the cost: the widest bounds over
+    the points, at the least confidence any of them has."""
+    costed = [e for e in got if e.cost is not None]
+    confidence = min(e.cost_confidence or 0.0 for e in costed)
+    if not confidence:
+        return ", too few repetitions to bound it"
+    low, high = min(e.cost_low for e in costed), max(e.cost_high for e in costed)
+    return f", between {low:.0%} and {high:.0%} at {confidence:.0%} confidence"
+
+
 def cost_line(explained: list) -> str | None:
     """What attribution cost over a series' explained points (None where a
     point was not explained): the throughput it took, and in light mode its
@@ -158,7 +169,8 @@ def cost_line(explained: list) -> str | None:
     modes = " and ".join(sorted({e.mode for e in got}))
     line = f"attribution ({modes} mode) ran in separate repetitions right after each point"
     if costs:
-        line += f"; it cost {_percent_range(costs)} of the throughput there (the figures above are the plain ones)"
+        line += f"; it cost {_percent_range(costs)} of the throughput there{_cost_bounds(got)} (the figures above are "
+        line += "the plain ones)"
     if shares:
         line += (
             f"; its programs ran {_percent_range(shares, 1)} of the workers' time (the kernel's BPF statistics; the "
