@@ -122,11 +122,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    args.sample_rate = args.sample_rate or engine.DEFAULT_SAMPLE_HZ[args.explain]
     if args.seconds < 2:
         ap.error("--seconds: at least 2 (two snapshots 1 s inside the window)")
-    if not 1 <= args.sample_rate <= engine.Explain.most_hz():
+    if args.sample_rate is not None and not 1 <= args.sample_rate <= engine.Explain.most_hz():
         ap.error(f"--sample-rate: 1 to {engine.Explain.most_hz():,} Hz")
+    args.sample_rate = engine.Explain(args.explain, args.sample_rate).sample_hz  # None: the mode's
     stats = enable_stats()
     try:
         rounds = [one_round(args) for _ in range(args.rounds)]
