@@ -3,6 +3,7 @@ names their causes, and nothing stays loaded in the kernel."""
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import math
@@ -77,10 +78,11 @@ def attribution_or_skip(records: list[dict]) -> None:
 
 def stolen_within(records: list[dict]) -> dict[int, float]:
     """Each detour's end -> what of it the host took (the vCPU not run), as
-    the trace's reads of the steal clock charge it. A host that does not run
-    the vCPU lengthens whatever detour that falls in by time no guest-side
-    measure can keep out: the tests judge the rest. Empty where the trace is
-    unavailable."""
+    the trace's reads of the steal clock charge it to the detour's time that
+    no event covers. A host that does not run the vCPU lengthens a detour
+    by time no guest-side measure can keep out — but not a busy wait timed
+    by the clock, which the host's time shortens instead: subtract it only
+    from what may be lengthened. Empty where the trace is unavailable."""
     if not next(r for r in records if r["type"] == "trace")["available"]:
         return {}
     return {d.start_ns + d.duration_ns: d.causes.get(STEAL, 0.0) for d in summarize(records).detours if d.cpu == CPU}
@@ -123,16 +125,20 @@ def test_injected_detours_are_found_measured_and_named(no_leaks):
     inside = [(s, e) for s, e in injected if t0 < s and e < t1]
     assert len(inside) >= 80
     stolen = stolen_within(records)
-    spans = [(end - dur, end, dur - stolen.get(end, 0.0)) for end, dur in det["detours"]]
+    spans = [(end - dur, end, dur, stolen.get(end, 0.0)) for end, dur in det["detours"]]
     found = []
     for s, e in inside:
         match = [d for d in spans if d[0] <= s + 20_000 and d[1] >= e - 20_000]
         if match:
-            found.append(max(match, key=lambda d: d[2])[2] / (e - s))
+            _, _, dur, host = max(match, key=lambda d: d[2])
+            found.append((dur / (e - s), (dur - host) / (e - s)))
     assert len(found) >= 0.95 * len(inside), f"found {len(found)} of {len(inside)} injected detours"
-    ratios = np.array(found)
-    assert np.mean((ratios >= 0.99) & (ratios <= 1.10)) >= 0.95, (
-        f"durations off: {np.percentile(ratios, [5, 50, 95])}, less {sum(stolen.values()):.0f} ns the host took"
+    # As long as the injection, whatever the host did (the injector spins on
+    # the clock); no more than a tenth longer, less what the host took.
+    whole, ours = np.array(found).T
+    assert np.mean((whole >= 0.99) & (ours <= 1.10)) >= 0.95, (
+        f"durations off: {np.percentile(whole, [5, 50, 95])}, less the {sum(stolen.values()):.0f} ns the host "
+        f"took {np.percentile(ours, [5, 50, 95])}"
     )
 
     attribution_or_skip(records)
@@ -142,18 +148,31 @@ def test_injected_detours_are_found_measured_and_named(no_leaks):
 
 
 def test_timer_signal_found_at_its_rate_and_attributed(no_leaks):
+    """Each run of the signal handler, as its own clock reads place it, lies
+    in one detour at least as long. Matched by time, not told by length: a
+    host that does not run the vCPU makes detours of any length, and cuts
+    into the handler's busy wait, which is timed by the clock."""
     hz, busy_us, duration = 100, 300, 3.0
     records = detour_run("--opt", f"signal_hz={hz}", "--opt", f"signal_busy_us={busy_us}", duration=duration)
     det = next(r for r in records if r["type"] == "detours")
-    stolen = stolen_within(records)
-    long = [end for end, dur in det["detours"] if dur - stolen.get(end, 0.0) >= busy_us * 1000]
-    rate = len(long) / (det["runtime_ns"] / 1e9)
-    assert abs(rate - hz) / hz < 0.15, (
-        f"{rate:.1f}/s of ≥{busy_us} µs detours, signals at {hz}/s; {sum(stolen.values()):.0f} ns the host took"
-    )
+    t0, t1 = det["start_ns"], det["start_ns"] + det["runtime_ns"]
+    handled = [(s, e) for s, e in det["signals"] if t0 < s and e < t1]
+    assert det["signals_overflow"] == 0 and all(e - s >= busy_us * 1000 for s, e in handled)
+    rate = len(handled) / (det["runtime_ns"] / 1e9)
+    assert abs(rate - hz) / hz < 0.15, f"the handler ran {rate:.1f} times a second, signalled at {hz}/s"
+    # The loop re-reads the clock after keeping a detour (its bookkeeping
+    # is not the OS's noise), so a signal in those few ns is not seen: some
+    # 2e-4 of the time, a miss in about 20 runs of 300 signals.
+    spans = [(end - dur - 2_000, end) for end, dur in det["detours"]]  # 2 µs: the loop's and the handler's reads
+    starts = [a for a, _ in spans]
+    within = {}
+    for s, e in handled:
+        k = bisect.bisect_right(starts, s) - 1
+        if k >= 0 and spans[k][1] >= e:
+            within[spans[k][1]] = (s, e)
+    assert len(within) >= 0.98 * len(handled), f"{len(within)} of {len(handled)} signals found in a detour"
     attribution_or_skip(records)
-    s = summarize(records)
-    signalled = [d for d in s.detours if d.duration_ns >= busy_us * 1000]
+    signalled = [d for d in summarize(records).detours if d.cpu == CPU and d.start_ns + d.duration_ns in within]
     with_timer = [d for d in signalled if "timer interrupt" in d.causes]
     assert len(with_timer) >= 0.9 * len(signalled), {c for d in signalled for c in d.causes}
 

@@ -27,6 +27,11 @@ struct detour {
 	double loop_ns; /* minimal loop time, calibrated */
 	timer_t timer;
 	int has_timer;
+	/* self-test: each run of the signal handler, [start, end] on
+	 * CLOCK_MONOTONIC by its own reads, so that a test can find each in a
+	 * detour whatever else (a host not running the vCPU) lengthened it */
+	uint64_t (*signals)[2];
+	uint64_t signals_cap, signals_n, signals_overflow;
 };
 
 static inline uint64_t now_ticks(void)
@@ -63,20 +68,37 @@ static double calibrate(void)
 }
 
 static uint64_t signal_busy_ns;
+static __thread struct detour *signalled; /* the thread's own: its timer signals only it */
 
-/* Burns a known time, so that each signal is a detour of known length. */
+/* Burns a known time, so that each signal is a detour of known length, and
+ * keeps when it ran. */
 static void on_timer_signal(int sig)
 {
 	(void)sig;
-	uint64_t until = mono_ns() + signal_busy_ns;
-	while (mono_ns() < until)
+	uint64_t start = mono_ns(), until = start + signal_busy_ns, now;
+	while ((now = mono_ns()) < until)
 		;
+	struct detour *d = signalled;
+	if (!d) /* a signal still queued as the thread tears down */
+		return;
+	if (d->signals_n < d->signals_cap) {
+		d->signals[d->signals_n][0] = start;
+		d->signals[d->signals_n][1] = now;
+		d->signals_n++;
+	} else {
+		d->signals_overflow++;
+	}
 }
 
 /* signal_hz > 0: a POSIX timer signals this thread at a known rate, so that
  * the probe can be checked against interruptions it must find. */
 static int arm_signal(struct detour *d, long hz)
 {
+	d->signals_cap = d->cap;
+	d->signals = calloc_touched(d->signals_cap, sizeof *d->signals); /* never fault in the handler */
+	if (!d->signals)
+		return -1;
+	signalled = d;
 	struct sigaction sa = {.sa_handler = on_timer_signal, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGRTMIN + 1, &sa, NULL) != 0)
@@ -136,10 +158,12 @@ static void detour_teardown(struct worker *w)
 	struct detour *d = w->data;
 	if (!d)
 		return;
+	signalled = NULL;
 	if (d->has_timer)
 		timer_delete(d->timer);
 	free(d->rec);
 	free(d->ftq);
+	free(d->signals);
 	free(d);
 }
 
@@ -219,6 +243,17 @@ static int detour_emit(struct worker *w, struct json *j)
 			json_uint(j, NULL, d->ftq[i]);
 		json_end(j);
 		json_end(j);
+	}
+	if (d->has_timer) {
+		json_arr(j, "signals");
+		for (uint64_t i = 0; i < d->signals_n; i++) {
+			json_arr(j, NULL);
+			json_uint(j, NULL, d->signals[i][0]);
+			json_uint(j, NULL, d->signals[i][1]);
+			json_end(j);
+		}
+		json_end(j);
+		json_uint(j, "signals_overflow", d->signals_overflow);
 	}
 	json_arr(j, "detours");
 	for (uint64_t i = 0; i < d->n; i++) {
