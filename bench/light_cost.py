@@ -176,15 +176,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--sample-rate", type=int, default=engine.DEFAULT_SAMPLE_HZ["light"], metavar="HZ")
+    ap.add_argument("--sample-rate", type=int, metavar="HZ", help="default: light mode's")
     ap.add_argument("--threshold-ns", type=float, default=1000.0)
     ap.add_argument("--probes", default=OSMARK_PROBES, help="probes whose programs' time is measured ('' for none)")
     ap.add_argument("--probe-rounds", type=int, default=3)
     args = ap.parse_args()
     if args.seconds < 1.5:
         ap.error("--seconds: at least 1.5 (two snapshots inside the window)")
-    if not 1 <= args.sample_rate <= engine.Explain.most_hz():
+    if args.sample_rate is not None and not 1 <= args.sample_rate <= engine.Explain.most_hz():
         ap.error(f"--sample-rate: 1 to {engine.Explain.most_hz():,} Hz")
+    args.sample_rate = engine.Explain("light", args.sample_rate).sample_hz  # None: light mode's
     plain, light, per_probe = measure(args)
     hz = args.sample_rate
     print(

@@ -125,11 +125,26 @@ static int cmd_run(int argc, char **argv)
 	return cluster_end(run_probe(&cfg, &topo));
 }
 
+/* One of `run`'s attributions, as `list` publishes it: its option, whether
+ * it loads BPF programs, and the period it samples at unless told (none
+ * where it samples nothing), so that no caller keeps a copy of it. */
+static void emit_attribution(const struct run_part *p)
+{
+	struct json *j = json_record("attribution");
+	json_str(j, "name", p->name);
+	json_bool(j, "bpf", p->bpf);
+	if (p->sample_period_ns)
+		json_int(j, "sample_period_ns", p->sample_period_ns);
+	json_emit(j);
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
 	probe_foreach(emit_probe, NULL);
+	for (int k = 0; run_part_table[k]; k++)
+		emit_attribution(run_part_table[k]);
 	args_emit_limits();
 	return 0;
 }
@@ -185,7 +200,11 @@ static void usage_run_parts(int indent)
 	fprintf(stderr, "%*swhere ATTRIBUTION is any of these, with at most one marked BPF:\n", indent, "");
 	for (int k = 0; run_part_table[k]; k++) {
 		const struct run_part *p = run_part_table[k];
-		fprintf(stderr, "%*s--%-14s %s%s\n", indent + 4, "", p->name, p->help, p->bpf ? " [BPF]" : "");
+		char period[64] = "";
+		if (p->sample_period_ns)
+			snprintf(period, sizeof period, " (NS: %lld unless given)", (long long)p->sample_period_ns);
+		fprintf(stderr, "%*s--%-14s %s%s%s\n", indent + 4, "", p->name, p->help, period,
+			p->bpf ? " [BPF]" : "");
 	}
 }
 

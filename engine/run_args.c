@@ -96,12 +96,12 @@ static void check_parts(const struct run_config *cfg, const int *asked, int nask
 	char why[256];
 	int sampling = 0;
 	for (int i = 0; i < nasked; i++)
-		sampling |= cfg->part_table[asked[i]]->samples;
+		sampling |= cfg->part_table[asked[i]]->sample_period_ns != 0;
 	if (cfg->part_table && cfg->sample_period_ns >= 0 && !sampling) {
 		char samplers[256] = "";
 		size_t len = 0;
 		for (int k = 0; cfg->part_table[k] && len < sizeof samplers; k++)
-			if (cfg->part_table[k]->samples)
+			if (cfg->part_table[k]->sample_period_ns)
 				len += snprintf(samplers + len, sizeof samplers - len, "%s--%s", len ? ", " : "",
 						cfg->part_table[k]->name);
 		die_usage("--sample-period: the period of an attribution's samples, and none that samples (%s) was "

@@ -65,13 +65,14 @@ static int explain_check(const struct run_config *cfg, char *why, size_t whylen)
 	return -1;
 }
 
+static const struct run_part explain_part, explain_light_part; /* below: each names its default period */
+
 /* The workers, and the partners that serve them: what a worker waits for
  * in its semop or futex is their doing. */
-static int explain_attach_mode(const struct run_view *v, int light, char *why, size_t whylen)
+static int explain_attach_mode(const struct run_view *v, const struct run_part *part, char *why, size_t whylen)
 {
-	uint64_t period = v->cfg->sample_period_ns >= 0 ? (uint64_t)v->cfg->sample_period_ns
-			  : light			? EXPLAIN_LIGHT_SAMPLE_PERIOD_NS
-							: EXPLAIN_SAMPLE_PERIOD_NS;
+	int light = part == &explain_light_part;
+	uint64_t period = (uint64_t)(v->cfg->sample_period_ns >= 0 ? v->cfg->sample_period_ns : part->sample_period_ns);
 	if (explain_bpf_start(v->pids, v->nworkers, v->tids, v->cpus, v->nworkers, light, period, why, whylen) != 0)
 		return -1;
 	int cpus[2 * v->nworkers], ncpus = 0; /* the workers' and their partners' CPUs, each once */
@@ -87,12 +88,12 @@ static int explain_attach_mode(const struct run_view *v, int light, char *why, s
 
 static int explain_attach(const struct run_view *v, char *why, size_t whylen)
 {
-	return explain_attach_mode(v, 0, why, whylen);
+	return explain_attach_mode(v, &explain_part, why, whylen);
 }
 
 static int explain_light_attach(const struct run_view *v, char *why, size_t whylen)
 {
-	return explain_attach_mode(v, 1, why, whylen);
+	return explain_attach_mode(v, &explain_light_part, why, whylen);
 }
 
 static void explain_window(const struct run_view *v, uint64_t start_ns, uint64_t end_ns)
@@ -110,9 +111,9 @@ static void explain_emit(int rep, int measured)
 static const struct run_part explain_part = {
 	.name = "explain",
 	.help = "every instant of the workers' window charged to one kernel cause (fixed time only); kernel stacks "
-		"sampled every --sample-period NS of a thread's time (1 ms; 0: none)",
+		"sampled every --sample-period NS of a thread's time (0: none)",
 	.bpf = 1,
-	.samples = 1,
+	.sample_period_ns = EXPLAIN_SAMPLE_PERIOD_NS,
 	.check = explain_check,
 	.attach = explain_attach,
 	.window = explain_window,
@@ -126,9 +127,9 @@ static const struct run_part explain_part = {
 static const struct run_part explain_light_part = {
 	.name = "explain-light",
 	.help = "as --explain, at a cost that does not grow with the system call or fault rate: the time on a CPU "
-		"split by samples of the workers' CPUs, every --sample-period NS (2 ms)",
+		"split by samples of the workers' CPUs, every --sample-period NS",
 	.bpf = 1,
-	.samples = 1,
+	.sample_period_ns = EXPLAIN_LIGHT_SAMPLE_PERIOD_NS,
 	.check = explain_check,
 	.attach = explain_light_attach,
 	.window = explain_window,

@@ -13,6 +13,7 @@
 #include "engine.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* What a part sees of a repetition: its configuration and its workers,
  * ready at the barrier. Not the master: a part needs nothing else. */
@@ -42,8 +43,10 @@ struct run_part {
 	 * part, and run_args.c refuses two in one line naming them. */
 	int bpf;
 	/* It samples the threads on clocks whose period --sample-period sets
-	 * (run_config.sample_period_ns): an option no other part takes. */
-	int samples;
+	 * (run_config.sample_period_ns, an option no other part takes), this
+	 * period (ns) unless asked otherwise; 0: it samples nothing. The one
+	 * place each default is stated: the usage text and `list` publish it. */
+	int64_t sample_period_ns;
 	/* Its constraints on the rest of the run, once argv is parsed and the
 	 * probes and target checked: 0, or -1 with why (the one-line refusal). */
 	int (*check)(const struct run_config *cfg, char *why, size_t whylen);

@@ -109,6 +109,17 @@ def test_bad_scale_input_is_one_line_and_stores_nothing(tmp_path, no_leaks, args
     assert not db.exists()
 
 
+def test_the_sample_rates_help_states_the_engines_defaults(tmp_path):
+    """--sample-rate's defaults are each mode's attribution's period as the
+    engine publishes it, read when the help is shown: no copy to drift."""
+    from oslens import engine
+
+    said = ", ".join(f"{engine.Explain.default_hz(m):,} {m}" for m in engine.EXPLAIN_MODES)
+    p = oslens("scale", "--help", db=tmp_path / "db")
+    assert p.returncode == 0, p.stderr
+    assert f"[default: {said}]" in " ".join(p.stdout.split()), p.stdout
+
+
 def test_unwritable_store_is_refused_before_measuring(tmp_path, no_leaks):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory\n")

@@ -134,6 +134,25 @@ def test_the_usage_text_lists_every_attributions_option(io_target):
         assert {other: c[other] for other in listed} == {other: other == name for other in listed}
 
 
+def test_list_publishes_each_attribution_and_the_period_it_samples_at_unless_given(io_target):
+    """`list` and the usage text are made from one table: the same options,
+    the same BPF marks; a part that samples states its default period in
+    both, within the bounds --sample-period takes, and only such parts take
+    the option."""
+    published = engine.attributions()
+    assert {n: a["bpf"] for n, a in published.items()} == attributions()
+    samplers = [n for n, a in published.items() if "sample_period_ns" in a]
+    assert {"explain", "explain-light"} <= set(samplers), published
+    least, most = (LIMITS["run"]["--sample-period"][k] for k in ("min", "max"))
+    usage = run_engine("--help").stderr
+    for name in samplers:
+        period = published[name]["sample_period_ns"]
+        assert least <= period <= most, (name, period)
+        assert re.search(rf"--{name} .*\(NS: {period} unless given\)", usage), usage
+    line = refused("run", "--dry-run", *io_target, "--sample-period", "4000000")
+    assert line.endswith(f"none that samples ({', '.join('--' + n for n in samplers)}) was asked for"), line
+
+
 def test_two_attributions_loading_bpf_are_refused_in_one_line(io_target):
     """Named in the order given, whichever two (or more) they are."""
     bpf = [name for name, loads in attributions().items() if loads]

@@ -107,7 +107,7 @@ def inside(env) -> Iterator[None]:
     env (a made environment, see envs/): what it offers and the topology it
     sees are the inside's, not the host's."""
     global _inside
-    cached = (_listing, limits, workloads, probes, topology)
+    cached = (_listing, limits, attributions, workloads, probes, topology)
     previous, _inside = _inside, env
     for f in cached:
         f.cache_clear()
@@ -168,6 +168,22 @@ def limits() -> dict:
 
 def limit(command: str, option: str) -> dict:
     return limits()[command][option]
+
+
+@functools.lru_cache(maxsize=1)
+def attributions() -> dict[str, dict]:
+    """`run`'s attributions as the engine lists them, by option name
+    ("explain"): whether each loads BPF programs, and the period it samples
+    at unless given one ("sample_period_ns", absent where it samples
+    nothing) — the engine's defaults, never a copy of them."""
+    out = {
+        r["name"]: {k: v for k, v in r.items() if k not in ("type", "name")}
+        for r in _listing()
+        if r.get("type") == "attribution"
+    }
+    if not out:
+        raise MeasurementError(f"{ENGINE} list publishes no attributions: an engine older than this oslens")
+    return out
 
 
 def check(args: list[str]) -> dict:
@@ -241,14 +257,13 @@ def _num(x: float) -> str:
 # probe measured and within 5 % on the system-call-bound ones (bench/explain.py).
 EXPLAIN_MODES = ("full", "light")
 DEFAULT_EXPLAIN = "light"
-# How often the attribution's clocks sample a thread (full) or a worker's CPU
-# (light), per second: a sample is a timer interrupt and a stack walk, some
-# 15-20 µs in a VM, so the rate sets its cost (engine/bpf/explain.h), and
-# a sampled share's error shrinks with the square root of the samples. The
-# engine bounds the period (limit("run", "--sample-period")). Light mode's
-# clock is most of its cost, and its rate the engine's own default
-# (EXPLAIN_LIGHT_SAMPLE_PERIOD_NS, where the measurement that chose it is).
-DEFAULT_SAMPLE_HZ = {"full": 1000, "light": 500}
+# Each mode's attribution in the engine: its option, and its entry in
+# attributions(), whose default period (where the measurement that chose
+# it is stated: engine/bpf/explain.h) is each mode's default rate. A sample
+# is a timer interrupt and a stack walk, some 15-20 µs in a VM, so the rate
+# sets the cost, and a sampled share's error shrinks with the square root
+# of the samples; the engine bounds the period (limit("run", "--sample-period")).
+_ATTRIBUTION = {"full": "explain", "light": "explain-light"}
 
 
 @dataclass(frozen=True)
@@ -258,15 +273,20 @@ class Explain:
     their time."""
 
     mode: str = DEFAULT_EXPLAIN
-    sample_hz: int | None = None  # None: the mode's (DEFAULT_SAMPLE_HZ)
+    sample_hz: int | None = None  # None: the mode's (default_hz)
 
     def __post_init__(self):
         if self.mode not in EXPLAIN_MODES:
             raise ValueError(f"explain mode {self.mode!r}")
         if self.sample_hz is None:
-            object.__setattr__(self, "sample_hz", DEFAULT_SAMPLE_HZ[self.mode])  # frozen: set once, here
+            object.__setattr__(self, "sample_hz", self.default_hz(self.mode))  # frozen: set once, here
         if not isinstance(self.sample_hz, int) or self.sample_hz < 1:
             raise ValueError(f"sample rate {self.sample_hz!r} Hz")
+
+    @staticmethod
+    def default_hz(mode: str) -> int:
+        """The rate a mode samples at unless asked: its engine attribution's."""
+        return round(1e9 / attributions()[_ATTRIBUTION[mode]]["sample_period_ns"])
 
     @staticmethod
     def most_hz() -> int:
@@ -278,8 +298,7 @@ class Explain:
         return round(1e9 / self.sample_hz)
 
     def argv(self) -> list[str]:
-        flag = {"full": "--explain", "light": "--explain-light"}[self.mode]
-        return [flag, "--sample-period", str(self.period_ns)]
+        return [f"--{_ATTRIBUTION[self.mode]}", "--sample-period", str(self.period_ns)]
 
     @staticmethod
     def params(explain: Explain | None) -> dict:

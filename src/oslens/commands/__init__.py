@@ -156,6 +156,19 @@ def _refuse_empty_options(ctx: click.Context) -> None:
             raise UsageError(f"{max(param.opts, key=len)}: an empty value (leave the option out for its default)")
 
 
+class _SampleRateOption(click.Option):
+    """--sample-rate, whose defaults are the engine's: asked of it only when
+    the help is shown, so that no command needs the engine to start."""
+
+    def get_help_record(self, ctx):
+        names, text = super().get_help_record(ctx)
+        try:
+            said = ", ".join(f"{engine.Explain.default_hz(m):,} {m}" for m in engine.EXPLAIN_MODES)
+        except MeasurementError as e:
+            said = f"the engine's ({e})"
+        return names, f"{text} [default: {said}]"
+
+
 def explain_option(what: str):
     """`--explain [full|light]` and `--sample-rate HZ`: the attributed twin
     of each point, in the mode given (or the default one when none is),
@@ -178,13 +191,12 @@ def explain_option(what: str):
         @click.option(
             "--sample-rate",
             "sample_hz",
+            cls=_SampleRateOption,
             type=click.IntRange(min=1),
             default=None,
             metavar="HZ",
             help="With --explain: samples per second of each worker thread's time (full) or of each worker's CPU "
-            "(light). Fewer cost less and err more; each share's error is stated. [default: "
-            + ", ".join(f"{hz} {mode}" for mode, hz in engine.DEFAULT_SAMPLE_HZ.items())
-            + "]",
+            "(light). Fewer cost less and err more; each share's error is stated.",
         )
         @functools.wraps(fn)
         def wrapper(*args, explain: str | None, sample_hz: int | None, **kw):
