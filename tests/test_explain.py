@@ -131,7 +131,8 @@ def test_a_run_queue_lock_is_named_with_its_cpu():
     # pipe ping-pong between a worker and its partner on another CPU: every
     # wake-up takes the other CPU's run queue lock, and spinning on it is
     # how it shows. A contention whose stack is a run queue lock's must be
-    # named as one; only a machine where none was contended skips.
+    # named as one; only a machine where none was contended skips. Every
+    # wait keeps its stack.
     syms = Kallsyms()
     if not syms.usable:
         pytest.skip("kernel symbols are not readable here: a stack cannot be told without its naming")
@@ -141,6 +142,10 @@ def test_a_run_queue_lock_is_named_with_its_cpu():
         r = explained("--probe", "pingpong:pipe", "--workers", str(NCPU), "--duration", "0.5")
         rec = r.of("explain")[0]
         assert rec["rq_locks"] >= 1  # the run queue locks were learned
+        # every wait that took its stack kept it (a stack map's shared bucket once lost one)
+        assert rec["lock_stacks_lost"] == 0
+        locks = [c for c in rec["charges"] if c["kind"] == "lock" and c.get("stack_taken", True)]
+        assert all(c["stack"] for c in locks), [c for c in locks if not c["stack"]]
         for c in rec["charges"]:
             if c["kind"] == "lock":
                 frames = [(sym.name if (sym := syms.lookup(int(a, 16))) else a) for a in c["stack"]]

@@ -66,13 +66,6 @@ struct {
 	__type(value, struct runlen);
 } runlens SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 4096);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, EXPLAIN_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
 /* Sampled kernel stacks: a count per cause and stack (explain.h), the
  * stacks by their hash, and room to take one before it is hashed. */
 struct {
@@ -228,7 +221,6 @@ static __always_inline void own_key(struct explain_task *t, __u32 tid, struct ex
 {
 	__builtin_memset(k, 0, sizeof *k);
 	k->tid = tid;
-	k->stack = -1;
 	__u32 d = t->depth;
 	const struct explain_frame *top = top_frame(t);
 	if (top && top->kind == EX_LOCK) { /* a lock wait is the lock's, asleep or not */
@@ -329,7 +321,7 @@ static __always_inline void count_entry(const struct explain_task *t, __u32 tid,
 {
 	if (!in_window(now))
 		return;
-	struct explain_key k = {.tid = tid, .kind = kind, .stack = -1, .id = id};
+	struct explain_key k = {.tid = tid, .kind = kind, .id = id};
 	as_served(t, &k.tid, &k.flags);
 	add(&k, 0, 1);
 }
@@ -348,7 +340,7 @@ static __always_inline void push(struct explain_task *t, __u32 tid, __u16 kind, 
 	f->kind = kind;
 	f->id = id;
 	f->flags = 0;
-	f->stack = -1;
+	f->stack = 0;
 	f->named = 0;
 	t->depth = d + 1;
 	if (count)
@@ -485,6 +477,8 @@ __u64 sleeping_lock_waits = 0;
  * EXPLAIN_LIGHT_LOCK_STACKS_PER_S). */
 __u32 lock_stacks_below = ~0u;
 
+__u64 lock_stacks_lost; /* waits whose stack found no room in kstacks */
+
 /* Light mode: the contention events each CPU sees, by kind (explain.h:
  * the loader weighs them when the window opens). */
 struct {
@@ -531,9 +525,11 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 	f->flags = (__u16)flags;
 	if (light_mode && bpf_get_prandom_u32() > *(volatile __u32 *)&lock_stacks_below) {
 		f->flags |= EXF_UNSTACKED;
-		f->stack = -1;
-	} else
-		f->stack = bpf_get_stackid(ctx, &stacks, 0);
+		f->stack = 0;
+	} else if (kstack_take(ctx, &f->stack) != 0) {
+		f->stack = 0;
+		__sync_fetch_and_add(&lock_stacks_lost, 1);
+	}
 	f->named = lock_named((__u64)lock);
 	t->depth = d + 1;
 	if (light_mode)
@@ -830,7 +826,7 @@ static __always_inline void intr_exit(void)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lo = clip(c->start_ns), hi = clip(now);
-	struct explain_key k = {.tid = c->tid, .kind = c->kind, .stack = -1, .id = c->id};
+	struct explain_key k = {.tid = c->tid, .kind = c->kind, .id = c->id};
 	struct explain_task *t = task_of(c->tid, 0, 0);
 	as_served(t, &k.tid, &k.flags);
 	if (hi > lo || in_window(c->start_ns))

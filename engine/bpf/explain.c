@@ -559,6 +559,7 @@ void explain_bpf_emit(int rep)
 	json_uint(j, "window_start_ns", skel->data->window_start_ns);
 	json_uint(j, "window_end_ns", skel->data->window_end_ns);
 	json_uint(j, "lost", skel->bss->lost);
+	json_uint(j, "lock_stacks_lost", skel->bss->lock_stacks_lost);
 	int rq_locks = 0; /* run queue locks learned: the CPUs that switched */
 	__u64 key, *prevkey = NULL;
 	static __u64 curkey;
@@ -583,7 +584,7 @@ void explain_bpf_emit(int rep)
 			json_uint(j, "count", v.count);
 			if (k.kind == EX_LOCK) {
 				json_str(j, "lock_kind", loader_lock_kind(k.flags & ~EXF_MARKS));
-				loader_emit_stack(j, skel->maps.stacks, k.stack, EXPLAIN_STACK_DEPTH);
+				loader_emit_kstack(j, "stack", skel->maps.kstacks, k.stack);
 				if (k.flags & EXF_UNSTACKED)
 					json_bool(j, "stack_taken", 0);
 			}

@@ -45,15 +45,15 @@ enum explain_vector {
 	EV_MAX
 };
 
-#define EXPLAIN_STACK_DEPTH 24
 #define EXPLAIN_NEST 8 /* system call, fault, lock, ... kept per thread (a power of 2) */
 
 struct explain_key {
 	__u32 tid;
 	__u16 kind;  /* enum explain_kind */
 	__u16 flags; /* EX_LOCK: LCB_F_* of contention_begin */
-	__s32 stack; /* EX_LOCK: in the stacks map, < 0 none */
 	__u32 named; /* EX_LOCK: enum lock_name (locknames.h) */
+	__u32 pad;
+	__u64 stack; /* EX_LOCK: the waiter's kernel stack, in kstacks (kstack.h); 0 none */
 	__s64 id;
 };
 
@@ -78,9 +78,8 @@ struct explain_val {
 struct explain_frame {
 	__u16 kind;
 	__u16 flags;
-	__s32 stack;
 	__u32 named;
-	__u32 pad;
+	__u64 stack; /* EX_LOCK: in kstacks; 0 none */
 	__s64 id;
 };
 

@@ -426,13 +426,6 @@ void loader_emit_kstack(struct json *j, const char *name, const struct bpf_map *
 	loader_emit_ips(j, name, found ? s.ip : NULL, KSTACK_DEPTH);
 }
 
-void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth)
-{
-	__u64 ips[depth];
-	int found = stack >= 0 && bpf_map__lookup_elem(stacks, &stack, sizeof stack, ips, sizeof ips, 0) == 0;
-	loader_emit_ips(j, "stack", found ? ips : NULL, depth);
-}
-
 void loader_emit_run_lengths(struct json *j, const struct bpf_map *runlens, const char *const *names, int n)
 {
 	static const unsigned long over[RUNLEN_OVER] = RUNLEN_OVER_NS;

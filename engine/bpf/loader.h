@@ -111,12 +111,9 @@ int loader_attach(struct bpf_object_skeleton *s, loader_part_fn part_of, struct 
 
 struct json;
 struct bpf_map;
-/* A `stack` array of kernel addresses (hex strings), from a stack map
- * entry of `depth` frames; empty when stack < 0 or the entry is gone. */
 /* The kernel stack stored under `hash` in a kstacks map (kstack.h), as
  * `name`: [] for 0 (user space) or a stack no longer there. */
 void loader_emit_kstack(struct json *j, const char *name, const struct bpf_map *kstacks, __u64 hash);
-void loader_emit_stack(struct json *j, const struct bpf_map *stacks, int stack, int depth);
 /* An array `name` of kernel addresses (hex strings) of ips[0..depth),
  * up to the first 0; empty for NULL. */
 void loader_emit_ips(struct json *j, const char *name, const __u64 *ips, int depth);

@@ -93,13 +93,6 @@ struct {
 } locks SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 4096);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, PROF_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PE_MAX);
 	__type(key, __u32);
@@ -669,6 +662,8 @@ VECTOR(irq_work, PV_IRQ_WORK)
 
 /* ---- kernel lock contention ---- */
 
+__u64 lock_stacks_lost; /* waits whose stack found no room in kstacks */
+
 SEC("raw_tp/contention_begin")
 int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
 {
@@ -683,7 +678,10 @@ int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
 	t->lock_ns = bpf_ktime_get_ns();
 	t->lock = (__u64)lock;
 	t->lock_flags = flags;
-	t->lock_stack = bpf_get_stackid(ctx, &stacks, 0);
+	if (kstack_take(ctx, &t->lock_stack) != 0) {
+		t->lock_stack = 0;
+		__sync_fetch_and_add(&lock_stacks_lost, 1);
+	}
 	return 0;
 }
 

@@ -458,13 +458,14 @@ static void emit_locks(void)
 			json_uint(j, "count", l.count);
 			json_uint(j, "total_ns", l.total_ns);
 			json_uint(j, "max_ns", l.max_ns);
-			loader_emit_stack(j, skel->maps.stacks, k.stack, PROF_STACK_DEPTH);
+			loader_emit_kstack(j, "stack", skel->maps.kstacks, k.stack);
 			json_end(j);
 		}
 		cur = k;
 		prev = &cur;
 	}
 	json_end(j);
+	json_uint(j, "stacks_lost", skel->bss->lock_stacks_lost);
 	json_emit(j);
 }
 

@@ -108,7 +108,7 @@ struct prof_inflight {
 	__u64 lock_ns;		/* waiting for a contended lock since */
 	__u64 lock;
 	__s64 sys_nr;
-	__s32 lock_stack;
+	__u64 lock_stack; /* in kstacks; 0: none */
 	__u32 lock_flags;
 };
 
@@ -137,12 +137,11 @@ struct prof_preempt_key {
 #define PROF_BY_KTHREAD 1
 #define PROF_BY_WORKLOAD 2
 
-#define PROF_STACK_DEPTH 24
-
 struct prof_lock_key {
 	__u64 lock;
-	__s32 stack; /* in the stacks map; < 0: none */
+	__u64 stack; /* the waiter's kernel stack, in kstacks (kstack.h); 0: lost */
 	__u32 flags; /* LCB_F_* of contention_begin */
+	__u32 pad;
 };
 
 struct prof_lock {

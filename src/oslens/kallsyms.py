@@ -125,7 +125,9 @@ class Kallsyms:
         return Symbol(name, addr - self.addrs[i], module, kind)
 
 
-def _is_lock_internal(name: str) -> bool:
+def is_lock_internal(name: str) -> bool:
+    """A function of the locking code itself (a spin lock's slow path, the
+    contention tracepoint), not one that waited for a lock."""
     return name.startswith(LOCK_INTERNAL_PREFIXES) or "contention" in name
 
 
@@ -152,7 +154,7 @@ def _lock_symbol(address: str, syms: Kallsyms) -> str | None:
 def callers(frames: list[Symbol | None], depth: int = 3) -> list[str]:
     """Who waited: the first `depth` frames outside the locking code (the
     caller, then its caller, …), the chain a lock name alone does not give."""
-    return [str(f) for f in frames if f and not _is_lock_internal(f.name)][:depth]
+    return [str(f) for f in frames if f and not is_lock_internal(f.name)][:depth]
 
 
 def resolve_locks(record: dict, syms: Kallsyms) -> dict:

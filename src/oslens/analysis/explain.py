@@ -596,6 +596,11 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
             notes.append(
                 f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
             )
+        if r.explain.get("lock_stacks_lost"):
+            notes.append(
+                f"repetition {r.rep}: no stack kept for {plural(r.explain['lock_stacks_lost'], 'lock wait')} "
+                "(the kernel's stack table was full): who waited is not known there"
+            )
         if r.explain.get("off_cpu_unseen"):
             notes.append(
                 f"repetition {r.rep}: {plural(r.explain['off_cpu_unseen'], 'tick')} found a worker off its CPU "

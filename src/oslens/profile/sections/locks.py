@@ -79,6 +79,11 @@ def summarize(recs: Records) -> dict:
         section["notes"].append(f"callers and lock names unresolved: {rec['unresolved_because']}")
     if rec and rec.get("lock_symbols_unavailable"):
         section["notes"].append(rec["lock_symbols_unavailable"])
+    if rec and rec.get("stacks_lost"):
+        section["notes"].append(
+            f"no stack kept for {fmt.plural(rec['stacks_lost'], 'wait')} (the kernel's stack table was full): "
+            "who waited is not known there"
+        )
     rows = _merge_by_caller([_row(r, recs.wall_s) for r in (rec or {}).get("rows", [])], recs.wall_s)
     section["rows"] = rows[:TOP]
     section["total"] = (
