@@ -527,7 +527,6 @@ int BPF_PROG(oslens_ex_lock_begin, void *lock, unsigned int flags)
 		f->flags |= EXF_UNSTACKED;
 		f->stack = 0;
 	} else if (kstack_take(ctx, &f->stack) != 0) {
-		f->stack = 0;
 		__sync_fetch_and_add(&lock_stacks_lost, 1);
 	}
 	f->named = lock_named((__u64)lock);

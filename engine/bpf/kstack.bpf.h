@@ -58,14 +58,13 @@ static __always_inline __u64 kstack_hash(const struct kstack *s, __u32 n)
 	return h ? h : 1;
 }
 
-/* buf's stack kept in kstacks: *stack its hash, 0 for none (user space). */
+/* buf's stack kept in kstacks: *stack its hash, left 0 for none (user space). */
 static __always_inline int kstack_keep(void *ctx, struct kstack *buf, __u64 *stack)
 {
 	/* the rest of buf is zeroed; user space has no kernel frame */
 	long len = bpf_get_stack(ctx, buf, sizeof *buf, 0);
 	if (len < 0)
 		return -1;
-	*stack = 0;
 	if (!len)
 		return 0;
 	__u64 h = kstack_hash(buf, len / sizeof buf->ip[0]);
@@ -78,12 +77,13 @@ static __always_inline int kstack_keep(void *ctx, struct kstack *buf, __u64 *sta
 
 /* The current kernel stack (of what a perf event interrupted, or of a
  * tracepoint's caller), kept in kstacks: *stack its hash, 0 for none (user
- * space). -1: no room, or no stack to be had. An interrupting program
+ * space). -1: no room, or no stack to be had (*stack 0). An interrupting program
  * takes the next slot and gives it back before the interrupted one
  * resumes, so a plain per-CPU count is enough. */
 static __always_inline int kstack_take(void *ctx, __u64 *stack)
 {
 	__u32 zero = 0;
+	*stack = 0;
 	__u32 *depth = bpf_map_lookup_elem(&kstack_depth, &zero);
 	if (!depth)
 		return -1;

@@ -678,10 +678,8 @@ int BPF_PROG(oslens_prof_lock_begin, void *lock, unsigned int flags)
 	t->lock_ns = bpf_ktime_get_ns();
 	t->lock = (__u64)lock;
 	t->lock_flags = flags;
-	if (kstack_take(ctx, &t->lock_stack) != 0) {
-		t->lock_stack = 0;
+	if (kstack_take(ctx, &t->lock_stack) != 0)
 		__sync_fetch_and_add(&lock_stacks_lost, 1);
-	}
 	return 0;
 }
 
