@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..format import ns as fmt_ns
 from ..format import plural
-from ..locknames import lock_label
+from ..locknames import lock_label, stacks_lost_note
 from ..records import ExplainedPoint, ExplainedRep
 from . import kstacks
 from .histogram import Histogram, merge_all
@@ -597,10 +597,7 @@ def _gathered(ep: ExplainedPoint) -> tuple[_Charges, _Charges, _Sampled, set[str
                 f"repetition {r.rep}: {plural(r.explain['lost'], 'charge')} found no room in the kernel's maps"
             )
         if r.explain.get("lock_stacks_lost"):
-            notes.append(
-                f"repetition {r.rep}: no stack kept for {plural(r.explain['lock_stacks_lost'], 'lock wait')} "
-                "(the kernel's stack table was full): who waited is not known there"
-            )
+            notes.append(f"repetition {r.rep}: {stacks_lost_note(r.explain['lock_stacks_lost'], 'lock wait')}")
         if r.explain.get("off_cpu_unseen"):
             notes.append(
                 f"repetition {r.rep}: {plural(r.explain['off_cpu_unseen'], 'tick')} found a worker off its CPU "

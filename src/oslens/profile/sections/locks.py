@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ... import format as fmt
-from ...locknames import lock_label
+from ...locknames import lock_label, stacks_lost_note
 from .common import (
     bpf_record,
     footer,
@@ -80,10 +80,7 @@ def summarize(recs: Records) -> dict:
     if rec and rec.get("lock_symbols_unavailable"):
         section["notes"].append(rec["lock_symbols_unavailable"])
     if rec and rec.get("stacks_lost"):
-        section["notes"].append(
-            f"no stack kept for {fmt.plural(rec['stacks_lost'], 'wait')} (the kernel's stack table was full): "
-            "who waited is not known there"
-        )
+        section["notes"].append(stacks_lost_note(rec["stacks_lost"]))
     rows = _merge_by_caller([_row(r, recs.wall_s) for r in (rec or {}).get("rows", [])], recs.wall_s)
     section["rows"] = rows[:TOP]
     section["total"] = (
