@@ -121,13 +121,7 @@ int cmd_inject(int argc, char **argv)
 	json_int(j, "cpu", cpu);
 	json_int(j, "period_us", period_us);
 	json_int(j, "busy_us", busy_us);
-	json_arr(j, "intervals");
-	for (size_t i = 0; i < n; i++) {
-		json_arr(j, NULL);
-		json_uint(j, NULL, made[i][0]);
-		json_uint(j, NULL, made[i][1]);
-		json_end(j);
-	}
+	json_pairs(j, "intervals", made, n);
 	json_emit(j);
 	free(made);
 	return 0;

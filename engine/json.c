@@ -212,3 +212,15 @@ void json_list(struct json *j, const char *key, const char *list)
 	}
 	json_end(j);
 }
+
+void json_pairs(struct json *j, const char *key, const uint64_t (*pairs)[2], size_t n)
+{
+	json_arr(j, key);
+	for (size_t i = 0; i < n; i++) {
+		json_arr(j, NULL);
+		json_uint(j, NULL, pairs[i][0]);
+		json_uint(j, NULL, pairs[i][1]);
+		json_end(j);
+	}
+	json_end(j);
+}

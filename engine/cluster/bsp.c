@@ -241,14 +241,7 @@ int cmd_bsp(int argc, char **argv)
 		json_int(j, NULL, s.synced[i]);
 	json_end(j);
 	json_uint(j, "overflow", s.overflow);
-	json_arr(j, "detours");
-	for (uint64_t i = 0; i < s.ndetours; i++) {
-		json_arr(j, NULL);
-		json_uint(j, NULL, s.detour[i][0]);
-		json_uint(j, NULL, s.detour[i][1]);
-		json_end(j);
-	}
-	json_end(j);
+	json_pairs(j, "detours", s.detour, s.ndetours);
 	json_emit(j);
 
 	/* Only a signal (to any rank) stops the loop early. */

@@ -245,14 +245,7 @@ static int detour_emit(struct worker *w, struct json *j)
 		json_end(j);
 	}
 	if (d->has_timer) {
-		json_arr(j, "signals");
-		for (uint64_t i = 0; i < d->signals_n; i++) {
-			json_arr(j, NULL);
-			json_uint(j, NULL, d->signals[i][0]);
-			json_uint(j, NULL, d->signals[i][1]);
-			json_end(j);
-		}
-		json_end(j);
+		json_pairs(j, "signals", d->signals, d->signals_n);
 		json_uint(j, "signals_overflow", d->signals_overflow);
 	}
 	json_arr(j, "detours");

@@ -201,14 +201,7 @@ static int timerlat_emit(struct worker *w, struct json *j)
 	json_uint(j, "max_ns", t->thread->max);
 	json_uint(j, "overflow", t->overflow);
 	hist_emit(j, "thread", t->thread, 1.0);
-	json_arr(j, "wakes");
-	for (uint64_t i = 0; i < t->n; i++) {
-		json_arr(j, NULL);
-		json_uint(j, NULL, t->wake[i][0]);
-		json_uint(j, NULL, t->wake[i][1]);
-		json_end(j);
-	}
-	json_end(j);
+	json_pairs(j, "wakes", t->wake, t->n);
 	return 0;
 }
 
