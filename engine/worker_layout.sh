@@ -30,6 +30,8 @@ nm -S -t d "$image" | awk -v page=$page -v window=$window '
 		text = pad("__libc_fork", "__run_postfork_handlers", window)
 		text = int((text + page - 1) / page) * page
 		bss = pad("__fork_generation", "_dl_stack_used", page)
-		printf "\t.text\n\t.space %d, 0xcc\n\t.bss\n\t.space %d\n", text, bss
+		# no .space where nothing is padded: as warns of a zero count
+		if (text) printf "\t.text\n\t.space %d, 0xcc\n", text
+		if (bss) printf "\t.bss\n\t.space %d\n", bss
 		printf "\t.section .note.GNU-stack,\"\",@progbits\n"
 	}'

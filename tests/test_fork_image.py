@@ -111,7 +111,7 @@ def test_the_static_worker_image_puts_forks_child_path_on_the_fewest_pages():
         text=True,
         check=True,
     ).stdout
-    assert [line.split()[1] for line in pads.splitlines() if line.strip().startswith(".space")] == ["0,", "0"], pads
+    assert ".space" not in pads, pads
 
 
 def test_without_a_worker_image_the_engine_execs_itself(tmp_path):
