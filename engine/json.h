@@ -21,8 +21,8 @@ void json_obj(struct json *j, const char *key); /* key NULL inside arrays */
 void json_arr(struct json *j, const char *key);
 /* An array of the items of a comma-separated list ("a,b" -> ["a", "b"]). */
 void json_list(struct json *j, const char *key, const char *list);
-/* An array of n pairs of counts or times ([[a, b], ...]): the intervals and
- * (start, end) records the probes keep in uint64_t[2] arrays. */
+/* An array of n pairs ([[a, b], ...]): the (start, end) intervals and
+ * timestamped records the engine keeps in uint64_t[2] arrays. */
 void json_pairs(struct json *j, const char *key, const uint64_t (*pairs)[2], size_t n);
 void json_end(struct json *j); /* closes the last obj/arr */
 /* Where records go: stdout, unless a rank of an MPI job (cluster/
