@@ -122,7 +122,7 @@ def mapped(pid: int, name: str) -> set[str]:
 
 def mpi_files() -> set[str]:
     """Open MPI's shared-memory segments and oslens's directories for them."""
-    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi"))
+    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi.*"))
 
 
 @contextlib.contextmanager

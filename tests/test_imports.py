@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bottom: formats, errors, records read by name, the kernel's text files",
      ("oslens.version", "oslens.format", "oslens.cpulist", "oslens.errors", "oslens.stopsignals", "oslens.records",
       "oslens.invocation", "oslens.owned", "oslens.studies", "oslens.studies.verdict", "oslens.procfs",
-      "oslens.kallsyms", "oslens.locknames")),
+      "oslens.kallsyms", "oslens.locknames", "oslens.trust")),
     ("the machine, the engine, the store, the registry of kinds",
      ("oslens.runtime", "oslens.leftovers", "oslens.store", "oslens.collectors", "oslens.collectors.*",
       "oslens.engine", "oslens.kinds", "oslens.parse", "oslens.cgroups", "oslens.blockdev", "oslens.blockdev.*",

@@ -31,7 +31,7 @@ COMMS = {"nginx", "wrk", "redis-server", "redis-benchmark", "redis-cli", "xapian
 
 def mpi_files() -> set[str]:
     """Open MPI's shared-memory segments and session directories, wherever Open MPI puts them."""
-    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi/*"))
+    return set(glob.glob("/dev/shm/vader_segment.*")) | set(glob.glob("/dev/shm/oslens.*.mpi.*/*"))
 
 
 def installed(name: str) -> bool:

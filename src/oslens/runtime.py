@@ -36,6 +36,7 @@ import ctypes
 import glob
 import json
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -45,7 +46,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import owned
+from . import owned, trust
+from .errors import UsageError
 
 ENV = "OSLENS_RUNTIME"  # the entry, for the engines we start
 ROOT_ENV = "OSLENS_RUNTIME_DIR"  # overrides where the entries live
@@ -100,7 +102,10 @@ def usable_dir(d: Path, private: bool) -> bool:
         return False
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
         return False
-    return not (private and st.st_mode & 0o022) and os.access(d, os.W_OK | os.X_OK)
+    if private and st.st_mode & 0o022:
+        return False
+    # its entries tell a sweep, run as root, what to remove: no one else may be able to write them
+    return trust.problem(d) is None and os.access(d, os.W_OK | os.X_OK)
 
 
 def root() -> Path | None:
@@ -108,6 +113,8 @@ def root() -> Path | None:
     recorded, as before)."""
     if os.environ.get(ROOT_ENV):
         d = Path(os.environ[ROOT_ENV])
+        if why := trust.problem(d):  # what its entries name, a sweep as root removes
+            raise UsageError(f"{ROOT_ENV}={d}: not safe to keep oslens's records in: {why}")
         return d if usable_dir(d, private=False) else None
     candidates = []
     if os.geteuid() == 0:
@@ -221,31 +228,56 @@ def note(kind: str, what: str | os.PathLike) -> None:
 def private_tmp() -> None:
     """From now on tempfile makes this process's temporary files and
     directories in a directory of its own, removed at exit or, if it is
-    killed, by the next oslens."""
+    killed, by the next oslens. Refused, in one line, where the temporary
+    directory is one another user can change (a TMPDIR of theirs)."""
+    global _private_tmp
     if entry() is None:
         return
-    start = proc_start(os.getpid())
-    here = Path(tempfile.gettempdir())
-    if here.name == f"oslens.{os.getpid()}.{start}":
+    if _private_tmp is not None and _private_tmp[0] == os.getpid() and tempfile.tempdir == str(_private_tmp[1]):
         return  # a second command in this process (the API, tests) keeps the first one's, not one inside it
-    d = here / f"oslens.{os.getpid()}.{start}"
-    if _make_owned(d):
+    here = Path(tempfile.gettempdir())
+    if why := trust.problem(here):
+        raise UsageError(f"the temporary directory is not safe to work in: {why} (set TMPDIR to a directory of yours)")
+    d = private_dir(here)
+    if d is not None:
         tempfile.tempdir = str(d)
+        _private_tmp = (os.getpid(), d)
 
 
-def _make_owned(d: Path) -> bool:
-    """Makes directory d, written down first as this process's; False if it cannot."""
-    note("tmpdir", d)
-    try:
-        d.mkdir(mode=0o700)
-    except FileExistsError:
-        pass  # left by a process of this pid and start on another boot
-    except OSError:
-        return False
-    return True
+_private_tmp: tuple[int, Path] | None = None  # (the process, its directory)
+MAKE_TRIES = 8
+
+
+def private_dir(base: Path, purpose: str | None = None) -> Path | None:
+    """A new directory in base that only this process's user can enter:
+    oslens.PID.START[.PURPOSE].RANDOM, written down first as this process's,
+    then made by mkdir, which fails on any name that exists (made by
+    someone else in advance, a link): never an existing path taken for
+    ours, never a name another user can predict. None if it cannot be
+    made."""
+    start = proc_start(os.getpid())
+    if entry() is None or start is None:
+        return None
+    stem = f"oslens.{os.getpid()}.{start}" + (f".{purpose}" if purpose else "")
+    for _ in range(MAKE_TRIES):
+        d = base / f"{stem}.{secrets.token_hex(6)}"
+        note("tmpdir", d)
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            forget("tmpdir", d)  # not ours: the line must not lead a sweep to it
+            continue
+        except OSError:
+            forget("tmpdir", d)
+            return None
+        if trust.private_dir_problem(d) is None:
+            return d
+        return None  # umask or a file system that ignores modes: not private; ours all the same, removed at exit
+    return None
 
 
 SHM = Path("/dev/shm")
+_shm: dict[str, Path] = {}  # purpose -> this process's directory for it
 
 
 def shm_dir(purpose: str = "mpi") -> str | None:
@@ -253,12 +285,17 @@ def shm_dir(purpose: str = "mpi") -> str | None:
     written down first): where the MPI jobs it launches keep their
     shared-memory segments and session files, which a job killed outright
     leaves behind ("mpi"); where a kernel is built, in memory as the
-    scalability studies built it ("kbuild"). None where it cannot be made."""
-    start = proc_start(os.getpid())
-    if entry() is None or start is None or not SHM.is_dir():
+    scalability studies built it ("kbuild"). Checked private again each
+    time it is handed out. None where it cannot be made."""
+    if not SHM.is_dir():
         return None
-    d = SHM / f"oslens.{os.getpid()}.{start}.{purpose}"
-    return str(d) if d.is_dir() or _make_owned(d) else None
+    d = _shm.get(purpose)
+    if d is None or not str(d.name).startswith(f"oslens.{os.getpid()}.") or trust.private_dir_problem(d):
+        d = private_dir(SHM, purpose)
+        if d is None:
+            return None
+        _shm[purpose] = d
+    return str(d)
 
 
 def release() -> None:
@@ -373,6 +410,12 @@ def _sem_remove(semid: int) -> str:
 
 
 def _rmtree(path: str) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return "left alone: not a directory of ours"  # a name another user made in a shared place
     shutil.rmtree(path, ignore_errors=True)
     return "failed" if os.path.lexists(path) else "removed"
 
@@ -527,8 +570,8 @@ def _act(owner: str, kind: str, res: owned.Resource, thing: str, dry_run: bool) 
 
 
 def _tmp_present(paths: list[str], same_boot: bool) -> list[str]:
-    """The directories among paths (not a link to one) and, for a line of an
-    earlier boot, only those older than this boot."""
+    """The directories among paths (not a link to one) that are ours and,
+    for a line of an earlier boot, only those older than this boot."""
     btime = None if same_boot else _boot_time()
     out = []
     for p in paths:
@@ -538,7 +581,7 @@ def _tmp_present(paths: list[str], same_boot: bool) -> list[str]:
             continue
         if btime is not None and st.st_mtime >= btime:
             continue  # made on this boot: not the dead process's
-        if stat.S_ISDIR(st.st_mode):
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
             out.append(p)
     return out
 
@@ -559,9 +602,11 @@ def _sems_present(lines: list[str], same_boot: bool) -> list[str]:
 
 # a directory of this process's or of one of its engines
 def _tmp_stale() -> list[tuple[str, str]]:
-    """(owner, path) of the directories named after a dead oslens process
-    (oslens.PID.START, its temporary files; oslens.PID.START.PURPOSE in
-    /dev/shm) that no entry names any more. An Open MPI process still
+    """(owner, path) of the directories of ours named after a dead oslens
+    process (oslens.PID.START.RANDOM, its temporary files or an engine's;
+    oslens.PID.START.PURPOSE.RANDOM in /dev/shm; an older oslens's without
+    RANDOM) that no entry names any more. Another user's directory of such a
+    name is not ours, whatever it is called, and is left alone. An Open MPI process still
     ending when its oslens's directory was removed makes its session path
     again, whole (`ompi.*/pid.N/...`); the entry that named it is gone by
     then. The name says whose it is: a live process's is never touched."""
@@ -570,9 +615,13 @@ def _tmp_stale() -> list[tuple[str, str]]:
         for d in where.glob("oslens.*"):
             parts = d.name.split(".")
             key = _key(".".join(parts[1:3]))
-            if key is None or len(parts) > 4 or (len(parts) == 4 and where != SHM):
+            if key is None or len(parts) not in ((4, 5) if where == SHM else (3, 4)):
                 continue
-            if not _alive(key) and d.is_dir() and not d.is_symlink():
+            try:
+                st = os.lstat(d)
+            except OSError:
+                continue
+            if not _alive(key) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
                 out.append((f"{key[0]}.{key[1]}", str(d)))
     return out
 
@@ -638,9 +687,12 @@ def sweep(dry_run: bool = False) -> tuple[list[Leftover], list[str]]:
 def start() -> None:
     """What every oslens command does first: sweep what dead oslens
     processes left, then give this one its entry and its own directory
-    for temporary files. Never fails the command."""
+    for temporary files. Fails the command only where the temporary
+    directory is another user's to change (UsageError, one line)."""
     try:
         sweep()
         private_tmp()
+    except UsageError:
+        raise
     except Exception:  # noqa: BLE001 - a sweep that fails must not stop a measurement
         pass

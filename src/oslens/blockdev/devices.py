@@ -23,6 +23,7 @@ from .target import Target, _read, write_random
 
 ZRAM_CONTROL = Path("/sys/class/zram-control")
 MADE = ("zram", "loop")
+LOOP_FILE = "disk"  # a loop device's backing file, in a private directory of its own
 MIN_SIZE = 1 << 20
 
 
@@ -145,9 +146,11 @@ def _make_zram(size: int) -> Target:
 
 
 def _make_loop(size: int) -> Target:
-    d = _tmpfs_dir()
-    start = runtime.proc_start(os.getpid())
-    backing = f"{d}/oslens.{os.getpid()}.{start}.loop"
+    # the file lives in a directory of ours made for it: /dev/shm is every user's to write in
+    home = runtime.private_dir(Path(_tmpfs_dir() or "/dev/shm"), "loop")
+    if home is None:
+        raise UsageError(f"--target loop: cannot make a private directory in {_tmpfs_dir()} for its file")
+    backing = str(home / LOOP_FILE)
     runtime.note("device", f"loop {backing}")
     try:
         _fill_file(backing, size)
@@ -163,7 +166,7 @@ def _make_loop(size: int) -> Target:
 
 
 def _fill_file(path: str, size: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     os.close(fd)
     _fill(path, size)
 
@@ -192,12 +195,19 @@ def remove_device(what: str) -> str:
         if action in ("removed", "gone"):
             runtime.forget("device", what)
         return action
-    if kind == "loop" and os.path.basename(arg).startswith("oslens."):
+    if kind == "loop" and _ours(arg):
         action = _remove_loop(arg)
         if action in ("removed", "gone"):
             runtime.forget("device", what)
         return action
     return "left alone"
+
+
+def _ours(backing: str) -> bool:
+    """A backing file of oslens's: in a directory of its (DIR/oslens.*/disk),
+    or named after it, as an older oslens made them."""
+    parent, name = os.path.split(backing)
+    return name.startswith("oslens.") or (name == LOOP_FILE and os.path.basename(parent).startswith("oslens."))
 
 
 def _remove_loop(backing: str) -> str:
@@ -250,6 +260,7 @@ def existing() -> list[str]:
             out.add(p.name)
     for d in ("/dev/shm", "/run"):
         out.update(str(p) for p in Path(d).glob("oslens.*.loop"))
+        out.update(str(p) for p in Path(d).glob(f"oslens.*.loop.*/{LOOP_FILE}"))
     return sorted(out)
 
 
