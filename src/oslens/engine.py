@@ -512,16 +512,23 @@ def end_job_leftovers(proc: subprocess.Popen) -> None:
 # Open MPI's shared-memory segments (4 MiB a rank, in /dev/shm) and session
 # directory, which a job killed outright leaves, go to a directory oslens
 # owns (runtime.shm_dir), removed when it exits or, killed, by the next
-# oslens. Only for jobs whose ranks all run on this host (there the
-# directory exists): a launcher passes OMPI_MCA_* to every host.
+# oslens. Left to themselves they go to predictable names in shared places
+# (/tmp/ompi.HOST.UID, /dev/shm/vader_segment.HOST.JOB.RANK), which another
+# local user can make first, and Open MPI takes an existing session
+# directory as its own. Only for jobs whose ranks all run on this host
+# (there the directory exists): a launcher passes OMPI_MCA_* to every host.
 MPI_FILES = ("OMPI_MCA_btl_vader_backing_directory", "OMPI_MCA_orte_tmpdir_base")
 MPI_ROOT_OPT_IN = "--allow-run-as-root"  # Open MPI refuses to start ranks as root without it
 _jobs_here: set[tuple[str, ...]] = set()
 
 
-def job_on_this_host(launch: list[str] | tuple[str, ...]) -> None:
-    """Says that this launcher starts every rank on this host (plan/cluster.py)."""
-    _jobs_here.add(tuple(launch))
+def job_on_this_host(launch: list[str] | tuple[str, ...], here: bool = True) -> None:
+    """Says that this launcher starts every rank on this host, or (here=False)
+    that it does not after all (plan/cluster.py)."""
+    if here:
+        _jobs_here.add(tuple(launch))
+    else:
+        _jobs_here.discard(tuple(launch))
 
 
 def run_job(args: list[str], launch: list[str], timeout: float) -> subprocess.CompletedProcess:

@@ -51,6 +51,8 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], str | No
             raise UsageError("--launch: an empty command")
         if not shutil.which(argv[0]):
             raise UsageError(f"--launch: {argv[0]} not found")
+        if names_no_other_host(argv):  # its check job too keeps its files in oslens's directory
+            engine.job_on_this_host(argv)
         return argv, None
     mpirun = shutil.which("mpirun")
     if not mpirun:
@@ -68,6 +70,22 @@ def launcher(launch: str | None, ranks: int | None) -> tuple[list[str], str | No
         note = f"ranks run as root: launched with Open MPI's {ROOT_OPT_IN}"
     engine.job_on_this_host(argv)
     return argv, note
+
+
+OPEN_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+# Open MPI's options that name hosts, and the batch systems whose allocation it reads
+HOST_OPTIONS = ("-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
+                "--default-hostfile", "-default-hostfile", "--rankfile", "-rf")  # fmt: skip
+ALLOCATIONS = ("SLURM_JOB_NODELIST", "PBS_NODEFILE", "LSB_DJOB_HOSTFILE", "LSB_HOSTS", "PE_HOSTFILE", "FLUX_URI")
+
+
+def names_no_other_host(argv: list[str]) -> bool:
+    """An Open MPI launcher given no host and run outside any batch
+    allocation, which starts every rank here: known before its first job,
+    so that job's session files too are kept private."""
+    if os.path.basename(argv[0]) not in OPEN_MPI_LAUNCHERS or any(os.environ.get(v) for v in ALLOCATIONS):
+        return False
+    return not any(a.split("=", 1)[0] in HOST_OPTIONS or "hostfile" in a for a in argv[1:])
 
 
 @dataclass(frozen=True)
@@ -137,8 +155,7 @@ def check_launcher(argv: list[str], ours: bool = False) -> Job:
         raise UsageError(f"--launch: '{shlex.join(argv)}' failed: {why}")
     if not ranks:
         raise UsageError(f"--launch: '{shlex.join(argv)}' started no rank of {exe} (is it an MPI launcher?)")
-    if {h for h, _ in ranks.values()} == {os.uname().nodename}:
-        engine.job_on_this_host(argv)
+    engine.job_on_this_host(argv, {h for h, _ in ranks.values()} == {os.uname().nodename})
     return Job(tuple(argv), dict(sorted(ranks.items())))
 
 
