@@ -21,6 +21,8 @@ from typing import Iterable, Iterator
 
 import platformdirs
 
+from . import trust
+
 SCHEMA_VERSION = 1
 # Marks the file as ours, so another program's SQLite database is refused instead of altered.
 APPLICATION_ID = 0x4F534C4E  # "OSLN"
@@ -275,6 +277,10 @@ class Store:
         written, not even the summaries `show` would otherwise keep."""
         self.path = Path(path).expanduser()
         self._db: sqlite3.Connection | None = None
+        # Whoever can change the store's directory can put their own file (or a
+        # link to any file, which SQLite's journal would then write) in its place.
+        if why := trust.problem(self.path):
+            raise StoreError(f"results store {self.path} is not safe to use: {why}")
         if read_only:
             if not self.path.is_file():
                 raise StoreError(f"no results store at {self.path} (nothing measured there yet)")
