@@ -15,6 +15,7 @@ import hashlib
 import html
 import json
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -161,6 +162,13 @@ code{background:#f4f4f4;padding:0 .2em}
 """
 
 
+def file_name(figure_id: str) -> str:
+    """A figure's id as a file's name: ids carry stored names (a probe's,
+    a variant's), which an imported store may have chosen, so nothing in it
+    may lead out of the directory (a '/', a leading '.')."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", figure_id).lstrip(".") or "figure"
+
+
 @dataclass
 class Page:
     title: str
@@ -225,8 +233,12 @@ class Page:
 
         directory.mkdir(parents=True, exist_ok=True)
         out = []
+        taken: set[str] = set()
         for f in self.figures():
-            path = directory / f"{f.id}.{fmt}"
+            name = file_name(f.id)
+            name = next(n for n in (name, *(f"{name}-{k}" for k in range(2, 10**6))) if n not in taken)
+            taken.add(name)
+            path = directory / f"{name}.{fmt}"
             if fmt == "svg":
                 path.write_text(vlc.vegalite_to_svg(f.spec()))
             else:
