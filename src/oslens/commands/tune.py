@@ -9,6 +9,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import UsageError
+from ..format import plural
 from . import Context, common_options
 
 CPUS_HELP = "The CPUs you measure on: interrupts are moved off them (default: none moved)."
@@ -18,6 +20,16 @@ def _cpus(text: str | None) -> tuple[int, ...] | None:
     from ..parse import parse_cpus
 
     return parse_cpus(text, "--cpus") if text else None
+
+
+def _say(ctx: Context):
+    """ctx.say, never wrapped: a note names paths, whole on one line."""
+
+    def say(msg: str) -> None:
+        if not ctx.quiet:
+            ctx.err.print(msg, highlight=False, markup=False, soft_wrap=True)
+
+    return say
 
 
 def _show(ctx: Context, rows: list[dict], title: str) -> None:
@@ -48,11 +60,16 @@ def show(ctx: Context, cpus: str | None):
     """Each setting as the machine has it, and whether it is tuned."""
     from .. import tune as tuning
 
+    say = _say(ctx)
     rows = [s.to_dict() for s in tuning.status(_cpus(cpus))]
     _show(ctx, rows, "what makes numbers unstable here")
-    pending = tuning.pending()
+    try:
+        pending = tuning.pending()
+    except UsageError as e:  # show reads only: what it cannot trust, it says and leaves
+        say(str(e))
+        return
     if pending and not ctx.as_json:
-        ctx.say(f"oslens tune apply changed {len(pending)} files that `oslens tune reset` has not put back yet")
+        say(f"oslens tune apply changed {len(pending)} files that `oslens tune reset` has not put back yet")
 
 
 @tune.command("apply")
@@ -63,7 +80,7 @@ def apply(ctx: Context, cpus: str | None):
     file first, so that `reset` puts them back even after a crash."""
     from .. import tune as tuning
 
-    rows = tuning.apply(_cpus(cpus))
+    rows = tuning.apply(_cpus(cpus), _say(ctx))
     _show(ctx, rows, f"tuned (state kept in {tuning.state_path()})")
     return 1 if any(r.get("failed") for r in rows) else 0
 
@@ -74,15 +91,19 @@ def reset(ctx: Context):
     """Put back every file `apply` changed, byte for byte."""
     from .. import tune as tuning
 
-    out = tuning.reset()
+    say = _say(ctx)
+    out = tuning.reset(say)
+    changed = [o for o in out if o["changed"]]
     if ctx.as_json:
         click.echo(json.dumps({"files": out}, indent=1))
     elif not out:
-        ctx.say("nothing to reset: no tuning applied")
+        say("nothing to reset: no tuning applied")
+    elif not changed:
+        say(f"nothing was changed: the {plural(len(out), 'file')} the state names hold their originals")
     else:
-        back = sum(o["restored"] for o in out)
-        ctx.say(f"restored {back} of {len(out)} files")
+        back = sum(o["restored"] for o in changed)
+        say(f"restored {back} of {plural(len(changed), 'changed file')}")
         for o in out:
             if not o["restored"]:
-                ctx.say(f"  {o['file']}: not restored ({o['why']}); the state file {tuning.state_path()} is kept")
+                say(f"  {o['file']}: not restored ({o['why']}); the state file {tuning.state_path()} is kept")
     return 0 if all(o["restored"] for o in out) else 1
