@@ -159,7 +159,7 @@ def test_a_failing_prepare_fails_its_repetition_without_running_it(tmp_path, no_
         (["study", "kernels", "--reps", "0"], "--reps"),
         (["study", "kernels", "--cpu-counts", "100000"], "--cpu-counts"),
         (["study", "kernels", "--apps", "kmeans", "--build-target", "lib/"], "--build-target is for the kernel build"),
-        (["study", "kernels", "--build-target", "/etc"], "is not a make target"),
+        (["study", "kernels", "--build-target", "/etc"], "'/etc' is an absolute path"),
         (["appscale", "--prepare", " ", "--", "true"], "--prepare: an empty value"),
     ],
 )
@@ -167,6 +167,179 @@ def test_bad_input_is_refused_in_one_line(tmp_path, args, says):
     p = oslens(*args, db=tmp_path / "s.db")
     assert p.returncode == 2 and says in one_line_error(p.stderr)
     assert not (tmp_path / "s.db").exists()
+
+
+# ---------------------------------------------------------------- --build-target: inside the tree only
+
+OUTSIDE_THE_TREE = {
+    "../../etc": "goes up out of the kernel tree",
+    "/etc": "is an absolute path",
+    "kernel/../../etc": "goes up out of the kernel tree",
+    "-C/etc": "starts with '-'",
+}
+
+
+@pytest.mark.parametrize("target", ["kernel/", "lib/", "lib/math/", "kernel", "vmlinux", "arch/x86/boot/bzImage",
+                                    "fs/ext4/", "kernel/sched/core.o", "net/ipv4/", "drivers/char/mem.o"])  # fmt: skip
+def test_a_directory_of_the_tree_or_a_make_target_passes_the_build_target_check(target):
+    from oslens.plan.kernels import check_build_target
+
+    assert check_build_target(target) == target
+
+
+@pytest.mark.parametrize(
+    "target,why",
+    [
+        *OUTSIDE_THE_TREE.items(),
+        ("..", "goes up out of the kernel tree"),
+        ("../", "goes up out of the kernel tree"),
+        ("lib/..", "goes up out of the kernel tree"),
+        ("lib/../", "goes up out of the kernel tree"),
+        ("//etc", "is an absolute path"),
+        ("-j1000", "starts with '-'"),
+        ("--eval=x", "has a character other than"),
+        ("lib//math/", "has an empty or '.' part"),
+        ("lib//", "has an empty or '.' part"),
+        ("./lib/", "has an empty or '.' part"),
+        (".", "has an empty or '.' part"),
+        ("", "is empty"),
+        ("O=/etc", "has a character other than"),
+        ("lib/ kernel/", "has a character other than"),
+        ("lib/$(shell id)", "has a character other than"),
+        ("lib/math\n", "has a character other than"),
+        ("lib/\nmath", "has a character other than"),
+        ("kernel/é/", "has a character other than"),
+        ("kernel/٣/", "has a character other than"),  # a digit to str.isalnum, not to make's users
+        ("a" * 201, "is longer than 200 characters"),
+    ],
+)
+def test_a_build_target_that_is_not_inside_the_tree_is_refused_saying_what_is_accepted(target, why):
+    from oslens.errors import UsageError
+    from oslens.plan.kernels import check_build_target
+
+    with pytest.raises(UsageError) as e:
+        check_build_target(target)
+    said = str(e.value)
+    assert said.startswith("--build-target: '") and why in said, said
+    assert "kernel/" in said and "make target" in said and said.isprintable()  # one line, however it was typed
+
+
+@pytest.mark.parametrize("target", list(OUTSIDE_THE_TREE))
+@pytest.mark.parametrize("guests", [False, True], ids=["host", "kernels"])
+def test_a_build_target_outside_the_tree_is_refused_in_one_line_before_anything_is_unpacked(tmp_path, target,
+                                                                                             guests):  # fmt: skip
+    """Issue 6: `--build-target ../../etc` had 25 s of unpacking and
+    configuring, then `make ../../etc`. Refused as the option is parsed:
+    exit 2, one line, in well under the time an unpacking takes, and no
+    kernel tree's directory (oslens.*kbuild*, in /dev/shm or TMPDIR) made
+    at any moment of the run, with --kernels too (whose guests never build)."""
+    import glob
+    import os
+    import sys
+    import time
+
+    def trees() -> set[str]:
+        return {*glob.glob("/dev/shm/oslens.*kbuild*"), *glob.glob(f"{tempfile.gettempdir()}/oslens.*kbuild*")}
+
+    before = trees()
+    db = tmp_path / "k.db"
+    args = ["--kernels", "/nonexistent"] if guests else []
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "oslens", "study", "kernels", *args, "--build-target", target],
+                            env={**os.environ, "OSLENS_DB": str(db)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen: set[str] = set()
+    while proc.poll() is None:  # watched while it runs: a tree made and removed again is seen too
+        seen |= trees() - before
+        assert time.monotonic() - start < 60, "still running after a minute"
+        time.sleep(0.01)
+    out, err = proc.communicate()
+    took = time.monotonic() - start
+    assert proc.returncode == 2, err
+    said = one_line_error(err)
+    assert said.startswith(f"oslens: --build-target: '{target}' ") and OUTSIDE_THE_TREE[target] in said, said
+    assert "kernel/" in said and out == ""
+    assert took < 10, f"{took:.1f} s: more than parsing an option takes"
+    assert seen == set() and trees() - before == set()
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("target", list(OUTSIDE_THE_TREE))
+def test_the_build_target_is_checked_as_it_is_parsed_before_the_machine_or_the_tree_is_asked(monkeypatch, target):
+    """On any machine, with or without Debian's linux-source: the kernel
+    build made available, and anything past the option's parsing (the
+    topology, the tree's unpacking, the guests) made to fail the test."""
+    from oslens import engine, kbuild
+    from oslens.commands.study import kernels
+    from oslens.envs import kvm
+    from oslens.errors import UsageError
+    from oslens.plan import kernels as study_plan
+
+    reached: list[str] = []
+
+    def forbidden(what: str):
+        def call(*args, **kw):
+            reached.append(what)
+            raise AssertionError(f"{what} was reached")
+
+        return call
+
+    monkeypatch.setattr(kbuild, "unavailable", lambda: None)
+    monkeypatch.setattr(kbuild, "configured", forbidden("kbuild.configured"))
+    monkeypatch.setattr(engine, "topology", forbidden("engine.topology"))
+    monkeypatch.setattr(kvm, "guest_kernel", forbidden("kvm.guest_kernel"))
+    for args in (["--apps", "gmake"], ["--kernels", "/boot/vmlinuz"], []):
+        with pytest.raises(UsageError, match="--build-target: "):
+            kernels.main([*args, "--build-target", target], prog_name="study kernels", standalone_mode=False)
+    # plan() itself (what the command and any other caller build from) checks it before anything else
+    with pytest.raises(UsageError, match="--build-target: "):
+        study_plan.plan(cpus=None, reps=1, apps="gmake", paper=False, build_target=target)
+    assert reached == []
+
+
+def _all_failed(app: str) -> list[dict]:
+    return [
+        {"type": "point", "app": app, "n": n, "cpus": list(range(n)), "rep": r, "status": "failed", "how": "exited",
+         "code": 2, "signal": None, "output_tail": "make: *** No rule to make target 'x'.  Stop."}
+        for n in (1, 2) for r in range(2)
+    ]  # fmt: skip
+
+
+def test_an_application_whose_every_repetition_failed_is_said_failed_not_left_out():
+    """Issue 6: the build whose only point failed was said "was not run (--apps)"."""
+    records = _all_failed("gmake") + reps("kmeans", LINEAR)
+    v = verdicts(records, apps=["gmake", "kmeans"])
+    for fid in ("gmake_max_speedup", "gmake_original_claim", "gmake_user_time_flat", "gmake_sys_time_grows"):
+        why = v[fid]["reason"]
+        assert v[fid]["verdict"] == "cannot tell here" and "gmake failed" in why, why
+        assert "4 repetitions" in why and "exited with status 2" in why and "not run" not in why
+    # one left out by --apps is still said so
+    assert "psearchy-threads was not run in this study run (--apps)" in v["psearchy_threads_scale_badly"]["reason"]
+    rr = verdicts(_all_failed("psearchy-processes-rr") + reps("psearchy-processes", LINEAR))
+    assert "psearchy-processes-rr failed" in rr["psearchy_rr_beats_seq"]["reason"]
+
+
+def test_the_table_of_an_application_whose_every_repetition_failed_prints_no_none():
+    """Issue 6: its header read "speedup vs None"."""
+    from rich.console import Console
+
+    from oslens.report.appscale import show
+
+    records = _all_failed("gmake")
+    summary = summarize_run(records, 2)
+    run_ = run(apps=["gmake"], kbuild={"config": "tinyconfig", "target": "kernel/"})
+    run_.machine = {}
+    summary["study"] = beside(None, run_, records)
+    console = Console(width=200, record=True)
+    show(console, run_, summary)
+    text = console.export_text()
+    assert "speedup vs None" not in text and "None" not in text, text
+    assert "every repetition failed" in text and "gmake failed" in text
+    assert "gmake was not run" not in text
+    # a run with a measured count keeps its base
+    console = Console(width=200, record=True)
+    show(console, run_, summarize_run(reps("gmake", LINEAR), 2))
+    assert "speedup vs 1" in console.export_text()
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +393,7 @@ def test_the_kernel_build_is_timed_per_cpu_count_and_its_tree_removed(tmp_path, 
     assert build["config"] == "tinyconfig" and build["target"] == "lib/math/" and build["version"]
     assert build["file_system"] in ("tmpfs", kbuild._fs_type(Path(tempfile.gettempdir())))
     # the unpacked tree (1.5 GB) went with the run
-    assert not [d for d in Path("/dev/shm").glob("oslens.*.kbuild") if any(d.iterdir())]
+    assert not [d for d in Path("/dev/shm").glob("oslens.*.kbuild.*") if any(d.iterdir())]
     assert not list(Path(tempfile.gettempdir()).glob("oslens.kbuild.*"))
 
 

@@ -88,7 +88,31 @@ def _efficiency_at_top(series) -> tuple[int, float, float, float]:
     return cn, v * k, lo * k, hi * k
 
 
-def _not_run(app: str, params: dict) -> str:
+def _failed_by_app(records: list[dict]) -> dict[str, list[dict]]:
+    """app -> its repetitions that did not end ok (a failed point is run, not left out)."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("type") == "point" and r.get("status") != "ok":
+            out[r.get("app", "")].append(r)
+    return out
+
+
+def _ended(r: dict) -> str:
+    if r.get("how") == "prepare":
+        return f"its untimed preparation exited with status {r.get('code')}"
+    if r.get("signal") is not None:
+        return f"was killed by signal {r['signal']}"
+    if r.get("how") == "time_limit":
+        return "was stopped at the time limit"
+    return f"exited with status {r.get('code')}"
+
+
+def _not_run(app: str, params: dict, failed: dict[str, list[dict]] | None = None) -> str:
+    """Why an application has no repetition that ended ok: every one failed, or it was left out."""
+    if failed and failed.get(app):
+        reps = failed[app]
+        return (f"{app} failed: none of its {len(reps)} repetition{'s' if len(reps) > 1 else ''} ended ok (the "
+                f"first {_ended(reps[0])}), so nothing was measured")  # fmt: skip
     why = (params.get("skipped") or {}).get(app)
     if why:
         return f"{app} was not run: {why}"
@@ -188,12 +212,12 @@ def _most_sublinear(f, by_app) -> Verdict:
                    "cores")  # fmt: skip
 
 
-def _rr_beats_seq(f, by_app, params) -> Verdict:
+def _rr_beats_seq(f, by_app, params, failed) -> Verdict:
     rr, seq = "psearchy-processes-rr", "psearchy-processes"
     effs = _efficiencies(by_app, (rr, seq))
     for app in (rr, seq):
         if app not in by_app:
-            return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _not_run(app, params))
+            return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _not_run(app, params, failed))
         if app not in effs:
             return Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _few(app))
     a, b = effs[rr], effs[seq]
@@ -223,6 +247,7 @@ def beside(summary, run, records) -> list[dict]:
     """The study's entry in the registry of kinds: one verdict per finding."""
     params = run.params or {}
     by_app = _by_app(records)
+    failed = _failed_by_app(records)
     emulated = _emulated((getattr(run, "machine", None) or {}).get("environment"))
     rows = []
     for f in load(STUDY):
@@ -233,7 +258,7 @@ def beside(summary, run, records) -> list[dict]:
         elif f.id == "most_sublinear":
             v = _most_sublinear(f, by_app)
         elif f.id == "psearchy_rr_beats_seq":
-            v = _rr_beats_seq(f, by_app, params)
+            v = _rr_beats_seq(f, by_app, params, failed)
         elif f.id == "linux_scalability_obstacles":
             v = _obstacles(f, by_app)
         elif app is None and any(p in words for p in PARSEC):
@@ -243,7 +268,7 @@ def beside(summary, run, records) -> list[dict]:
         elif app is None:
             v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, "not measured by `study kernels` yet")
         elif app not in by_app:
-            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _not_run(app, params))
+            v = Verdict(f.id, f.paper_text(), "not measured", CANNOT_TELL, _not_run(app, params, failed))
         elif f.test[0] in PRESENCE + ABSENCE:
             v = _trend(f, app, by_app[app], params)
         else:

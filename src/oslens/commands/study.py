@@ -210,6 +210,14 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
     measure(ctx, "serve", plan, f"scale-out study: {', '.join(plan.params['servers'])}, {reps} repetitions")
 
 
+def _build_target(click_ctx, param, value: str | None) -> str | None:
+    """--build-target checked as it is parsed, before any other option is
+    acted on and long before the kernel tree is unpacked (plan.kernels)."""
+    from ..plan.kernels import check_build_target
+
+    return None if value is None else check_build_target(value)
+
+
 @click.command("kernels")
 @click.option("--cpu-counts", "cpus", metavar="N|A-B[:S]|max[,…]",
               help="CPU counts (default: 1, 2, 4, … plus each socket boundary and all CPUs).")  # fmt: skip
@@ -218,8 +226,9 @@ def scaleout(ctx: Context, reps, warmup, duration, paper):
               help="Only these applications (default: all of them; see the list below).")  # fmt: skip
 @click.option("--paper", is_flag=True,
               help="The paper's sizes: a defconfig build, each workload at its full size, 5 repetitions.")  # fmt: skip
-@click.option("--build-target", metavar="DIR/",
-              help="Build only this part of the kernel tree (kernel/, lib/): quicker, not the paper's.")  # fmt: skip
+@click.option("--build-target", metavar="DIR/", callback=_build_target,
+              help="Build only this part of the kernel tree (kernel/, lib/): quicker, not the paper's. A relative "
+              "path inside the tree or a make target.")  # fmt: skip
 @click.option("--kernels", "images", metavar="IMAGE[,IMAGE…]",
               help="Run the study in a KVM guest booting each of these kernel images (with its /lib/modules), one "
               "run per kernel, and judge whether they scale alike; the kernel build, which a guest cannot run, is "

@@ -5,6 +5,7 @@ kernels, every one on every CPU count."""
 
 from __future__ import annotations
 
+import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -52,6 +53,44 @@ APPLICATIONS = {
         Application("strmatch", "PHOENIX string_match", "strmatch", size=20000000, paper_size=1 << 28),
     )
 }  # fmt: skip
+
+
+# --build-target: a relative path inside the kernel tree or a make target,
+# given to `make -C TREE` as one argument; checked before anything is unpacked
+BUILD_TARGET_CHARS = re.compile(r"[A-Za-z0-9_./-]+")
+BUILD_TARGET_MAX = 200
+BUILD_TARGET_ACCEPTED = (
+    "give a directory of the kernel tree such as kernel/ or lib/math/, or a make target such as vmlinux "
+    "(letters, digits, '_', '.', '-' and '/'; relative, inside the tree)"
+)
+
+
+def check_build_target(text: str) -> str:
+    """`text` if it names a part of the kernel tree to build: a relative
+    path inside the tree (kernel/, lib/math/) or a make target (vmlinux);
+    else a UsageError saying why and what is accepted. No absolute path,
+    no '..', '.' or empty part (one trailing '/' is a directory's), no
+    leading '-' (make would read an option), nothing but [A-Za-z0-9_./-]
+    (no '=' of a variable, no shell or make syntax)."""
+    shown = text if text.isprintable() else text.encode("unicode_escape").decode()
+    parts = (text[:-1] if text.endswith("/") else text).split("/")
+    if not text.strip():
+        why = "is empty"
+    elif len(text) > BUILD_TARGET_MAX:
+        why = f"is longer than {BUILD_TARGET_MAX} characters"
+    elif not BUILD_TARGET_CHARS.fullmatch(text):
+        why = "has a character other than letters, digits, '_', '.', '-' and '/'"
+    elif text.startswith("/"):
+        why = "is an absolute path, not one inside the kernel tree"
+    elif text.startswith("-"):
+        why = "starts with '-', which make would take for an option"
+    elif ".." in parts:
+        why = "goes up out of the kernel tree ('..')"
+    elif "" in parts or "." in parts:
+        why = "has an empty or '.' part"
+    else:
+        return text
+    raise UsageError(f"--build-target: '{shown}' {why}: {BUILD_TARGET_ACCEPTED}")
 
 
 # Why the kernel build cannot run in a guest (study kernels --kernels)
@@ -114,16 +153,17 @@ def plan(
     in_guest: bool = False,
 ) -> Plan:
     """in_guest: the study runs in a guest of one of --kernels, made already (engine.inside)."""
+    if build_target is not None:  # first: nothing is asked of the machine for a target refused
+        check_build_target(build_target)
     check_reps(reps)
     topo = engine.topology()
     available, sockets = topo["available"], topo.get("packages", 1)
     counts = parse_worker_counts(cpus, available, option="--cpu-counts")
     chosen, skipped = _chosen(apps, sockets, in_guest)
-    if build_target is not None:
-        if not all(c.isalnum() or c in "/_-." for c in build_target) or build_target.startswith(("-", "/")):
-            raise UsageError(f"--build-target: '{build_target}' is not a make target of the tree (kernel/, lib/, …)")
-        if not any(a.workload is None for a in chosen):
-            raise UsageError("--build-target is for the kernel build, which --apps leaves out")
+    if build_target is not None and not any(a.workload is None for a in chosen):
+        if "gmake" in skipped:
+            raise UsageError(f"--build-target is for the kernel build, which cannot run here: {skipped['gmake']}")
+        raise UsageError("--build-target is for the kernel build, which --apps leaves out")
     known = engine.workloads()
     points, sizes = [], {}
     for a in chosen:

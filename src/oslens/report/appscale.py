@@ -31,7 +31,8 @@ def render(console: Console, what: str, s: dict) -> None:
     for col in (
         "CPUs",
         "wall",
-        f"speedup vs {s['base_n']}",
+        # against the smallest count measured; none measured (every repetition failed): no base to name
+        f"speedup vs {s['base_n']}" if s.get("base_n") is not None else "speedup",
         "efficiency",
         "user s",
         "sys s",
@@ -69,18 +70,22 @@ def render(console: Console, what: str, s: dict) -> None:
     console.print(t)
     for i, n in enumerate(notes, 1):
         console.print(Text(f"  {i}. {n}", style="yellow"))
-    first = next((r for r in rows if r.get("confinement")), rows[0])
-    console.print(
-        Text(
-            f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
-            + (
-                f"irq+softirq {first['irq_unavailable']}"
-                if first.get("irq_unavailable")
-                else "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)"
-            ),
-            style="dim",
+    first = next((r for r in rows if r.get("confinement")), None)
+    if first is not None:  # none: no repetition ran confined (each one's --prepare failed)
+        console.print(
+            Text(
+                f"  confined by {first['confinement']}; CPU time from {first['cpu_source']}; "
+                + (
+                    f"irq+softirq {first['irq_unavailable']}"
+                    if first.get("irq_unavailable")
+                    else "irq+softirq = interrupt time on those CPUs (/proc/stat, whoever was interrupted)"
+                ),
+                style="dim",
+            )
         )
-    )
+    if not any(r["ok"] for r in rows):
+        console.print(Text("  every repetition failed (the notes say how): no speedup, nothing to fit", style="red"))
+        return
     for line in fit_lines(s["fits"], [r["n"] for r in rows if r["ok"]]):
         console.print(Text(f"  {line}", style="dim"))
 
