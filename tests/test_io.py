@@ -567,10 +567,40 @@ def test_a_path_that_cannot_be_written_and_a_file_with_data_are_refused(tmp_path
         (["--span", "3k"], "whole number of MiB"),
         (["--explain"], "use --duration"),
         (["--target", "zram", "--scheduler", "none"], "zram"),
+        (["--target", "loop", "--scheduler=-C/etc/x"], "'-C/etc/x' is not an I/O scheduler's name"),
+        (["--target", "loop", "--scheduler", "../../x"], "'../../x' is not an I/O scheduler's name"),
+        (["--target", "loop", "--scheduler", "mq-deadline/x"], "'mq-deadline/x' is not an I/O scheduler's name"),
     ],
 )
 def test_bad_input_gets_one_line_and_status_2_before_anything_is_made(tmp_path, args, words):
     assert words in _refused(tmp_path, *args)
+
+
+@pytest.mark.parametrize("name", ["-C/etc/x", "--dirname=/tmp", "../x", "a/b", "bfq x", "", "é", "x" * 33])
+def test_a_scheduler_name_that_could_be_an_option_or_a_path_never_reaches_modprobe_or_sysfs(monkeypatch, name):
+    """--scheduler NAME went, for a device still to be made, to `modprobe -n
+    -q NAME-iosched` as it was typed ('-C/etc/x' an option of modprobe's),
+    and is written to a disk's queue/scheduler: refused before either, and
+    before any other option is looked at."""
+    from oslens import engine
+    from oslens.errors import UsageError
+    from oslens.plan import io as io_plan
+
+    reached: list[str] = []
+    monkeypatch.setattr(io_plan, "check_scheduler", lambda *a: reached.append("check_scheduler"))
+    monkeypatch.setattr(engine, "probes", lambda *a: reached.append("engine.probes"))
+    with pytest.raises(UsageError, match="--scheduler: .* is not an I/O scheduler's name"):
+        io_plan.check(target="loop", size=None, engines="psync", qd=None, bs="4k", span=None, workers="1",
+                      placement="compact", duration=None, ops=10, reps=1, warmup=0.0, scheduler=name,
+                      allow_overwrite=False, explain=None)  # fmt: skip
+    assert reached == []
+
+
+@pytest.mark.parametrize("name", ["mq-deadline", "bfq", "kyber", "none"])
+def test_the_kernels_scheduler_names_pass_the_name_check(name):
+    from oslens.plan.io import check_scheduler_name
+
+    assert check_scheduler_name(name) == name
 
 
 def test_the_io_probes_belong_to_oslens_io(tmp_path):

@@ -10,6 +10,7 @@ the engine checks the target itself (direct I/O, sizes) once it exists."""
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import asdict, dataclass, field, replace
 
 from .. import engine
@@ -150,6 +151,21 @@ class IoPoint(Invocation):
         )  # fmt: skip
 
 
+# an I/O scheduler's name (the kernel's ELV_NAME_MAX is 16): written to a disk's
+# queue/scheduler and, for a device to be made, asked of `modprobe -n NAME-iosched`,
+# where a leading '-' would be an option and a '/' a path
+SCHEDULER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+
+
+def check_scheduler_name(name: str) -> str:
+    """`name` if it can be an I/O scheduler's; else a UsageError, before anything runs."""
+    if not SCHEDULER_NAME.fullmatch(name):
+        shown = name if name.isprintable() else name.encode("unicode_escape").decode()
+        raise UsageError(f"--scheduler: '{shown}' is not an I/O scheduler's name (a letter or digit, then "
+                         "letters, digits, '_' or '-', as mq-deadline, bfq, kyber, none)")  # fmt: skip
+    return name
+
+
 def parse_list(text: str, option: str, known: tuple[str, ...] | None = None) -> list[str]:
     items = [s.strip() for s in text.split(",")]
     if any(not s for s in items):
@@ -183,6 +199,8 @@ def check(
     The io_uring options, --rw, --mix and --size default to None so that
     one given where it cannot apply is told apart from its default, and
     refused."""
+    if scheduler is not None:  # first: it reaches modprobe's argv and a sysfs file
+        check_scheduler_name(scheduler)
     duration = check_amounts(duration, ops, reps, warmup, 0.1, default_duration=1.0)
     if explain and ops is not None:
         raise UsageError("--explain charges a fixed window of time: use --duration, not --ops")
