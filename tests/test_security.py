@@ -186,11 +186,26 @@ def _container() -> str | None:
     return None if ok else "podman is not installed or does not run here"
 
 
+def _kbuild() -> str | None:
+    from oslens import kbuild
+
+    return kbuild.unavailable()
+
+
 RUNS = {
     "scale": (["scale", "--probe", "getppid,dup", "--workers", "1", "--duration", "0.1", "--reps", "1",
                "--warmup", "0.05"], lambda: None),
     "io": (["io", "--target", "loop", "--engine", "pread", "--workers", "1", "--duration", "0.2",
             "--warmup", "0.05", "--reps", "1"], _loop),
+    "latency": (["latency", "--probe", "getppid", "--duration", "0.05", "--reps", "1", "--warmup", "0.02"],
+                lambda: None),
+    "noise": (["noise", "--duration", "0.3", "--warmup", "0.05"], lambda: None),
+    "profile": (["profile", "--", "sh", "-c", "ls /proc > /dev/null"], lambda: None),
+    "appscale": (["appscale", "--workload", "kmeans", "--size", "50000", "--cpu-counts", "1", "--reps", "1"],
+                 lambda: None),
+    "envs": (["envs", "getppid", "--envs", "native", "--ops", "2000", "--rounds", "1"], lambda: None),
+    "study kernels": (["study", "kernels", "--apps", "gmake", "--build-target", "lib/math/", "--cpu-counts", "1",
+                       "--reps", "1"], _kbuild),
     "timerlat": (["timerlat", "--duration", "0.3", "--warmup", "0.05", "--period-us", "500"], lambda: None),
     "cluster noise": (["cluster", "noise", "--launch", "mpirun -n 2 --oversubscribe --allow-run-as-root",
                        "--duration", "0.3"], _mpi),
