@@ -6,6 +6,7 @@ with the engine's own reason where it cannot load it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import time
@@ -570,6 +571,105 @@ def test_the_knee_says_who_took_the_cpu():
     ]
     k = find_knee([a, b])
     assert "waiting for a CPU (taken by hog 96 %, kworker/* 3 %) 1 µs (100%)" in k.sentence, k.sentence
+
+
+# ---- Hypotheses only where they can hold: the software clock piles up time
+# spent with interrupts off where they are turned back on, so growth there is
+# never offered as a cache line the workers share.
+
+CACHE_LINE_HYPOTHESIS = re.compile(r"(\S+) taking longer with more workers is what a cache line they share would do")
+IRQS_OFF_GROWTH = "is time with interrupts off whose place the clock cannot see"
+
+
+def kernel_knee(grower: str) -> str:
+    """The sentence of a knee no lock explains, whose sampled kernel time
+    grew in `grower` alone (8 µs of it per op, copy_page_range unchanged)."""
+    from oslens.analysis import kstacks
+
+    def point(n: int, per_op: float, grown: float) -> ExplainedStats:
+        p = knee_point(n, per_op, {"syscall:clone": per_op})
+        p.stacks = kstacks.StackProfile(1000, 100, 11_000.0 + grown, 0.0, [], {})
+        p.kernel_self_ns = {"copy_page_range": 10_000.0, grower: 1_000.0 + grown}
+        p.kernel_callers = {grower: ["schedule", "do_wait"], "copy_page_range": ["dup_mmap"]}
+        return p
+
+    k = find_knee([point(1, 20_000, 0.0), point(2, 28_000, 8_000.0)])
+    assert k is not None and k.functions is not None and k.functions.listed[0].name == grower, k
+    return k.sentence
+
+
+@pytest.mark.parametrize(
+    "grower",
+    [
+        "finish_task_switch.isra.0",
+        "finish_task_switch",
+        "_raw_spin_unlock_irqrestore",
+        "_raw_spin_unlock_irq",
+        "pv_native_safe_halt",
+        "default_idle",
+        "cpuidle_enter_state",
+    ],
+)
+def test_growth_where_the_software_clock_piles_up_interrupts_off_time_is_no_cache_line(grower):
+    sentence = kernel_knee(grower)
+    assert "cache line" not in sentence and "hypothesis" not in sentence, sentence
+    said = f"no lock was contended more: {grower} is where the software clock counts time spent with interrupts off"
+    assert f"{said}, so its growth {IRQS_OFF_GROWTH}" in sentence, sentence
+
+
+@pytest.mark.parametrize("grower", ["lockref_get_not_dead", "copy_page_range.constprop.0", "pick_next_task_idle"])
+def test_growth_in_an_ordinary_function_may_still_be_a_cache_line(grower):
+    sentence = kernel_knee(grower)
+    assert [m.group(1) for m in CACHE_LINE_HYPOTHESIS.finditer(sentence)] == [grower], sentence
+    assert "a hypothesis" in sentence and IRQS_OFF_GROWTH not in sentence
+
+
+def test_the_software_clock_note_names_the_sites_the_hypothesis_is_refused_at():
+    from oslens.analysis.explain import IRQS_ON_SITES_TEXT, SOFTWARE_CLOCK_NOTE, irqs_on_site
+
+    assert IRQS_ON_SITES_TEXT in SOFTWARE_CLOCK_NOTE
+    assert irqs_on_site("finish_task_switch.isra.0") and irqs_on_site("_raw_write_unlock_irqrestore")
+    assert not irqs_on_site("_raw_spin_lock_irq") and not irqs_on_site("finish_task_switch_helper")
+
+
+def hypotheses(sentence: str) -> list[str]:
+    """The functions a sentence offers the cache-line hypothesis for; every
+    mention of a shared cache line is one of them."""
+    named = [m.group(1) for m in CACHE_LINE_HYPOTHESIS.finditer(sentence)]
+    assert sentence.count("cache line they share") == len(named), sentence
+    return named
+
+
+def test_the_fork_knee_in_full_mode_never_pairs_finish_task_switch_with_a_cache_line(tmp_path):
+    """fork at 1 and 2 workers, fully explained: finish_task_switch and the
+    …_irqrestore unlocks grow there, on a software clock. Whether the plain
+    curve has a knee varies run to run, so the knee is also forced on the
+    explained points themselves (twice the time per op at 2 workers, no
+    cause grown: the kernel functions alone speak)."""
+    from dataclasses import replace
+
+    from oslens.analysis.explain import explain_point, irqs_on_site
+
+    db = tmp_path / "f.db"
+    p = oslens("scale", "--probe", "fork", "--workers", f"1,{TWO}", "--explain", "full", "--duration", "0.5",
+               "--reps", "2", "--json", db=db)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (series,) = json.loads(p.stdout)["series"]
+    if series["explained"][0] is None:
+        pytest.skip(series.get("explanation") or "not explained here")
+    assert not any(irqs_on_site(f) for f in hypotheses(series["explanation"])), series["explanation"]
+    import oslens as api
+
+    eps = explained_points(api.Store(db).last(kind="scale").records())
+    a, b = (explain_point(ep) for ep in sorted(eps.values(), key=lambda ep: ep.workers))
+    if a.mode != "full" or not (a.stacks and b.stacks):
+        pytest.skip("no kernel stacks sampled here")
+    k = find_knee([a, replace(b, ns_per_op=2 * a.ns_per_op)])
+    assert k is not None
+    named = hypotheses(k.sentence)
+    assert not any(irqs_on_site(f) for f in named), k.sentence
+    if k.functions and irqs_on_site(k.functions.listed[0].name) and "no lock was contended more" in k.sentence:
+        assert IRQS_OFF_GROWTH in k.sentence and not named, k.sentence
 
 
 # ---- Light mode (issue 30, item 5): nothing per system call or fault; the

@@ -16,6 +16,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..format import ns as fmt_ns
@@ -104,11 +105,46 @@ def _hardware_pmu(pmus: Path = Path("/sys/bus/event_source/devices")) -> bool:
         return False
 
 
-# The sampler's clock is a software one: where no PMU raises it as an NMI, a
-# sample is taken only when interrupts are on.
+# The sampler's clock is a software one (engine/bpf/loader.c: PERF_COUNT_SW_CPU_CLOCK): its event is an
+# interrupt, so while interrupts are off it waits, and the sample lands where they are turned back on.
+# These are the functions where that time piles up: the end of a context switch (finish_task_switch,
+# and the compiler's copies of it: .isra.0, .constprop.0), an unlock that turns interrupts back on
+# (…_irqrestore, …_unlock_irq), the idle loop (its halt turns them on to wake). Time such a function
+# gained was spent with interrupts off somewhere before it, which no sample says, so nothing about
+# the function's own work (a cache line it shares) can be offered for it. The one home of that rule:
+# the software-clock note and the knee's hypothesis both read it.
+IRQS_ON_SITES = (
+    "finish_task_switch",
+    "*_irqrestore",
+    "*_unlock_irq",
+    # the idle loop, by the names x86 and its cpuidle drivers give it
+    "do_idle",
+    "cpu_startup_entry",
+    "default_idle*",
+    "arch_cpu_idle*",
+    "cpu_idle_poll",
+    "cpuidle_*",
+    "*safe_halt",
+    "acpi_idle_*",
+    "intel_idle*",
+    "mwait_idle*",
+    "poll_idle",
+    "amd_e400_idle",
+)
+IRQS_ON_SITES_TEXT = "finish_task_switch, …_irqrestore, …_unlock_irq, the idle loop"
+
+
+def irqs_on_site(function: str) -> bool:
+    """Whether a software-clock sampler piles up time spent with interrupts
+    off at this kernel function (IRQS_ON_SITES), its compiler suffixes
+    (.isra.0, .constprop.0, .part.0, .cold) aside."""
+    base = function.split(".", 1)[0]
+    return any(fnmatchcase(base, p) for p in IRQS_ON_SITES)
+
+
 SOFTWARE_CLOCK_NOTE = (
     "kernel functions are sampled on a software clock: time spent with interrupts off shows at the function "
-    "that turns them back on (…_irqrestore, finish_task_switch), not where it was spent"
+    f"that turns them back on ({IRQS_ON_SITES_TEXT}), not where it was spent"
 )
 
 
@@ -740,10 +776,7 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
     if functions:
         sentence += f". Sampled kernel time per op rose {fmt_ns(functions.kernel_rise_ns)}: {functions.text()}"
         if not any(k.startswith("lock:") for k, _ in ranked[:3]) and functions.listed:
-            sentence += (
-                f" (no lock was contended more: {functions.listed[0].name} taking longer with more workers is "
-                "what a cache line they share would do — a hypothesis; no PMU here counts the line's moves)"
-            )
+            sentence += _growth_hypothesis(functions.listed[0].name)
     sentence += _helpers_rise(a, b)
     explained = sum(d for _, d in ranked)
     if rise > 0 and explained / rise < EXPLAINED_ENOUGH:
@@ -761,6 +794,22 @@ def find_knee(points: list[ExplainedStats], efficiency: list[float] | None = Non
         unexplained,
         sentence,
         functions,
+    )
+
+
+def _growth_hypothesis(function: str) -> str:
+    """What a kernel function's growth with more workers may be, no lock
+    having been contended more: a cache line the workers share — except
+    where the software clock piles up time with interrupts off
+    (irqs_on_site), whose growth is that time, spent elsewhere."""
+    if irqs_on_site(function):
+        return (
+            f" (no lock was contended more: {function} is where the software clock counts time spent with "
+            "interrupts off, so its growth is time with interrupts off whose place the clock cannot see)"
+        )
+    return (
+        f" (no lock was contended more: {function} taking longer with more workers is "
+        "what a cache line they share would do — a hypothesis; no PMU here counts the line's moves)"
     )
 
 
