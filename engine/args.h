@@ -14,6 +14,7 @@
 #define RUN_MAX_REPS 100000
 #define RUN_MAX_WORKERS 4096
 #define RUN_MAX_OPS LONG_MAX
+#define RUN_MAX_LATENCY_EVERY (1L << 30)
 #define RUN_MAX_SAMPLES 1e6 /* --duration / --interval */
 /* --sample-period, ns, or 0 (no sample): 10 kHz at most, where a sample per
  * thread already costs a fifth of a system-call-bound probe's throughput

@@ -30,9 +30,15 @@ struct run_config {
 	const char *placement;
 	struct cpu_topo *cpus; /* nworkers entries, the plan */
 	int *partner_cpus;     /* per worker: a CPU for its partner task, or -1 */
-	int latency;	       /* time every operation into a histogram */
-	double duration_s;     /* fixed time, or 0 */
-	uint64_t ops;	       /* fixed work, or 0 */
+	int latency;	       /* time operations into a histogram */
+	/* --latency-every: time one operation in every N (in a random place
+	 * in each block of N, so that no cycle of the probe's is aliased);
+	 * 1 times them all; 0 (auto) picks N per worker from the measured
+	 * costs of an operation and of timing one, so that timing takes at
+	 * most LATENCY_BUDGET of the loop (worker.c) */
+	uint64_t latency_every;
+	double duration_s; /* fixed time, or 0 */
+	uint64_t ops;	   /* fixed work, or 0 */
 	double warmup_s;
 	double interval_s;
 	int reps;

@@ -225,7 +225,7 @@ static const struct command {
 	 "--probe NAME[:VARIANT][,...] [--workers N|max | --cpus LIST] [--mode process|thread]\n"
 	 "[--placement compact|spread] [--duration S | --ops N] [--warmup S] [--reps N] [--interval S]\n"
 	 "[--opt KEY=VALUE]... [--time-limit S] [--clock auto|tsc|monotonic] [--tmpdir DIR]\n"
-	 "[--latency [--mix]] [--target DEVICE|FILE] [--dry-run] [ATTRIBUTION [--sample-period NS]]...",
+	 "[--latency [--latency-every N|auto] [--mix]] [--target DEVICE|FILE] [--dry-run] [ATTRIBUTION [--sample-period NS]]...",
 	 "workers hammering one probe (or a mix), timed", cmd_run, usage_run_parts},
 	{"worker", "FD IDX TMPDIR ARGV...", "one worker of a run, exec'd afresh by its master (internal)", cmd_worker},
 	{"app",

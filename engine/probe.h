@@ -68,7 +68,20 @@ struct loop {
 	uint64_t limit;
 	const volatile int *stop;
 	volatile uint64_t *ops; /* published after every operation */
+	uint64_t every;		/* timed loop: one operation in every `every` is timed (0 or 1: all) */
+	uint64_t rng;		/* timed loop: the state of the draw of which one (xorshift64, not 0) */
 };
+
+/* Where in the next block of `every` operations the timed one falls. */
+static inline uint64_t loop_draw(uint64_t *rng, uint64_t every)
+{
+	uint64_t x = *rng;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*rng = x;
+	return every > 1 ? x % every : 0;
+}
 
 struct probe {
 	const char *name;
@@ -119,7 +132,10 @@ struct probe {
 
 /* The loops of a probe, with its operation inlined: the harness adds one
  * counter store and one flag load per operation, as will-it-scale does; the
- * timed loop adds two serialised clock reads and one histogram update.
+ * timed loop adds, to one operation in every l->every, two serialised clock
+ * reads and one histogram update (some 40 ns in a VM: a third of a null
+ * system call), and to the others a compare: one timed per block of
+ * `every` operations, at a place drawn afresh in each block.
  * `op` and `prep` return 0, or -1 with errno set. `prep` runs before every
  * operation, outside the timed window: it restores what the operation
  * consumes (refills a pipe, remaps exhausted memory) so that only the
@@ -148,24 +164,34 @@ struct probe {
 	}                                                                                                \
 	static uint64_t op##_timed(struct worker *w, const struct loop *l, struct hist *h, int *err)     \
 	{                                                                                                \
-		const uint64_t limit = l->limit;                                                         \
+		const uint64_t limit = l->limit, every = l->every > 1 ? l->every : 1;                    \
 		const volatile int *stop = l->stop;                                                      \
 		volatile uint64_t *ops = l->ops;                                                         \
-		uint64_t n = 0;                                                                          \
+		uint64_t n = 0, rng = l->rng ? l->rng : 1, end = every;                                  \
+		uint64_t pick = loop_draw(&rng, every);                                                  \
 		while (n < limit && !*stop) {                                                            \
 			if (__builtin_expect(prep(w) != 0, 0)) {                                         \
 				*err = errno;                                                            \
 				break;                                                                   \
 			}                                                                                \
-			uint64_t t0 = ticks_begin();                                                     \
-			int rc = op(w);                                                                  \
-			uint64_t t1 = ticks_end();                                                       \
-			if (__builtin_expect(rc != 0, 0)) {                                              \
+			if (n == pick) {                                                                 \
+				uint64_t t0 = ticks_begin();                                             \
+				int rc = op(w);                                                          \
+				uint64_t t1 = ticks_end();                                               \
+				if (__builtin_expect(rc != 0, 0)) {                                      \
+					*err = errno;                                                    \
+					break;                                                           \
+				}                                                                        \
+				hist_record(h, t1 - t0);                                                 \
+			} else if (__builtin_expect(op(w) != 0, 0)) {                                    \
 				*err = errno;                                                            \
 				break;                                                                   \
 			}                                                                                \
-			hist_record(h, t1 - t0);                                                         \
 			*ops = ++n;                                                                      \
+			if (n == end) {                                                                  \
+				pick = end + loop_draw(&rng, every);                                     \
+				end += every;                                                            \
+			}                                                                                \
 		}                                                                                        \
 		return n;                                                                                \
 	}

@@ -201,6 +201,7 @@ void run_parse_args(int argc, char **argv, const struct run_part *const *parts, 
 		{"clock", required_argument, 0, 'C'},
 		{"tmpdir", required_argument, 0, 'T'},
 		{"latency", no_argument, 0, 'L'},
+		{"latency-every", required_argument, 0, 'E'},
 		{"mix", no_argument, 0, 'M'},
 		{"dry-run", no_argument, 0, 'D'},
 		{"target", required_argument, 0, 'g'},
@@ -229,7 +230,7 @@ void run_parse_args(int argc, char **argv, const struct run_part *const *parts, 
 	cfg->worker_argv = calloc(argc + 1, sizeof *cfg->worker_argv);
 	if (!part_args || !cfg->worker_argv)
 		die_usage("out of memory");
-	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL;
+	const char *probe_arg = NULL, *workers_arg = "1", *cpus_arg = NULL, *every_arg = NULL;
 	const char *opts[64];
 	int nopts = 0;
 	cfg->tmpdir_base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -277,6 +278,12 @@ void run_parse_args(int argc, char **argv, const struct run_part *const *parts, 
 					  RUN_MIN_SAMPLE_PERIOD_NS);
 			break;
 		case 'L': cfg->latency = 1; break;
+		case 'E':
+			every_arg = optarg;
+			cfg->latency_every = strcmp(optarg, "auto") ? (uint64_t)parse_long("--latency-every", optarg, 1,
+											   RUN_MAX_LATENCY_EVERY)
+								    : 0;
+			break;
 		case 'M': cfg->mix = 1; break;
 		case 'D': cfg->dry_run = 1; break;
 		case 'g':
@@ -322,6 +329,12 @@ void run_parse_args(int argc, char **argv, const struct run_part *const *parts, 
 		die_usage("several probes in one run need --mix (each worker runs them in turn)");
 	if (cfg->mix && !cfg->latency)
 		die_usage("--mix times every operation of a mixed stream: it needs --latency");
+	if (every_arg && !cfg->latency)
+		die_usage("--latency-every says which operations --latency times: it needs --latency");
+	if (every_arg && cfg->mix && cfg->latency_every != 1)
+		die_usage("--mix times every operation of a mixed stream: --latency-every can only be 1 there");
+	if (!every_arg)
+		cfg->latency_every = 1;
 #ifndef OSLENS_STATIC
 	for (int k = 0; k < cfg->nchoices; k++)
 		if (cfg->choices[k].probe->needs_static) {
@@ -445,6 +458,12 @@ void run_emit_config(const struct run_config *cfg)
 	json_int(j, "reps", cfg->reps);
 	json_num(j, "time_limit_s", cfg->time_limit_s);
 	json_bool(j, "latency", cfg->latency);
+	if (cfg->latency) {
+		if (cfg->latency_every)
+			json_uint(j, "latency_every", cfg->latency_every);
+		else
+			json_str(j, "latency_every", "auto");
+	}
 	json_bool(j, "mix", cfg->mix);
 	if (cfg->sample_period_ns >= 0)
 		json_int(j, "sample_period_ns", cfg->sample_period_ns);

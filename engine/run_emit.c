@@ -173,6 +173,12 @@ void emit_header(const struct run_config *cfg, const struct topology *topo, cons
 	json_end(j);
 	json_str(j, "fixed", cfg->ops ? "ops" : "time");
 	json_bool(j, "latency", cfg->latency);
+	if (cfg->latency) {
+		if (cfg->latency_every)
+			json_uint(j, "latency_every", cfg->latency_every);
+		else
+			json_str(j, "latency_every", "auto");
+	}
 	int light = run_part_wanted(cfg, "explain-light");
 	json_bool(j, "explain", light || run_part_wanted(cfg, "explain"));
 	if (light || run_part_wanted(cfg, "explain"))

@@ -63,10 +63,64 @@ static struct json *result_record(const char *type, const struct shm *shm, const
 	return j;
 }
 
+/* How one operation in N is timed (--latency-every auto): at most this share
+ * of the loop's time goes to timing. Timing one costs two serialised clock
+ * reads and a histogram update: some 40 ns in a VM, a third of a null system
+ * call, so that timing them all slowed getppid by 35 %. */
+#define LATENCY_BUDGET 0.005
+/* The operations and time a worker's cost per operation is measured over
+ * at the least (the warm-up's, or more if it had fewer), and at the most. */
+#define CALIBRATE_OPS 32
+#define CALIBRATE_MIN_NS 2000000ull
+#define CALIBRATE_MAX_NS 50000000ull
+
+/* What timing one operation costs here: the least of a few batches of
+ * clock-read pairs and histogram updates (into a scratch histogram), as
+ * the timed loop does them around an operation. */
+static double timing_cost_ns(void)
+{
+	struct hist *scratch = hist_new();
+	if (!scratch)
+		return 0;
+	double best = 0;
+	for (int b = 0; b < 8; b++) {
+		uint64_t t = clock_ns();
+		for (int i = 0; i < 64; i++) {
+			uint64_t t0 = ticks_begin();
+			uint64_t t1 = ticks_end();
+			hist_record(scratch, t1 - t0);
+		}
+		double per = (double)(clock_ns() - t) / 64;
+		if (b == 0 || per < best)
+			best = per;
+	}
+	free(scratch);
+	return best;
+}
+
+/* N for --latency-every auto: timing one operation in N costs at most
+ * LATENCY_BUDGET of the loop, from this worker's cost per operation (the
+ * warm-up's) and of timing one. */
+static uint64_t latency_every_auto(double op_ns, double timing_ns)
+{
+	if (op_ns <= 0 || timing_ns <= 0)
+		return 1;
+	double n = timing_ns / (LATENCY_BUDGET * op_ns);
+	return n <= 1 ? 1 : n >= (double)RUN_MAX_LATENCY_EVERY ? (uint64_t)RUN_MAX_LATENCY_EVERY : (uint64_t)n + 1;
+}
+
 /* Workers write their own results (histograms of tens of KB, detour lists)
  * to files that the master copies to stdout in order: no worker ever blocks
  * on the pipe, and records never interleave. */
-static int save_results(const struct shm *shm, const struct run_config *cfg, int idx, struct worker *w, struct hist **h)
+/* How a worker timed its operations: one in `every`, from its measured
+ * cost per operation and of timing one (auto; 0 where not measured). */
+struct timed_every {
+	uint64_t every;
+	double op_ns, timing_ns;
+};
+
+static int save_results(const struct shm *shm, const struct run_config *cfg, int idx, struct worker *w, struct hist **h,
+			const struct timed_every *te)
 {
 	char path[4200];
 	run_result_path(path, sizeof path, w[0].env->tmpdir, shm->ctl.rep, idx);
@@ -78,6 +132,11 @@ static int save_results(const struct shm *shm, const struct run_config *cfg, int
 		const struct choice *c = &cfg->choices[k];
 		if (h[k]) {
 			struct json *j = result_record("hist", shm, cfg, idx, c);
+			json_uint(j, "every", te->every);
+			if (te->op_ns > 0) {
+				json_num(j, "op_ns", te->op_ns);
+				json_num(j, "timing_ns", te->timing_ns);
+			}
 			hist_emit(j, "hist", h[k], ticks_unit_ns());
 			rc = json_emit_fd(j, fd);
 		}
@@ -257,19 +316,33 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 	__atomic_store_n(&s->c.state, W_RUNNING, __ATOMIC_RELEASE);
 
 	struct loop l = {.limit = UINT64_MAX, .stop = &shm->ctl.stop, .ops = &s->ops};
+	struct timed_every te = {.every = cfg->latency_every ? cfg->latency_every : 1};
 	if (cfg->ops || cfg->latency || has_own_books(cfg)) {
 		/* Fixed work and latency: warm up together until the shared
 		 * deadline, so that neither the count nor the histogram holds a
-		 * cold operation. (Fixed time discards warm-up samples instead.) */
-		while (!err && !shm->ctl.stop && clock_ns() < shm->ctl.warm_deadline)
-			for (int k = 0; k < nc && !err; k++)
+		 * cold operation. (Fixed time discards warm-up samples instead.)
+		 * Its operations, counted, give the cost of one (auto). */
+		const int calibrate = cfg->latency && !cfg->latency_every && nc == 1;
+		uint64_t warm_ops = 0, warm_t0 = clock_ns(), now = warm_t0;
+		while (!err && !shm->ctl.stop &&
+		       ((now = clock_ns()) < shm->ctl.warm_deadline ||
+			(calibrate && now - warm_t0 < CALIBRATE_MAX_NS &&
+			 (warm_ops < CALIBRATE_OPS || now - warm_t0 < CALIBRATE_MIN_NS))))
+			for (int k = 0; k < nc && !err; k++, warm_ops++)
 				if (envs[k].probe->op(&w[k]) != 0) {
 					err = errno;
 					failed = k;
 				}
+		if (calibrate && warm_ops) {
+			te.op_ns = (double)(now - warm_t0) / (double)warm_ops;
+			te.timing_ns = timing_cost_ns();
+			te.every = latency_every_auto(te.op_ns, te.timing_ns);
+		}
 		if (cfg->ops)
 			l.limit = cfg->ops;
 	}
+	l.every = te.every;
+	l.rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)s->c.tid << 32) ^ (uint64_t)shm->ctl.rep ^ clock_ns();
 	uint64_t n = 0;
 	if (!err) {
 		const struct probe *p = envs[0].probe;
@@ -288,7 +361,7 @@ void worker_main(struct shm *shm, const struct run_config *cfg, const struct pro
 	s->c.cpu_end = sched_getcpu();
 	if (err)
 		snprintf(what, sizeof what, "%s operation", envs[failed].probe->name);
-	else if (run_has_results(cfg) && save_results(shm, cfg, idx, w, h) != 0) {
+	else if (run_has_results(cfg) && save_results(shm, cfg, idx, w, h, &te) != 0) {
 		err = errno;
 		snprintf(what, sizeof what, "saving the results");
 	}

@@ -190,3 +190,76 @@ def test_bad_latency_input(tmp_path, args, word):
     assert p.returncode == 2
     assert word in one_line_error(p.stderr)
     assert not (tmp_path / "s.db").exists()
+
+
+# ------------------------------------------------- one operation in N timed
+
+
+@pytest.mark.parametrize("mode", ["process", "thread"])
+@pytest.mark.parametrize("every", [1, 7, 100])
+def test_one_operation_in_n_is_timed_once_per_block(every, mode, no_leaks):
+    """--latency-every N: exactly one operation of each whole block of N is
+    timed (and at most one of a last partial block), in every worker and
+    repetition; the count of operations stays exact."""
+    ops, reps = 1000, 2
+    r = run_engine("run", "--probe", "getppid", "--mode", mode, "--workers", str(TWO), "--ops", str(ops),
+                   "--reps", str(reps), "--warmup", "0.02", "--latency", "--latency-every", str(every))  # fmt: skip
+    assert r.rc == 0, r.stderr
+    assert r.of("header")[0]["latency_every"] == every
+    hists = r.of("hist")
+    assert len(hists) == TWO * reps and {(h["rep"], h["worker"]) for h in hists} == {
+        (rep, w) for rep in range(reps) for w in range(TWO)
+    }
+    assert {w["ops"] for w in r.of("worker")} == {ops}
+    for rec in hists:
+        assert rec["every"] == every
+        assert ops // every <= Histogram.from_record(rec["hist"]).count <= -(-ops // every)
+
+
+def test_auto_times_few_enough_operations_to_cost_half_a_percent_of_the_loop(no_leaks):
+    """--latency-every auto: each worker measures what an operation and a
+    timing cost and times one in N, N just enough for timing to take at
+    most 0.5 % of the loop, and says N and both costs."""
+    ops = 200_000
+    r = run_engine("run", "--probe", "getppid", "--workers", str(TWO), "--ops", str(ops), "--warmup", "0.05",
+                   "--latency", "--latency-every", "auto")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    assert r.of("header")[0]["latency_every"] == "auto"
+    for rec in r.of("hist"):
+        every, op_ns, timing_ns = rec["every"], rec["op_ns"], rec["timing_ns"]
+        assert op_ns > 0 and timing_ns > 0
+        assert timing_ns / (every * op_ns) <= 0.005 < timing_ns / (max(every - 1, 1) * op_ns) or every == 1
+        assert ops // every <= Histogram.from_record(rec["hist"]).count <= -(-ops // every)
+
+
+def test_a_slow_operations_sampled_median_is_the_exhaustive_ones(no_leaks):
+    """fork, one in 4 timed against all of them timed, in alternating runs:
+    each run's median lies within the middle of the other's distribution
+    (the 10th to the 90th percentile): sampling moved nothing."""
+    runs = {}
+    for every in (1, 4, 1, 4):
+        r = run_engine("run", "--probe", "fork", "--workers", "1", "--ops", "400", "--warmup", "0.05",
+                       "--latency", "--latency-every", str(every))  # fmt: skip
+        assert r.rc == 0, r.stderr
+        (rec,) = r.of("hist")
+        runs.setdefault(every, []).append(Histogram.from_record(rec["hist"]))
+    for all_, sampled in zip(runs[1], runs[4]):  # each run its own clock calibration: compared in ns
+        assert sampled.count in (100, 101) and all_.count == 400
+        for a, b in ((all_, sampled), (sampled, all_)):
+            p10, p50, p90 = b.percentiles([10, 50, 90])
+            assert p10 <= a.percentile(50) <= p90, (a.percentile(50), p10, p50, p90)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--latency-every", "4"], "needs --latency"),
+        (["--latency", "--latency-every", "0"], "--latency-every"),
+        (["--latency", "--latency-every", "often"], "--latency-every"),
+        (["--latency", "--mix", "--latency-every", "4"], "can only be 1"),
+    ],
+)
+def test_latency_every_is_refused_where_it_cannot_apply(args, words):
+    probe = "getppid,dup" if "--mix" in args else "getppid"
+    r = run_engine("run", "--probe", probe, "--ops", "10", *args)
+    assert r.rc == 2 and words in one_line_error(r.stderr), r.stderr
