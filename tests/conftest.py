@@ -289,7 +289,9 @@ def engine_for_nobody():
     """A copy of the engine and a TMPDIR that the 'nobody' user can reach,
     wherever this checkout lives (CI clones may sit in 0700 directories);
     yields (command prefix to run as nobody, engine path, environment)."""
-    place = Path(tempfile.mkdtemp(prefix="nobody-test-"))
+    # in /tmp itself: this process's own temporary directory may be a private one of
+    # oslens's (a command run in-process, as the API runs them), which nobody cannot enter
+    place = Path(tempfile.mkdtemp(prefix="nobody-test-", dir="/tmp"))
     try:
         place.chmod(0o1777)
         exe = place / "oslens-engine"

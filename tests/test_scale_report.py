@@ -285,3 +285,36 @@ def test_a_stored_scale_run_is_shown_and_reported_without_the_engine(tmp_path):
     reported = subprocess.run([*run, "report", "last", "-o", str(page)], capture_output=True, text=True, env=env)
     assert reported.returncode == 0, reported.stderr
     assert page.stat().st_size > 0
+
+
+# ------------------------------------------- an explained point's own lines
+
+
+def test_an_operations_latency_gives_only_the_percentiles_its_timed_operations_tell():
+    from oslens.report.scale import _op_latency
+
+    few = {"p50": 170.0, "p99": 240.0, "p99.9": None, "timed": 500, "every": 45}
+    assert _op_latency(few) == "op p50 170 ns p99 240 ns (500 timed, 1 in 45)"
+    apart = {"p50": 170.0, "p99": 240.0, "p99.9": 380.0, "timed": 373_712, "every": (45, 47)}
+    assert _op_latency(apart).endswith("(373,712 timed, 1 in 45 to 47)")
+    every_one = {"p50": 90_000.0, "p99": None, "p99.9": None, "timed": 40, "every": 1}
+    assert _op_latency(every_one) == "op p50 90 µs (40 timed)"
+
+
+def test_a_twin_that_cost_more_than_five_percent_says_its_causes_understate_the_contention():
+    from types import SimpleNamespace
+
+    from oslens.analysis.explain import Cause
+    from oslens.report.scale import OBSERVER_COST, _observer_effect
+
+    lock = Cause("lock:mmap_lock:rwsem:W", "mmap_lock", "lock", 120.0, 0.5)
+
+    def point(cost, low, causes=(lock,)):
+        return SimpleNamespace(cost=cost, cost_low=low, causes=list(causes))
+
+    assert _observer_effect(point(OBSERVER_COST, 0.01)) is None
+    assert _observer_effect(point(None, None)) is None
+    surely = _observer_effect(point(0.12, 0.08))
+    assert "slowed this point by 12%" in surely and " understate" in surely and "120 ns/op" in surely
+    assert "may understate" in _observer_effect(point(0.07, 0.02))
+    assert "lock wait" not in _observer_effect(point(0.12, 0.08, causes=()))

@@ -174,7 +174,7 @@ class ExplainedStats:
     ipis_sent_per_op: float | None  # None: not counted (light mode)
     ipis_received_per_op: float
     tlb_flushes_per_op: dict[str, float] | None  # None: not counted (light mode)
-    latency_ns: dict[str, float] | None  # p50, p99, p99.9 of one operation, where the probe times them
+    latency_ns: dict | None  # p50, p99, p99.9 of one operation where the probe times them, and how many (_latency)
     cost: float | None  # 1 - the explained repetitions' median throughput / the plain ones'
     missing: list[str]  # what this kernel could not attribute
     notes: list[str] = field(default_factory=list)
@@ -546,12 +546,19 @@ def _run_lengths(ep: ExplainedPoint) -> dict[str, RunLengths]:
     return out
 
 
-def _latency(ep: ExplainedPoint) -> dict[str, float] | None:
+def _latency(ep: ExplainedPoint) -> dict | None:
+    """p50, p99 and p99.9 of one operation, None where its timed operations
+    are too few to tell it (TAIL_RULE); how many were timed, and one in how
+    many (`every`: a number, or the least and the most, where workers
+    chose apart; 1: all)."""
     hists = [Histogram.from_record(h["hist"]) for r in ep.reps for h in r.hists]
     if not hists:
         return None
     h = merge_all(hists)
-    return {"p50": h.percentile(50), "p99": h.percentile(99), "p99.9": h.percentile(99.9)}
+    p50, p99, p999 = (None if v != v else float(v) for v in h.told_percentiles([50, 99, 99.9]))
+    everies = sorted({int(x.get("every", 1)) for r in ep.reps for x in r.hists})
+    every = everies[0] if len(everies) == 1 else (everies[0], everies[-1])
+    return {"p50": p50, "p99": p99, "p99.9": p999, "timed": h.count, "every": every}
 
 
 def _charged_ops(ep: ExplainedPoint) -> float:

@@ -53,7 +53,8 @@ def plan(
     if explain_duration is not None:  # 0 was taken as "not given" and ran 1 s
         check_seconds("--explain-duration", explain_duration, zero_allowed=False)
     explain_s = explain_duration if explain_duration is not None else duration or 1.0
-    catalogue = engine.probes() if explain else {}
+    # the probes that time their operations, where a point is explained
+    catalogue = {k: p for k, p in engine.probes().items() if p.timed} if explain else {}
     points = []
     for name, variant in probes:
         for m in modes:
@@ -70,15 +71,18 @@ def plan(
                 )
                 work = (ops_per_probe or {}).get(name, ops)
                 serial = time_limit(reps, (work_s or 0) * n + warmup) if work_s else limit
-                args = engine.run_argv(**point, time_limit=max(limit, serial), duration=duration, ops=work)
+                # an explained point's operations are timed, one in N, on both sides of the pair:
+                # the twin then differs from the plain point by its attribution alone
+                timing = dict(latency=True, latency_every=engine.SAMPLED_TIMING) if catalogue.get(name) else {}
+                args = engine.run_argv(**point, time_limit=max(limit, serial), duration=duration, ops=work, **timing)
                 points.append(Point(name, variant, m, n, tuple(args)))
                 if explain:
                     args = engine.run_argv(
                         **point,
                         time_limit=time_limit(reps, explain_s + warmup),
                         duration=explain_s,
-                        latency=catalogue[name].timed,
                         explain=explain,
+                        **timing,
                     )
                     points.append(Point(name, variant, m, n, tuple(args), explained=True))
     params = {

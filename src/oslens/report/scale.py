@@ -179,6 +179,37 @@ def cost_line(explained: list) -> str | None:
     return line
 
 
+def point_lines(e) -> list[str]:
+    """What one explained point adds under the table, each a short clause."""
+    extras = []
+    if e.ipis_sent_per_op is None:  # light mode counts what it receives, not what it sends
+        if e.ipis_received_per_op >= 0.01:
+            extras.append(f"IPIs received {sig(e.ipis_received_per_op, 2)}/op (sent: not counted in light mode)")
+    elif e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
+        extras.append(f"IPIs sent {sig(e.ipis_sent_per_op, 2)}/op, received {sig(e.ipis_received_per_op, 2)}/op")
+    remote = (e.tlb_flushes_per_op or {}).get("remote_shootdown", 0)
+    if remote >= 0.01:
+        extras.append(f"TLB shootdowns received {sig(remote, 2)}/op")
+    if e.latency_ns:
+        extras.append(_op_latency(e.latency_ns))
+    if observed := _observer_effect(e):
+        extras.append(observed)
+    if "all" in e.run_lengths:
+        rl = e.run_lengths["all"]
+        short, long_ = rl.over.get(1000, (0, 0)), rl.over.get(10000, (0, 0))
+        extras.append(
+            f"kernel entries {rl.count}, mean {ns(rl.mean_ns)}, {1 - short[0]:.1%} ≤ 1 µs; "
+            f"{long_[1]:.0%} of kernel time in the {long_[0]:.2%} longer than 10 µs"
+        )
+    if e.helpers:
+        top = ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in e.helpers[:3])
+        extras.append(f"meanwhile {e.helped_by}: {ns(sum(c.ns_per_op for c in e.helpers))}/op, most in {top}")
+    if e.stacks and e.stacks.functions:
+        top = ", ".join(f"{f.name} {ns(f.self_ns)}" for f in e.stacks.functions[:3])
+        extras.append(f"kernel {ns(e.stacks.kernel_ns)}/op sampled, most in {top}")
+    return extras
+
+
 def explanation_lines(s: Series) -> list[str]:
     """Under a series: the knee named, what attribution cost, what it lacked."""
     if s.explanation is None and not any(s.explained or []):
@@ -186,32 +217,7 @@ def explanation_lines(s: Series) -> list[str]:
     lines = [f"why: {s.explanation}"] if s.explanation else []
     got = [e for e in s.explained or [] if e]
     for e in got:
-        extras = []
-        if e.ipis_sent_per_op is None:  # light mode counts what it receives, not what it sends
-            if e.ipis_received_per_op >= 0.01:
-                extras.append(f"IPIs received {sig(e.ipis_received_per_op, 2)}/op (sent: not counted in light mode)")
-        elif e.ipis_sent_per_op >= 0.01 or e.ipis_received_per_op >= 0.01:
-            extras.append(f"IPIs sent {sig(e.ipis_sent_per_op, 2)}/op, received {sig(e.ipis_received_per_op, 2)}/op")
-        remote = (e.tlb_flushes_per_op or {}).get("remote_shootdown", 0)
-        if remote >= 0.01:
-            extras.append(f"TLB shootdowns received {sig(remote, 2)}/op")
-        if e.latency_ns:
-            lat = e.latency_ns
-            extras.append(f"op p50 {ns(lat['p50'])} p99 {ns(lat['p99'])} p99.9 {ns(lat['p99.9'])}")
-        if "all" in e.run_lengths:
-            rl = e.run_lengths["all"]
-            short, long_ = rl.over.get(1000, (0, 0)), rl.over.get(10000, (0, 0))
-            extras.append(
-                f"kernel entries {rl.count}, mean {ns(rl.mean_ns)}, {1 - short[0]:.1%} ≤ 1 µs; "
-                f"{long_[1]:.0%} of kernel time in the {long_[0]:.2%} longer than 10 µs"
-            )
-        if e.helpers:
-            top = ", ".join(f"{c.label} {ns(c.ns_per_op)}" for c in e.helpers[:3])
-            extras.append(f"meanwhile {e.helped_by}: {ns(sum(c.ns_per_op for c in e.helpers))}/op, most in {top}")
-        if e.stacks and e.stacks.functions:
-            top = ", ".join(f"{f.name} {ns(f.self_ns)}" for f in e.stacks.functions[:3])
-            extras.append(f"kernel {ns(e.stacks.kernel_ns)}/op sampled, most in {top}")
-        if extras:
+        if extras := point_lines(e):
             lines.append(f"  {e.workers} worker{'s' if e.workers > 1 else ''}: " + "; ".join(extras))
     if cost := cost_line(got):
         lines.append(f"  {cost}")
@@ -263,3 +269,33 @@ def show(console: Console, run, summary) -> None:
         verdicts.show(console, run, summary.study)
     elif summary.study:
         study_table(console, summary.study)
+
+
+def _op_latency(lat: dict) -> str:
+    """An explained point's operation latency: the percentiles its timed
+    operations can tell (no p99.9 from 500 of them), and how many those are."""
+    told = [f"{q} {ns(lat[q])}" for q in ("p50", "p99", "p99.9") if lat.get(q) is not None]  # None: not told
+    every = lat.get("every") or 1
+    if isinstance(every, (list, tuple)):
+        sampled = f", 1 in {every[0]:,} to {every[1]:,}"
+    else:
+        sampled = f", 1 in {every:,}" if every > 1 else ""
+    return f"op {' '.join(told) or 'latency: too few timed'} ({lat['timed']:,} timed{sampled})"
+
+
+# Above this cost the explained twin is not the plotted point: it ran slower, met
+# each lock less often, and so waited less at it than the plain point does.
+OBSERVER_COST = 0.05
+
+
+def _observer_effect(e) -> str | None:
+    """Where a point's twin cost more than OBSERVER_COST: its causes
+    understate the plain point's contention, by how much its lock wait per
+    op says; None where it cost less, or its cost is not known."""
+    if e.cost is None or e.cost <= OBSERVER_COST:
+        return None
+    wait = sum(c.ns_per_op for c in e.causes if c.group == "lock")
+    surely = e.cost_low is not None and e.cost_low > OBSERVER_COST
+    says = "understate" if surely else "may understate"
+    locks = f"; its lock wait, {ns(wait)}/op, is that of workers {e.cost:.0%} slower" if wait else ""
+    return f"attribution slowed this point by {e.cost:.0%}: its causes {says} the plain point's contention{locks}"
