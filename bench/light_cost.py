@@ -10,9 +10,15 @@ per system call or fault: what it adds to a worker's CPU is interruptions
 programs on the interrupts and lock waits that happen anyway). So its
 cost is measured where it happens, against the engine's minimal loop:
 
-1. The null probe timed operation by operation (`run --probe null
-   --latency`): an operation takes a few ns, and an interruption of its
-   CPU shows as one operation that took that much longer. Plain and
+1. The null probe timed operation by operation: an operation takes a few
+   ns, and an interruption of its CPU shows as one operation that took
+   that much longer. The light run is the null probe's explained twin
+   exactly as `oslens scale --explain light` plans it (bench/explain.py's
+   planned: the planner's argv, per-operation timing included), and the
+   plain run that argv without the attribution's own options
+   (engine.Explain.argv()), so that the two differ by the attribution
+   alone and both time their operations as the twin does (the planner's
+   point, as tests/test_bench_argv.py holds). Plain and
    light runs alternate (a new random order each round); per run, the
    operations above --threshold are the interrupted ones, and the time
    they held is the sum of their excess over the median operation. The
@@ -23,8 +29,9 @@ cost is measured where it happens, against the engine's minimal loop:
    cost on the null probe: interrupt entry and exit, the perf clock, and
    every program, end to end.
 2. For each probe asked (--probes), the engine's programs' own run time
-   in light mode (the kernel's BPF statistics, as bench/explain_programs.py
-   reads them): a sample's program walks a longer stack when a worker is
+   in light mode, in its explained twin as the planner builds it (the
+   kernel's BPF statistics, as bench/explain_programs.py reads them): a
+   sample's program walks a longer stack when a worker is
    in the kernel, and contended locks run the lock-wait programs.
 3. Per probe, the share of the workers' CPU time the mode takes: the
    null probe's, end to end (step 1), plus what the probe's programs take
@@ -50,7 +57,8 @@ import subprocess
 import time
 
 import numpy as np
-from explain_programs import enable_stats, one_round, programs
+from explain import cli_defaults, planned
+from explain_programs import enable_stats, names, programs
 
 from oslens import engine
 from oslens.analysis.histogram import Histogram
@@ -78,33 +86,71 @@ def interruptions(records: list[dict], threshold_ns: float) -> tuple[int, float,
     return n_above, held, timed
 
 
+def without(args: tuple[str, ...], options: list[str]) -> tuple[str, ...]:
+    """args with the run of options (one place) taken out."""
+    n = len(options)
+    at = [i for i in range(len(args) - n + 1) if list(args[i : i + n]) == options]
+    if len(at) != 1:
+        raise SystemExit(f"{' '.join(options)}: not once in the planned argv {' '.join(args)}")
+    return args[: at[0]] + args[at[0] + n :]
+
+
+def light_argvs(probe: str, mode: str, workers: int, seconds: float, hz: int | None):
+    """The plain run's engine argv and the light run's: the point's twin
+    explained in light mode at hz, as `oslens scale --explain light
+    --sample-rate HZ` plans it (with this bench's warm-up and one
+    repetition), and that argv without the attribution's options."""
+    how = engine.Explain("light", hz)
+    _, twin = planned(probe, mode, workers, seconds, how, warmup=WARMUP_S)
+    return without(twin, how.argv()), twin
+
+
+def run_engine(args: tuple[str, ...], window_s: float | None, named: bool = False) -> tuple[list[dict], float, dict]:
+    """One engine run of this argv: its records, and with window_s the
+    seconds between two snapshots of its programs' statistics taken after
+    the warm-up, about window_s apart, with each program's runs and ns
+    between them, by program id (named: by its name, read while it is
+    loaded)."""
+    proc = engine.spawn(list(args), stdout=subprocess.PIPE, text=True)
+    delta: dict = {}
+    window = 0.0
+    try:
+        if window_s is not None:
+            started = time.monotonic()
+            while not programs(proc.pid):  # loaded: then the window begins after the warm-up
+                if proc.poll() is not None or time.monotonic() - started > 30:
+                    raise SystemExit(f"the engine loaded no program: {' '.join(args)}")
+                time.sleep(0.05)
+            time.sleep(WARMUP_S + 0.2)
+            t0, before = time.monotonic(), programs(proc.pid)
+            time.sleep(window_s)
+            t1, after = time.monotonic(), programs(proc.pid)
+            window = t1 - t0
+            known = names() if named else {}
+            for pid, (runs, ns) in after.items():
+                runs0, ns0 = before.get(pid, (0, 0))
+                key = known.get(pid, str(pid)) if named else pid
+                total = delta.get(key, (0, 0))
+                delta[key] = (total[0] + runs - runs0, total[1] + ns - ns0)
+        out, _ = proc.communicate()
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)}: exit {proc.returncode}")
+    return [json.loads(line) for line in out.splitlines() if line.strip()], window, delta
+
+
 def null_run(args: argparse.Namespace, light: bool) -> dict:
     """One null-probe run timed op by op; in light mode the engine's
     programs' run time inside the window too (two snapshots)."""
-    cmd = [str(engine.engine_path()), "run", "--probe", "null", "--latency", "--workers", str(args.workers)]
-    cmd += ["--duration", str(args.seconds), "--warmup", str(WARMUP_S)]
-    if light:
-        cmd += engine.Explain("light", args.sample_rate).argv()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    bpf_ns = bpf_runs = 0
-    window = 0.0
-    if light:
-        started = time.monotonic()
-        while not programs(proc.pid):
-            if proc.poll() is not None or time.monotonic() - started > 30:
-                raise SystemExit(f"the engine loaded no program: {' '.join(cmd)}")
-            time.sleep(0.05)
-        time.sleep(WARMUP_S + 0.2)
-        t0, before = time.monotonic(), programs(proc.pid)
-        time.sleep(max(args.seconds - 1.0, 0.5))
-        t1, after = time.monotonic(), programs(proc.pid)
-        window = t1 - t0
-        bpf_runs = sum(r - before.get(p, (0, 0))[0] for p, (r, _) in after.items())
-        bpf_ns = sum(n - before.get(p, (0, 0))[1] for p, (_, n) in after.items())
-    out, _ = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}")
-    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    plain, explained = light_argvs("null", cli_defaults()["mode"], args.workers, args.seconds, args.sample_rate)
+    records, window, delta = run_engine(explained if light else plain, max(args.seconds - 1.0, 0.5) if light else None)
+    if not any(r["type"] == "hist" for r in records):
+        raise SystemExit(f"the planned null run times no operation: {' '.join(plain)}")
+    bpf_runs = sum(runs for runs, _ in delta.values())
+    bpf_ns = sum(ns for _, ns in delta.values())
     n_above, held, timed = interruptions(records, args.threshold_ns)
     worker_s = args.seconds * args.workers
     return {
@@ -114,6 +160,17 @@ def null_run(args: argparse.Namespace, light: bool) -> dict:
         "bpf_share": bpf_ns / (window * 1e9 * args.workers) if window else 0.0,
         "bpf_runs_per_s": bpf_runs / (window * args.workers) if window else 0.0,
     }
+
+
+def probe_round(probe: str, mode: str, args: argparse.Namespace) -> tuple[float, float, dict[str, tuple[int, int]]]:
+    """One light run of a probe (its planned twin): the seconds between the
+    two snapshots, the workers' operations per second, and each program's
+    runs and ns there, by name."""
+    seconds = max(args.seconds, 2.0)
+    _, explained = light_argvs(probe, mode, args.workers, seconds, args.sample_rate)
+    records, window, by_name = run_engine(explained, seconds - 1.0, named=True)
+    ops = sum(r["ops_per_sec"] for r in records if r["type"] == "worker")
+    return window, ops, by_name
 
 
 def show(label: str, values: list[float], fmt: str) -> str:
@@ -135,15 +192,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
         per_probe = {}
         for probe in filter(None, args.probes.split(",")):
             mode = "process" if probe in ("fork",) else "thread"
-            pargs = argparse.Namespace(
-                probe=probe,
-                mode=mode,
-                workers=args.workers,
-                explain="light",
-                sample_rate=args.sample_rate,
-                seconds=max(args.seconds, 2.0),
-            )
-            per_probe[probe] = [one_round(pargs) for _ in range(args.probe_rounds)]
+            per_probe[probe] = [probe_round(probe, mode, args) for _ in range(args.probe_rounds)]
     finally:
         os.close(stats)
     return plain, light, per_probe
