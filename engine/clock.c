@@ -1,6 +1,7 @@
 #include "clock.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct clock_info clock_info;
@@ -51,9 +52,13 @@ static int tsc_calibrate(void)
 }
 #endif
 
+/* The kernel's clocksource: it demotes a TSC it finds unstable (drifting
+ * across CPUs, stopping in idle states) to another. $OSLENS_CLOCKSOURCE_FILE
+ * reads it from elsewhere: a test's model of a kernel that did. */
 static void kernel_clocksource(char *buf, size_t len)
 {
-	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+	const char *path = getenv("OSLENS_CLOCKSOURCE_FILE");
+	FILE *f = fopen(path && *path ? path : "/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
 	buf[0] = 0;
 	if (f) {
 		if (fgets(buf, (int)len, f))
@@ -84,12 +89,14 @@ int clock_init(enum clock_want want)
 		use_monotonic("TSC is not invariant on this CPU");
 		return want == CLOCK_WANT_TSC ? -1 : 0;
 	}
-	/* The kernel demotes a TSC it has seen drift across CPUs; follow it. */
-	if (strcmp(cs, "tsc") != 0 && want == CLOCK_WANT_AUTO) {
+	/* The kernel demotes a TSC it has seen drift across CPUs; follow it,
+	 * and refuse a TSC asked for that the kernel does not trust. */
+	if (strcmp(cs, "tsc") != 0) {
 		char why[128];
-		snprintf(why, sizeof why, "kernel clocksource is '%s', not tsc", cs[0] ? cs : "unknown");
+		snprintf(why, sizeof why, "kernel clocksource is '%s', not tsc: the kernel does not trust the TSC here",
+			 cs[0] ? cs : "unknown");
 		use_monotonic(why);
-		return 0;
+		return want == CLOCK_WANT_TSC ? -1 : 0;
 	}
 	if (tsc_calibrate() != 0) {
 		use_monotonic("TSC calibration failed");

@@ -361,3 +361,23 @@ def test_every_probe_issues_the_system_calls_it_declares(probe, no_leaks):
         assert counted.get(call, 0) >= want, (call, per_op, counted)
         if not waits:
             assert counted[call] <= want + max(256, want // 20), (call, per_op, counted)
+
+
+@pytest.mark.parametrize("source", ["hpet", "kvm-clock"])
+def test_a_tsc_the_kernel_does_not_trust_is_not_used_and_said_why(source, tmp_path):
+    """Where the kernel has demoted the TSC (its clocksource is another, as
+    after it marks the TSC unstable), auto falls back to CLOCK_MONOTONIC and
+    says why, and --clock tsc is refused in one line; the kernel's own word
+    is read from a model file here, as a test cannot demote this one's."""
+    model = tmp_path / "current_clocksource"
+    model.write_text(f"{source}\n")
+    env = {**os.environ, "OSLENS_CLOCKSOURCE_FILE": str(model)}
+    r = run_engine("run", "--probe", "getppid", "--ops", "100", "--latency", env=env)
+    assert r.rc == 0, r.stderr
+    clock = r.of("header")[0]["clock"]
+    assert clock["source"] == "monotonic" and f"'{source}'" in clock["reason"], clock
+    refused = run_engine("run", "--probe", "getppid", "--ops", "100", "--clock", "tsc", env=env)
+    assert refused.rc == 2 and source in one_line_error(refused.stderr), refused.stderr
+    # and the machine's own clocksource, read as it is, still gives its choice (the test could fail)
+    here = run_engine("run", "--probe", "getppid", "--ops", "100", "--latency")
+    assert here.rc == 0 and here.of("header")[0]["clock"]["source"] in ("tsc", "monotonic")
