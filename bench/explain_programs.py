@@ -30,6 +30,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from explain import planned  # bench/explain.py, beside this script: the planner's argv
+
 from oslens import engine
 
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}  # __NR_bpf
@@ -82,13 +84,22 @@ def names() -> dict[int, str]:
     return {p["id"]: p.get("name", str(p["id"])) for p in json.loads(out)}
 
 
+WARMUP_S = 0.3
+
+
+def twin_argv(args: argparse.Namespace) -> list[str]:
+    """The explained run's engine argv, as `oslens scale --explain` plans the
+    twin of this point (bench/explain.py's planned: the planner's own)."""
+    how = engine.Explain(args.explain, args.sample_rate)
+    _, twin = planned(args.probe, args.mode, args.workers, args.seconds, how, warmup=WARMUP_S)
+    return list(twin)
+
+
 def one_round(args: argparse.Namespace) -> tuple[float, float, dict[str, tuple[int, int]]]:
     """One explained run: the seconds between the two snapshots, the
     workers' operations per second, and each program's runs and ns there."""
-    warmup = 0.3
-    cmd = [str(engine.engine_path()), "run", "--probe", args.probe, "--mode", args.mode]
-    cmd += ["--workers", str(args.workers), "--duration", str(args.seconds), "--warmup", str(warmup)]
-    cmd += engine.Explain(args.explain, args.sample_rate).argv()
+    warmup = WARMUP_S
+    cmd = [str(engine.engine_path()), *twin_argv(args)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     started = time.monotonic()
     while not programs(proc.pid):  # loaded: then the window begins after the warm-up

@@ -48,6 +48,7 @@ def load(name: str):
 
 explain_bench = load("explain")
 light_cost = load("light_cost")
+explain_programs = load("explain_programs")
 
 
 def cli_options(kind: str) -> list[str]:
@@ -155,3 +156,20 @@ def test_per_operation_timing_is_the_same_in_a_twin_and_its_point(kind, mode, wo
     added, removed = differences(kind, mode, workers)
     timing = [(name, value) for name, value in added + removed if name.startswith(TIMING_PREFIX)]
     assert not timing, f"per-operation timing in only one of the pair: {timing}"
+
+
+@pytest.mark.parametrize("kind", ["full", "light", "light@250"])
+@pytest.mark.parametrize("mode", MODES)
+def test_explain_programs_runs_the_twin_scale_explain_plans(monkeypatch, tmp_path, kind, mode):
+    import argparse
+
+    how = explain_bench.explained_as(kind)
+    seconds, workers = 2.0, WORKERS[-1]
+    args = argparse.Namespace(probe="dup", mode=mode, workers=workers, explain=how.mode, sample_rate=how.sample_hz,
+                              seconds=seconds)  # fmt: skip
+    twin = explain_programs.twin_argv(args)
+    settings = ["--probe", "dup", "--mode", mode, "--workers", str(workers), "--duration", str(seconds)]
+    settings += ["--reps", str(explain_bench.REPS), "--warmup", str(explain_programs.WARMUP_S)]
+    _, cli_twin = as_the_cli_plans(monkeypatch, tmp_path, *settings, "--explain", how.mode,
+                                   "--sample-rate", str(how.sample_hz))  # fmt: skip
+    assert tuple(twin) == cli_twin
