@@ -56,7 +56,16 @@ def tune(*args: str, root: Path | None, data: Path | None, as_nobody: bool = Fal
     if "PYTHONPATH" in env:  # PYTHONPATH=src: the same sources from any directory, as any user
         env["PYTHONPATH"] = os.pathsep.join(map(os.path.abspath, env["PYTHONPATH"].split(os.pathsep)))
     argv = [*(prefix or []), *(AS_NOBODY if as_nobody else []), sys.executable, "-m", "oslens", "tune", *args]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    if not as_nobody:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    # nobody's oslens keeps its runtime entries in a directory of this call's, not /tmp/oslens-runtime-UID for good
+    runtime_home = Path(tempfile.mkdtemp(prefix="oslens-test-nobody-runtime.", dir="/tmp"))
+    try:
+        os.chown(runtime_home, nobody_uid(), -1)
+        env["OSLENS_RUNTIME_DIR"] = str(runtime_home / "runtime")
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        shutil.rmtree(runtime_home, ignore_errors=True)
 
 
 @pytest.fixture
